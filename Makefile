@@ -1,0 +1,97 @@
+# flexcheck - correctness gate for flex-attention kernels.
+#
+#   make          build build/flexcheck (installs missing Debian packages first, via ci/)
+#   make test     build and run every test suite (Criterion), single-threaded OpenBLAS
+#   make gate     run the gate on the default backend and write the report under build/
+#   make bench    run the benchmarks (ratios, never pass/fail)
+#   make clean    remove build/
+#
+# Layout: every .c directly under masks/ ref/ fixtures/ reports/ goes into build/libflexcheck.a,
+# cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. A
+# module with rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
+# Warnings are errors when CI=true.
+
+BUILD    ?= build
+CC       := gcc
+CXX      := g++
+NVCC     ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+
+# pkg-config is asked once, lazily, after the installer has run (recursive variables that
+# replace themselves on first use).
+PKG_DEPS := openblas hdf5 criterion
+PKG_CFLAGS = $(eval PKG_CFLAGS := $$(shell pkg-config --cflags $(PKG_DEPS)))$(PKG_CFLAGS)
+PKG_LIBS = $(eval PKG_LIBS := $$(shell pkg-config --libs openblas hdf5))$(PKG_LIBS)
+CRITERION_LIBS = $(eval CRITERION_LIBS := $$(shell pkg-config --libs criterion))$(CRITERION_LIBS)
+
+WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter
+ifeq ($(CI),true)
+WARN     += -Werror
+endif
+OPT      ?= -O2 -g
+CPPFLAGS := -Imasks -Iref -Ifixtures -Ireports -Igpu -D_POSIX_C_SOURCE=200809L
+CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)
+CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PKG_CFLAGS)
+# hdf5's .pc names no high-level library; its -L directory holds libhdf5_hl.
+LDLIBS   = -lhdf5_hl $(PKG_LIBS) -lboost_context -lstdc++ -lpthread -lm
+
+LIB_SRCS  := $(wildcard masks/*.c ref/*.c fixtures/*.c reports/*.c)
+CLI_SRCS  := $(wildcard cli/*.c)
+TEST_SRCS := $(wildcard tests/test_*.c)
+
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+
+# Modules append C++ objects to EXTRA_LIB_OBJS and phony test steps to TEST_STEPS.
+EXTRA_LIB_OBJS :=
+TEST_STEPS :=
+-include $(wildcard */module.mk)
+
+LIB := $(BUILD)/libflexcheck.a
+BIN := $(BUILD)/flexcheck
+DEPS_STAMP := $(BUILD)/.deps-installed
+
+.PHONY: all test gate bench clean deps
+all: $(BIN)
+
+# The installer is idempotent; the stamp only saves re-running dpkg-query on every make.
+$(DEPS_STAMP): ci/install-deps.sh
+	@sh ci/install-deps.sh
+	@mkdir -p $(@D) && touch $@
+deps: $(DEPS_STAMP)
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS) $(EXTRA_LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BIN): $(CLI_OBJS) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(LIB) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -MMD -MP -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
+
+# Tests run with single-threaded OpenBLAS so results never depend on the thread count.
+# Each suite runs even if an earlier one failed; the target fails if any did.
+test: $(BIN) $(TEST_BINS) $(TEST_STEPS)
+	@fail=0; for t in $(TEST_BINS); do \
+	    echo "== $$t"; \
+	    OPENBLAS_NUM_THREADS=1 FLEXCHECK_BIN=$(BIN) $$t --jobs 2 || fail=1; \
+	done; \
+	if [ $$fail -ne 0 ]; then echo "make test: FAILED"; exit 1; fi; echo "make test: all suites passed"
+
+gate: $(BIN)
+	OPENBLAS_NUM_THREADS=1 $(BIN) gate --report-dir $(BUILD)/reports
+
+bench: $(BIN)
+	$(BIN) bench
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)

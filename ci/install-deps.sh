@@ -1,0 +1,33 @@
+#!/bin/sh
+# Idempotent installer for flexcheck's Debian build and test dependencies.
+# Called by the Makefile when a dependency check fails; safe to run any number of times.
+# Installs only what is missing, so a machine that already has everything makes no
+# network call at all.
+set -eu
+
+PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+
+echo "ci/install-deps.sh: installing:$missing" >&2
+SUDO=""
+if [ "$(id -u)" != "0" ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+        echo "ci/install-deps.sh: need root (or sudo) to install:$missing" >&2
+        exit 2
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "ci/install-deps.sh: done" >&2

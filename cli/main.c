@@ -1,0 +1,51 @@
+/*
+ * main.c - flexcheck's front door: dispatch to the subcommands of DESIGN.md.
+ *   flexcheck <command> [options]     (flexcheck <command> --help for each)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"gate", cmd_gate, "run the test matrix on every backend, write the report and JUnit XML"},
+    {"check", cmd_check, "verify fixture files: validation, reference vs oracle, block masks"},
+    {"repro", cmd_repro, "one case told in full: worst elements, allowed range, block lists"},
+    {"gen", cmd_gen, "write fixtures for a matrix group or a single described case"},
+    {"blockmask", cmd_blockmask, "print a block mask as a grid or JSON; diff two builders"},
+    {"layout", cmd_layout, "the layer plan (causal / window / chunk) of a model layout"},
+    {"bench", cmd_bench, "benchmarks: builders, reference, kernels, side by side as ratios"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: flexcheck <command> [options]\n\n"
+               "flexcheck is a correctness gate for flex-attention kernels.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'flexcheck <command> --help' describes each command.\n"
+               "exit status: 0 pass, 1 a check or gate failed, 2 bad input.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_BADINPUT;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return CLI_PASS;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "flexcheck: unknown command '%s' (flexcheck --help lists them)\n", argv[1]);
+    return CLI_BADINPUT;
+}

@@ -1,0 +1,94 @@
+/*
+ * bmask.h - block masks in PyTorch's BlockMask convention, forward half
+ * (spec/semantics.md section 4), their three builders, the soundness check and comparison.
+ *
+ * The grid is (stored query index) x (stored key index) of one batch entry; for packed batches
+ * that is the packed token axis, so one tile can span sequences. A tile is FULL when every
+ * element is allowed (ragged edge tiles never are: padding is "not allowed"), PARTIAL when some
+ * are, EMPTY (listed nowhere) when none are.
+ *
+ * Arrays are [nb, nh, nqb] for counts and [nb, nh, nqb, width] for ids, where nb is 1 or B and
+ * nh is 1 or Hq (1 broadcasts). Our builders produce nb = nh = 1, width = nkb, ids ascending,
+ * unused slots -1 (the mask never depends on batch entry or head). Readers of other tools'
+ * masks must accept any nb/nh/width that validates.
+ */
+#ifndef FLEXCHECK_BMASK_H
+#define FLEXCHECK_BMASK_H
+
+#include "fc.h"
+#include "mask.h"
+#include "seq.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BMASK_MIN_BLOCK 16
+#define BMASK_MAX_BLOCK 256
+
+typedef struct bmask {
+    int32_t q_block_size, kv_block_size; /* powers of two in [16, 256] */
+    int32_t lq, lk;                      /* grid extents the mask was built for */
+    int32_t nqb, nkb;                    /* ceil(lq / q_block_size), ceil(lk / kv_block_size) */
+    int32_t nb, nh;                      /* leading dims, 1 = broadcast */
+    int32_t width;                       /* row width of the id arrays */
+    int32_t *kv_num_blocks;              /* [nb*nh*nqb] partial counts */
+    int32_t *kv_indices;                 /* [nb*nh*nqb*width] partial ids */
+    int32_t *full_kv_num_blocks;         /* [nb*nh*nqb] full counts */
+    int32_t *full_kv_indices;            /* [nb*nh*nqb*width] full ids */
+} bmask;
+
+typedef enum bmask_builder {
+    BMASK_SLOW = 0,          /* exact, predicate on every element, O(lq*lk) */
+    BMASK_DIRECT = 1,        /* exact, interval arithmetic, O(listed blocks) */
+    BMASK_SUPERSET = 2,      /* vLLM direct build: every tile of the touched sequences, partial */
+    BMASK_SUPERSET_TRIM = 3, /* the same, trimmed below the window's lower edge */
+} bmask_builder;
+
+/* "slow", "direct", "superset", "superset-trim". */
+const char *bmask_builder_name(bmask_builder b);
+fc_status bmask_builder_parse(const char *s, bmask_builder *out);
+
+/* 1 iff b is a power of two in [BMASK_MIN_BLOCK, BMASK_MAX_BLOCK]. */
+int bmask_block_size_ok(int32_t b);
+
+/* Allocates zero counts and -1 ids; checks block sizes, lengths and size products. */
+fc_status bmask_alloc(bmask *bm, int32_t qb, int32_t kb, int32_t lq, int32_t lk, int32_t nb,
+                      int32_t nh, int32_t width, fc_err *err);
+void bmask_free(bmask *bm);
+
+/* Row (b, h, r) accessors honouring broadcast of nb/nh == 1. */
+size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r);
+
+fc_status bmask_build(bmask *out, bmask_builder builder, mask_params m, const seq_info *s,
+                      int32_t qb, int32_t kb, fc_err *err);
+fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t qb, int32_t kb,
+                           fc_err *err);
+fc_status bmask_build_direct(bmask *out, mask_params m, const seq_info *s, int32_t qb,
+                             int32_t kb, fc_err *err);
+fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int32_t qb,
+                               int32_t kb, int trim, fc_err *err);
+
+/* Structural validity of a mask from any source: ids in [0, nkb), no duplicate id in a row
+ * (across the partial and full lists too), counts in [0, width]. FC_EINVAL names the first
+ * offending (b, h, row, slot). */
+fc_status bmask_validate(const bmask *bm, fc_err *err);
+
+/* Sound for (m, s): every allowed pair lies in a listed block and every full block is
+ * entirely allowed (checked on every (b, h) row the mask stores). FC_EFAIL names the first
+ * tile and element that breaks it. Requires bmask_validate to pass. */
+fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, fc_err *err);
+
+/* Equal as sets (order within a row ignored) for every row of the broadcast shape.
+ * FC_EFAIL names the first differing row and block. */
+fc_status bmask_compare(const bmask *a, const bmask *b, fc_err *err);
+
+/* Totals over all stored rows. */
+int64_t bmask_count_partial(const bmask *bm);
+int64_t bmask_count_full(const bmask *bm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * mask.h - THE definition of which (query, key) pairs attention may use
+ * (spec/semantics.md sections 1-2). Shared verbatim by the CPU reference (ref/), the block-mask
+ * builders (masks/) and the CUDA kernels (gpu/, compiled by nvcc or by g++ for the emu
+ * backend), so that there is exactly one place a window or a chunk can be off by one.
+ *
+ * Rules for this header: no allocation, no libc beyond <stdint.h>, no globals; every function
+ * is MASK_HD so it exists on host and device. Positions are int32 (sequence lengths are bounded
+ * by MASK_MAX_LEN, checked at every entry point); differences and window edges are computed in
+ * int64 so W or C up to INT32_MAX never overflows.
+ */
+#ifndef FLEXCHECK_MASK_H
+#define FLEXCHECK_MASK_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define MASK_HD static __host__ __device__ __forceinline__
+#else
+#define MASK_HD static inline
+#endif
+
+#if defined(__cplusplus)
+#define MASK_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define MASK_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+/* Largest token-axis length accepted anywhere (2^28): positions, their differences and
+ * index products stay far from int32/int64 limits. */
+#define MASK_MAX_LEN (1 << 28)
+
+/* The mask parameters of one attention call. 0 switches a term off. */
+typedef struct mask_params {
+    int32_t causal;         /* 1: allowed iff p_k <= p_q */
+    int32_t sliding_window; /* W >= 1: allowed iff |p_q - p_k| < W (causal: W keys; else 2W-1) */
+    int32_t chunk_size;     /* C >= 1: allowed iff floor(p_q / C) == floor(p_k / C) */
+    int32_t reserved;       /* 0; keeps the layout 16 bytes on host and device */
+} mask_params;
+MASK_STATIC_ASSERT(sizeof(mask_params) == 16, "mask_params must be 16 bytes on host and device");
+
+/* Floor division for b > 0, negatives included (C's / truncates toward zero). */
+MASK_HD int64_t mask_floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/* Logical position of query i of a sequence with nq queries and nk keys: bottom-right
+ * alignment, the queries are the newest tokens (vLLM decode offset, FlashAttention). Negative
+ * when nq > nk. Key j sits at position j. */
+MASK_HD int32_t mask_q_pos(int32_t i, int32_t nq, int32_t nk)
+{
+    return i + (nk - nq);
+}
+
+/* The predicate of spec section 2, on positions of one sequence. */
+MASK_HD int mask_allowed(mask_params m, int32_t pq, int32_t pk)
+{
+    int64_t d = (int64_t)pq - (int64_t)pk;
+    if (m.causal && d < 0)
+        return 0;
+    if (m.sliding_window > 0 && (d >= m.sliding_window || -d >= m.sliding_window))
+        return 0;
+    if (m.chunk_size > 0 && mask_floordiv(pq, m.chunk_size) != mask_floordiv(pk, m.chunk_size))
+        return 0;
+    return 1;
+}
+
+/* Every term is an interval of key positions, so a row's allowed keys are one interval:
+ * keys [*lo, *hi) of [0, nk) (empty when *lo >= *hi). Equal to scanning mask_allowed over
+ * j in [0, nk) (tests/test_masks.c checks this by brute force). Both bounds are
+ * non-decreasing in pq, which the direct builder and the kernels rely on. */
+MASK_HD void mask_row_range(mask_params m, int32_t pq, int32_t nk, int32_t *lo, int32_t *hi)
+{
+    int64_t l = 0, h = nk;
+    if (m.causal && (int64_t)pq + 1 < h)
+        h = (int64_t)pq + 1;
+    if (m.sliding_window > 0) {
+        int64_t wl = (int64_t)pq - m.sliding_window + 1, wh = (int64_t)pq + m.sliding_window;
+        if (wl > l) l = wl;
+        if (wh < h) h = wh;
+    }
+    if (m.chunk_size > 0) {
+        int64_t cl = mask_floordiv(pq, m.chunk_size) * m.chunk_size, ch = cl + m.chunk_size;
+        if (cl > l) l = cl;
+        if (ch < h) h = ch;
+    }
+    if (h < l)
+        h = l;
+    *lo = (int32_t)l; /* l <= max(0, pq) < MASK_MAX_LEN, or the range is emptied below */
+    *hi = (int32_t)h;
+    if (l > nk) { *lo = nk; *hi = nk; }
+}
+
+/*
+ * Sequence layout of one batch entry's token axes, as device-readable plain data.
+ * Dense batch entry: nseq = 1, cu_q = {0, lq}, cu_k = {0, lk}. Packed (vLLM varlen): nseq = R,
+ * the cu_seqlens arrays. Zero-length sequences are allowed (repeated cu entries).
+ * The pointers refer to memory the caller owns (host or device).
+ */
+typedef struct seq_view {
+    const int32_t *cu_q; /* [nseq + 1], cu_q[0] = 0, non-decreasing, cu_q[nseq] = lq */
+    const int32_t *cu_k; /* [nseq + 1], likewise ending at lk */
+    int32_t nseq;
+    int32_t lq, lk;
+    int32_t reserved;
+} seq_view;
+
+/* The sequence holding token t (0 <= t < cu[nseq]): the largest s with cu[s] <= t, which is
+ * the unique s with cu[s] <= t < cu[s+1] even when zero-length sequences repeat entries. */
+MASK_HD int32_t seq_find(const int32_t *cu, int32_t nseq, int32_t t)
+{
+    int32_t a = 0, b = nseq; /* invariant: cu[a] <= t < cu[b] */
+    while (b - a > 1) {
+        int32_t mid = a + (b - a) / 2;
+        if (cu[mid] <= t) a = mid; else b = mid;
+    }
+    return a;
+}
+
+/* Is stored query token tq allowed to see stored key token tk? Out-of-range tokens (padding
+ * past lq or lk) and tokens of different sequences are never allowed. This is the mask on the
+ * packed token grid that ref/, the slow builder and the kernels all evaluate. */
+MASK_HD int mask_pair_allowed(mask_params m, seq_view v, int32_t tq, int32_t tk)
+{
+    if (tq < 0 || tq >= v.lq || tk < 0 || tk >= v.lk)
+        return 0;
+    int32_t s = seq_find(v.cu_q, v.nseq, tq);
+    int32_t k0 = v.cu_k[s], k1 = v.cu_k[s + 1];
+    if (tk < k0 || tk >= k1)
+        return 0;
+    int32_t q0 = v.cu_q[s], nq = v.cu_q[s + 1] - q0, nk = k1 - k0;
+    return mask_allowed(m, mask_q_pos(tq - q0, nq, nk), tk - k0);
+}
+
+/* Allowed keys of stored query token tq as a range of stored key tokens [*lo, *hi). */
+MASK_HD void mask_token_range(mask_params m, seq_view v, int32_t tq, int32_t *lo, int32_t *hi)
+{
+    int32_t s = seq_find(v.cu_q, v.nseq, tq);
+    int32_t q0 = v.cu_q[s], nq = v.cu_q[s + 1] - q0;
+    int32_t k0 = v.cu_k[s], nk = v.cu_k[s + 1] - k0;
+    int32_t l, h;
+    mask_row_range(m, mask_q_pos(tq - q0, nq, nk), nk, &l, &h);
+    *lo = k0 + l;
+    *hi = k0 + h;
+}
+
+#endif

@@ -1,0 +1,104 @@
+/* problem.c - validation and sizes of an attention call (problem.h). */
+#include <math.h>
+#include <stdint.h>
+
+#include "problem.h"
+
+fc_status mask_params_check(const mask_params *m, fc_err *err)
+{
+    if (m->causal != 0 && m->causal != 1)
+        return fc_errf(err, FC_EINVAL, "causal = %d: must be 0 or 1", (int)m->causal);
+    if (m->sliding_window < 0)
+        return fc_errf(err, FC_EINVAL, "sliding_window = %d: must be >= 0 (0 = off)",
+                       (int)m->sliding_window);
+    if (m->chunk_size < 0)
+        return fc_errf(err, FC_EINVAL, "chunk_size = %d: must be >= 0 (0 = off)",
+                       (int)m->chunk_size);
+    if (m->reserved != 0)
+        return fc_errf(err, FC_EINVAL, "mask_params.reserved = %d: must be 0", (int)m->reserved);
+    return FC_OK;
+}
+
+/* Every tensor's element count must fit in int64 (the kernels' 64-bit offsets) and size_t. */
+static fc_status check_elems(const char *name, size_t a, size_t b, size_t c, size_t d,
+                             fc_err *err)
+{
+    size_t n;
+    if (fc_mul4_size(a, b, c, d, &n) || n > (size_t)INT64_MAX / 8)
+        return fc_errf(err, FC_EINVAL, "%s has %zu x %zu x %zu x %zu elements: too large", name,
+                       a, b, c, d);
+    return FC_OK;
+}
+
+fc_status attn_problem_check(const attn_problem *p, fc_err *err)
+{
+    const seq_info *s = &p->seq;
+    if (!s->cu_q || !s->cu_k || s->nseq < 1)
+        return fc_errf(err, FC_EINVAL, "problem has no sequence metadata");
+    if (s->batch < 1)
+        return fc_errf(err, FC_EINVAL, "batch = %d: must be >= 1", (int)s->batch);
+    if (s->packed && s->batch != 1)
+        return fc_errf(err, FC_EINVAL, "packed sequences need batch == 1, got %d", (int)s->batch);
+    if (s->lq < 0 || s->lq > MASK_MAX_LEN || s->lk < 0 || s->lk > MASK_MAX_LEN)
+        return fc_errf(err, FC_EINVAL, "lengths Lq = %d, Lk = %d: must be in [0, %d]", (int)s->lq,
+                       (int)s->lk, MASK_MAX_LEN);
+    if (s->cu_q[s->nseq] != s->lq || s->cu_k[s->nseq] != s->lk)
+        return fc_errf(err, FC_EINVAL, "cu_seqlens end at (%d, %d), lengths are (%d, %d)",
+                       (int)s->cu_q[s->nseq], (int)s->cu_k[s->nseq], (int)s->lq, (int)s->lk);
+    if (p->hq < 1 || p->hq > ATTN_MAX_HEADS)
+        return fc_errf(err, FC_EINVAL, "Hq = %d: must be in [1, %d]", (int)p->hq, ATTN_MAX_HEADS);
+    if (p->hkv < 1 || p->hkv > p->hq)
+        return fc_errf(err, FC_EINVAL, "Hkv = %d: must be in [1, Hq = %d]", (int)p->hkv,
+                       (int)p->hq);
+    if (p->hq % p->hkv != 0)
+        return fc_errf(err, FC_EINVAL, "Hq %% Hkv != 0 (Hq = %d, Hkv = %d)", (int)p->hq,
+                       (int)p->hkv);
+    if (p->d < 1 || p->d > ATTN_MAX_HEAD_DIM)
+        return fc_errf(err, FC_EINVAL, "D = %d: must be in [1, %d]", (int)p->d,
+                       ATTN_MAX_HEAD_DIM);
+    if (p->dv < 1 || p->dv > ATTN_MAX_HEAD_DIM)
+        return fc_errf(err, FC_EINVAL, "Dv = %d: must be in [1, %d]", (int)p->dv,
+                       ATTN_MAX_HEAD_DIM);
+    if (!isfinite(p->scale) || !(p->scale > 0))
+        return fc_errf(err, FC_EINVAL, "scale = %g: must be finite and > 0", p->scale);
+    fc_status st = mask_params_check(&p->mask, err);
+    if (!st)
+        st = check_elems("q", s->batch, p->hq, s->lq, p->d, err);
+    if (!st)
+        st = check_elems("k", s->batch, p->hkv, s->lk, p->d, err);
+    if (!st)
+        st = check_elems("v", s->batch, p->hkv, s->lk, p->dv, err);
+    if (!st)
+        st = check_elems("out", s->batch, p->hq, s->lq, p->dv, err);
+    return st;
+}
+
+size_t attn_q_elems(const attn_problem *p)
+{
+    return (size_t)p->seq.batch * p->hq * p->seq.lq * p->d;
+}
+
+size_t attn_k_elems(const attn_problem *p)
+{
+    return (size_t)p->seq.batch * p->hkv * p->seq.lk * p->d;
+}
+
+size_t attn_v_elems(const attn_problem *p)
+{
+    return (size_t)p->seq.batch * p->hkv * p->seq.lk * p->dv;
+}
+
+size_t attn_o_elems(const attn_problem *p)
+{
+    return (size_t)p->seq.batch * p->hq * p->seq.lq * p->dv;
+}
+
+size_t attn_lse_elems(const attn_problem *p)
+{
+    return (size_t)p->seq.batch * p->hq * p->seq.lq;
+}
+
+void attn_problem_free(attn_problem *p)
+{
+    seq_free(&p->seq);
+}

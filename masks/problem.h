@@ -1,0 +1,50 @@
+/*
+ * problem.h - the shape of one attention call (spec/semantics.md section 1), shared by ref/,
+ * gpu/ and fixtures/: q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv],
+ * o [B, Hq, Lq, Dv], lse [B, Hq, Lq], all row-major. Query head h reads kv head
+ * h / (Hq / Hkv) (repeat_interleave).
+ */
+#ifndef FLEXCHECK_PROBLEM_H
+#define FLEXCHECK_PROBLEM_H
+
+#include "fc.h"
+#include "mask.h"
+#include "seq.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_problem {
+    seq_info seq;     /* B, Lq, Lk and the sequences; owned */
+    int32_t hq, hkv;  /* query heads, kv heads; hq % hkv == 0 */
+    int32_t d, dv;    /* head dims of q/k and of v/o */
+    double scale;     /* softmax scale, finite and > 0 (default 1/sqrt(d)) */
+    mask_params mask;
+} attn_problem;
+
+/* Largest head dim accepted by the checks (kernels may support fewer). */
+#define ATTN_MAX_HEAD_DIM 1024
+#define ATTN_MAX_HEADS 4096
+
+/* Checks every field and that every tensor's element count fits in size_t and int64
+ * (64-bit offsets), with a message naming the field and its value. */
+fc_status attn_problem_check(const attn_problem *p, fc_err *err);
+/* Mask parameters alone: causal 0/1, window >= 0, chunk >= 0, reserved 0. */
+fc_status mask_params_check(const mask_params *m, fc_err *err);
+
+/* Element counts (valid after attn_problem_check succeeded). */
+size_t attn_q_elems(const attn_problem *p);
+size_t attn_k_elems(const attn_problem *p);
+size_t attn_v_elems(const attn_problem *p);
+size_t attn_o_elems(const attn_problem *p);
+size_t attn_lse_elems(const attn_problem *p);
+
+/* Releases the owned seq_info. */
+void attn_problem_free(attn_problem *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
