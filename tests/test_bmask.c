@@ -1,0 +1,332 @@
+/*
+ * test_bmask.c - block-mask builders (spec/matrix.md M3, exact, no tolerance):
+ *   - slow == a brute-force tile classification by an oracle written here from the spec
+ *     (linear sequence lookup, floor() in double, no code shared with masks/);
+ *   - direct == slow exactly, superset (with and without trim) sound, on 1200 seeded random
+ *     configurations: lengths including 0, 1 and non-multiples of the block, block sizes
+ *     16..256 and non-square, causal, W, C, packing with zero-length members;
+ *   - PyTorch's published counts; ragged lengths; validation and soundness failures.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bmask.h"
+#include "seq.h"
+
+/* ---- the oracle: spec/semantics.md section 2 read literally ---- */
+
+static int oracle_allowed(mask_params m, const seq_info *s, int32_t tq, int32_t tk)
+{
+    if (tq >= s->lq || tk >= s->lk)
+        return 0; /* padding */
+    int32_t sq = -1, sk = -1;
+    for (int32_t r = 0; r < s->nseq; r++) {
+        if (s->cu_q[r] <= tq && tq < s->cu_q[r + 1]) sq = r;
+        if (s->cu_k[r] <= tk && tk < s->cu_k[r + 1]) sk = r;
+    }
+    if (sq != sk)
+        return 0;
+    long nq = s->cu_q[sq + 1] - s->cu_q[sq], nk = s->cu_k[sq + 1] - s->cu_k[sq];
+    long pq = (tq - s->cu_q[sq]) + (nk - nq), pk = tk - s->cu_k[sq];
+    if (m.causal && !(pk <= pq))
+        return 0;
+    if (m.sliding_window && !(labs(pq - pk) < m.sliding_window))
+        return 0;
+    if (m.chunk_size &&
+        floor((double)pq / m.chunk_size) != floor((double)pk / m.chunk_size))
+        return 0;
+    return 1;
+}
+
+/* 0 empty, 1 partial, 2 full for tile (r, c). */
+static int oracle_tile(mask_params m, const seq_info *s, int32_t qb, int32_t kb, int32_t r,
+                       int32_t c)
+{
+    long n = 0;
+    for (int32_t tq = r * qb; tq < (r + 1) * qb; tq++)
+        for (int32_t tk = c * kb; tk < (c + 1) * kb; tk++)
+            n += oracle_allowed(m, s, tq, tk);
+    return n == 0 ? 0 : n == (long)qb * kb ? 2 : 1;
+}
+
+/* Kind of tile c in row r of bm, with sanity checks on ordering and fill. */
+static int listed_kind(const bmask *bm, int32_t r, int32_t c)
+{
+    size_t row = bmask_row(bm, 0, 0, r);
+    for (int32_t j = 0; j < bm->kv_num_blocks[row]; j++)
+        if (bm->kv_indices[row * bm->width + j] == c) return 1;
+    for (int32_t j = 0; j < bm->full_kv_num_blocks[row]; j++)
+        if (bm->full_kv_indices[row * bm->width + j] == c) return 2;
+    return 0;
+}
+
+/* Ascending ids, -1 past the count: the canonical form our builders promise. */
+static void expect_canonical(const bmask *bm, const char *what)
+{
+    for (int32_t r = 0; r < bm->nqb; r++) {
+        const int32_t *cnts[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
+        const int32_t *ids[2] = {bm->kv_indices, bm->full_kv_indices};
+        for (int l = 0; l < 2; l++) {
+            const int32_t *row = ids[l] + (size_t)r * bm->width;
+            for (int32_t j = 0; j < bm->width; j++) {
+                if (j < cnts[l][r] && j > 0)
+                    cr_assert(row[j] > row[j - 1], "%s: row %d not ascending", what, r);
+                if (j >= cnts[l][r])
+                    cr_assert_eq(row[j], -1, "%s: row %d slot %d not -1", what, r, j);
+            }
+        }
+    }
+}
+
+/* ---- random configurations ---- */
+
+static uint64_t rng_next(uint64_t *st)
+{
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int32_t rng_int(uint64_t *st, int32_t lo, int32_t hi) /* [lo, hi] */
+{
+    return lo + (int32_t)(rng_next(st) % (uint64_t)(hi - lo + 1));
+}
+
+typedef struct config {
+    mask_params m;
+    seq_info s;
+    int32_t qb, kb;
+    char desc[256];
+} config;
+
+static int32_t random_len(uint64_t *st)
+{
+    static const int32_t edge[] = {0, 1, 2, 15, 16, 17, 63, 64, 65, 127, 128, 129, 255, 256, 257};
+    switch (rng_int(st, 0, 3)) {
+    case 0: return edge[rng_int(st, 0, 14)];
+    case 1: return rng_int(st, 0, 40);
+    default: return rng_int(st, 0, 300);
+    }
+}
+
+static void random_config(uint64_t seed, config *cf)
+{
+    uint64_t st = seed * 7919 + 1;
+    fc_err err;
+    memset(cf, 0, sizeof *cf);
+    cf->qb = 16 << rng_int(&st, 0, 4);
+    cf->kb = 16 << rng_int(&st, 0, 4);
+    cf->m.causal = rng_int(&st, 0, 1);
+    static const int32_t ws[] = {1, 2, 3, 15, 16, 17, 31, 64, 65, 100, 127, 128, 129, 257, 1000};
+    cf->m.sliding_window = rng_int(&st, 0, 2) ? ws[rng_int(&st, 0, 14)] : 0;
+    static const int32_t cs[] = {1, 3, 16, 33, 64, 100, 128, 200};
+    cf->m.chunk_size = rng_int(&st, 0, 3) == 0 ? cs[rng_int(&st, 0, 7)] : 0;
+    int packed = rng_int(&st, 0, 1);
+    if (!packed) {
+        cr_assert_eq(seq_init_dense(&cf->s, 1, random_len(&st), random_len(&st), &err), FC_OK);
+    } else {
+        int32_t n = rng_int(&st, 1, 6), cq[8] = {0}, ck[8] = {0};
+        for (int32_t i = 1; i <= n; i++) {
+            int32_t kind = rng_int(&st, 0, 4);
+            int32_t nk = kind == 0 ? 0 : rng_int(&st, 0, 120);
+            /* prefill (nq == nk), decode (1 query), chunked prefill (tail), empty, random */
+            int32_t nq = kind == 1 ? nk : kind == 2 ? (nk > 0) : kind == 3 ? nk / 3
+                                                                           : rng_int(&st, 0, 60);
+            cq[i] = cq[i - 1] + nq;
+            ck[i] = ck[i - 1] + nk;
+        }
+        cr_assert_eq(seq_init_packed(&cf->s, n, cq, ck, &err), FC_OK);
+    }
+    int o = snprintf(cf->desc, sizeof cf->desc, "seed %llu: qb %d kb %d causal %d W %d C %d lq %d "
+                     "lk %d", (unsigned long long)seed, cf->qb, cf->kb, cf->m.causal,
+                     cf->m.sliding_window, cf->m.chunk_size, cf->s.lq, cf->s.lk);
+    if (packed)
+        for (int32_t i = 0; i <= cf->s.nseq && o < 200; i++)
+            o += snprintf(cf->desc + o, sizeof cf->desc - o, "%s%d/%d", i ? "," : " cu ",
+                          cf->s.cu_q[i], cf->s.cu_k[i]);
+}
+
+static void check_config(uint64_t seed)
+{
+    config cf;
+    random_config(seed, &cf);
+    bmask slow, direct, sup, trim;
+    fc_err err;
+    cr_assert_eq(bmask_build(&slow, BMASK_SLOW, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK, "%s: %s",
+                 cf.desc, err.msg);
+    for (int32_t r = 0; r < slow.nqb; r++)
+        for (int32_t c = 0; c < slow.nkb; c++) {
+            int want = oracle_tile(cf.m, &cf.s, cf.qb, cf.kb, r, c);
+            cr_assert_eq(listed_kind(&slow, r, c), want, "%s: slow tile (%d, %d) is %d, oracle %d",
+                         cf.desc, r, c, listed_kind(&slow, r, c), want);
+        }
+    expect_canonical(&slow, cf.desc);
+    cr_assert_eq(bmask_build(&direct, BMASK_DIRECT, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK);
+    cr_assert_eq(bmask_compare(&slow, &direct, &err), FC_OK, "%s: direct != slow: %s", cf.desc,
+                 err.msg);
+    expect_canonical(&direct, cf.desc);
+    cr_assert_eq(bmask_build(&sup, BMASK_SUPERSET, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK);
+    cr_assert_eq(bmask_check_sound(&sup, cf.m, &cf.s, &err), FC_OK, "%s: superset: %s", cf.desc,
+                 err.msg);
+    cr_assert_eq(bmask_build(&trim, BMASK_SUPERSET_TRIM, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK);
+    cr_assert_eq(bmask_check_sound(&trim, cf.m, &cf.s, &err), FC_OK, "%s: superset-trim: %s",
+                 cf.desc, err.msg);
+    cr_assert_eq(bmask_count_full(&sup) + bmask_count_full(&trim), 0, "%s: superset lists full",
+                 cf.desc);
+    cr_assert_eq(bmask_validate(&trim, &err), FC_OK, "%s: %s", cf.desc, err.msg);
+    cr_assert_leq(bmask_count_partial(&trim), bmask_count_partial(&sup), "%s", cf.desc);
+    bmask_free(&slow);
+    bmask_free(&direct);
+    bmask_free(&sup);
+    bmask_free(&trim);
+    seq_free(&cf.s);
+}
+
+/* 4 x 300 configurations, split so Criterion can run them on both cores. */
+#define CONFIGS_PER_TEST 300
+#define RANDOM_TEST(part)                                                                       \
+    Test(builders, slow_matches_oracle_and_direct_equals_slow_part_##part)                      \
+    {                                                                                           \
+        for (uint64_t i = 0; i < CONFIGS_PER_TEST; i++)                                         \
+            check_config((part) * CONFIGS_PER_TEST + i);                                        \
+    }
+RANDOM_TEST(0)
+RANDOM_TEST(1)
+RANDOM_TEST(2)
+RANDOM_TEST(3)
+
+/* ---- PyTorch's published counts (test_flex_attention / BlockMask docs) ---- */
+
+typedef struct count_case {
+    const char *name;
+    mask_params m;
+    int32_t l, qb, kb;
+    int64_t partial, full;
+} count_case;
+
+static const count_case counts[] = {
+    /* 16 diagonal tiles partial, 16*15/2 = 120 below full. */
+    {"causal L=2048 B=128", {.causal = 1}, 2048, 128, 128, 16, 120},
+    /* p_q - p_k <= 512: offsets 1..3 full (15+14+13 = 42), diagonal and offset 4 partial
+     * (16 + 12 = 28). */
+    {"causal W=513 L=2048 B=128", {.causal = 1, .sliding_window = 513}, 2048, 128, 128, 28, 42},
+};
+
+Test(builders, reproduce_pytorch_published_block_counts)
+{
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        const count_case *cc = &counts[i];
+        seq_info s;
+        fc_err err;
+        cr_assert_eq(seq_init_dense(&s, 1, cc->l, cc->l, &err), FC_OK);
+        for (int b = BMASK_SLOW; b <= BMASK_DIRECT; b++) {
+            bmask bm;
+            cr_assert_eq(bmask_build(&bm, (bmask_builder)b, cc->m, &s, cc->qb, cc->kb, &err),
+                         FC_OK);
+            cr_expect_eq(bmask_count_partial(&bm), cc->partial, "%s (%s): partial", cc->name,
+                         bmask_builder_name((bmask_builder)b));
+            cr_expect_eq(bmask_count_full(&bm), cc->full, "%s (%s): full", cc->name,
+                         bmask_builder_name((bmask_builder)b));
+            bmask_free(&bm);
+        }
+        seq_free(&s);
+    }
+}
+
+Test(builders, ragged_lengths_never_list_out_of_range_ids_or_full_edge_tiles)
+{
+    static const int32_t lens[] = {1023, 2047, 2051};
+    for (size_t i = 0; i < 3; i++) {
+        seq_info s;
+        fc_err err;
+        cr_assert_eq(seq_init_dense(&s, 1, lens[i], lens[i], &err), FC_OK);
+        for (int b = BMASK_SLOW; b <= BMASK_SUPERSET_TRIM; b++) {
+            bmask bm;
+            mask_params m = {.causal = 1, .sliding_window = 300};
+            cr_assert_eq(bmask_build(&bm, (bmask_builder)b, m, &s, 128, 64, &err), FC_OK);
+            cr_expect_eq(bmask_validate(&bm, &err), FC_OK, "L=%d %s: %s", lens[i],
+                         bmask_builder_name((bmask_builder)b), err.msg);
+            int32_t last_q = bm.nqb - 1, last_k = bm.nkb - 1;
+            cr_expect_neq(listed_kind(&bm, last_q, last_k), 2, "L=%d %s: edge tile full",
+                          lens[i], bmask_builder_name((bmask_builder)b));
+            for (int32_t r = 0; r < bm.nqb; r++)
+                cr_expect_neq(listed_kind(&bm, r, last_k), 2, "L=%d: ragged kv tile full in row %d",
+                              lens[i], r);
+            bmask_free(&bm);
+        }
+        seq_free(&s);
+    }
+}
+
+/* ---- validation and soundness must fail on planted defects ---- */
+
+static bmask causal_mask(seq_info *s)
+{
+    bmask bm;
+    fc_err err;
+    cr_assert_eq(seq_init_dense(s, 1, 256, 256, &err), FC_OK);
+    cr_assert_eq(bmask_build(&bm, BMASK_DIRECT, (mask_params){.causal = 1}, s, 64, 64, &err),
+                 FC_OK);
+    return bm;
+}
+
+Test(soundness, catches_a_dropped_block_and_a_partial_block_listed_full)
+{
+    seq_info s;
+    fc_err err;
+    bmask bm = causal_mask(&s);
+    mask_params m = {.causal = 1};
+    cr_assert_eq(bmask_check_sound(&bm, m, &s, &err), FC_OK, "%s", err.msg);
+    /* Row 2 lists blocks 0, 1 full and 2 partial. Drop the partial diagonal block. */
+    bm.kv_num_blocks[2] = 0;
+    cr_expect_eq(bmask_check_sound(&bm, m, &s, &err), FC_EFAIL);
+    cr_expect(strstr(err.msg, "not listed"), "%s", err.msg);
+    /* Restore, then list the diagonal block as full: the mask would be skipped. */
+    bm.kv_num_blocks[2] = 1;
+    bm.full_kv_indices[2 * bm.width + 2] = 2;
+    bm.full_kv_num_blocks[2] = 3;
+    bm.kv_num_blocks[2] = 0;
+    cr_expect_eq(bmask_check_sound(&bm, m, &s, &err), FC_EFAIL);
+    cr_expect(strstr(err.msg, "listed full"), "%s", err.msg);
+    bmask_free(&bm);
+    seq_free(&s);
+}
+
+Test(validation, rejects_out_of_range_duplicate_ids_and_counts_above_width)
+{
+    seq_info s;
+    fc_err err;
+    bmask bm = causal_mask(&s);
+    cr_assert_eq(bmask_validate(&bm, &err), FC_OK);
+    bm.kv_indices[1 * bm.width + 0] = 4; /* nkb = 4 */
+    cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "kv_indices[0][0][1][0] = 4"), "%s", err.msg);
+    bm.kv_indices[1 * bm.width + 0] = 0; /* also listed full in row 1 */
+    cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "twice"), "%s", err.msg);
+    bm.kv_indices[1 * bm.width + 0] = 1;
+    bm.full_kv_num_blocks[3] = 5;
+    cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "full_kv_num_blocks[0][0][3] = 5"), "%s", err.msg);
+    bmask_free(&bm);
+    seq_free(&s);
+}
+
+Test(compare, names_the_first_differing_row_and_block)
+{
+    seq_info s;
+    fc_err err;
+    bmask a = causal_mask(&s), b;
+    cr_assert_eq(bmask_build(&b, BMASK_SLOW, (mask_params){.causal = 1}, &s, 64, 64, &err), FC_OK);
+    cr_expect_eq(bmask_compare(&a, &b, &err), FC_OK);
+    b.full_kv_num_blocks[3] = 2; /* drop block 2 from row 3's full list */
+    cr_expect_eq(bmask_compare(&a, &b, &err), FC_EFAIL);
+    cr_expect(strstr(err.msg, "row [0][0][3], kv block 2: full vs empty"), "%s", err.msg);
+    bmask_free(&a);
+    bmask_free(&b);
+    seq_free(&s);
+}

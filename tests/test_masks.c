@@ -1,0 +1,320 @@
+/*
+ * test_masks.c - the mask predicate (masks/mask.h) against hand-written truth tables, window
+ * and chunk edges, negative positions, packed sequences; row ranges against a scan; layouts;
+ * bad parameters. Expected grids are written out literally from spec/semantics.md section 2,
+ * never produced by the code under test.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bmask.h"
+#include "layout.h"
+#include "mask.h"
+#include "problem.h"
+#include "seq.h"
+
+#define MAXTOK 8
+
+/* One truth table: a (possibly packed) grid and the expected allowed pattern, one string per
+ * query row, '1' allowed, '0' masked. No pointers (Criterion parameter rule); rows padded. */
+typedef struct truth_case {
+    const char *name;
+    mask_params m;
+    int32_t nseq;
+    int32_t cu_q[4], cu_k[4];
+    const char *rows[MAXTOK];
+} truth_case;
+
+static const truth_case truth[] = {
+    {"causal 4x4", {.causal = 1}, 1, {0, 4}, {0, 4}, {"1000", "1100", "1110", "1111"}},
+    {"no mask 2x3", {0}, 1, {0, 2}, {0, 3}, {"111", "111"}},
+    {"causal window 2", {.causal = 1, .sliding_window = 2}, 1, {0, 4}, {0, 4},
+     {"1000", "1100", "0110", "0011"}},
+    {"causal window 1 sees only itself", {.causal = 1, .sliding_window = 1}, 1, {0, 3}, {0, 3},
+     {"100", "010", "001"}},
+    {"bidirectional window 2 sees 3", {.sliding_window = 2}, 1, {0, 4}, {0, 4},
+     {"1100", "1110", "0111", "0011"}},
+    {"causal chunk 2", {.causal = 1, .chunk_size = 2}, 1, {0, 5}, {0, 5},
+     {"10000", "11000", "00100", "00110", "00001"}},
+    {"bidirectional chunk 2", {.chunk_size = 2}, 1, {0, 5}, {0, 5},
+     {"11000", "11000", "00110", "00110", "00001"}},
+    /* Lq < Lk: queries are the newest tokens, p_q = i + 2. */
+    {"causal 2 queries 4 keys bottom-right", {.causal = 1}, 1, {0, 2}, {0, 4}, {"1110", "1111"}},
+    /* Lq > Lk: p_q = i - 2, the first two rows see nothing. */
+    {"causal 4 queries 2 keys negative positions", {.causal = 1}, 1, {0, 4}, {0, 2},
+     {"00", "00", "10", "11"}},
+    /* p_q = -2, -1, 0, 1: |p_q - p_k| < 2. */
+    {"bidirectional window 2, 4 queries 2 keys", {.sliding_window = 2}, 1, {0, 4}, {0, 2},
+     {"00", "10", "11", "11"}},
+    /* p_q = -2..2, floor(-2/3) = floor(-1/3) = -1 != 0: negative positions are their own chunk. */
+    {"bidirectional chunk 3, 5 queries 3 keys", {.chunk_size = 3}, 1, {0, 5}, {0, 3},
+     {"000", "000", "111", "111", "111"}},
+    {"causal window 2 chunk 3", {.causal = 1, .sliding_window = 2, .chunk_size = 3}, 1, {0, 6},
+     {0, 6}, {"100000", "110000", "011000", "000100", "000110", "000011"}},
+    /* Two sequences: (2 q, 2 k) and (1 q, 2 k, p_q = 1). */
+    {"packed causal never crosses sequences", {.causal = 1}, 2, {0, 2, 3}, {0, 2, 4},
+     {"1000", "1100", "0011"}},
+    {"packed no mask never crosses sequences", {0}, 2, {0, 2, 3}, {0, 2, 4},
+     {"1100", "1100", "0011"}},
+    /* A sequence with 0 queries and 3 keys, then one of 2 and 2. */
+    {"packed zero-query sequence", {.causal = 1}, 2, {0, 0, 2}, {0, 3, 5}, {"00010", "00011"}},
+    /* A sequence with 2 queries and 0 keys: those rows see nothing. */
+    {"packed zero-key sequence", {0}, 3, {0, 2, 3, 4}, {0, 0, 2, 3},
+     {"000", "000", "110", "001"}},
+};
+
+static void check_truth(const truth_case *tc)
+{
+    seq_info s;
+    fc_err err;
+    cr_assert_eq(seq_init_packed(&s, tc->nseq, tc->cu_q, tc->cu_k, &err), FC_OK, "%s: %s",
+                 tc->name, err.msg);
+    seq_view v = seq_info_view(&s);
+    for (int32_t tq = 0; tq < s.lq; tq++) {
+        cr_assert_eq((int)strlen(tc->rows[tq]), s.lk, "%s: row %d has the wrong width", tc->name,
+                     tq);
+        int32_t lo = -1, hi = -1;
+        mask_token_range(tc->m, v, tq, &lo, &hi);
+        for (int32_t tk = 0; tk < s.lk; tk++) {
+            int want = tc->rows[tq][tk] == '1';
+            cr_expect_eq(mask_pair_allowed(tc->m, v, tq, tk), want, "%s: (q %d, k %d) expected %d",
+                         tc->name, tq, tk, want);
+            cr_expect_eq(tk >= lo && tk < hi, want, "%s: range [%d, %d) of row %d at k %d",
+                         tc->name, lo, hi, tq, tk);
+        }
+        /* Padding past the grid is never allowed. */
+        cr_expect_eq(mask_pair_allowed(tc->m, v, tq, s.lk), 0, "%s: key past lk", tc->name);
+    }
+    cr_expect_eq(mask_pair_allowed(tc->m, v, s.lq, 0), 0, "%s: query past lq", tc->name);
+    seq_free(&s);
+}
+
+Test(mask, matches_every_hand_written_truth_table)
+{
+    for (size_t i = 0; i < sizeof truth / sizeof truth[0]; i++)
+        check_truth(&truth[i]);
+}
+
+Test(window, allows_w_minus_one_and_masks_w)
+{
+    static const int32_t ws[] = {1, 2, 3, 15, 16, 17, 64, 127, 128, 129, 513, 4096};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+        int32_t w = ws[i];
+        mask_params causal = {.causal = 1, .sliding_window = w};
+        mask_params bidir = {.sliding_window = w};
+        int32_t pq = 5000;
+        cr_expect(mask_allowed(causal, pq, pq - (w - 1)), "causal W=%d: d = W-1 allowed", w);
+        cr_expect(!mask_allowed(causal, pq, pq - w), "causal W=%d: d = W masked", w);
+        cr_expect(!mask_allowed(causal, pq, pq + 1), "causal W=%d: future masked", w);
+        cr_expect(mask_allowed(bidir, pq, pq + (w - 1)), "bidir W=%d: d = -(W-1) allowed", w);
+        cr_expect(!mask_allowed(bidir, pq, pq + w), "bidir W=%d: d = -W masked", w);
+        cr_expect(mask_allowed(bidir, pq, pq - (w - 1)), "bidir W=%d: d = W-1 allowed", w);
+        cr_expect(!mask_allowed(bidir, pq, pq - w), "bidir W=%d: d = W masked", w);
+    }
+}
+
+Test(window, huge_windows_do_not_overflow)
+{
+    mask_params m = {.sliding_window = INT32_MAX};
+    cr_expect(mask_allowed(m, MASK_MAX_LEN - 1, 0));
+    cr_expect(mask_allowed(m, -MASK_MAX_LEN, MASK_MAX_LEN - 1));
+    int32_t lo, hi;
+    mask_row_range(m, MASK_MAX_LEN - 1, MASK_MAX_LEN, &lo, &hi);
+    cr_expect(lo == 0 && hi == MASK_MAX_LEN, "range [%d, %d)", lo, hi);
+    mask_params c = {.causal = 1, .chunk_size = INT32_MAX};
+    cr_expect(mask_allowed(c, MASK_MAX_LEN - 1, 0));
+    cr_expect(!mask_allowed(c, -1, 0), "negative positions are another chunk");
+}
+
+Test(chunk, splits_at_multiples_of_c_including_negative_positions)
+{
+    static const int32_t cs[] = {1, 16, 100, 128};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        int32_t c = cs[i];
+        mask_params m = {.chunk_size = c};
+        cr_expect(mask_allowed(m, c, 2 * c - 1), "C=%d: c and 2c-1 share a chunk", c);
+        cr_expect(!mask_allowed(m, c, c - 1), "C=%d: c-1 is the previous chunk", c);
+        cr_expect(mask_allowed(m, -1, -c), "C=%d: -1 and -C share chunk -1", c);
+        cr_expect(!mask_allowed(m, -1, 0), "C=%d: -1 and 0 differ", c);
+    }
+    cr_expect_eq(mask_floordiv(-1, 3), -1);
+    cr_expect_eq(mask_floordiv(-3, 3), -1);
+    cr_expect_eq(mask_floordiv(-4, 3), -2);
+    cr_expect_eq(mask_floordiv(5, 3), 1);
+}
+
+/* mask_row_range must equal a scan of the predicate for every position and every parameter
+ * combination in a small exhaustive sweep (the direct builder and kernels rely on it). */
+Test(row_range, equals_a_scan_of_the_predicate)
+{
+    for (int causal = 0; causal <= 1; causal++)
+        for (int32_t w = 0; w <= 9; w++)
+            for (int32_t c = 0; c <= 7; c++)
+                for (int32_t nk = 0; nk <= 12; nk++)
+                    for (int32_t pq = -14; pq < nk; pq++) {
+                        mask_params m = {.causal = causal, .sliding_window = w, .chunk_size = c};
+                        int32_t lo, hi, first = -1, last = -1, n = 0;
+                        mask_row_range(m, pq, nk, &lo, &hi);
+                        for (int32_t j = 0; j < nk; j++)
+                            if (mask_allowed(m, pq, j)) {
+                                if (first < 0) first = j;
+                                last = j;
+                                n++;
+                            }
+                        if (n == 0) {
+                            cr_assert(lo >= hi, "c%d w%d C%d nk%d pq%d: [%d,%d) not empty",
+                                      causal, w, c, nk, pq, lo, hi);
+                            continue;
+                        }
+                        cr_assert(lo == first && hi == last + 1 && n == last - first + 1,
+                                  "c%d w%d C%d nk%d pq%d: range [%d,%d), scan [%d,%d] n=%d",
+                                  causal, w, c, nk, pq, lo, hi, first, last, n);
+                    }
+}
+
+Test(seq, finds_the_sequence_of_a_token_across_zero_length_members)
+{
+    static const int32_t cu[] = {0, 0, 3, 3, 3, 5, 9};
+    static const int32_t want[] = {1, 1, 1, 4, 4, 5, 5, 5, 5};
+    for (int32_t t = 0; t < 9; t++)
+        cr_expect_eq(seq_find(cu, 6, t), want[t], "token %d", t);
+}
+
+typedef struct bad_seq {
+    const char *name;
+    int32_t nseq;
+    int32_t cu_q[4], cu_k[4];
+    const char *needle;
+} bad_seq;
+
+Test(seq, rejects_bad_cu_seqlens_with_a_message_naming_them)
+{
+    static const bad_seq cases[] = {
+        {"not starting at 0", 1, {1, 4}, {0, 4}, "cu_seqlens_q[0] = 1"},
+        {"decreasing", 2, {0, 4, 3}, {0, 4, 4}, "cu_seqlens_q[2] = 3"},
+        {"k decreasing", 2, {0, 1, 2}, {0, 5, 4}, "cu_seqlens_k[2] = 4"},
+        {"too long", 1, {0, MASK_MAX_LEN + 1}, {0, 1}, "exceeds"},
+        {"no sequences", 0, {0}, {0}, "number of sequences"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        seq_info s;
+        fc_err err = {{0}};
+        cr_expect_eq(seq_init_packed(&s, cases[i].nseq, cases[i].cu_q, cases[i].cu_k, &err),
+                     FC_EINVAL, "%s", cases[i].name);
+        cr_expect(strstr(err.msg, cases[i].needle), "%s: message '%s'", cases[i].name, err.msg);
+    }
+}
+
+Test(problem, rejects_bad_shapes_and_parameters)
+{
+    attn_problem p = {.hq = 6, .hkv = 2, .d = 64, .dv = 64, .scale = 0.125};
+    fc_err err;
+    cr_assert_eq(seq_init_dense(&p.seq, 2, 128, 128, &err), FC_OK);
+    cr_expect_eq(attn_problem_check(&p, &err), FC_OK, "%s", err.msg);
+    p.hkv = 4;
+    cr_expect_eq(attn_problem_check(&p, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "Hq % Hkv"), "%s", err.msg);
+    p.hkv = 2;
+    p.scale = 1.0 / 0.0;
+    cr_expect_eq(attn_problem_check(&p, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "scale"), "%s", err.msg);
+    p.scale = 0.125;
+    p.mask.sliding_window = -1;
+    cr_expect_eq(attn_problem_check(&p, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "sliding_window = -1"), "%s", err.msg);
+    p.mask.sliding_window = 0;
+    p.mask.chunk_size = -5;
+    cr_expect_eq(attn_problem_check(&p, &err), FC_EINVAL);
+    p.mask.chunk_size = 0;
+    p.d = 0;
+    cr_expect_eq(attn_problem_check(&p, &err), FC_EINVAL);
+    attn_problem_free(&p);
+    cr_expect_eq(seq_init_dense(&p.seq, 1, -1, 4, &err), FC_EINVAL);
+    cr_expect_eq(seq_init_dense(&p.seq, 1, MASK_MAX_LEN + 1, 4, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "lq"), "%s", err.msg);
+}
+
+Test(bmask, rejects_block_sizes_that_are_not_powers_of_two_in_range)
+{
+    static const int32_t bad[] = {0, 8, 15, 24, 100, 512, -16};
+    seq_info s;
+    fc_err err;
+    cr_assert_eq(seq_init_dense(&s, 1, 100, 100, &err), FC_OK);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bmask bm;
+        cr_expect_eq(bmask_build(&bm, BMASK_DIRECT, (mask_params){0}, &s, bad[i], 64, &err),
+                     FC_EINVAL, "qb %d", bad[i]);
+        cr_expect(strstr(err.msg, "q_block_size"), "qb %d: %s", bad[i], err.msg);
+        cr_expect_eq(bmask_build(&bm, BMASK_SLOW, (mask_params){0}, &s, 64, bad[i], &err),
+                     FC_EINVAL, "kb %d", bad[i]);
+    }
+    bmask bm;
+    cr_expect_eq(bmask_build(&bm, BMASK_SLOW, (mask_params){.sliding_window = -3}, &s, 64, 64,
+                             &err), FC_EINVAL);
+    seq_free(&s);
+}
+
+/* Which layers are the model's full-attention layers (spec section 2 table). */
+typedef struct layout_case {
+    const char *name;
+    int32_t nlayers;
+    int32_t full[16]; /* ascending, -1 terminated */
+    int32_t window, chunk, causal; /* of a windowed/chunked layer at scale 1 */
+} layout_case;
+
+static const layout_case layout_cases[] = {
+    {"modernbert", 22, {0, 3, 6, 9, 12, 15, 18, 21, -1}, 65, 0, 0},
+    {"modernbert-legacy", 22, {0, 3, 6, 9, 12, 15, 18, 21, -1}, 64, 0, 0},
+    {"embeddinggemma", 24, {5, 11, 17, 23, -1}, 257, 0, 0},
+    {"gemma2", 26, {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, -1}, 4096, 0, 1},
+    {"gemma3", 26, {5, 11, 17, 23, -1}, 512, 0, 1},
+    {"gemma3-4b", 34, {5, 11, 17, 23, 29, -1}, 1024, 0, 1},
+    {"llama4", 48, {3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, -1}, 0, 8192, 1},
+    {"mistral", 32, {-1}, 4096, 0, 1},
+};
+
+Test(layout, names_the_full_attention_layers_of_each_model)
+{
+    for (size_t i = 0; i < sizeof layout_cases / sizeof layout_cases[0]; i++) {
+        const layout_case *lc = &layout_cases[i];
+        layout_layer layers[LAYOUT_MAX_LAYERS];
+        int32_t n = 0;
+        fc_err err;
+        cr_assert_eq(layout_get(lc->name, 0, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK,
+                     "%s: %s", lc->name, err.msg);
+        cr_expect_eq(n, lc->nlayers, "%s: layer count", lc->name);
+        int j = 0;
+        for (int32_t l = 0; l < n; l++) {
+            int want_full = lc->full[j] == l;
+            if (want_full)
+                j++;
+            cr_expect_eq(layers[l].global, want_full, "%s: layer %d global", lc->name, l);
+            mask_params m = layers[l].mask;
+            cr_expect_eq(m.causal, lc->causal, "%s: layer %d causal", lc->name, l);
+            cr_expect_eq(m.sliding_window, want_full ? 0 : lc->window, "%s: layer %d W",
+                         lc->name, l);
+            cr_expect_eq(m.chunk_size, want_full ? 0 : lc->chunk, "%s: layer %d C", lc->name, l);
+        }
+        cr_expect_eq(lc->full[j], -1, "%s: full layers missing", lc->name);
+    }
+}
+
+Test(layout, scales_the_config_value_before_converting)
+{
+    layout_layer layers[LAYOUT_MAX_LAYERS];
+    int32_t n;
+    fc_err err;
+    cr_assert_eq(layout_get("modernbert", 6, 2, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK);
+    cr_expect_eq(n, 6);
+    cr_expect_eq(layers[1].mask.sliding_window, 33, "128/2 = 64 -> 64/2 + 1");
+    cr_assert_eq(layout_get("gemma2", 0, 64, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK);
+    cr_expect_eq(layers[0].mask.sliding_window, 64, "4096/64");
+    cr_assert_eq(layout_get("llama4", 0, 64, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK);
+    cr_expect_eq(layers[0].mask.chunk_size, 128, "8192/64");
+    cr_expect_eq(layout_get("nope", 0, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "'nope'"), "%s", err.msg);
+    cr_expect_eq(layout_get("gemma2", 0, 0, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_EINVAL);
+    cr_expect_eq(layout_get("gemma2", 1000, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_EINVAL);
+}
