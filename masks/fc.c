@@ -16,6 +16,14 @@ fc_status fc_errf(fc_err *err, fc_status st, const char *fmt, ...)
     return st;
 }
 
+void fc_fmt(char *dst, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, cap, fmt, ap);
+    va_end(ap);
+}
+
 static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};
 
 const char *fc_dtype_name(fc_dtype dt)

@@ -31,6 +31,10 @@ typedef struct fc_err {
 fc_status fc_errf(fc_err *err, fc_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* snprintf for messages: truncation is acceptable and silent (a one-line message that is cut
+ * is still a message). Always terminates when cap > 0. */
+void fc_fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 typedef enum fc_dtype { FC_F32 = 0, FC_F16 = 1, FC_BF16 = 2 } fc_dtype;
 
 /* "float32", "float16", "bfloat16" (the fixture spellings). */

@@ -119,6 +119,29 @@ MASK_HD int32_t seq_find(const int32_t *cu, int32_t nseq, int32_t t)
     return a;
 }
 
+/* A query token's place in its sequence: the sequence's key tokens [k0, k1) and the query's
+ * position p_q. Looked up once per row, so key loops need not repeat the sequence search. */
+typedef struct mask_row {
+    int32_t k0, k1, pq;
+} mask_row;
+
+MASK_HD mask_row mask_row_of(seq_view v, int32_t tq)
+{
+    int32_t s = seq_find(v.cu_q, v.nseq, tq);
+    int32_t q0 = v.cu_q[s], nq = v.cu_q[s + 1] - q0;
+    mask_row r;
+    r.k0 = v.cu_k[s];
+    r.k1 = v.cu_k[s + 1];
+    r.pq = mask_q_pos(tq - q0, nq, r.k1 - r.k0);
+    return r;
+}
+
+/* May the row see stored key token tk? Keys of other sequences never. */
+MASK_HD int mask_row_allows(mask_params m, mask_row r, int32_t tk)
+{
+    return tk >= r.k0 && tk < r.k1 && mask_allowed(m, r.pq, tk - r.k0);
+}
+
 /* Is stored query token tq allowed to see stored key token tk? Out-of-range tokens (padding
  * past lq or lk) and tokens of different sequences are never allowed. This is the mask on the
  * packed token grid that ref/, the slow builder and the kernels all evaluate. */
@@ -126,24 +149,17 @@ MASK_HD int mask_pair_allowed(mask_params m, seq_view v, int32_t tq, int32_t tk)
 {
     if (tq < 0 || tq >= v.lq || tk < 0 || tk >= v.lk)
         return 0;
-    int32_t s = seq_find(v.cu_q, v.nseq, tq);
-    int32_t k0 = v.cu_k[s], k1 = v.cu_k[s + 1];
-    if (tk < k0 || tk >= k1)
-        return 0;
-    int32_t q0 = v.cu_q[s], nq = v.cu_q[s + 1] - q0, nk = k1 - k0;
-    return mask_allowed(m, mask_q_pos(tq - q0, nq, nk), tk - k0);
+    return mask_row_allows(m, mask_row_of(v, tq), tk);
 }
 
 /* Allowed keys of stored query token tq as a range of stored key tokens [*lo, *hi). */
 MASK_HD void mask_token_range(mask_params m, seq_view v, int32_t tq, int32_t *lo, int32_t *hi)
 {
-    int32_t s = seq_find(v.cu_q, v.nseq, tq);
-    int32_t q0 = v.cu_q[s], nq = v.cu_q[s + 1] - q0;
-    int32_t k0 = v.cu_k[s], nk = v.cu_k[s + 1] - k0;
+    mask_row r = mask_row_of(v, tq);
     int32_t l, h;
-    mask_row_range(m, mask_q_pos(tq - q0, nq, nk), nk, &l, &h);
-    *lo = k0 + l;
-    *hi = k0 + h;
+    mask_row_range(m, r.pq, r.k1 - r.k0, &l, &h);
+    *lo = r.k0 + l;
+    *hi = r.k0 + h;
 }
 
 #endif

@@ -32,6 +32,8 @@ static fc_status check_elems(const char *name, size_t a, size_t b, size_t c, siz
 
 fc_status attn_problem_check(const attn_problem *p, fc_err *err)
 {
+    if (!p)
+        return fc_errf(err, FC_EINVAL, "attention problem is NULL");
     const seq_info *s = &p->seq;
     if (!s->cu_q || !s->cu_k || s->nseq < 1)
         return fc_errf(err, FC_EINVAL, "problem has no sequence metadata");
@@ -42,6 +44,13 @@ fc_status attn_problem_check(const attn_problem *p, fc_err *err)
     if (s->lq < 0 || s->lq > MASK_MAX_LEN || s->lk < 0 || s->lk > MASK_MAX_LEN)
         return fc_errf(err, FC_EINVAL, "lengths Lq = %d, Lk = %d: must be in [0, %d]", (int)s->lq,
                        (int)s->lk, MASK_MAX_LEN);
+    /* Every entry, not only the last: a decreasing middle entry would send a sequence's key
+     * range past Lk. */
+    fc_status cst = seq_check_cu("cu_seqlens_q", s->nseq, s->cu_q, err);
+    if (!cst)
+        cst = seq_check_cu("cu_seqlens_k", s->nseq, s->cu_k, err);
+    if (cst)
+        return cst;
     if (s->cu_q[s->nseq] != s->lq || s->cu_k[s->nseq] != s->lk)
         return fc_errf(err, FC_EINVAL, "cu_seqlens end at (%d, %d), lengths are (%d, %d)",
                        (int)s->cu_q[s->nseq], (int)s->cu_k[s->nseq], (int)s->lq, (int)s->lk);

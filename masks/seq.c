@@ -39,8 +39,7 @@ fc_status seq_init_dense(seq_info *s, int32_t batch, int32_t lq, int32_t lk, fc_
     return FC_OK;
 }
 
-/* cu must start at 0, never decrease and stay within MASK_MAX_LEN. */
-static fc_status check_cu(const char *name, int32_t nseq, const int32_t *cu, fc_err *err)
+fc_status seq_check_cu(const char *name, int32_t nseq, const int32_t *cu, fc_err *err)
 {
     if (cu[0] != 0)
         return fc_errf(err, FC_EINVAL, "%s[0] = %d: must be 0", name, (int)cu[0]);
@@ -64,9 +63,9 @@ fc_status seq_init_packed(seq_info *s, int32_t nseq, const int32_t *cu_q, const 
                        (int)nseq, MASK_MAX_LEN);
     if (!cu_q || !cu_k)
         return fc_errf(err, FC_EINVAL, "cu_seqlens_q and cu_seqlens_k must both be given");
-    fc_status st = check_cu("cu_seqlens_q", nseq, cu_q, err);
+    fc_status st = seq_check_cu("cu_seqlens_q", nseq, cu_q, err);
     if (!st)
-        st = check_cu("cu_seqlens_k", nseq, cu_k, err);
+        st = seq_check_cu("cu_seqlens_k", nseq, cu_k, err);
     if (st)
         return st;
     st = seq_alloc(s, nseq, err);

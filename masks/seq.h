@@ -30,6 +30,8 @@ fc_status seq_init_dense(seq_info *s, int32_t batch, int32_t lq, int32_t lk, fc_
  * entries define lq and lk (<= MASK_MAX_LEN). */
 fc_status seq_init_packed(seq_info *s, int32_t nseq, const int32_t *cu_q, const int32_t *cu_k,
                           fc_err *err);
+/* cu[0] == 0, non-decreasing, every entry <= MASK_MAX_LEN; `name` goes in the message. */
+fc_status seq_check_cu(const char *name, int32_t nseq, const int32_t *cu, fc_err *err);
 /* Deep copy. */
 fc_status seq_copy(seq_info *dst, const seq_info *src, fc_err *err);
 void seq_free(seq_info *s);
