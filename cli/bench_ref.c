@@ -1,9 +1,247 @@
-/* bench_ref.c - 'flexcheck bench ref': not built yet (issue 3). */
+/*
+ * bench_ref.c - 'flexcheck bench ref': the fp32 reference's GFLOP/s next to plain sgemm of
+ * the same sizes, measured in the same run, so the ratio says how much the mask and the
+ * softmax pass cost on this machine (the target: dense fp32 at L = 4k, D = 128 reaches at
+ * least 60% of the sgemm rate). Never pass/fail: machines are shared and noisy.
+ *
+ *   flexcheck bench ref                     L in {1k, 4k, 16k} x D in {64, 128} x {dense, causal}
+ *   flexcheck bench ref --quick             L = 4k, D = 128, dense and causal
+ *   flexcheck bench ref --L 4096 --D 128 --mask dense --reps 5 --threads 1
+ *
+ * One batch entry, one head, Lq = Lk = L, Dv = D. The sgemm baseline runs the two products
+ * of dense attention (S = Q.K^T, then O = S.V) in row blocks of up to 2048 query rows so a
+ * 16k x 16k score matrix never has to exist; blocks that size run at the full sgemm rate.
+ * Flops: 2 * pairs * (D + Dv), pairs = the allowed (query, key) pairs (L^2 dense,
+ * L(L+1)/2 causal), so the causal ratio counts only useful work. Times are the best of
+ * --reps runs. OpenBLAS uses its default thread count unless --threads is given; both sides
+ * always run with the same count.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli.h"
+#include "problem.h"
+#include "ref.h"
+
+#define CMD "bench ref"
+#define SGEMM_ROWS 2048
+
+typedef struct bench_cfg {
+    int32_t l, d, causal;
+} bench_cfg;
+
+typedef struct bench_opts {
+    int32_t l, d, reps, threads; /* l, d, threads: 0 = sweep / default */
+    int quick;
+    int mask; /* -1 both, 0 dense, 1 causal */
+} bench_opts;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Uniform in [-1, 1) from a 64-bit LCG: reproducible, and the values do not matter. */
+static void fill_random(float *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(seed >> 40) / (double)(1ull << 23) - 1.0);
+    }
+}
+
+typedef struct bench_data {
+    float *q, *k, *v, *o, *lse, *s;
+} bench_data;
+
+static void free_data(bench_data *b)
+{
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->o);
+    free(b->lse);
+    free(b->s);
+}
+
+static int alloc_data(bench_data *b, int32_t l, int32_t d)
+{
+    size_t ld = (size_t)l * (size_t)d, rows = l < SGEMM_ROWS ? (size_t)l : SGEMM_ROWS;
+    memset(b, 0, sizeof *b);
+    b->q = malloc(ld * sizeof(float));
+    b->k = malloc(ld * sizeof(float));
+    b->v = malloc(ld * sizeof(float));
+    b->o = malloc(ld * sizeof(float));
+    b->lse = malloc((size_t)l * sizeof(float));
+    b->s = malloc(rows * (size_t)l * sizeof(float));
+    if (!b->q || !b->k || !b->v || !b->o || !b->lse || !b->s) {
+        free_data(b);
+        return -1;
+    }
+    fill_random(b->q, ld, 1);
+    fill_random(b->k, ld, 2);
+    fill_random(b->v, ld, 3);
+    return 0;
+}
+
+/* The two products of dense attention, nothing else. */
+static double time_sgemm(const bench_data *b, int32_t l, int32_t d)
+{
+    double t0 = now_s();
+    for (int32_t r0 = 0; r0 < l; r0 += SGEMM_ROWS) {
+        int32_t rows = l - r0 < SGEMM_ROWS ? l - r0 : SGEMM_ROWS;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, l, d, 1.0f,
+                    b->q + (size_t)r0 * d, d, b->k, d, 0.0f, b->s, l);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, l, 1.0f, b->s, l, b->v,
+                    d, 0.0f, b->o + (size_t)r0 * d, d);
+    }
+    return now_s() - t0;
+}
+
+static int time_ref(const attn_problem *p, const bench_data *b, double *secs)
+{
+    fc_err err = {{0}};
+    double t0 = now_s();
+    fc_status st = ref_attention_f32(p, b->q, b->k, b->v, b->o, b->lse, &err);
+    *secs = now_s() - t0;
+    if (st) {
+        fprintf(stderr, "flexcheck %s: reference failed: %s\n", CMD, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int run_cfg(const bench_cfg *c, int32_t reps)
+{
+    attn_problem p = {.hq = 1, .hkv = 1, .d = c->d, .dv = c->d,
+                      .scale = 1.0 / sqrt((double)c->d), .mask = {.causal = c->causal}};
+    fc_err err = {{0}};
+    bench_data b;
+    if (seq_init_dense(&p.seq, 1, c->l, c->l, &err)) {
+        fprintf(stderr, "flexcheck %s: %s\n", CMD, err.msg);
+        return CLI_BADINPUT;
+    }
+    if (alloc_data(&b, c->l, c->d)) {
+        attn_problem_free(&p);
+        fprintf(stderr, "flexcheck %s: out of memory at L = %d, D = %d\n", CMD, (int)c->l,
+                (int)c->d);
+        return CLI_FAIL;
+    }
+    double best_ref = INFINITY, best_gemm = INFINITY;
+    int rc = CLI_PASS;
+    for (int32_t r = 0; r < reps && rc == CLI_PASS; r++) {
+        double t_ref, t_gemm = time_sgemm(&b, c->l, c->d); /* interleaved: same conditions */
+        if (time_ref(&p, &b, &t_ref))
+            rc = CLI_FAIL;
+        best_ref = t_ref < best_ref ? t_ref : best_ref;
+        best_gemm = t_gemm < best_gemm ? t_gemm : best_gemm;
+    }
+    if (rc == CLI_PASS) {
+        double l = (double)c->l, pairs = c->causal ? l * (l + 1) / 2 : l * l;
+        double gf_ref = 2.0 * pairs * 2.0 * c->d / best_ref * 1e-9;
+        double gf_gemm = 2.0 * l * l * 2.0 * c->d / best_gemm * 1e-9;
+        printf("%6d %4d %-7s %10.1f %10.1f %10.1f %10.1f %7.2f\n", (int)c->l, (int)c->d,
+               c->causal ? "causal" : "dense", best_ref * 1e3, gf_ref, best_gemm * 1e3, gf_gemm,
+               gf_ref / gf_gemm);
+        fflush(stdout);
+    }
+    free_data(&b);
+    attn_problem_free(&p);
+    return rc;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: flexcheck bench ref [--quick] [--L N] [--D N] [--mask dense|causal]\n"
+               "                           [--reps N] [--threads N]\n\n"
+               "fp32 reference attention GFLOP/s next to plain sgemm of the same sizes.\n"
+               "  --quick       only L = 4096, D = 128 (the 60%% target), dense and causal\n"
+               "  --L N         one sequence length instead of {1024, 4096, 16384}\n"
+               "  --D N         one head dim instead of {64, 128}\n"
+               "  --mask M      dense or causal only\n"
+               "  --reps N      best of N runs (default 3)\n"
+               "  --threads N   OpenBLAS threads for both sides (default: OpenBLAS's own)\n");
+}
+
+static int parse_opts(int argc, char **argv, bench_opts *o)
+{
+    *o = (bench_opts){.reps = 3, .mask = -1};
+    for (int i = 1; i < argc; i++) {
+        const char *val = NULL;
+        int m;
+        if (!strcmp(argv[i], "--quick")) {
+            o->quick = 1;
+        } else if ((m = cli_opt(CMD, argc, argv, &i, "--L", &val)) != 0) {
+            if (m < 0 || cli_parse_i32(CMD, "--L", val, 1, 1 << 17, &o->l))
+                return -1;
+        } else if ((m = cli_opt(CMD, argc, argv, &i, "--D", &val)) != 0) {
+            if (m < 0 || cli_parse_i32(CMD, "--D", val, 1, 1024, &o->d))
+                return -1;
+        } else if ((m = cli_opt(CMD, argc, argv, &i, "--reps", &val)) != 0) {
+            if (m < 0 || cli_parse_i32(CMD, "--reps", val, 1, 1000, &o->reps))
+                return -1;
+        } else if ((m = cli_opt(CMD, argc, argv, &i, "--threads", &val)) != 0) {
+            if (m < 0 || cli_parse_i32(CMD, "--threads", val, 1, 1024, &o->threads))
+                return -1;
+        } else if ((m = cli_opt(CMD, argc, argv, &i, "--mask", &val)) != 0) {
+            if (m < 0)
+                return -1;
+            if (strcmp(val, "dense") && strcmp(val, "causal")) {
+                cli_usage_error(CMD, "--mask: '%s' is not dense or causal", val);
+                return -1;
+            }
+            o->mask = !strcmp(val, "causal");
+        } else {
+            usage(stderr);
+            cli_usage_error(CMD, "unknown option '%s'", argv[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 int bench_ref(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_usage_error("bench ref", "not implemented yet (see README status)");
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return CLI_PASS;
+    }
+    bench_opts o;
+    if (parse_opts(argc, argv, &o))
+        return CLI_BADINPUT;
+    if (o.threads)
+        openblas_set_num_threads(o.threads);
+    static const int32_t sweep_l[] = {1024, 4096, 16384}, sweep_d[] = {64, 128};
+    int32_t ls[3], ds[2], nl = 0, nd = 0;
+    if (o.l || o.quick)
+        ls[nl++] = o.l ? o.l : 4096;
+    else
+        for (int i = 0; i < 3; i++)
+            ls[nl++] = sweep_l[i];
+    if (o.d || o.quick)
+        ds[nd++] = o.d ? o.d : 128;
+    else
+        for (int i = 0; i < 2; i++)
+            ds[nd++] = sweep_d[i];
+    printf("bench ref: fp32 reference vs plain sgemm, B = 1, H = 1, best of %d, "
+           "OpenBLAS threads %d\n",
+           (int)o.reps, openblas_get_num_threads());
+    printf("%6s %4s %-7s %10s %10s %10s %10s %7s\n", "L", "D", "mask", "ref ms", "ref GF/s",
+           "sgemm ms", "sgemm GF/s", "ratio");
+    int rc = CLI_PASS;
+    for (int il = 0; il < nl; il++)
+        for (int id = 0; id < nd; id++)
+            for (int32_t causal = 0; causal <= 1; causal++) {
+                if (o.mask >= 0 && causal != o.mask)
+                    continue;
+                bench_cfg c = {.l = ls[il], .d = ds[id], .causal = causal};
+                int r = run_cfg(&c, o.reps);
+                rc = r > rc ? r : rc;
+            }
+    return rc;
 }

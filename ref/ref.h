@@ -7,6 +7,25 @@
  * Inputs are float arrays laid out as problem.h says; for float16/bfloat16 cases they hold
  * values already representable in that dtype. Rows with no allowed key: output exactly 0,
  * LSE -inf, in every variant. LSE is the natural log of sum(exp(scale * q.k)) over allowed keys.
+ *
+ * Memory: query rows are processed in panels of REF_PANEL_ROWS = 128 (ref_internal.h); only
+ * one panel's scores exist at a time, over the hull of the panel's allowed keys. Scratch per
+ * call is at most 128 * Lk * (e + 1) + Lk * (D + Dv) * e + 128 * D * e bytes, e = 4 (fp32,
+ * fp16, bf16) or 8 (float64) per worker thread: about 210 MB for the oracle at Lk = 64k,
+ * D = Dv = 128 (measured: 227 MB peak RSS for a whole 64k x 64k causal oracle run at D = 64,
+ * inputs and outputs included), independent of Lq, B and the head counts.
+ *
+ * Errors: a NULL problem, a problem that fails attn_problem_check (shapes, Hq % Hkv != 0,
+ * non-finite scale, ...) or a NULL tensor with elements give FC_EINVAL and a message;
+ * FC_ENOMEM when scratch cannot be had; FC_EFAIL if mask_token_range (used only to narrow
+ * the key range) is caught disagreeing with the predicate. NaN in an input a row may see reaches that row's
+ * output (and LSE, for q and k); NaN or inf in keys/values no row may see never does.
+ * Threads: calls of at least 2^24 multiply-adds spread their panels over as many threads
+ * as OpenBLAS is set to use (openblas_get_num_threads() at entry; OPENBLAS_NUM_THREADS=1
+ * makes everything single-threaded). Each panel runs wholly on one thread with BLAS set to
+ * one thread for the duration of the call and restored after, so results are bitwise the
+ * same for every thread count. Because that setting is process-wide, do not call BLAS from
+ * other threads while a reference call runs.
  */
 #ifndef FLEXCHECK_REF_H
 #define FLEXCHECK_REF_H

@@ -1,0 +1,279 @@
+/*
+ * ref.c - the reference attention's front half (ref.h): input checks, scratch, and the loop
+ * over query panels. For each panel of REF_PANEL_ROWS query tokens it
+ *   1. narrows the key axis to the hull of the rows' allowed keys (mask_token_range),
+ *   2. evaluates the predicate mask_pair_allowed on every (row, key) of that hull, once for
+ *      all batch entries and heads (the mask depends on neither),
+ *   3. hands the panel to the per-head pipeline (ref_f32.c or ref_f64.c) for every (b, h).
+ * The range function only narrows the gemm; which keys count comes from the predicate alone.
+ * A hull that is too narrow would silently drop keys, so step 1 also checks that the
+ * predicate rejects the key just outside each end of the hull for every row; because each
+ * row's allowed set is one interval (spec/semantics.md section 2), that catches an
+ * off-by-one of the range function. tests/test_ref.c's brute force never calls it.
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref_internal.h"
+
+/* NULL is fine for a tensor with no elements (callers may pass malloc(0)). */
+static fc_status check_tensor(const char *name, const void *ptr, size_t elems, fc_err *err)
+{
+    if (!ptr && elems > 0)
+        return fc_errf(err, FC_EINVAL, "%s is NULL but has %zu elements", name, elems);
+    return FC_OK;
+}
+
+static fc_status check_call(const attn_problem *p, const float *q, const float *k,
+                            const float *v, const void *o, fc_err *err)
+{
+    if (!p)
+        return fc_errf(err, FC_EINVAL, "reference attention: problem is NULL");
+    fc_status st = attn_problem_check(p, err);
+    if (!st)
+        st = check_tensor("q", q, attn_q_elems(p), err);
+    if (!st)
+        st = check_tensor("k", k, attn_k_elems(p), err);
+    if (!st)
+        st = check_tensor("v", v, attn_v_elems(p), err);
+    if (!st)
+        st = check_tensor("out", o, attn_o_elems(p), err);
+    return st;
+}
+
+static void free_scratch(ref_call *c)
+{
+    free(c->s);
+    free(c->qbuf);
+    free(c->kbuf);
+    free(c->vbuf);
+    c->s = c->qbuf = c->kbuf = c->vbuf = NULL;
+}
+
+/* One panel's worth of scratch; elem is sizeof(float) or sizeof(double). The +1 keeps
+ * malloc's argument non-zero when Lk = 0. */
+static fc_status alloc_scratch(ref_call *c, size_t elem, fc_err *err)
+{
+    const attn_problem *p = c->p;
+    size_t lk = (size_t)p->seq.lk + 1, ns, nq, nk, nv;
+    if (fc_mul3_size(REF_PANEL_ROWS, lk, elem, &ns) || fc_mul3_size(lk, (size_t)p->d, elem, &nk) ||
+        fc_mul3_size(lk, (size_t)p->dv, elem, &nv) ||
+        fc_mul3_size(REF_PANEL_ROWS, (size_t)p->d, elem, &nq))
+        return fc_errf(err, FC_ENOMEM, "reference scratch size overflows (Lk = %d)",
+                       (int)p->seq.lk);
+    c->s = malloc(ns);
+    c->qbuf = malloc(nq);
+    c->kbuf = malloc(nk);
+    c->vbuf = malloc(nv);
+    if (!c->s || !c->qbuf || !c->kbuf || !c->vbuf) {
+        free_scratch(c);
+        return fc_errf(err, FC_ENOMEM, "out of memory for reference scratch (%zu bytes)",
+                       ns + nq + nk + nv);
+    }
+    return FC_OK;
+}
+
+/* Step 1: the hull [k0, k0 + n) of the allowed key ranges of rows [r0, r0 + rows). */
+static void panel_hull(const ref_call *c, ref_panel *pn)
+{
+    int32_t k0 = INT32_MAX, k1 = INT32_MIN;
+    for (int32_t i = 0; i < pn->rows; i++) {
+        int32_t lo, hi;
+        mask_token_range(c->p->mask, c->view, pn->r0 + i, &lo, &hi);
+        if (lo < hi) {
+            k0 = lo < k0 ? lo : k0;
+            k1 = hi > k1 ? hi : k1;
+        }
+    }
+    pn->k0 = k1 > k0 ? k0 : 0;
+    pn->n = k1 > k0 ? k1 - k0 : 0;
+}
+
+/* The predicate must reject the keys just outside the hull (see the file comment). */
+static fc_status check_hull_edges(const ref_call *c, const ref_panel *pn, fc_err *err)
+{
+    if (pn->n == 0)
+        return FC_OK;
+    int32_t below = pn->k0 - 1, above = pn->k0 + pn->n;
+    for (int32_t i = 0; i < pn->rows; i++) {
+        int32_t tq = pn->r0 + i;
+        if (mask_pair_allowed(c->p->mask, c->view, tq, below) ||
+            mask_pair_allowed(c->p->mask, c->view, tq, above))
+            return fc_errf(err, FC_EFAIL,
+                           "mask_token_range disagrees with mask_pair_allowed at query token %d "
+                           "(hull [%d, %d))",
+                           (int)tq, (int)pn->k0, (int)above);
+    }
+    return FC_OK;
+}
+
+/* The predicate on keys [k0, k0 + n) of query token tq, the sequence looked up once per row
+ * (mask_row_of) rather than per element: the per-element lookup cost more than the softmax. */
+static void row_mask(const ref_call *c, int32_t tq, int32_t k0, int32_t n, uint8_t *row)
+{
+    const mask_params m = c->p->mask; /* a local copy: stores to row may alias *c */
+    const mask_row r = mask_row_of(c->view, tq);
+    for (int32_t j = 0; j < n; j++)
+        row[j] = (uint8_t)(mask_row_allows(m, r, k0 + j) != 0);
+}
+
+/* Step 2: the predicate on every (row, key) of the hull, and which keys some row sees. */
+static void panel_mask(const ref_call *c, ref_panel *pn, uint8_t *allowed, uint8_t *seen)
+{
+    size_t n = (size_t)pn->n;
+    memset(seen, 0, n);
+    for (int32_t i = 0; i < pn->rows; i++) {
+        uint8_t *row = allowed + (size_t)i * n;
+        row_mask(c, pn->r0 + i, pn->k0, pn->n, row);
+        size_t j = 0;
+        for (; j + 16 <= n; j += 16) /* blocks of sixteen: vector ORs */
+            for (int t = 0; t < 16; t++)
+                seen[j + t] |= row[j + t];
+        for (; j < n; j++)
+            seen[j] |= row[j];
+    }
+    pn->all_seen = 1;
+    for (size_t j = 0; j < n; j++)
+        pn->all_seen &= seen[j];
+    pn->allowed = allowed;
+    pn->seen = seen;
+}
+
+typedef void (*ref_head_fn)(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
+
+/* Step 3: every batch entry and head of panels first, first + stride, ... (panel index =
+ * r0 / REF_PANEL_ROWS), so several workers can share the panels without sharing a row. */
+static fc_status run_panels(ref_call *c, ref_head_fn head, int32_t first, int32_t stride,
+                            fc_err *err)
+{
+    const attn_problem *p = c->p;
+    size_t lk = (size_t)p->seq.lk + 1;
+    uint8_t *allowed = malloc(REF_PANEL_ROWS * lk), *seen = malloc(lk);
+    fc_status st = FC_OK;
+    if (!allowed || !seen)
+        st = fc_errf(err, FC_ENOMEM, "out of memory for a %d x %d mask panel", REF_PANEL_ROWS,
+                     (int)p->seq.lk);
+    for (int64_t r0 = (int64_t)first * REF_PANEL_ROWS; !st && r0 < p->seq.lq;
+         r0 += (int64_t)stride * REF_PANEL_ROWS) {
+        ref_panel pn = {.r0 = (int32_t)r0, .rows = p->seq.lq - (int32_t)r0};
+        if (pn.rows > REF_PANEL_ROWS)
+            pn.rows = REF_PANEL_ROWS;
+        panel_hull(c, &pn);
+        st = check_hull_edges(c, &pn, err);
+        if (st)
+            break;
+        panel_mask(c, &pn, allowed, seen);
+        for (int32_t b = 0; b < p->seq.batch; b++)
+            for (int32_t h = 0; h < p->hq; h++)
+                head(c, &pn, b, h);
+    }
+    free(allowed);
+    free(seen);
+    return st;
+}
+
+/* One worker: its share of the panels, with scratch of its own. */
+typedef struct ref_worker {
+    ref_call call;
+    ref_head_fn head;
+    size_t elem;
+    int32_t first, stride;
+    fc_status st;
+    fc_err err;
+} ref_worker;
+
+static void *worker_main(void *arg)
+{
+    ref_worker *w = arg;
+    w->st = alloc_scratch(&w->call, w->elem, &w->err);
+    if (!w->st)
+        w->st = run_panels(&w->call, w->head, w->first, w->stride, &w->err);
+    free_scratch(&w->call);
+    return NULL;
+}
+
+/* As many workers as OpenBLAS was told to use, for runs big enough to be worth a thread
+ * (below REF_THREAD_MIN_WORK multiply-adds a call takes well under a millisecond). */
+static int32_t worker_count(const attn_problem *p, int blas_threads)
+{
+    int64_t panels = ((int64_t)p->seq.lq + REF_PANEL_ROWS - 1) / REF_PANEL_ROWS;
+    double work = (double)p->seq.batch * p->hq * p->seq.lq * p->seq.lk * (p->d + p->dv);
+    if (blas_threads <= 1 || panels < 2 || work < REF_THREAD_MIN_WORK)
+        return 1;
+    int64_t n = blas_threads < panels ? blas_threads : panels;
+    return (int32_t)(n < REF_MAX_THREADS ? n : REF_MAX_THREADS);
+}
+
+/* Runs the panels on worker_count() threads, each panel wholly on one thread with BLAS
+ * single-threaded, so the result is bitwise the same for every thread count (OpenBLAS's own
+ * threading is not: its sgemm changes in the last bits with the thread count). */
+static fc_status run(ref_call *c, size_t elem, ref_head_fn head, fc_err *err)
+{
+    c->view = seq_info_view(&c->p->seq);
+    int blas_threads = openblas_get_num_threads();
+    int32_t n = worker_count(c->p, blas_threads);
+    ref_worker w[REF_MAX_THREADS];
+    pthread_t tid[REF_MAX_THREADS];
+    int started[REF_MAX_THREADS] = {0};
+    for (int32_t i = 0; i < n; i++)
+        w[i] = (ref_worker){.call = *c, .head = head, .elem = elem, .first = i, .stride = n};
+    if (blas_threads > 1)
+        openblas_set_num_threads(1);
+    if (n == 1)
+        worker_main(&w[0]);
+    for (int32_t i = 0; n > 1 && i < n; i++) {
+        started[i] = pthread_create(&tid[i], NULL, worker_main, &w[i]) == 0;
+        if (!started[i])
+            w[i].st = fc_errf(&w[i].err, FC_ENOMEM, "could not start reference thread %d of %d",
+                              (int)i, (int)n);
+    }
+    for (int32_t i = 0; n > 1 && i < n; i++)
+        if (started[i])
+            pthread_join(tid[i], NULL);
+    if (blas_threads > 1)
+        openblas_set_num_threads(blas_threads);
+    for (int32_t i = 0; i < n; i++)
+        if (w[i].st) {
+            if (err)
+                *err = w[i].err;
+            return w[i].st;
+        }
+    return FC_OK;
+}
+
+fc_status ref_attention_f32(const attn_problem *p, const float *q, const float *k,
+                            const float *v, float *o, float *lse, fc_err *err)
+{
+    fc_status st = check_call(p, q, k, v, o, err);
+    if (st)
+        return st;
+    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = FC_F32, .o32 = o, .lse32 = lse};
+    return run(&c, sizeof(float), ref_head_f32, err);
+}
+
+fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *k,
+                            const float *v, double *o, double *lse, fc_err *err)
+{
+    fc_status st = check_call(p, q, k, v, o, err);
+    if (st)
+        return st;
+    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = FC_F32, .o64 = o, .lse64 = lse};
+    return run(&c, sizeof(double), ref_head_f64, err);
+}
+
+fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
+                           const float *v, float *o, float *lse, fc_err *err)
+{
+    if (dt == FC_F32)
+        return ref_attention_f32(p, q, k, v, o, lse, err);
+    if (dt != FC_F16 && dt != FC_BF16)
+        return fc_errf(err, FC_EINVAL, "low-precision baseline: unknown dtype %d", (int)dt);
+    fc_status st = check_call(p, q, k, v, o, err);
+    if (st)
+        return st;
+    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = dt, .o32 = o, .lse32 = lse};
+    return run(&c, sizeof(float), ref_head_f32, err);
+}

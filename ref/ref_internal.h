@@ -1,0 +1,67 @@
+/*
+ * ref_internal.h - what ref.c (validation, scratch, the panel loop) shares with the per-head
+ * pipelines ref_f32.c (fp32 and the fp16/bf16 baseline) and ref_f64.c (the oracle).
+ * Not part of the public API.
+ */
+#ifndef FLEXCHECK_REF_INTERNAL_H
+#define FLEXCHECK_REF_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ref.h"
+
+/* Query rows per panel. Large enough that both gemms run near the machine's sgemm rate,
+ * small enough that a panel of scores stays a few MB even at Lk = 64k. */
+#define REF_PANEL_ROWS 128
+
+/* Threads: at most this many workers, and only for calls of at least this many
+ * multiply-adds (B * Hq * Lq * Lk * (D + Dv)). */
+#define REF_MAX_THREADS 64
+#define REF_THREAD_MIN_WORK (1 << 24)
+
+/* One panel of query tokens [r0, r0 + rows) with their mask on key tokens [k0, k0 + n).
+ * The mask does not depend on the batch entry or the head, so it is evaluated once per
+ * panel and reused for every (b, h). */
+typedef struct ref_panel {
+    int32_t r0, rows;
+    int32_t k0, n;          /* the hull of the rows' allowed keys (n = 0: every row empty) */
+    const uint8_t *allowed; /* [rows x n]: mask_pair_allowed(r0 + i, k0 + j) */
+    const uint8_t *seen;    /* [n]: 1 iff some row of the panel may see key k0 + j */
+    int all_seen;           /* every key of the hull is seen by some row */
+} ref_panel;
+
+/* One reference call: the checked problem, its inputs and outputs, and scratch sized for
+ * one panel (see ref.h for the bound). Exactly one of o32 / o64 is set. */
+typedef struct ref_call {
+    const attn_problem *p;
+    seq_view view;
+    const float *q, *k, *v;
+    fc_dtype dt; /* rounding points of the float pipeline; FC_F32 means none */
+    float *o32, *lse32;
+    double *o64, *lse64;
+    void *s;    /* scores, then probabilities: [REF_PANEL_ROWS x Lk] float or double */
+    void *qbuf; /* [REF_PANEL_ROWS x D]: the f64 copy of the query panel */
+    void *kbuf; /* [Lk x D]: the f64 copy, or the lp scaled-and-rounded copy, of the keys */
+    void *vbuf; /* [Lk x Dv]: values with keys no panel row may see zeroed */
+} ref_call;
+
+/* Offsets (in rows) of the first query row of the panel for (b, h) and of key k0 for the
+ * kv head that h reads. Multiply by D or Dv for element offsets. */
+static inline size_t ref_q_row(const ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
+{
+    const attn_problem *p = c->p;
+    return ((size_t)b * (size_t)p->hq + (size_t)h) * (size_t)p->seq.lq + (size_t)pn->r0;
+}
+
+static inline size_t ref_k_row(const ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
+{
+    const attn_problem *p = c->p;
+    size_t hk = (size_t)(h / (p->hq / p->hkv)); /* repeat_interleave: consecutive heads share */
+    return ((size_t)b * (size_t)p->hkv + hk) * (size_t)p->seq.lk + (size_t)pn->k0;
+}
+
+/* Per-head pipelines: fill o/lse rows [r0, r0 + rows) of head h of batch entry b. */
+void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
+void ref_head_f64(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
+
+#endif
