@@ -1,0 +1,117 @@
+/*
+ * rep_internal.h - what the report writers share and nobody else needs: the column table,
+ * escaping for each format, the summary statistics and the SVG chart primitives.
+ */
+#ifndef FLEXCHECK_REP_INTERNAL_H
+#define FLEXCHECK_REP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "rep.h"
+
+/* ---- columns (rep_row.c): one table drives the CSV header, CSV rows and JSON keys ------- */
+
+typedef enum rep_col_kind {
+    REP_COL_STR,     /* char[] field */
+    REP_COL_I32,
+    REP_COL_U64,
+    REP_COL_F64,
+    REP_COL_DTYPE,   /* fc_dtype, written by name */
+    REP_COL_OUTCOME, /* rep_outcome, written by name */
+    REP_COL_GATE,    /* int first_fail, written "H1".."H7" or empty/null */
+} rep_col_kind;
+
+typedef struct rep_col {
+    const char *name;
+    rep_col_kind kind;
+    size_t off;
+} rep_col;
+
+extern const rep_col rep_cols[];
+extern const size_t rep_ncols;
+
+/* What a column's value is, as text without any escaping. */
+typedef enum rep_val { REP_VAL_TEXT, REP_VAL_NUMBER, REP_VAL_NONE } rep_val;
+/* Numbers use %.17g (exact round trip); non-finite numbers give "nan", "inf", "-inf" with
+ * REP_VAL_NONE so JSON can write null. A gate of -1 gives "" and REP_VAL_NONE. */
+rep_val rep_col_value(const rep_col *c, const rep_row *r, char *buf, size_t cap);
+
+/* ---- escaping (rep_esc.c) ----------------------------------------------------------------- */
+
+void rep_put_json(FILE *f, const char *s);  /* with the quotes */
+void rep_put_xml(FILE *f, const char *s);   /* text and attribute values (HTML too) */
+void rep_put_csv(FILE *f, const char *s);   /* quoted only when needed (RFC 4180) */
+void rep_put_md(FILE *f, const char *s);    /* inside a table cell */
+/* A short human number: %.3g, or "nan"/"inf", "-" for a missing value (NaN marks those). */
+void rep_fmt_num(char *buf, size_t cap, double x);
+
+/* ---- summary (rep_summary.c) --------------------------------------------------------------- */
+
+/* Rows of one dtype and backend. H1 statistics cover the judged (pass/fail) rows; a NaN ratio
+ * counts as +inf. Median of an even count is the mean of the middle two; p95 is nearest-rank
+ * (the ceil(0.95 n)-th smallest). */
+typedef struct rep_group {
+    fc_dtype dtype;
+    char backend[REP_NAME_LEN];
+    size_t rows, pass, fail, error, skip, s1_flags, s2_flags;
+    size_t judged;                 /* pass + fail */
+    double h1_median, h1_p95, h1_max;
+    double *h1;                    /* [judged] ascending */
+} rep_group;
+
+/* max|err| per group against one axis value (Lk, or W for windowed rows). */
+typedef struct rep_axis {
+    size_t nvals;
+    int32_t *vals;                 /* ascending */
+    double *cell;                  /* [nvals][ngroups]; NaN where no row */
+} rep_axis;
+
+/* max|err|(lp) / max|err|(float32) over rows of one backend with the same case id and builder.
+ * Pairs whose float32 error is exactly 0 have no ratio and are counted as `zero_ref`. */
+typedef struct rep_pairs {
+    char backend[REP_NAME_LEN];
+    fc_dtype lp;                   /* FC_F16 or FC_BF16 */
+    size_t n, zero_ref;
+    double median, max;
+    double *ratio;                 /* [n] ascending */
+} rep_pairs;
+
+typedef struct rep_summary {
+    size_t rows, pass, fail, error, skip;
+    rep_group *groups;             /* sorted by dtype, then backend */
+    size_t ngroups;
+    rep_axis by_lk, by_w;
+    rep_pairs *pairs;              /* sorted by backend, then dtype */
+    size_t npairs;
+} rep_summary;
+
+fc_status rep_summarize(const rep_row *rows, size_t n, rep_summary *s, fc_err *err);
+void rep_summary_free(rep_summary *s);
+
+/* ---- SVG (rep_svg.c) ------------------------------------------------------------------------ */
+
+/* One labelled row of values on a shared horizontal axis. */
+typedef struct rep_strip {
+    const char *label;
+    const double *v;
+    size_t n;
+} rep_strip;
+
+/* Strip plot: one row of dots per strip; values outside [lo, hi] are drawn at the edge as
+ * open marks. mark (if finite) draws a dashed reference line (the H1 limit at 1). */
+void rep_svg_strips(FILE *f, const char *title, const char *xlabel, const rep_strip *s,
+                    size_t ns, double lo, double hi, int logx, double mark);
+
+/* One line of (x, y) points; NaN y values are gaps. */
+typedef struct rep_series {
+    const char *label;
+    const double *x, *y;
+    size_t n;
+} rep_series;
+
+/* Log-log line chart with a legend; y <= 0 is drawn on the bottom edge. */
+void rep_svg_lines(FILE *f, const char *title, const char *xlabel, const char *ylabel,
+                   const rep_series *s, size_t ns);
+
+#endif

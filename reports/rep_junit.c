@@ -1,0 +1,156 @@
+/*
+ * rep_junit.c - JUnit XML for CI systems: one testsuite per matrix group, one testcase per
+ * case id (classname = group), so a CI page lists each case once however many dtypes and
+ * backends ran it. A case fails when any of its rows failed; the failure message is the first
+ * failing row's gate and reason, the body lists every row that did not pass. A case with no
+ * failing row but a row that could not be judged is an <error>; a case whose every row was
+ * skipped is <skipped> (a case with some judged rows is decided by those).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rep_internal.h"
+
+static const char *group_of(const rep_row *r)
+{
+    return r->group[0] ? r->group : "flexcheck";
+}
+
+/* By group, then case id, then original order (pointers into one array). */
+static int cmp_case(const void *a, const void *b)
+{
+    const rep_row *x = *(const rep_row *const *)a, *y = *(const rep_row *const *)b;
+    int c = strcmp(group_of(x), group_of(y));
+    if (!c)
+        c = strcmp(x->case_id, y->case_id);
+    return c ? c : (x > y) - (x < y);
+}
+
+static int same_case(const rep_row *a, const rep_row *b)
+{
+    return !strcmp(group_of(a), group_of(b)) && !strcmp(a->case_id, b->case_id);
+}
+
+enum { CASE_PASS, CASE_FAILURE, CASE_ERROR, CASE_SKIPPED };
+
+/* What a case is; *first is the row that decides it. */
+static int case_state(const rep_row *const *r, size_t n, const rep_row **first)
+{
+    *first = r[0];
+    size_t skipped = 0;
+    for (size_t i = 0; i < n; i++)
+        skipped += r[i]->outcome == REP_ROW_SKIP;
+    for (size_t i = 0; i < n; i++)
+        if (r[i]->outcome == REP_ROW_FAIL) {
+            *first = r[i];
+            return CASE_FAILURE;
+        }
+    for (size_t i = 0; i < n; i++)
+        if (r[i]->outcome == REP_ROW_ERROR) {
+            *first = r[i];
+            return CASE_ERROR;
+        }
+    return skipped == n ? CASE_SKIPPED : CASE_PASS;
+}
+
+static void put_row_line(FILE *f, const rep_row *r)
+{
+    fprintf(f, "%s ", fc_dtype_name(r->dtype));
+    rep_put_xml(f, r->backend);
+    fputc(' ', f);
+    rep_put_xml(f, r->builder);
+    fputs(": ", f);
+    rep_put_xml(f, r->reason);
+    fputc('\n', f);
+}
+
+static void write_case(FILE *f, const rep_row *const *r, size_t n)
+{
+    const rep_row *first;
+    int state = case_state(r, n, &first);
+    fputs("    <testcase classname=\"", f);
+    rep_put_xml(f, group_of(r[0]));
+    fputs("\" name=\"", f);
+    rep_put_xml(f, r[0]->case_id);
+    fputs(state != CASE_PASS ? "\" time=\"0\">\n" : "\" time=\"0\"/>\n", f);
+    if (state == CASE_PASS)
+        return;
+    if (state == CASE_SKIPPED) {
+        fputs("      <skipped message=\"", f);
+        rep_put_xml(f, first->reason);
+        fputs("\"/>\n    </testcase>\n", f);
+        return;
+    }
+    const char *tag = state == CASE_FAILURE ? "failure" : "error";
+    fprintf(f, "      <%s type=\"%s\" message=\"", tag,
+            state == CASE_FAILURE ? rep_gate_name((rep_gate)first->first_fail) : "error");
+    /* The message opens with the gate ("H1 max ratio: ..."), which is what a CI page shows. */
+    rep_put_xml(f, first->reason);
+    fprintf(f, " [%s ", fc_dtype_name(first->dtype));
+    rep_put_xml(f, first->backend);
+    fputs("]\">", f);
+    for (size_t i = 0; i < n; i++)
+        if (r[i]->outcome != REP_ROW_PASS)
+            put_row_line(f, r[i]);
+    fprintf(f, "</%s>\n    </testcase>\n", tag);
+}
+
+typedef struct counts {
+    size_t cases, fails, errors, skipped;
+} counts;
+
+static counts count_suite(const rep_row *const *r, size_t n)
+{
+    counts c = {0};
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && same_case(r[i], r[j]))
+            j++;
+        const rep_row *first;
+        int state = case_state(r + i, j - i, &first);
+        c.cases++;
+        c.fails += state == CASE_FAILURE;
+        c.errors += state == CASE_ERROR;
+        c.skipped += state == CASE_SKIPPED;
+        i = j;
+    }
+    return c;
+}
+
+fc_status rep_write_junit(FILE *f, const rep_row *rows, size_t n, fc_err *err)
+{
+    const rep_row **by = malloc((n ? n : 1) * sizeof *by);
+    if (!by)
+        return fc_errf(err, FC_ENOMEM, "JUnit report: out of memory");
+    for (size_t i = 0; i < n; i++)
+        by[i] = &rows[i];
+    qsort(by, n, sizeof *by, cmp_case);
+
+    counts c = count_suite(by, n);
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<testsuites name=\"flexcheck\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" "
+               "skipped=\"%zu\">\n",
+            c.cases, c.fails, c.errors, c.skipped);
+    for (size_t i = 0; i < n;) {
+        size_t end = i + 1; /* rows of this group */
+        while (end < n && !strcmp(group_of(by[i]), group_of(by[end])))
+            end++;
+        c = count_suite(by + i, end - i);
+        fputs("  <testsuite name=\"", f);
+        rep_put_xml(f, group_of(by[i]));
+        fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\">\n",
+                c.cases, c.fails, c.errors, c.skipped);
+        for (size_t j = i; j < end;) {
+            size_t k = j + 1;
+            while (k < end && same_case(by[j], by[k]))
+                k++;
+            write_case(f, by + j, k - j);
+            j = k;
+        }
+        fputs("  </testsuite>\n", f);
+        i = end;
+    }
+    fputs("</testsuites>\n", f);
+    free(by);
+    return ferror(f) ? fc_errf(err, FC_EIO, "JUnit report: write failed") : FC_OK;
+}

@@ -1,0 +1,147 @@
+/*
+ * rep_md.c - the Markdown summary: totals, per dtype and backend the pass/fail counts and the
+ * H1 ratio distribution, the failing rows with their first failing gate, max|err| against Lk
+ * and against W, and the fp16/fp32 and bf16/fp32 error ratios.
+ */
+#include <math.h>
+
+#include "rep_internal.h"
+
+static void put_num(FILE *f, double x)
+{
+    char buf[32];
+    rep_fmt_num(buf, sizeof buf, x);
+    fputs(buf, f);
+}
+
+static void group_label(FILE *f, const rep_group *g)
+{
+    fputs(fc_dtype_name(g->dtype), f);
+    fputc('/', f);
+    rep_put_md(f, g->backend);
+}
+
+static void write_groups(FILE *f, const rep_summary *s)
+{
+    fputs("## Per dtype and backend\n\n"
+          "| dtype | backend | rows | pass | fail | error | skip | H1 median | H1 p95 | H1 max "
+          "| S1 flagged | S2 flagged |\n"
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
+    for (size_t k = 0; k < s->ngroups; k++) {
+        const rep_group *g = &s->groups[k];
+        fprintf(f, "| %s | ", fc_dtype_name(g->dtype));
+        rep_put_md(f, g->backend);
+        fprintf(f, " | %zu | %zu | %zu | %zu | %zu | ", g->rows, g->pass, g->fail, g->error,
+                g->skip);
+        put_num(f, g->h1_median);
+        fputs(" | ", f);
+        put_num(f, g->h1_p95);
+        fputs(" | ", f);
+        put_num(f, g->h1_max);
+        fprintf(f, " | %zu | %zu |\n", g->s1_flags, g->s2_flags);
+    }
+    fputc('\n', f);
+}
+
+/* The rows of one outcome set: failures and errors together, or the skipped ones. */
+static void write_listed(FILE *f, const rep_row *rows, size_t n, int skipped, const char *title)
+{
+    fprintf(f, "## %s\n\n"
+               "| case | dtype | backend | builder | gate | reason |\n|---|---|---|---|---|---|\n",
+            title);
+    for (size_t i = 0; i < n; i++) {
+        const rep_row *r = &rows[i];
+        if (r->outcome == REP_ROW_PASS || (r->outcome == REP_ROW_SKIP) != skipped)
+            continue;
+        fputs("| ", f);
+        rep_put_md(f, r->case_id);
+        fprintf(f, " | %s | ", fc_dtype_name(r->dtype));
+        rep_put_md(f, r->backend);
+        fputs(" | ", f);
+        rep_put_md(f, r->builder);
+        fprintf(f, " | %s | ",
+                r->outcome == REP_ROW_FAIL ? rep_gate_name((rep_gate)r->first_fail)
+                                           : rep_outcome_name(r->outcome));
+        rep_put_md(f, r->reason);
+        fputs(" |\n", f);
+    }
+    fputc('\n', f);
+}
+
+static void write_axis(FILE *f, const rep_summary *s, const rep_axis *a, const char *title,
+                       const char *axis)
+{
+    fprintf(f, "## %s\n\n", title);
+    if (!a->nvals) {
+        fputs("No rows.\n\n", f);
+        return;
+    }
+    fprintf(f, "max|err| of the rows with each %s.\n\n| %s |", axis, axis);
+    for (size_t k = 0; k < s->ngroups; k++) {
+        fputc(' ', f);
+        group_label(f, &s->groups[k]);
+        fputs(" |", f);
+    }
+    fputs("\n|---:|", f);
+    for (size_t k = 0; k < s->ngroups; k++)
+        fputs("---:|", f);
+    fputc('\n', f);
+    for (size_t v = 0; v < a->nvals; v++) {
+        fprintf(f, "| %ld |", (long)a->vals[v]);
+        for (size_t k = 0; k < s->ngroups; k++) {
+            fputc(' ', f);
+            put_num(f, a->cell[v * s->ngroups + k]);
+            fputs(" |", f);
+        }
+        fputc('\n', f);
+    }
+    fputc('\n', f);
+}
+
+static void write_pairs(FILE *f, const rep_summary *s)
+{
+    fputs("## Error ratios across dtypes\n\n", f);
+    if (!s->npairs) {
+        fputs("No case ran in both a low-precision dtype and float32.\n\n", f);
+        return;
+    }
+    fputs("max|err| of a case in the low-precision dtype over max|err| of the same case "
+          "(id, backend, builder) in float32.\n\n"
+          "| backend | ratio | pairs | median | max | float32 error 0 |\n"
+          "|---|---|---:|---:|---:|---:|\n", f);
+    for (size_t k = 0; k < s->npairs; k++) {
+        const rep_pairs *p = &s->pairs[k];
+        fputs("| ", f);
+        rep_put_md(f, p->backend);
+        fprintf(f, " | %s/float32 | %zu | ", fc_dtype_name(p->lp), p->n);
+        put_num(f, p->median);
+        fputs(" | ", f);
+        put_num(f, p->max);
+        fprintf(f, " | %zu |\n", p->zero_ref);
+    }
+    fputc('\n', f);
+}
+
+fc_status rep_write_markdown(FILE *f, const rep_row *rows, size_t n, fc_err *err)
+{
+    rep_summary s;
+    fc_status st = rep_summarize(rows, n, &s, err);
+    if (st != FC_OK)
+        return st;
+    fprintf(f, "# flexcheck tolerance report\n\n**%s**: %zu rows, %zu pass, %zu fail, %zu error, "
+               "%zu skipped.\n\n",
+            s.fail || s.error ? "FAIL" : "PASS", s.rows, s.pass, s.fail, s.error, s.skip);
+    fputs("Gates in the order they are checked: H6 sentinels, H3 non-finite, H4 empty rows, "
+          "H1 max ratio, H2 NMSE, H5 LSE, H7 determinism (spec/tolerance.md). The H1 ratio is "
+          "max|O - O_gold| / (c * e_lp_max + floor); a row passes H1 at ratio <= 1.\n\n", f);
+    write_groups(f, &s);
+    if (s.fail || s.error)
+        write_listed(f, rows, n, 0, "Failures and errors");
+    if (s.skip)
+        write_listed(f, rows, n, 1, "Skipped");
+    write_axis(f, &s, &s.by_lk, "Max error against Lk", "Lk");
+    write_axis(f, &s, &s.by_w, "Max error against W", "W");
+    write_pairs(f, &s);
+    rep_summary_free(&s);
+    return ferror(f) ? fc_errf(err, FC_EIO, "markdown report: write failed") : FC_OK;
+}

@@ -1,0 +1,271 @@
+/*
+ * rep_summary.c - the statistics of the report summary (spec/tolerance.md "Report"): per dtype
+ * and backend the H1 ratio distribution, max|err| against Lk and against W, and the
+ * fp16/fp32 and bf16/fp32 error ratios of rows that share a case id. Used by the Markdown and
+ * HTML writers, so both always show the same numbers.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rep_internal.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median (mean of the middle two for an even count) and nearest-rank p95 of sorted v. */
+static double median_of(const double *v, size_t n)
+{
+    if (!n)
+        return NAN;
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double p95_of(const double *v, size_t n)
+{
+    if (!n)
+        return NAN;
+    size_t rank = (size_t)ceil(0.95 * (double)n); /* 1-based, in [1, n] */
+    return v[rank - 1];
+}
+
+static int group_cmp(fc_dtype da, const char *ba, fc_dtype db, const char *bb)
+{
+    if (da != db)
+        return da < db ? -1 : 1;
+    return strcmp(ba, bb);
+}
+
+static size_t find_group(const rep_summary *s, const rep_row *r)
+{
+    for (size_t g = 0; g < s->ngroups; g++)
+        if (!group_cmp(s->groups[g].dtype, s->groups[g].backend, r->dtype, r->backend))
+            return g;
+    return (size_t)-1;
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    const rep_group *x = a, *y = b;
+    return group_cmp(x->dtype, x->backend, y->dtype, y->backend);
+}
+
+static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_err *err)
+{
+    s->groups = calloc(n ? n : 1, sizeof *s->groups);
+    if (!s->groups)
+        return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (find_group(s, &rows[i]) != (size_t)-1)
+            continue;
+        rep_group *g = &s->groups[s->ngroups++];
+        g->dtype = rows[i].dtype;
+        rep_set_str(g->backend, sizeof g->backend, rows[i].backend);
+    }
+    qsort(s->groups, s->ngroups, sizeof *s->groups, cmp_group);
+
+    for (size_t i = 0; i < n; i++) {
+        const rep_row *r = &rows[i];
+        rep_group *g = &s->groups[find_group(s, r)];
+        rep_tol t;
+        g->rows++;
+        if (!rep_row_judged(r)) {
+            g->error += r->outcome == REP_ROW_ERROR;
+            g->skip += r->outcome == REP_ROW_SKIP;
+            continue;
+        }
+        g->judged++;
+        if (r->outcome == REP_ROW_PASS)
+            g->pass++;
+        else
+            g->fail++;
+        if (rep_tol_for(r->dtype, &t, NULL) == FC_OK) {
+            g->s1_flags += !(r->s1 <= t.s1_max);
+            g->s2_flags += !(r->s2 <= t.s2_max);
+        }
+    }
+    for (size_t k = 0; k < s->ngroups; k++) {
+        rep_group *g = &s->groups[k];
+        g->h1 = malloc((g->judged ? g->judged : 1) * sizeof *g->h1);
+        if (!g->h1)
+            return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (rep_row_judged(&rows[i]) &&
+                !group_cmp(g->dtype, g->backend, rows[i].dtype, rows[i].backend))
+                g->h1[m++] = isnan(rows[i].h1_ratio) ? INFINITY : rows[i].h1_ratio;
+        qsort(g->h1, m, sizeof *g->h1, cmp_double);
+        g->h1_median = median_of(g->h1, m);
+        g->h1_p95 = p95_of(g->h1, m);
+        g->h1_max = m ? g->h1[m - 1] : NAN;
+    }
+    return FC_OK;
+}
+
+/* by_w uses only windowed rows: "error against W" has no point for an unwindowed case. */
+static fc_status make_axis(const rep_row *rows, size_t n, const rep_summary *s, int by_window,
+                           rep_axis *a, fc_err *err)
+{
+    a->vals = malloc((n ? n : 1) * sizeof *a->vals);
+    if (!a->vals)
+        return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rep_row_judged(&rows[i]) || (by_window && rows[i].window <= 0))
+            continue;
+        a->vals[m++] = by_window ? rows[i].window : rows[i].lk;
+    }
+    qsort(a->vals, m, sizeof *a->vals, cmp_i32);
+    a->nvals = 0;
+    for (size_t i = 0; i < m; i++)
+        if (a->nvals == 0 || a->vals[a->nvals - 1] != a->vals[i])
+            a->vals[a->nvals++] = a->vals[i];
+
+    size_t cells = a->nvals * s->ngroups;
+    a->cell = malloc((cells ? cells : 1) * sizeof *a->cell);
+    if (!a->cell)
+        return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+    for (size_t c = 0; c < cells; c++)
+        a->cell[c] = NAN;
+    for (size_t i = 0; i < n; i++) {
+        const rep_row *r = &rows[i];
+        if (!rep_row_judged(r) || (by_window && r->window <= 0))
+            continue;
+        int32_t key = by_window ? r->window : r->lk;
+        const int32_t *hit = bsearch(&key, a->vals, a->nvals, sizeof *a->vals, cmp_i32);
+        double *c = &a->cell[(size_t)(hit - a->vals) * s->ngroups + find_group(s, r)];
+        if (isnan(*c) || r->max_err > *c || isnan(r->max_err))
+            *c = r->max_err;
+    }
+    return FC_OK;
+}
+
+/* Rows ordered by (case id, backend, builder, dtype), so the float32 partner of a row sits
+ * right before it. */
+static int cmp_pairing(const void *a, const void *b)
+{
+    const rep_row *x = *(const rep_row *const *)a, *y = *(const rep_row *const *)b;
+    int c = strcmp(x->case_id, y->case_id);
+    if (!c)
+        c = strcmp(x->backend, y->backend);
+    if (!c)
+        c = strcmp(x->builder, y->builder);
+    if (!c)
+        c = (x->dtype > y->dtype) - (x->dtype < y->dtype);
+    return c;
+}
+
+static rep_pairs *find_pairs(rep_summary *s, const char *backend, fc_dtype lp)
+{
+    for (size_t k = 0; k < s->npairs; k++)
+        if (s->pairs[k].lp == lp && !strcmp(s->pairs[k].backend, backend))
+            return &s->pairs[k];
+    return NULL;
+}
+
+static int cmp_pairs(const void *a, const void *b)
+{
+    const rep_pairs *x = a, *y = b;
+    int c = strcmp(x->backend, y->backend);
+    return c ? c : (x->lp > y->lp) - (x->lp < y->lp);
+}
+
+static fc_status make_pairs(const rep_row *rows, size_t n, rep_summary *s, fc_err *err)
+{
+    const rep_row **by = malloc((n ? n : 1) * sizeof *by);
+    s->pairs = calloc(2 * s->ngroups + 1, sizeof *s->pairs);
+    if (!by || !s->pairs) {
+        free(by);
+        return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rep_row_judged(&rows[i]))
+            by[m++] = &rows[i];
+    qsort(by, m, sizeof *by, cmp_pairing);
+
+    fc_status st = FC_OK;
+    const rep_row *ref = NULL; /* the float32 row of the current (case, backend, builder) */
+    for (size_t i = 0; i < m && st == FC_OK; i++) {
+        const rep_row *r = by[i];
+        if (r->dtype == FC_F32) {
+            ref = r;
+            continue;
+        }
+        if (!ref || strcmp(ref->case_id, r->case_id) || strcmp(ref->backend, r->backend) ||
+            strcmp(ref->builder, r->builder))
+            continue;
+        rep_pairs *p = find_pairs(s, r->backend, r->dtype);
+        if (!p) {
+            p = &s->pairs[s->npairs++];
+            rep_set_str(p->backend, sizeof p->backend, r->backend);
+            p->lp = r->dtype;
+            p->ratio = malloc(m * sizeof *p->ratio);
+            if (!p->ratio)
+                st = fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+        }
+        if (st != FC_OK)
+            break;
+        if (ref->max_err == 0)
+            p->zero_ref++;
+        else
+            p->ratio[p->n++] = r->max_err / ref->max_err;
+    }
+    free(by);
+    if (st != FC_OK)
+        return st;
+    qsort(s->pairs, s->npairs, sizeof *s->pairs, cmp_pairs);
+    for (size_t k = 0; k < s->npairs; k++) {
+        rep_pairs *p = &s->pairs[k];
+        qsort(p->ratio, p->n, sizeof *p->ratio, cmp_double);
+        p->median = median_of(p->ratio, p->n);
+        p->max = p->n ? p->ratio[p->n - 1] : NAN;
+    }
+    return FC_OK;
+}
+
+fc_status rep_summarize(const rep_row *rows, size_t n, rep_summary *s, fc_err *err)
+{
+    memset(s, 0, sizeof *s);
+    s->rows = n;
+    for (size_t i = 0; i < n; i++) {
+        s->pass += rows[i].outcome == REP_ROW_PASS;
+        s->fail += rows[i].outcome == REP_ROW_FAIL;
+        s->error += rows[i].outcome == REP_ROW_ERROR;
+        s->skip += rows[i].outcome == REP_ROW_SKIP;
+    }
+    fc_status st = make_groups(rows, n, s, err);
+    if (st == FC_OK)
+        st = make_axis(rows, n, s, 0, &s->by_lk, err);
+    if (st == FC_OK)
+        st = make_axis(rows, n, s, 1, &s->by_w, err);
+    if (st == FC_OK)
+        st = make_pairs(rows, n, s, err);
+    if (st != FC_OK)
+        rep_summary_free(s);
+    return st;
+}
+
+void rep_summary_free(rep_summary *s)
+{
+    for (size_t g = 0; s->groups && g < s->ngroups; g++)
+        free(s->groups[g].h1);
+    for (size_t k = 0; s->pairs && k < s->npairs; k++)
+        free(s->pairs[k].ratio);
+    free(s->groups);
+    free(s->pairs);
+    free(s->by_lk.vals);
+    free(s->by_lk.cell);
+    free(s->by_w.vals);
+    free(s->by_w.cell);
+    memset(s, 0, sizeof *s);
+}

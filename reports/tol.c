@@ -1,0 +1,420 @@
+/*
+ * tol.c - rep_evaluate(): the hard gates and soft signals of spec/tolerance.md for one case
+ * (tol.h says what is decided where the page is silent). Each gate is one function; all of
+ * them run, and the first failure in rep_gate order becomes the verdict's reason.
+ *
+ * Every comparison that decides a gate is written `!(x <= limit)` so a NaN fails it.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lowp.h"
+#include "tol.h"
+
+static const rep_tol tol_table[] = {
+    [FC_F32] = {.c = 10, .nmse_max = 1e-7, .lse_atol = 1e-5, .lse_rtol = 1e-5,
+                .deg_atol = 1e-5, .deg_rtol = 1.3e-6, .deg_frac = 1e-4, .s1_max = 10, .s2_max = 1.2},
+    [FC_F16] = {.c = 2, .nmse_max = 5e-4, .lse_atol = 1e-3, .lse_rtol = 1e-3,
+                .deg_atol = 1e-3, .deg_rtol = 1e-3, .deg_frac = 1e-4, .s1_max = 1.1, .s2_max = 1.2},
+    [FC_BF16] = {.c = 2, .nmse_max = 5e-4, .lse_atol = 1e-3, .lse_rtol = 1e-3,
+                 .deg_atol = 1e-2, .deg_rtol = 1.6e-2, .deg_frac = 1e-4, .s1_max = 1.1, .s2_max = 1.2},
+};
+
+static const char *const gate_names[REP_NCHECKS] = {
+    [REP_H6] = "H6", [REP_H3] = "H3", [REP_H4] = "H4", [REP_H1] = "H1",
+    [REP_H2] = "H2", [REP_H5] = "H5", [REP_H7] = "H7",
+    [REP_X_EDGE] = "window-edge", [REP_X_POISON] = "poison",
+    [REP_X_MERGE] = "lse-merge", [REP_X_DECODE] = "decode", [REP_X_BUILDERS] = "builders",
+    [REP_X_LAYOUT] = "layout", [REP_X_PAGED] = "paged",
+};
+static const char *const gate_titles[REP_NCHECKS] = {
+    [REP_H6] = "sentinels", [REP_H3] = "non-finite", [REP_H4] = "empty rows",
+    [REP_H1] = "max ratio", [REP_H2] = "NMSE", [REP_H5] = "LSE", [REP_H7] = "determinism",
+    [REP_X_EDGE] = "window edges differ", [REP_X_POISON] = "masked-key poisoning",
+    [REP_X_MERGE] = "LSE merge", [REP_X_DECODE] = "decode equals dense",
+    [REP_X_BUILDERS] = "builders agree", [REP_X_LAYOUT] = "layout equals fresh builds",
+    [REP_X_PAGED] = "paged equals unpaged",
+};
+
+const char *rep_gate_name(rep_gate g)
+{
+    return (unsigned)g < REP_NCHECKS ? gate_names[g] : "?";
+}
+
+const char *rep_gate_title(rep_gate g)
+{
+    return (unsigned)g < REP_NCHECKS ? gate_titles[g] : "?";
+}
+
+fc_status rep_tol_for(fc_dtype dt, rep_tol *out, fc_err *err)
+{
+    if ((unsigned)dt > FC_BF16)
+        return fc_errf(err, FC_EINVAL, "tolerance: unknown dtype %d", (int)dt);
+    *out = tol_table[dt];
+    return FC_OK;
+}
+
+double rep_floor_term(fc_dtype dt, double gold)
+{
+    if (dt == FC_F32)
+        return 0;
+    /* The additions happen in float and only their results are rounded to dt, which is how
+     * PyTorch evaluates `out + 0.3 - 0.3` on a half tensor. */
+    float g = ref_round((float)gold, dt);
+    float up = ref_round(g + 0.3f, dt);
+    float back = ref_round(up - 0.3f, dt);
+    return fabs((double)back - (double)g);
+}
+
+/* num / den with 0/0 = 0 and x/0 = +inf (tol.h); NaN stays NaN. */
+static double safe_ratio(double num, double den)
+{
+    if (isnan(num) || isnan(den))
+        return NAN;
+    if (den > 0)
+        return num / den;
+    return num == 0 ? 0 : INFINITY;
+}
+
+/* Running maximum that keeps a NaN once it has seen one. */
+static int raise_max(double *m, double x)
+{
+    if (isnan(*m))
+        return 0;
+    if (isnan(x) || x > *m) {
+        *m = x;
+        return 1;
+    }
+    return 0;
+}
+
+static int row_empty(const rep_inputs *in, size_t r)
+{
+    return in->lse_gold[r] == -INFINITY;
+}
+
+/* Marks gate g failed; the first message of a gate is kept (it names the first place). */
+static void fail(rep_verdict *v, rep_gate g, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(rep_verdict *v, rep_gate g, const char *fmt, ...)
+{
+    if (v->gate[g] == REP_FAIL)
+        return;
+    v->gate[g] = REP_FAIL;
+    int n = snprintf(v->why[g], REP_WHY_LEN, "%s %s: ", gate_names[g], gate_titles[g]);
+    if (n < 0 || n >= REP_WHY_LEN)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->why[g] + n, REP_WHY_LEN - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+static void pass_unless_failed(rep_verdict *v, rep_gate g)
+{
+    if (v->gate[g] != REP_FAIL)
+        v->gate[g] = REP_PASS;
+}
+
+/* Arguments and references. A verdict resting on a broken oracle or an overflowed baseline
+ * would blame the kernel for the reference's fault, so those are input errors. */
+static fc_status check_inputs(const rep_inputs *in, size_t n, fc_err *err)
+{
+    if (n && (!in->o || !in->o_gold || !in->o_lp))
+        return fc_errf(err, FC_EINVAL, "evaluate: o, o_gold and o_lp are required");
+    if (in->rows && (!in->lse || !in->lse_gold))
+        return fc_errf(err, FC_EINVAL, "evaluate: lse and lse_gold are required");
+    if (!in->o_buf != !in->lse_buf)
+        return fc_errf(err, FC_EINVAL, "evaluate: H6 needs both o_buf and lse_buf, or neither");
+    if (in->o_buf && (in->o_buf->data != (const void *)in->o ||
+                      in->lse_buf->data != (const void *)in->lse ||
+                      in->o_buf->nbytes != n * sizeof(float) ||
+                      in->lse_buf->nbytes != in->rows * sizeof(float)))
+        return fc_errf(err, FC_EINVAL, "evaluate: o_buf/lse_buf must be the buffers o and lse "
+                                       "live in, of exactly their size");
+    if ((unsigned)in->sentinels > REP_SENTINELS_DAMAGED)
+        return fc_errf(err, FC_EINVAL, "evaluate: sentinels is %d", (int)in->sentinels);
+    if (!in->o_rerun != !in->lse_rerun)
+        return fc_errf(err, FC_EINVAL, "evaluate: H7 needs both o_rerun and lse_rerun, or neither");
+    for (size_t r = 0; r < in->rows; r++) {
+        double l = in->lse_gold[r];
+        if (isnan(l) || l == INFINITY)
+            return fc_errf(err, FC_EINVAL, "evaluate: LSE_gold is %g at row %zu", l, r);
+        for (size_t j = 0; j < in->dv; j++) {
+            size_t i = r * in->dv + j;
+            double g = in->o_gold[i];
+            if (isnan(g))
+                return fc_errf(err, FC_EINVAL, "evaluate: O_gold is NaN at row %zu col %zu", r, j);
+            if (l == -INFINITY && g != 0)
+                return fc_errf(err, FC_EINVAL,
+                               "evaluate: row %zu is empty (LSE_gold -inf) but O_gold col %zu is %g",
+                               r, j, g);
+            if (isfinite(g) && !isfinite(in->o_lp[i]))
+                return fc_errf(err, FC_EINVAL,
+                               "evaluate: baseline O_lp is %g at row %zu col %zu where O_gold is "
+                               "%g: it overflowed, so H1 has no scale for this case",
+                               (double)in->o_lp[i], r, j, g);
+        }
+    }
+    return FC_OK;
+}
+
+/* Either kind of evidence may be given, or both (a host buffer and a device check). */
+static void gate_h6(const rep_inputs *in, rep_verdict *v)
+{
+    if (!in->o_buf && in->sentinels == REP_SENTINELS_UNCHECKED)
+        return;
+    ptrdiff_t bad = 0;
+    if (in->o_buf && !rep_guarded_intact(in->o_buf, &bad))
+        fail(v, REP_H6, "guard byte of O changed at byte offset %td (O is %zu bytes)", bad,
+             in->o_buf->nbytes);
+    if (in->lse_buf && !rep_guarded_intact(in->lse_buf, &bad))
+        fail(v, REP_H6, "guard byte of LSE changed at byte offset %td (LSE is %zu bytes)", bad,
+             in->lse_buf->nbytes);
+    if (in->sentinels == REP_SENTINELS_DAMAGED)
+        fail(v, REP_H6, "the launcher found a guard byte around O or LSE changed");
+    pass_unless_failed(v, REP_H6);
+}
+
+static void gate_h3(const rep_inputs *in, rep_verdict *v)
+{
+    for (size_t i = 0; i < in->rows * in->dv; i++) {
+        double o = in->o[i], g = in->o_gold[i];
+        size_t r = i / in->dv, j = i % in->dv;
+        if (isnan(o)) {
+            v->nan_count++;
+            fail(v, REP_H3, "O is NaN at row %zu col %zu", r, j);
+            continue;
+        }
+        if (isinf(o))
+            v->inf_count++;
+        /* Symmetric: an infinity on either side must be the same infinity on the other. */
+        if ((isinf(o) || isinf(g)) && !(o == g))
+            fail(v, REP_H3, "O is %g at row %zu col %zu where O_gold is %g", o, r, j, g);
+    }
+    for (size_t r = 0; r < in->rows; r++) {
+        double l = in->lse[r];
+        if (isnan(l)) {
+            v->nan_count++;
+            fail(v, REP_H3, "LSE is NaN at row %zu", r);
+            continue;
+        }
+        if (!isinf(l))
+            continue; /* a finite LSE in an empty row is H4's failure */
+        if (row_empty(in, r) && l == -INFINITY)
+            continue; /* the expected -inf of an empty row */
+        v->inf_count++;
+        fail(v, REP_H3, "LSE is %g at row %zu where LSE_gold is %g", l, r, in->lse_gold[r]);
+    }
+    pass_unless_failed(v, REP_H3);
+}
+
+static void gate_h4(const rep_inputs *in, rep_verdict *v)
+{
+    for (size_t r = 0; r < in->rows; r++) {
+        if (!row_empty(in, r))
+            continue;
+        v->empty_rows++;
+        for (size_t j = 0; j < in->dv; j++) {
+            float o = in->o[r * in->dv + j];
+            if (!(o == 0.0f))
+                fail(v, REP_H4, "empty row %zu has O col %zu = %.9g, not exactly 0", r, j,
+                     (double)o);
+        }
+        if (!(in->lse[r] == -INFINITY))
+            fail(v, REP_H4, "empty row %zu has LSE %.9g, not -inf", r, (double)in->lse[r]);
+    }
+    pass_unless_failed(v, REP_H4);
+}
+
+/* Metrics of spec/tolerance.md. Oracle-side quantities (max|O_gold|, e_lp_*, rmse_lp, the
+ * floor) cover every finite O_gold of a non-empty row; tested-side ones (max/mean/RMSE/NMSE)
+ * the pairs where O is finite too. Non-finite values are H3's. */
+static void measure(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
+{
+    double sum_err = 0, sum_sq = 0, sum_gold_sq = 0, sum_lp = 0, sum_lp_sq = 0, fl = 0;
+    size_t n_ref = 0;
+    for (size_t r = 0; r < in->rows; r++) {
+        if (row_empty(in, r))
+            continue;
+        for (size_t j = 0; j < in->dv; j++) {
+            size_t i = r * in->dv + j;
+            double g = in->o_gold[i];
+            if (!isfinite(g))
+                continue;
+            double elp = fabs((double)in->o_lp[i] - g);
+            n_ref++;
+            raise_max(&v->max_abs_gold, fabs(g));
+            raise_max(&v->e_lp_max, elp);
+            raise_max(&fl, rep_floor_term(in->dtype, g));
+            sum_lp += elp;
+            sum_lp_sq += elp * elp;
+            double o = in->o[i];
+            if (!isfinite(o))
+                continue;
+            double e = fabs(o - g);
+            v->compared++;
+            if (raise_max(&v->max_err, e) || v->compared == 1) {
+                v->worst_row = r;
+                v->worst_col = j;
+            }
+            sum_err += e;
+            sum_sq += e * e;
+            sum_gold_sq += g * g;
+        }
+    }
+    if (n_ref) {
+        v->e_lp_mean = sum_lp / (double)n_ref;
+        v->rmse_lp = sqrt(sum_lp_sq / (double)n_ref);
+    }
+    if (v->compared) {
+        v->mean_err = sum_err / (double)v->compared;
+        v->rmse = sqrt(sum_sq / (double)v->compared);
+    }
+    v->nmse = safe_ratio(sum_sq, sum_gold_sq);
+    v->c = t->c;
+    v->floor = in->dtype == FC_F32 ? 1e-6 * fmax(1.0, v->max_abs_gold) : 2 * fl;
+}
+
+static void gate_h1(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
+{
+    v->degenerate = v->e_lp_max < t->deg_frac * v->max_abs_gold;
+    if (!v->degenerate) {
+        v->h1_tol = t->c * v->e_lp_max + v->floor;
+        v->h1_ratio = safe_ratio(v->max_err, v->h1_tol);
+        if (!(v->max_err <= v->h1_tol))
+            fail(v, REP_H1,
+                 "max|err| %.3e at row %zu col %zu > %g * e_lp_max %.3e + floor %.3e "
+                 "(ratio %.3g)",
+                 v->max_err, v->worst_row, v->worst_col, t->c, v->e_lp_max, v->floor,
+                 v->h1_ratio);
+        pass_unless_failed(v, REP_H1);
+        return;
+    }
+    /* Degenerate baseline (O_lp is essentially exact, e.g. one key per row): element-wise. */
+    v->h1_ratio = 0;
+    for (size_t r = 0; r < in->rows; r++) {
+        if (row_empty(in, r))
+            continue;
+        for (size_t j = 0; j < in->dv; j++) {
+            size_t i = r * in->dv + j;
+            double o = in->o[i], g = in->o_gold[i];
+            if (!isfinite(o) || !isfinite(g))
+                continue;
+            double e = fabs(o - g), lim = t->deg_atol + t->deg_rtol * fabs(g);
+            if (raise_max(&v->h1_ratio, e / lim))
+                v->h1_tol = lim;
+            if (!(e <= lim))
+                fail(v, REP_H1,
+                     "degenerate baseline (e_lp_max %.3e < %g * max|O_gold| %.3e): |err| %.3e "
+                     "at row %zu col %zu > %g + %g * |%.6g|",
+                     v->e_lp_max, t->deg_frac, v->max_abs_gold, e, r, j, t->deg_atol,
+                     t->deg_rtol, g);
+        }
+    }
+    pass_unless_failed(v, REP_H1);
+}
+
+static void gate_h2(const rep_tol *t, rep_verdict *v)
+{
+    if (!(v->nmse <= t->nmse_max))
+        fail(v, REP_H2, "NMSE %.3e > %g", v->nmse, t->nmse_max);
+    pass_unless_failed(v, REP_H2);
+}
+
+static void gate_h5(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
+{
+    for (size_t r = 0; r < in->rows; r++) {
+        double l = in->lse[r], g = in->lse_gold[r];
+        if (row_empty(in, r) || !isfinite(l))
+            continue;
+        double d = fabs(l - g), lim = t->lse_atol + t->lse_rtol * fabs(g);
+        raise_max(&v->lse_err, d);
+        raise_max(&v->lse_ratio, d / lim);
+        if (!(d <= lim))
+            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at row %zu > %g + %g * |%.6g|", d, r,
+                 t->lse_atol, t->lse_rtol, g);
+    }
+    pass_unless_failed(v, REP_H5);
+}
+
+/* Bitwise, so -0.0 vs 0.0 and differing NaN payloads count as differences. */
+static void compare_bits(const float *a, const float *b, size_t n, size_t dv, const char *what,
+                         rep_verdict *v)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x, y;
+        memcpy(&x, &a[i], sizeof x);
+        memcpy(&y, &b[i], sizeof y);
+        if (x != y) {
+            fail(v, REP_H7, "%s differs from the rerun at row %zu col %zu (0x%08x vs 0x%08x)",
+                 what, i / dv, i % dv, (unsigned)x, (unsigned)y);
+            return;
+        }
+    }
+}
+
+static void gate_h7(const rep_inputs *in, rep_verdict *v)
+{
+    if (!in->o_rerun)
+        return;
+    compare_bits(in->o, in->o_rerun, in->rows * in->dv, in->dv ? in->dv : 1, "O", v);
+    compare_bits(in->lse, in->lse_rerun, in->rows, 1, "LSE", v);
+    pass_unless_failed(v, REP_H7);
+}
+
+static void soft_signals(const rep_tol *t, rep_verdict *v)
+{
+    v->s1 = safe_ratio(v->mean_err, v->e_lp_mean);
+    v->s2 = safe_ratio(v->rmse, v->rmse_lp);
+    v->s1_flag = !(v->s1 <= t->s1_max);
+    v->s2_flag = !(v->s2 <= t->s2_max);
+}
+
+fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
+{
+    rep_tol t = {0};
+    size_t n;
+    memset(v, 0, sizeof *v);
+    v->first_fail = -1;
+    if (!in)
+        return fc_errf(err, FC_EINVAL, "evaluate: no inputs");
+    fc_status st = rep_tol_for(in->dtype, &t, err);
+    if (st != FC_OK)
+        return st;
+    if (fc_mul_size(in->rows, in->dv, &n) || n > SIZE_MAX / sizeof(double))
+        return fc_errf(err, FC_EINVAL, "evaluate: %zu rows x %zu cols overflows", in->rows,
+                       in->dv);
+    st = check_inputs(in, n, err);
+    if (st != FC_OK)
+        return st;
+
+    v->dtype = in->dtype;
+    v->rows = in->rows;
+    v->dv = in->dv;
+    gate_h6(in, v);
+    gate_h3(in, v);
+    gate_h4(in, v);
+    measure(in, &t, v);
+    gate_h1(in, &t, v);
+    gate_h2(&t, v);
+    gate_h5(in, &t, v);
+    gate_h7(in, v);
+    soft_signals(&t, v);
+
+    v->pass = 1;
+    for (int g = 0; g < REP_NGATES; g++)
+        if (v->gate[g] == REP_FAIL) {
+            v->pass = 0;
+            if (v->first_fail < 0)
+                v->first_fail = g;
+        }
+    return FC_OK;
+}
+
+const char *rep_verdict_reason(const rep_verdict *v)
+{
+    return v->first_fail >= 0 ? v->why[v->first_fail] : "pass";
+}

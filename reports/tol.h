@@ -1,0 +1,199 @@
+/*
+ * tol.h - the pass/fail rule set of spec/tolerance.md as a library: per-case metrics, the
+ * hard gates H1-H7, the soft signals S1-S2, and the sentinel buffers H6 needs.
+ *
+ * One call, rep_evaluate(), judges one case (one dtype, one backend) from the tested output,
+ * the float64 oracle and the naive same-precision baseline, and fills a rep_verdict that
+ * records every metric, the state of every gate and the first gate that failed, in this
+ * order (the enum order below):
+ *
+ *   H6 sentinels    first: a kernel that wrote outside its buffers makes everything else moot
+ *   H3 non-finite   "special values are checked before any metric"
+ *   H4 empty rows   exact structure (0 output, -inf LSE), no tolerance involved
+ *   H1 max ratio    the main numeric gate
+ *   H2 NMSE
+ *   H5 LSE
+ *   H7 determinism  needs a second run, so it is the last thing a runner learns
+ *
+ * Every gate is evaluated even after an earlier one failed, so a report shows them all.
+ *
+ * Decisions the page leaves open (tests/test_tol.c pins each of them):
+ * - Empty rows (LSE_gold == -inf) are H4's alone: metrics, the H1 floor, H1, H2 and H5 cover
+ *   the non-empty rows only. -0.0 counts as exactly 0 (it compares equal, as in PyTorch's tests).
+ * - Non-finite values are H3's alone: metrics and H1/H2/H5 cover the element pairs where the
+ *   tested value and the oracle are both finite. H3 is symmetric for O (a NaN anywhere fails;
+ *   an infinity in O or in O_gold must be matched by the same infinity in the other). For LSE,
+ *   a tested infinity must match LSE_gold; a finite tested LSE in an empty row is H4's failure.
+ * - The references must be usable: a NaN in O_gold/LSE_gold, +inf in LSE_gold, a non-finite
+ *   O_lp where O_gold is finite (the baseline overflowed, so H1 has no scale), or a nonzero
+ *   O_gold in an empty row make rep_evaluate return FC_EINVAL instead of a verdict.
+ * - H1 floor for float16/bfloat16: g = rnd((float)O_gold), then rnd(g + 0.3f) and
+ *   rnd(that - 0.3f) with the additions in float, as PyTorch evaluates `out + 0.3 - 0.3` on a
+ *   half tensor (opmath float, result rounded to the tensor's dtype).
+ * - H1 ratio = max|err| / (c * e_lp_max + floor); 0/0 is 0 and x/0 is +inf. In the degenerate
+ *   baseline case it is the largest element-wise |err| / (atol + rtol * |O_gold|).
+ * - NMSE with sum(O_gold^2) == 0: 0 when the error sum is 0 too, else +inf (fails H2): a zero
+ *   oracle with a nonzero output is an infinite relative error.
+ * - S1 with e_lp_mean == 0 and S2 with rmse(O_lp) == 0 follow the same 0/0 = 0, x/0 = +inf rule.
+ * - No rows (or no non-empty rows): every metric is 0 and the numeric gates pass.
+ * - H6 and H7 need evidence the caller may not have (guarded buffers or a launcher's guard
+ *   check, a second run); without it they are REP_NOT_RUN, which does not fail the verdict but
+ *   is shown in every report (the row's gates column).
+ */
+#ifndef FLEXCHECK_TOL_H
+#define FLEXCHECK_TOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Hard gates in evaluation order (see above); the values index rep_verdict.gate. */
+typedef enum rep_gate {
+    REP_H6 = 0, /* sentinels */
+    REP_H3,     /* non-finite */
+    REP_H4,     /* empty rows */
+    REP_H1,     /* max ratio */
+    REP_H2,     /* NMSE */
+    REP_H5,     /* LSE */
+    REP_H7,     /* determinism */
+    REP_NGATES,
+    /* The exactness checks of spec/tolerance.md (and the M4/M6 invariants of spec/matrix.md),
+     * judged by the gate runner rather than rep_evaluate: codes after the hard gates so a report
+     * row's first_fail can name either kind. */
+    REP_X_EDGE = REP_NGATES,        /* W-1, W, W+1 differ where a row's allowed set changes */
+    REP_X_POISON,                   /* masked keys poisoned: output bitwise unchanged */
+    REP_X_MERGE,                    /* complementary masks merged by LSE == the union */
+    REP_X_DECODE,                   /* decode row with window W == dense over its last W keys */
+    REP_X_BUILDERS,                 /* slow == direct exactly, superset sound, outputs agree */
+    REP_X_LAYOUT,                   /* hybrid layout through shared metadata == fresh builds */
+    REP_X_PAGED,                    /* paged == unpaged bitwise */
+    REP_NCHECKS
+} rep_gate;
+
+typedef enum rep_gate_state { REP_NOT_RUN = 0, REP_PASS = 1, REP_FAIL = 2 } rep_gate_state;
+
+/* "H1".."H7" or the exactness check's name ("window-edge", ...) and a short title
+ * ("max ratio", ...); "?" for anything else. */
+const char *rep_gate_name(rep_gate g);
+const char *rep_gate_title(rep_gate g);
+
+/* The constants of spec/tolerance.md for one dtype. */
+typedef struct rep_tol {
+    double c;                    /* H1: multiple of e_lp_max */
+    double nmse_max;             /* H2 */
+    double lse_atol, lse_rtol;   /* H5 */
+    double deg_atol, deg_rtol;   /* H1 element-wise, degenerate baseline */
+    double deg_frac;             /* degenerate when e_lp_max < deg_frac * max|O_gold| */
+    double s1_max, s2_max;       /* soft-signal flags */
+} rep_tol;
+
+/* FC_EINVAL for an unknown dtype. */
+fc_status rep_tol_for(fc_dtype dt, rep_tol *out, fc_err *err);
+
+/* H1 floor term of one oracle value: |rnd(rnd(g + 0.3) - 0.3) - g| with g = rnd(gold) for
+ * float16/bfloat16 (the floor is twice the largest term); 0 for float32, whose floor is
+ * 1e-6 * max(1, max|O_gold|) instead. */
+double rep_floor_term(fc_dtype dt, double gold);
+
+/* ---- H6: output buffers with guard bytes ---------------------------------------------- */
+
+#define REP_GUARD_BYTES 64
+
+/* [REP_GUARD_BYTES guard][nbytes data][REP_GUARD_BYTES guard] in one allocation. */
+typedef struct rep_guarded {
+    unsigned char *base; /* the allocation */
+    void *data;          /* base + REP_GUARD_BYTES: what the kernel writes */
+    size_t nbytes;
+} rep_guarded;
+
+/* Allocates and fills the guards with the known pattern, and the data with 0xff bytes (a NaN
+ * in every float): an element the kernel never writes then fails H3. */
+fc_status rep_guarded_alloc(rep_guarded *g, size_t nbytes, fc_err *err);
+void rep_guarded_free(rep_guarded *g);
+/* 1 iff both guards still hold the pattern; else 0 and *bad (may be NULL) = offset of the
+ * first changed byte relative to data (negative: before it, >= nbytes: after it). */
+int rep_guarded_intact(const rep_guarded *g, ptrdiff_t *bad);
+
+/* The same on a caller-owned region of nbytes + 2 * REP_GUARD_BYTES bytes (for example the
+ * host copy of a guarded device buffer). rep_guard_fill writes only the two guards. */
+void rep_guard_fill(unsigned char *region, size_t nbytes);
+int rep_guard_intact(const unsigned char *region, size_t nbytes, ptrdiff_t *bad);
+
+/* ---- one case ------------------------------------------------------------------------- */
+
+/* H6 evidence from a launcher that guards its own (device) buffers. */
+typedef enum rep_sentinels {
+    REP_SENTINELS_UNCHECKED = 0,
+    REP_SENTINELS_INTACT,
+    REP_SENTINELS_DAMAGED,
+} rep_sentinels;
+
+/* Arrays are row-major: O-like [rows][dv], LSE-like [rows], rows = B * Hq * Lq. Tested values
+ * of float16/bfloat16 cases are stored widened to float. */
+typedef struct rep_inputs {
+    fc_dtype dtype;
+    size_t rows, dv;
+    const float *o, *lse;              /* the tested output, required */
+    const double *o_gold, *lse_gold;   /* float64 oracle; LSE_gold == -inf marks an empty row */
+    const float *o_lp;                 /* naive same-precision baseline */
+    const rep_guarded *o_buf, *lse_buf; /* H6, optional: the buffers o and lse live in */
+    rep_sentinels sentinels;           /* H6, optional: the launcher's own guard check */
+    const float *o_rerun, *lse_rerun;  /* H7, optional: a second run of the same backend */
+} rep_inputs;
+
+#define REP_WHY_LEN 192
+
+typedef struct rep_verdict {
+    fc_dtype dtype;
+    size_t rows, dv;
+    size_t empty_rows;    /* rows with LSE_gold == -inf */
+    size_t compared;      /* finite element pairs in the metrics */
+
+    /* H3 */
+    size_t nan_count;     /* NaNs in O and LSE */
+    size_t inf_count;     /* infinities in O, and in LSE outside empty rows */
+
+    /* Metrics over non-empty rows. Oracle-side ones (max|O_gold|, e_lp_*, rmse_lp, floor)
+     * cover every finite O_gold; tested-side ones (max/mean/RMSE/NMSE) the `compared` pairs. */
+    double max_abs_gold;  /* max|O_gold| */
+    double max_err, mean_err, rmse, nmse;
+    size_t worst_row, worst_col; /* where |O - O_gold| is largest */
+    double e_lp_max, e_lp_mean, rmse_lp;
+
+    /* H1 */
+    double c, floor;
+    double h1_tol;        /* c * e_lp_max + floor, or atol + rtol*|g| at the worst element */
+    double h1_ratio;
+    int degenerate;       /* element-wise atol/rtol mode */
+
+    /* H5 over non-empty rows with a finite tested LSE */
+    double lse_err;       /* max|LSE - LSE_gold| */
+    double lse_ratio;     /* max |LSE - LSE_gold| / (atol + rtol * |LSE_gold|) */
+
+    /* soft signals */
+    double s1, s2;
+    int s1_flag, s2_flag;
+
+    rep_gate_state gate[REP_NGATES];
+    int pass;             /* no gate is REP_FAIL */
+    int first_fail;       /* a rep_gate, or -1 */
+    char why[REP_NGATES][REP_WHY_LEN]; /* one line per failed gate, "" otherwise */
+} rep_verdict;
+
+/* Judges one case. FC_OK means a verdict was reached (which may be a failure: see v->pass);
+ * FC_EINVAL means bad arguments or unusable references (the message says which). */
+fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err);
+
+/* v->why[v->first_fail], or "pass". */
+const char *rep_verdict_reason(const rep_verdict *v);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,794 @@
+/*
+ * test_tol.c - the gates of spec/tolerance.md (reports/tol.h). Each gate fails on a planted
+ * defect and passes on the clean input; expected numbers (floors, NMSE, LSE limits) are worked
+ * out by hand in the comments from dyadic values, never taken from the code under test.
+ *
+ * Run alone: CI=true make BUILD=build-rep build-rep/tests/test_tol && ./build-rep/tests/test_tol
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "tol.h"
+
+#define ROWS 3
+#define DV 4
+#define N (ROWS * DV)
+#define E_LP 0.015625 /* 2^-6: the baseline's error on every element of the clean case */
+
+/* One synthetic case: two full rows and one empty row (row 2). */
+typedef struct tcase {
+    fc_dtype dt;
+    size_t rows, dv;
+    float o[N], lse[ROWS], o_lp[N];
+    double o_gold[N], lse_gold[ROWS];
+} tcase;
+
+/* Dyadic gold values, so every float and every error below is exact.
+ * sum(gold^2) = .25 + .0625 + 1 + .015625 + .5625 + .140625 + .390625 + .03515625 = 2.45703125 */
+static const double gold_rows[2][DV] = {{0.5, -0.25, 1.0, 0.125}, {0.75, 0.375, -0.625, 0.1875}};
+static const double gold_lse[2] = {1.5, 2.0};
+
+/* Clean: O equals the oracle exactly, O_lp is off by 2^-6 everywhere (not degenerate), the
+ * empty row is exactly 0 with LSE -inf. Every gate passes for every dtype. */
+static void clean_case(tcase *c, fc_dtype dt)
+{
+    memset(c, 0, sizeof *c);
+    c->dt = dt;
+    c->rows = ROWS;
+    c->dv = DV;
+    for (int r = 0; r < 2; r++) {
+        for (int j = 0; j < DV; j++) {
+            c->o_gold[r * DV + j] = gold_rows[r][j];
+            c->o[r * DV + j] = (float)gold_rows[r][j];
+            c->o_lp[r * DV + j] = (float)(gold_rows[r][j] + E_LP);
+        }
+        c->lse_gold[r] = gold_lse[r];
+        c->lse[r] = (float)gold_lse[r];
+    }
+    c->lse_gold[2] = -INFINITY;
+    c->lse[2] = -INFINITY;
+}
+
+static rep_inputs inputs_of(const tcase *c)
+{
+    return (rep_inputs){.dtype = c->dt, .rows = c->rows, .dv = c->dv, .o = c->o, .lse = c->lse,
+                        .o_gold = c->o_gold, .lse_gold = c->lse_gold, .o_lp = c->o_lp};
+}
+
+static rep_verdict judge_inputs(const char *name, const rep_inputs *in)
+{
+    rep_verdict v;
+    fc_err err = {{0}};
+    fc_status st = rep_evaluate(in, &v, &err);
+    cr_assert_eq(st, FC_OK, "%s: rep_evaluate failed: %s", name, err.msg);
+    return v;
+}
+
+static rep_verdict judge(const char *name, const tcase *c)
+{
+    rep_inputs in = inputs_of(c);
+    return judge_inputs(name, &in);
+}
+
+static const char *first_gate_name(const rep_verdict *v)
+{
+    return v->first_fail < 0 ? "none" : rep_gate_name((rep_gate)v->first_fail);
+}
+
+/* ---- planted defects, one a line ------------------------------------------------------- */
+
+typedef enum defect {
+    NONE,
+    NAN_IN_O,             /* O[1] = NaN */
+    POS_INF_IN_O,         /* O[2] = +inf, gold finite */
+    NEG_INF_LSE_FULL_ROW, /* LSE[0] = -inf in a row that has keys */
+    NAN_IN_LSE,           /* LSE[1] = NaN */
+    POS_INF_LSE_EMPTY_ROW,/* LSE[2] = +inf in the empty row */
+    TINY_IN_EMPTY_ROW,    /* O[2][1] = 1e-30 */
+    NEG_TINY_IN_EMPTY_ROW,/* O[2][0] = -2^-149, the smallest negative subnormal */
+    NAN_IN_EMPTY_ROW,     /* O[2][2] = NaN: H3 first, and H4 fails too */
+    NEG_ZERO_IN_EMPTY_ROW,/* O[2][3] = -0.0: equal to 0, allowed */
+    FINITE_LSE_EMPTY_ROW, /* LSE[2] = -1e30 */
+    O_ERR_3X,             /* O[2] = gold + 3 * e_lp_max */
+    O_ERR_1_5X,           /* O[2] = gold + 1.5 * e_lp_max */
+    LSE_OFF_2E3,          /* LSE[0] = g + 2e-3 * |g| */
+    LSE_OFF_5E4,          /* LSE[0] = g + 5e-4 * |g| */
+    NAN_AND_H1_ERROR,     /* NaN in O and an H1-size error: H3 is reported first */
+} defect;
+
+typedef struct defect_case {
+    const char *name;
+    fc_dtype dt;
+    defect d;
+    int pass;
+    rep_gate first; /* meaningful when !pass */
+} defect_case;
+
+static const defect_case defects[] = {
+    {.name = "clean f32", .dt = FC_F32, .d = NONE, .pass = 1},
+    {.name = "clean f16", .dt = FC_F16, .d = NONE, .pass = 1},
+    {.name = "clean bf16", .dt = FC_BF16, .d = NONE, .pass = 1},
+    {.name = "NaN in O", .dt = FC_F16, .d = NAN_IN_O, .first = REP_H3},
+    {.name = "+inf in O where gold is finite", .dt = FC_F16, .d = POS_INF_IN_O, .first = REP_H3},
+    {.name = "-inf LSE in a row with keys", .dt = FC_F32, .d = NEG_INF_LSE_FULL_ROW, .first = REP_H3},
+    {.name = "NaN in LSE", .dt = FC_BF16, .d = NAN_IN_LSE, .first = REP_H3},
+    {.name = "+inf LSE in an empty row", .dt = FC_F16, .d = POS_INF_LSE_EMPTY_ROW, .first = REP_H3},
+    {.name = "tiny nonzero in an empty row", .dt = FC_F16, .d = TINY_IN_EMPTY_ROW, .first = REP_H4},
+    {.name = "-2^-149 in an empty row", .dt = FC_BF16, .d = NEG_TINY_IN_EMPTY_ROW, .first = REP_H4},
+    {.name = "NaN in an empty row", .dt = FC_F32, .d = NAN_IN_EMPTY_ROW, .first = REP_H3},
+    {.name = "-0.0 in an empty row", .dt = FC_F16, .d = NEG_ZERO_IN_EMPTY_ROW, .pass = 1},
+    {.name = "finite LSE in an empty row", .dt = FC_F32, .d = FINITE_LSE_EMPTY_ROW, .first = REP_H4},
+    {.name = "f16 O error 3x e_lp_max", .dt = FC_F16, .d = O_ERR_3X, .first = REP_H1},
+    {.name = "f16 O error 1.5x e_lp_max", .dt = FC_F16, .d = O_ERR_1_5X, .pass = 1},
+    {.name = "bf16 O error 3x e_lp_max", .dt = FC_BF16, .d = O_ERR_3X, .first = REP_H1},
+    {.name = "f16 LSE off by 2e-3|lse|", .dt = FC_F16, .d = LSE_OFF_2E3, .first = REP_H5},
+    {.name = "f16 LSE off by 5e-4|lse|", .dt = FC_F16, .d = LSE_OFF_5E4, .pass = 1},
+    {.name = "f32 LSE off by 5e-4|lse|", .dt = FC_F32, .d = LSE_OFF_5E4, .first = REP_H5},
+    {.name = "NaN before an H1 error", .dt = FC_F16, .d = NAN_AND_H1_ERROR, .first = REP_H3},
+};
+
+static void plant(tcase *c, defect d)
+{
+    switch (d) {
+    case NONE: break;
+    case NAN_IN_O: c->o[1] = NAN; break;
+    case POS_INF_IN_O: c->o[2] = INFINITY; break;
+    case NEG_INF_LSE_FULL_ROW: c->lse[0] = -INFINITY; break;
+    case NAN_IN_LSE: c->lse[1] = NAN; break;
+    case POS_INF_LSE_EMPTY_ROW: c->lse[2] = INFINITY; break;
+    case TINY_IN_EMPTY_ROW: c->o[2 * DV + 1] = 1e-30f; break;
+    case NEG_TINY_IN_EMPTY_ROW: c->o[2 * DV] = -0x1p-149f; break;
+    case NAN_IN_EMPTY_ROW: c->o[2 * DV + 2] = NAN; break;
+    case NEG_ZERO_IN_EMPTY_ROW: c->o[2 * DV + 3] = -0.0f; break;
+    case FINITE_LSE_EMPTY_ROW: c->lse[2] = -1e30f; break;
+    /* gold[2] = 1.0, e_lp_max = 2^-6. f16 floor 2^-11, bf16 floor 2^-7 (the clean floor
+     * test): the H1 limit 2 * 2^-6 + floor is 0.0317 (f16) or 0.0391 (bf16). 3x = 0.046875 fails it, 1.5x = 0.0234375 passes. NMSE at 1.5x:
+     * 0.0234375^2 / 2.45703125 = 2.24e-4 <= 5e-4. */
+    case O_ERR_3X: c->o[2] = (float)(1.0 + 3 * E_LP); break;
+    case O_ERR_1_5X: c->o[2] = (float)(1.0 + 1.5 * E_LP); break;
+    /* LSE_gold[0] = 1.5. f16 limit 1e-3 + 1e-3 * 1.5 = 2.5e-3: off 3e-3 fails, 7.5e-4 passes.
+     * f32 limit 1e-5 + 1e-5 * 1.5 = 2.5e-5: 7.5e-4 fails. */
+    case LSE_OFF_2E3: c->lse[0] = (float)(1.5 + 2e-3 * 1.5); break;
+    case LSE_OFF_5E4: c->lse[0] = (float)(1.5 + 5e-4 * 1.5); break;
+    case NAN_AND_H1_ERROR:
+        c->o[1] = NAN;
+        c->o[2] = (float)(1.0 + 3 * E_LP);
+        break;
+    }
+}
+
+Test(gates, each_planted_defect_fails_its_gate_first_and_clean_inputs_pass)
+{
+    for (size_t k = 0; k < sizeof defects / sizeof defects[0]; k++) {
+        const defect_case *dc = &defects[k];
+        tcase c;
+        clean_case(&c, dc->dt);
+        plant(&c, dc->d);
+        rep_verdict v = judge(dc->name, &c);
+        if (dc->pass) {
+            cr_expect(v.pass, "%s: expected pass, got %s", dc->name, rep_verdict_reason(&v));
+            cr_expect_eq(v.first_fail, -1, "%s: first_fail %d", dc->name, v.first_fail);
+        } else {
+            cr_expect(!v.pass, "%s: expected a failure", dc->name);
+            cr_expect_eq(v.first_fail, (int)dc->first, "%s: first failing gate %s, want %s (%s)",
+                         dc->name, first_gate_name(&v), rep_gate_name(dc->first),
+                         rep_verdict_reason(&v));
+            cr_expect_eq(v.gate[dc->first], REP_FAIL, "%s: gate not marked failed", dc->name);
+            cr_expect(strncmp(rep_verdict_reason(&v), rep_gate_name(dc->first), 2) == 0,
+                      "%s: reason '%s' does not name the gate", dc->name, rep_verdict_reason(&v));
+        }
+    }
+}
+
+Test(gates, a_nan_in_an_empty_row_fails_h4_as_well_as_h3)
+{
+    tcase c;
+    clean_case(&c, FC_F32);
+    plant(&c, NAN_IN_EMPTY_ROW);
+    rep_verdict v = judge("NaN in an empty row", &c);
+    cr_expect_eq(v.gate[REP_H3], REP_FAIL, "NaN in an empty row: H3 passed");
+    cr_expect_eq(v.gate[REP_H4], REP_FAIL, "NaN in an empty row: H4 passed");
+    cr_expect_eq(v.gate[REP_H1], REP_PASS, "NaN in an empty row: H1 %s", v.why[REP_H1]);
+}
+
+Test(gates, h6_and_h7_are_not_run_without_their_evidence)
+{
+    tcase c;
+    clean_case(&c, FC_F16);
+    rep_verdict v = judge("clean f16", &c);
+    cr_expect_eq(v.gate[REP_H6], REP_NOT_RUN, "clean f16: H6 ran without guarded buffers");
+    cr_expect_eq(v.gate[REP_H7], REP_NOT_RUN, "clean f16: H7 ran without a rerun");
+    for (int g = REP_H3; g <= REP_H5; g++)
+        cr_expect_eq(v.gate[g], REP_PASS, "clean f16: gate %s not passed", rep_gate_name(g));
+}
+
+Test(gates, nan_in_o_is_counted_and_excluded_from_the_metrics)
+{
+    tcase c;
+    clean_case(&c, FC_F16);
+    c.o[1] = NAN;
+    c.o[5] = INFINITY;
+    rep_verdict v = judge("NaN and inf in O", &c);
+    cr_expect_eq(v.nan_count, 1, "NaN and inf in O: nan_count %zu", v.nan_count);
+    cr_expect_eq(v.inf_count, 1, "NaN and inf in O: inf_count %zu", v.inf_count);
+    /* 8 elements in the full rows, two of them non-finite. */
+    cr_expect_eq(v.compared, 6, "NaN and inf in O: compared %zu", v.compared);
+    cr_expect(v.max_err == 0, "NaN and inf in O: max_err %g", v.max_err);
+    cr_expect_eq(v.gate[REP_H1], REP_PASS, "NaN and inf in O: H1 should judge the finite rest");
+}
+
+Test(gates, matching_infinities_pass_h3_and_mismatched_signs_fail)
+{
+    tcase c;
+    clean_case(&c, FC_F32);
+    c.o_gold[3] = INFINITY;
+    c.o[3] = INFINITY;
+    rep_verdict v = judge("+inf matching +inf", &c);
+    cr_expect_eq(v.gate[REP_H3], REP_PASS, "+inf matching +inf: %s", v.why[REP_H3]);
+    cr_expect_eq(v.inf_count, 1, "+inf matching +inf: inf_count %zu", v.inf_count);
+
+    c.o[3] = -INFINITY;
+    v = judge("-inf against +inf", &c);
+    cr_expect_eq(v.first_fail, REP_H3, "-inf against +inf: first %s", first_gate_name(&v));
+
+    c.o[3] = 1.0f;
+    v = judge("finite against +inf", &c);
+    cr_expect_eq(v.first_fail, REP_H3, "finite against +inf: first %s", first_gate_name(&v));
+}
+
+/* ---- H1 floor: hand arithmetic ------------------------------------------------------------
+ * float16 has 11 significant bits: ulp 2^-10 in [1,2), 2^-11 in [0.5,1), 2^-12 in [0.25,0.5),
+ * subnormal spacing 2^-24 below 2^-14. bfloat16 has 8: ulp 2^-7 in [1,2), 2^-8 in [0.5,1),
+ * 2^-9 in [0.25,0.5). 0.3f = 10066330 * 2^-25 = 0.300000011920928955078125.
+ *
+ * f16, g = 1.0: 1.3f * 2^10 = 1331.2 -> 1331 -> 1.2998046875 (= 43614208 * 2^-25);
+ *   minus 0.3f = 33547878 * 2^-25 = 0.999804675579071... (exact in float);
+ *   * 2^11 = 2047.6 -> 2048 -> 1.0. Term |1.0 - 1.0| = 0.
+ * f16, g = 0.0: 0.3f * 2^12 = 1228.8 -> 1229 -> 0.300048828125 (= 10067968 * 2^-25);
+ *   minus 0.3f = 1638 * 2^-25 = 819 * 2^-24, a float16 subnormal, exact. Term 819 * 2^-24.
+ * f16, g = 0.5: 0.8000000119 * 2^11 = 1638.4 -> 1638 -> 0.7998046875; minus 0.3f =
+ *   0.4998046756 * 2^12 = 2047.2 -> 2047 -> 0.499755859375. Term 0.5 - that = 2^-12.
+ * bf16, g = 0.0: 0.3f * 2^9 = 153.6 -> 154 -> 0.30078125 (= 10092544 * 2^-25); minus 0.3f =
+ *   26214 * 2^-25; 26214 has 15 bits, keep 8: 26214 / 2^7 = 204.796875 -> 205 ->
+ *   205 * 2^-18. Term 205 * 2^-18 = 7.82012939453125e-4.
+ * bf16, g = 1.0: 1.3f * 2^7 = 166.4 -> 166 -> 1.296875; minus 0.3f = 0.99687498808 * 2^8 =
+ *   255.2 -> 255 -> 0.99609375. Term 2^-8.
+ * bf16, g = 0.5: 0.8000000119 * 2^8 = 204.8 -> 205 -> 0.80078125; minus 0.3f = 0.50078123808
+ *   * 2^8 = 128.2 -> 128 -> 0.5. Term 0.
+ */
+typedef struct floor_case {
+    const char *name;
+    fc_dtype dt;
+    double gold;
+    double term;
+} floor_case;
+
+static const floor_case floor_terms[] = {
+    {.name = "f16 g=1.0", .dt = FC_F16, .gold = 1.0, .term = 0},
+    {.name = "f16 g=0.0", .dt = FC_F16, .gold = 0.0, .term = 819.0 / 16777216.0},
+    {.name = "f16 g=0.5", .dt = FC_F16, .gold = 0.5, .term = 1.0 / 4096},
+    {.name = "f16 g=-0.5 (symmetric)", .dt = FC_F16, .gold = -0.5, .term = 0},
+    {.name = "bf16 g=0.0", .dt = FC_BF16, .gold = 0.0, .term = 205.0 / 262144.0},
+    {.name = "bf16 g=1.0", .dt = FC_BF16, .gold = 1.0, .term = 1.0 / 256},
+    {.name = "bf16 g=0.5", .dt = FC_BF16, .gold = 0.5, .term = 0},
+    {.name = "f32 has no rounding term", .dt = FC_F32, .gold = 0.5, .term = 0},
+};
+/* f16, g = -0.5: -0.5 + 0.3f = -0.1999999881 * 2^13 = -1638.4 -> -1638 -> -0.199951171875;
+ *   minus 0.3f = -0.4999511838 * 2^12 = -2047.8 -> -2048 -> -0.5. Term 0. */
+
+Test(floor, terms_match_hand_computed_roundings)
+{
+    for (size_t k = 0; k < sizeof floor_terms / sizeof floor_terms[0]; k++) {
+        const floor_case *fc = &floor_terms[k];
+        double t = rep_floor_term(fc->dt, fc->gold);
+        cr_expect(t == fc->term, "%s: term %.17g, want %.17g", fc->name, t, fc->term);
+    }
+}
+
+/* The clean case's gold {0.5, -0.25, 1.0, 0.125, 0.75, 0.375, -0.625, 0.1875}, term by term.
+ * f16: 0.5 -> 2^-12 (above); -0.25: 0.0500000119 * 2^15 = 1638.4 -> 1638, minus 0.3f =
+ *   -0.2500122 * 2^12 = -1024.05 -> -0.25: 0. 1.0 -> 0. 0.125 -> 0 (next test). 0.75:
+ *   1.05 * 2^10 = 1075.2 -> 1075 -> 1.0498046875, minus 0.3f = 0.7498047 * 2^11 = 1535.6 ->
+ *   0.75: 0. 0.375: 0.675 * 2^11 = 1382.4 -> 1382 -> 0.6748046875, minus 0.3f = 0.3748047 *
+ *   2^12 = 1535.2 -> 1535 -> 0.374755859375: 2^-12. -0.625: -0.325 * 2^12 = -1331.2 -> -1331,
+ *   minus 0.3f = -0.6249512 * 2^11 = -1279.9 -> -0.625: 0. 0.1875: 0.4875 * 2^12 = 1996.8 ->
+ *   1997 -> 0.487548828125, minus 0.3f = 0.1875488 * 2^13 = 1536.4 -> 0.1875: 0.
+ *   Floor 2 * 2^-12 = 2^-11.
+ * bf16: 1.0 -> 2^-8 (above); 0.75: 1.05 * 2^7 = 134.4 -> 1.046875, minus 0.3f = 0.746875 *
+ *   2^8 = 191.2 -> 191 -> 0.74609375: 2^-8. 0.125: 0.425 * 2^9 = 217.6 -> 0.42578125, minus
+ *   0.3f = 0.1257812 * 2^10 = 128.8 -> 129: 2^-10. 0.1875: 0.4875 * 2^9 = 249.6 -> 250, minus
+ *   0.3f = 0.1882812 * 2^10 = 192.8 -> 193: 2^-10. 0.5, -0.25, 0.375, -0.625: 0 (same steps).
+ *   Floor 2 * 2^-8 = 2^-7. */
+Test(floor, of_the_clean_case_is_hand_computed)
+{
+    tcase c;
+    clean_case(&c, FC_F16);
+    rep_verdict v = judge("clean f16 floor", &c);
+    cr_expect(v.floor == 1.0 / 2048, "clean f16 floor: %.17g, want 2^-11", v.floor);
+    clean_case(&c, FC_BF16);
+    v = judge("clean bf16 floor", &c);
+    cr_expect(v.floor == 1.0 / 128, "clean bf16 floor: %.17g, want 2^-7", v.floor);
+}
+
+Test(floor, is_twice_the_largest_term_over_full_rows_only)
+{
+    /* f16 gold {0.5, 0, 1.0, 0.125}: terms 2^-12, 819 * 2^-24, 0, t(0.125). For 0.125:
+     * 0.425000011920929 * 2^12 = 1740.8 -> 1741 -> 0.425048828125; minus 0.3f = 0.1250488162 *
+     * 2^13 = 1024.4 -> 1024 -> 0.125: term 0. Largest 2^-12, floor 2^-11. */
+    tcase c;
+    clean_case(&c, FC_F16);
+    c.o_gold[1] = 0.0;
+    c.o[1] = 0.0f;
+    c.o_lp[1] = (float)E_LP;
+    for (int j = 0; j < DV; j++) { /* row 1 becomes empty, so the floor ignores it */
+        c.o_gold[DV + j] = 0.0;
+        c.o[DV + j] = 0.0f;
+        c.o_lp[DV + j] = 0.0f;
+    }
+    c.lse_gold[1] = -INFINITY;
+    c.lse[1] = -INFINITY;
+    rep_verdict v = judge("f16 floor", &c);
+    cr_expect(v.floor == 1.0 / 2048, "f16 floor: %.17g, want 2^-11", v.floor);
+    cr_expect_eq(v.empty_rows, 2, "f16 floor: empty rows %zu", v.empty_rows);
+
+    /* f16 gold row {1.0, 1.0, 1.0, 1.0}: every term 0, floor 0. */
+    clean_case(&c, FC_F16);
+    for (int j = 0; j < DV; j++) {
+        c.o_gold[j] = 1.0;
+        c.o[j] = 1.0f;
+        c.o_lp[j] = (float)(1.0 + E_LP);
+        c.o_gold[DV + j] = 1.0;
+        c.o[DV + j] = 1.0f;
+        c.o_lp[DV + j] = (float)(1.0 + E_LP);
+    }
+    v = judge("f16 floor of ones", &c);
+    cr_expect(v.floor == 0, "f16 floor of ones: %.17g, want 0", v.floor);
+
+    /* f32: 1e-6 * max(1, max|O_gold|): 1e-6 for the clean case (max 1.0), 4e-6 with a 4. */
+    clean_case(&c, FC_F32);
+    v = judge("f32 floor", &c);
+    cr_expect(v.floor == 1e-6, "f32 floor: %.17g, want 1e-6", v.floor);
+    c.o_gold[0] = -4.0;
+    c.o[0] = -4.0f;
+    c.o_lp[0] = (float)(-4.0 + E_LP);
+    v = judge("f32 floor with |g| = 4", &c);
+    cr_expect(v.floor == 4e-6, "f32 floor with |g| = 4: %.17g, want 4e-6", v.floor);
+}
+
+Test(floor, lets_an_error_below_it_pass_when_the_baseline_is_exact_at_zero_gold)
+{
+    /* All-zero gold and baseline: e_lp_max = 0 = 1e-4 * max|O_gold|, not degenerate (strict <),
+     * so the H1 limit is the floor alone: f16 2 * 819 * 2^-24 = 9.76e-5. */
+    tcase c;
+    clean_case(&c, FC_F16);
+    for (int i = 0; i < 2 * DV; i++) {
+        c.o_gold[i] = 0;
+        c.o[i] = 0;
+        c.o_lp[i] = 0;
+    }
+    c.o[0] = 9e-5f;
+    rep_verdict v = judge("f16 error under the zero floor", &c);
+    cr_expect(!v.degenerate, "f16 error under the zero floor: degenerate");
+    cr_expect(v.floor == 1638.0 / 16777216.0, "f16 zero floor: %.17g", v.floor);
+    cr_expect_eq(v.gate[REP_H1], REP_PASS, "f16 error under the zero floor: %s", v.why[REP_H1]);
+    c.o[0] = 1e-4f;
+    v = judge("f16 error over the zero floor", &c);
+    cr_expect_eq(v.gate[REP_H1], REP_FAIL, "f16 error over the zero floor: H1 passed");
+}
+
+/* ---- H1 ratio and the degenerate baseline ------------------------------------------------ */
+
+Test(h1, ratio_is_max_error_over_the_limit)
+{
+    /* f16, 1.5x: max|err| = 1.5 * 2^-6; limit = 2 * 2^-6 + floor. The floor of the clean gold
+     * is 2 * 2^-12 (see the clean floor test), so ratio = 0.0234375 / (0.03125 + 2^-11). */
+    tcase c;
+    clean_case(&c, FC_F16);
+    plant(&c, O_ERR_1_5X);
+    rep_verdict v = judge("f16 1.5x", &c);
+    double want = 1.5 * E_LP / (2 * E_LP + 1.0 / 2048);
+    cr_expect(v.e_lp_max == E_LP, "f16 1.5x: e_lp_max %.17g", v.e_lp_max);
+    cr_expect(v.max_err == 1.5 * E_LP, "f16 1.5x: max_err %.17g", v.max_err);
+    cr_expect(v.h1_ratio == want, "f16 1.5x: ratio %.17g, want %.17g", v.h1_ratio, want);
+    cr_expect(v.h1_tol == 2 * E_LP + 1.0 / 2048, "f16 1.5x: limit %.17g", v.h1_tol);
+    cr_expect_eq(v.worst_row, 0, "f16 1.5x: worst row %zu", v.worst_row);
+    cr_expect_eq(v.worst_col, 2, "f16 1.5x: worst col %zu", v.worst_col);
+}
+
+Test(h1, falls_back_to_elementwise_tolerance_when_the_baseline_is_exact)
+{
+    /* One row {0.5, -0.25, 1.0, 2.0}, O_lp == O_gold: e_lp_max = 0 < 1e-4 * 2. f16 limits
+     * 1e-3 + 1e-3 * |g|: at g = 2.0 that is 3e-3, so 2^-9 (1.95e-3) passes and 2^-8 (3.9e-3)
+     * fails; at g = 0.5 it is 1.5e-3, so 2^-9 fails there. bf16: 1e-2 + 1.6e-2 * 2 = 4.2e-2. */
+    static const struct {
+        const char *name;
+        fc_dtype dt;
+        int col;
+        double err;
+        int pass;
+    } cases[] = {
+        {"f16 2^-9 at g=2", FC_F16, 3, 1.0 / 512, 1},
+        {"f16 2^-8 at g=2", FC_F16, 3, 1.0 / 256, 0},
+        {"f16 2^-9 at g=0.5", FC_F16, 0, 1.0 / 512, 0},
+        {"bf16 2^-5 at g=2", FC_BF16, 3, 1.0 / 32, 1},
+        {"bf16 2^-4 at g=2", FC_BF16, 3, 1.0 / 16, 0},
+        {"f32 2^-17 at g=2", FC_F32, 3, 1.0 / 131072, 1},  /* 7.6e-6 <= 1e-5 + 2.6e-6 */
+        {"f32 2^-16 at g=2", FC_F32, 3, 1.0 / 65536, 0},   /* 1.5e-5 > 1.26e-5 */
+    };
+    static const double g[DV] = {0.5, -0.25, 1.0, 2.0};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tcase c;
+        memset(&c, 0, sizeof c);
+        c.dt = cases[k].dt;
+        c.rows = 1;
+        c.dv = DV;
+        for (int j = 0; j < DV; j++) {
+            c.o_gold[j] = g[j];
+            c.o[j] = c.o_lp[j] = (float)g[j];
+        }
+        c.lse_gold[0] = 1.0;
+        c.lse[0] = 1.0f;
+        c.o[cases[k].col] = (float)(g[cases[k].col] + cases[k].err);
+        rep_verdict v = judge(cases[k].name, &c);
+        cr_expect(v.degenerate, "%s: not degenerate (e_lp_max %g)", cases[k].name, v.e_lp_max);
+        cr_expect_eq(v.gate[REP_H1], cases[k].pass ? REP_PASS : REP_FAIL, "%s: H1 %s",
+                     cases[k].name, v.why[REP_H1]);
+    }
+}
+
+Test(h1, degenerate_threshold_is_1e_minus_4_of_max_gold)
+{
+    /* max|O_gold| = 1.0 in the clean case, threshold 1e-4. e_lp_max 2^-14 (6.1e-5) is
+     * degenerate, 2^-13 (1.22e-4) is not. */
+    tcase c;
+    clean_case(&c, FC_F32);
+    for (int i = 0; i < 2 * DV; i++)
+        c.o_lp[i] = (float)c.o_gold[i];
+    c.o_lp[2] = (float)(1.0 + 1.0 / 16384);
+    rep_verdict v = judge("e_lp 2^-14", &c);
+    cr_expect(v.degenerate, "e_lp 2^-14: not degenerate");
+    c.o_lp[2] = (float)(1.0 + 1.0 / 8192);
+    v = judge("e_lp 2^-13", &c);
+    cr_expect(!v.degenerate, "e_lp 2^-13: degenerate");
+}
+
+/* ---- H2 NMSE ----------------------------------------------------------------------------- */
+
+Test(h2, nmse_boundary_is_exact_per_dtype)
+{
+    /* One row of ones, every element off by e: NMSE = 4 e^2 / 4 = e^2. O_lp off by 2^-6 keeps
+     * H1 out of the way for f16 (limit >= 2^-5 = 0.03125 > e) and by 2^-10 for f32 (limit
+     * 10 * 2^-10 = 9.8e-3 > e). f16 ceiling 5e-4: e = 0.022 -> 4.84e-4 passes, e = 0.0227 ->
+     * 5.15e-4 fails. f32 ceiling 1e-7: e = 3e-4 -> 9e-8 passes, 3.3e-4 -> 1.09e-7 fails. */
+    static const struct {
+        const char *name;
+        fc_dtype dt;
+        double e, e_lp;
+        int pass;
+    } cases[] = {
+        {"f16 NMSE 4.84e-4", FC_F16, 0.022, 1.0 / 64, 1},
+        {"f16 NMSE 5.15e-4", FC_F16, 0.0227, 1.0 / 64, 0},
+        {"f32 NMSE 9e-8", FC_F32, 3e-4, 1.0 / 1024, 1},
+        {"f32 NMSE 1.09e-7", FC_F32, 3.3e-4, 1.0 / 1024, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tcase c;
+        memset(&c, 0, sizeof c);
+        c.dt = cases[k].dt;
+        c.rows = 1;
+        c.dv = DV;
+        for (int j = 0; j < DV; j++) {
+            c.o_gold[j] = 1.0;
+            c.o[j] = (float)(1.0 + cases[k].e);
+            c.o_lp[j] = (float)(1.0 + cases[k].e_lp);
+        }
+        c.lse_gold[0] = 1.0;
+        c.lse[0] = 1.0f;
+        rep_verdict v = judge(cases[k].name, &c);
+        double want = ((double)(float)(1.0 + cases[k].e) - 1.0);
+        want *= want;
+        cr_expect(fabs(v.nmse - want) <= 1e-12 * want, "%s: NMSE %.17g, want %.17g",
+                  cases[k].name, v.nmse, want);
+        cr_expect_eq(v.gate[REP_H1], REP_PASS, "%s: H1 %s", cases[k].name, v.why[REP_H1]);
+        if (cases[k].pass)
+            cr_expect(v.pass, "%s: %s", cases[k].name, rep_verdict_reason(&v));
+        else
+            cr_expect_eq(v.first_fail, REP_H2, "%s: first %s", cases[k].name, first_gate_name(&v));
+    }
+}
+
+Test(h2, zero_gold_gives_nmse_zero_or_infinity)
+{
+    tcase c;
+    clean_case(&c, FC_F16);
+    for (int i = 0; i < 2 * DV; i++)
+        c.o_gold[i] = c.o[i] = c.o_lp[i] = 0;
+    rep_verdict v = judge("zero gold, zero output", &c);
+    cr_expect(v.nmse == 0 && v.pass, "zero gold, zero output: NMSE %g, %s", v.nmse,
+              rep_verdict_reason(&v));
+    /* 1e-6 is under the f16 floor of zero gold (9.8e-5), so only H2 can fail. */
+    c.o[0] = 1e-6f;
+    v = judge("zero gold, tiny output", &c);
+    cr_expect(isinf(v.nmse) && v.nmse > 0, "zero gold, tiny output: NMSE %g", v.nmse);
+    cr_expect_eq(v.first_fail, REP_H2, "zero gold, tiny output: first %s", first_gate_name(&v));
+}
+
+/* ---- H6 sentinels and H7 determinism ------------------------------------------------------ */
+
+typedef struct guarded_case {
+    tcase c;
+    rep_guarded o, lse;
+} guarded_case;
+
+/* The clean case, with O and LSE copied into guarded buffers as a kernel would write them. */
+static void guarded_setup(guarded_case *g, fc_dtype dt)
+{
+    fc_err err = {{0}};
+    clean_case(&g->c, dt);
+    cr_assert_eq(rep_guarded_alloc(&g->o, sizeof g->c.o, &err), FC_OK, "alloc O: %s", err.msg);
+    cr_assert_eq(rep_guarded_alloc(&g->lse, sizeof g->c.lse, &err), FC_OK, "alloc LSE: %s",
+                 err.msg);
+    memcpy(g->o.data, g->c.o, sizeof g->c.o);
+    memcpy(g->lse.data, g->c.lse, sizeof g->c.lse);
+}
+
+static rep_inputs guarded_inputs(const guarded_case *g)
+{
+    rep_inputs in = inputs_of(&g->c);
+    in.o = g->o.data;
+    in.lse = g->lse.data;
+    in.o_buf = &g->o;
+    in.lse_buf = &g->lse;
+    return in;
+}
+
+Test(h6, intact_guards_pass_and_a_byte_past_either_end_fails_first)
+{
+    static const struct {
+        const char *name;
+        int lse;          /* 0: O buffer, 1: LSE buffer */
+        ptrdiff_t offset; /* byte to overwrite, relative to data */
+    } cases[] = {
+        {"O one byte before", 0, -1},
+        {"O first byte after", 0, N * 4},
+        {"O last guard byte", 0, N * 4 + REP_GUARD_BYTES - 1},
+        {"LSE first guard byte", 1, -REP_GUARD_BYTES},
+        {"LSE one byte after", 1, ROWS * 4},
+    };
+    guarded_case g;
+    guarded_setup(&g, FC_F16);
+    rep_inputs in = guarded_inputs(&g);
+    rep_verdict v = judge_inputs("intact guards", &in);
+    cr_expect(v.pass && v.gate[REP_H6] == REP_PASS, "intact guards: %s", rep_verdict_reason(&v));
+    rep_guarded_free(&g.o);
+    rep_guarded_free(&g.lse);
+
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        guarded_setup(&g, FC_F16);
+        /* A NaN too, to show H6 outranks H3. */
+        ((float *)g.o.data)[0] = NAN;
+        unsigned char *p = (unsigned char *)(cases[k].lse ? g.lse.data : g.o.data);
+        p[cases[k].offset] ^= 0x01;
+        in = guarded_inputs(&g);
+        ptrdiff_t bad = 0;
+        cr_expect(!rep_guarded_intact(cases[k].lse ? &g.lse : &g.o, &bad), "%s: intact",
+                  cases[k].name);
+        cr_expect_eq(bad, cases[k].offset, "%s: bad offset %td", cases[k].name, bad);
+        v = judge_inputs(cases[k].name, &in);
+        cr_expect_eq(v.first_fail, REP_H6, "%s: first %s", cases[k].name, first_gate_name(&v));
+        cr_expect_eq(v.gate[REP_H3], REP_FAIL, "%s: the NaN was not seen", cases[k].name);
+        rep_guarded_free(&g.o);
+        rep_guarded_free(&g.lse);
+    }
+}
+
+Test(h6, a_launcher_guard_report_decides_h6_without_host_buffers)
+{
+    static const struct {
+        const char *name;
+        rep_sentinels s;
+        rep_gate_state want;
+    } cases[] = {
+        {"unchecked", REP_SENTINELS_UNCHECKED, REP_NOT_RUN},
+        {"intact", REP_SENTINELS_INTACT, REP_PASS},
+        {"damaged", REP_SENTINELS_DAMAGED, REP_FAIL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tcase c;
+        clean_case(&c, FC_F16);
+        rep_inputs in = inputs_of(&c);
+        in.sentinels = cases[k].s;
+        rep_verdict v = judge_inputs(cases[k].name, &in);
+        cr_expect_eq(v.gate[REP_H6], cases[k].want, "%s: H6 state %d", cases[k].name,
+                     (int)v.gate[REP_H6]);
+        cr_expect_eq(v.first_fail, cases[k].want == REP_FAIL ? REP_H6 : -1, "%s: first %s",
+                     cases[k].name, first_gate_name(&v));
+    }
+    /* Host guards intact but the launcher saw damage: still a failure. */
+    guarded_case g;
+    guarded_setup(&g, FC_F16);
+    rep_inputs in = guarded_inputs(&g);
+    in.sentinels = REP_SENTINELS_DAMAGED;
+    rep_verdict v = judge_inputs("host intact, device damaged", &in);
+    cr_expect_eq(v.first_fail, REP_H6, "host intact, device damaged: first %s",
+                 first_gate_name(&v));
+    rep_guarded_free(&g.o);
+    rep_guarded_free(&g.lse);
+}
+
+Test(h6, an_element_the_kernel_never_wrote_reads_as_nan)
+{
+    guarded_case g;
+    guarded_setup(&g, FC_BF16);
+    memset((float *)g.o.data + 5, 0xff, sizeof(float)); /* as rep_guarded_alloc left it */
+    cr_expect(isnan(((float *)g.o.data)[5]), "unwritten element: 0xff bytes are not NaN");
+    fc_err err = {{0}};
+    rep_guarded fresh;
+    cr_assert_eq(rep_guarded_alloc(&fresh, 8, &err), FC_OK, "fresh alloc: %s", err.msg);
+    cr_expect(isnan(((float *)fresh.data)[0]) && isnan(((float *)fresh.data)[1]),
+              "fresh guarded buffer: data not NaN-filled");
+    cr_expect(rep_guarded_intact(&fresh, NULL), "fresh guarded buffer: guards not intact");
+    rep_inputs in = guarded_inputs(&g);
+    rep_verdict v = judge_inputs("unwritten element", &in);
+    cr_expect_eq(v.first_fail, REP_H3, "unwritten element: first %s", first_gate_name(&v));
+    rep_guarded_free(&fresh);
+    rep_guarded_free(&g.o);
+    rep_guarded_free(&g.lse);
+}
+
+Test(h7, identical_reruns_pass_and_one_flipped_bit_fails)
+{
+    static const struct {
+        const char *name;
+        int lse;   /* flip in O (0) or LSE (1) */
+        int index; /* element */
+        uint32_t mask;
+    } cases[] = {
+        {"no flip", 0, 0, 0},
+        {"O last mantissa bit", 0, 6, 0x1},
+        {"O sign of an empty-row zero", 0, 2 * DV, 0x80000000u},
+        {"LSE last mantissa bit", 1, 1, 0x1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tcase c;
+        float o2[N], lse2[ROWS];
+        clean_case(&c, FC_F32);
+        memcpy(o2, c.o, sizeof o2);
+        memcpy(lse2, c.lse, sizeof lse2);
+        float *x = cases[k].lse ? &lse2[cases[k].index] : &o2[cases[k].index];
+        uint32_t u;
+        memcpy(&u, x, sizeof u);
+        u ^= cases[k].mask;
+        memcpy(x, &u, sizeof u);
+        rep_inputs in = inputs_of(&c);
+        in.o_rerun = o2;
+        in.lse_rerun = lse2;
+        rep_verdict v = judge_inputs(cases[k].name, &in);
+        if (!cases[k].mask) {
+            cr_expect(v.pass && v.gate[REP_H7] == REP_PASS, "%s: %s", cases[k].name,
+                      rep_verdict_reason(&v));
+        } else {
+            cr_expect_eq(v.first_fail, REP_H7, "%s: first %s", cases[k].name, first_gate_name(&v));
+        }
+    }
+}
+
+/* ---- soft signals ------------------------------------------------------------------------- */
+
+Test(soft, s1_and_s2_flag_without_failing)
+{
+    /* Gold {4, -3, 2.5, 3.5}: sum of squares 43.5. O_lp off by 2^-6 everywhere, O by 1.5 * 2^-6:
+     * S1 = S2 = 1.5 (> 1.1 and > 1.2, flagged). H1: 0.0234 <= 2 * 0.0156 + floor; NMSE
+     * 4 * 0.0234375^2 / 43.5 = 5.05e-5. Half the error: S1 = S2 = 0.5, no flags. */
+    static const double g[DV] = {4, -3, 2.5, 3.5};
+    static const struct {
+        const char *name;
+        double k;
+        int flag;
+    } cases[] = {{"f16 1.5x everywhere", 1.5, 1}, {"f16 0.5x everywhere", 0.5, 0}};
+    for (size_t n = 0; n < 2; n++) {
+        tcase c;
+        memset(&c, 0, sizeof c);
+        c.dt = FC_F16;
+        c.rows = 1;
+        c.dv = DV;
+        for (int j = 0; j < DV; j++) {
+            c.o_gold[j] = g[j];
+            c.o[j] = (float)(g[j] + cases[n].k * E_LP);
+            c.o_lp[j] = (float)(g[j] + E_LP);
+        }
+        c.lse_gold[0] = 1.0;
+        c.lse[0] = 1.0f;
+        rep_verdict v = judge(cases[n].name, &c);
+        cr_expect(v.pass, "%s: %s", cases[n].name, rep_verdict_reason(&v));
+        cr_expect(fabs(v.s1 - cases[n].k) <= 1e-12, "%s: S1 %.17g", cases[n].name, v.s1);
+        cr_expect(fabs(v.s2 - cases[n].k) <= 1e-12, "%s: S2 %.17g", cases[n].name, v.s2);
+        cr_expect_eq(v.s1_flag, cases[n].flag, "%s: S1 flag", cases[n].name);
+        cr_expect_eq(v.s2_flag, cases[n].flag, "%s: S2 flag", cases[n].name);
+    }
+}
+
+/* ---- edge shapes and bad references --------------------------------------------------------- */
+
+Test(edges, zero_rows_and_all_empty_rows_pass_with_zero_metrics)
+{
+    rep_inputs in = {.dtype = FC_F16, .rows = 0, .dv = 64};
+    rep_verdict v = judge_inputs("zero rows", &in);
+    cr_expect(v.pass && v.compared == 0 && v.max_err == 0 && v.nmse == 0 && v.h1_ratio == 0,
+              "zero rows: %s", rep_verdict_reason(&v));
+
+    tcase c;
+    clean_case(&c, FC_BF16);
+    for (int r = 0; r < 2; r++) {
+        c.lse_gold[r] = -INFINITY;
+        c.lse[r] = -INFINITY;
+        for (int j = 0; j < DV; j++)
+            c.o_gold[r * DV + j] = c.o[r * DV + j] = c.o_lp[r * DV + j] = 0;
+    }
+    v = judge("all rows empty", &c);
+    cr_expect(v.pass, "all rows empty: %s", rep_verdict_reason(&v));
+    cr_expect_eq(v.empty_rows, ROWS, "all rows empty: %zu", v.empty_rows);
+    cr_expect(v.compared == 0 && v.nmse == 0 && v.h1_ratio == 0 && v.s1 == 0,
+              "all rows empty: metrics not zero");
+}
+
+Test(edges, unusable_references_are_input_errors)
+{
+    static const struct {
+        const char *name;
+        int what;
+    } cases[] = {
+        {"NaN in O_gold", 0},
+        {"NaN in LSE_gold", 1},
+        {"+inf in LSE_gold", 2},
+        {"baseline overflowed to inf", 3},
+        {"nonzero O_gold in an empty row", 4},
+        {"unknown dtype", 5},
+        {"only one of the rerun arrays", 6},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tcase c;
+        float o2[N];
+        clean_case(&c, FC_F16);
+        rep_inputs in = inputs_of(&c);
+        switch (cases[k].what) {
+        case 0: c.o_gold[3] = NAN; break;
+        case 1: c.lse_gold[0] = NAN; break;
+        case 2: c.lse_gold[0] = INFINITY; break;
+        case 3: c.o_lp[4] = INFINITY; break;
+        case 4: c.o_gold[2 * DV] = 0.5; break;
+        case 5: in.dtype = (fc_dtype)7; break;
+        case 6: in.o_rerun = o2; break;
+        }
+        rep_verdict v;
+        fc_err err = {{0}};
+        cr_expect_eq(rep_evaluate(&in, &v, &err), FC_EINVAL, "%s: not an input error",
+                     cases[k].name);
+        cr_expect(err.msg[0] != 0, "%s: no message", cases[k].name);
+    }
+}
+
+Test(tables, constants_are_those_of_the_page)
+{
+    rep_tol t;
+    cr_assert_eq(rep_tol_for(FC_F16, &t, NULL), FC_OK, "f16");
+    cr_expect(t.c == 2 && t.nmse_max == 5e-4 && t.lse_atol == 1e-3 && t.lse_rtol == 1e-3 &&
+                  t.deg_atol == 1e-3 && t.deg_rtol == 1e-3 && t.s1_max == 1.1 && t.s2_max == 1.2,
+              "f16 constants");
+    cr_assert_eq(rep_tol_for(FC_BF16, &t, NULL), FC_OK, "bf16");
+    cr_expect(t.c == 2 && t.nmse_max == 5e-4 && t.deg_atol == 1e-2 && t.deg_rtol == 1.6e-2,
+              "bf16 constants");
+    cr_assert_eq(rep_tol_for(FC_F32, &t, NULL), FC_OK, "f32");
+    cr_expect(t.c == 10 && t.nmse_max == 1e-7 && t.lse_atol == 1e-5 && t.lse_rtol == 1e-5 &&
+                  t.deg_atol == 1e-5 && t.deg_rtol == 1.3e-6 && t.s1_max == 10,
+              "f32 constants");
+    cr_expect_str_eq(rep_gate_name(REP_H6), "H6", "gate names");
+    cr_expect_str_eq(rep_gate_name(REP_H1), "H1", "gate names");
+    cr_expect_str_eq(rep_gate_name(REP_X_POISON), "poison", "exactness check names");
+    cr_expect_str_eq(rep_gate_name(REP_X_PAGED), "paged", "exactness check names");
+    cr_expect_str_eq(rep_gate_name(REP_NCHECKS), "?", "past the last check");
+    for (int g = 0; g < REP_NCHECKS; g++)
+        cr_expect(strcmp(rep_gate_name((rep_gate)g), "?") && strcmp(rep_gate_title((rep_gate)g), "?"),
+                  "check %d has no name or title", g);
+}
