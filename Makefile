@@ -6,7 +6,7 @@
 #   make bench    run the benchmarks (ratios, never pass/fail)
 #   make clean    remove build/
 #
-# Layout: every .c directly under masks/ ref/ fixtures/ reports/ goes into build/libflexcheck.a,
+# Layout: every .c directly under masks/ ref/ fixtures/ reports/ ci/ goes into build/libflexcheck.a,
 # cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. A
 # module with rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
 # Warnings are errors when CI=true.
@@ -29,13 +29,13 @@ ifeq ($(CI),true)
 WARN     += -Werror
 endif
 OPT      ?= -O2 -g
-CPPFLAGS := -Imasks -Iref -Ifixtures -Ireports -Igpu -D_POSIX_C_SOURCE=200809L
+CPPFLAGS := -Imasks -Iref -Ifixtures -Ireports -Igpu -Ici -D_POSIX_C_SOURCE=200809L
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)
 CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PKG_CFLAGS)
 # hdf5's .pc names no high-level library; its -L directory holds libhdf5_hl.
 LDLIBS   = -lhdf5_hl $(PKG_LIBS) -lboost_context -lstdc++ -lpthread -lm
 
-LIB_SRCS  := $(wildcard masks/*.c ref/*.c fixtures/*.c reports/*.c)
+LIB_SRCS  := $(wildcard masks/*.c ref/*.c fixtures/*.c reports/*.c ci/*.c)
 CLI_SRCS  := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 
@@ -43,17 +43,18 @@ LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-# Modules append C++ objects to EXTRA_LIB_OBJS and phony test steps to TEST_STEPS.
-EXTRA_LIB_OBJS :=
-TEST_STEPS :=
--include $(wildcard */module.mk)
-
 LIB := $(BUILD)/libflexcheck.a
 BIN := $(BUILD)/flexcheck
 DEPS_STAMP := $(BUILD)/.deps-installed
 
 .PHONY: all test gate bench clean deps
 all: $(BIN)
+
+# Modules append C++ objects to EXTRA_LIB_OBJS and phony test steps to TEST_STEPS. Included
+# after `all` (the default goal) and the names above, which their rules may use.
+EXTRA_LIB_OBJS :=
+TEST_STEPS :=
+-include $(wildcard */module.mk)
 
 # The installer is idempotent; the stamp only saves re-running dpkg-query on every make.
 $(DEPS_STAMP): ci/install-deps.sh

@@ -1,9 +1,156 @@
-/* cmd_check.c - 'flexcheck check': not built yet (issue 4). */
+/*
+ * cmd_check.c - 'flexcheck check FILE...': verify fixture files from any producer.
+ * Each file is validated whole first (a rejected file gets one line naming file, case and
+ * field, and none of its cases is reported), then every case is checked: the reference
+ * recomputed against the stored oracle, and any stored block mask for soundness and against
+ * the slow builder. One line per case, a summary, exit 0 all passed, 1 a check failed,
+ * 2 a file was rejected (or bad arguments).
+ */
+#include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
+#include "fix.h"
+
+static const char *const CMD = "check";
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: flexcheck check [--backend ref] [--exact-blocks] [--case NAME] [--quiet] "
+               "FILE...\n\n"
+               "Validates each fixture file (spec/fixtures.md), recomputes the float64 reference\n"
+               "from its inputs and compares it with the stored out/lse (relative %.0e), and\n"
+               "checks any stored block mask: sound for the case's mask always, equal to the slow\n"
+               "builder's sets with --exact-blocks.\n\n"
+               "  --backend ref    what computes the answer (only 'ref' exists so far)\n"
+               "  --exact-blocks   a stored block mask must equal the slow builder's (as sets)\n"
+               "  --case NAME      only the case NAME of each file\n"
+               "  --quiet          print failures and the summary only\n\n"
+               "exit status: 0 all passed, 1 a check failed, 2 a file was rejected.\n",
+            FIX_CHECK_RTOL);
+}
+
+typedef struct opts {
+    fix_backend backend;
+    int exact_blocks, quiet;
+    const char *only_case;
+} opts;
+
+typedef struct tally {
+    int files, rejected, cases, passed, failed;
+} tally;
+
+static void print_case(const char *path, const fix_case *c, const fix_check_result *r, int quiet)
+{
+    if (r->passed && quiet)
+        return;
+    const mask_params *m = &c->prob.mask;
+    printf("%s %s %s %s causal=%d W=%d C=%d", r->passed ? "PASS" : "FAIL", path, c->name,
+           fc_dtype_name(c->dtype), (int)m->causal, (int)m->sliding_window, (int)m->chunk_size);
+    if (!r->passed) {
+        printf(": %s\n", r->detail);
+        return;
+    }
+    printf(": out %.1e lse %.1e", r->out_err, r->lse_err);
+    if (r->bmask_checked)
+        printf(", block mask sound%s (%lld partial, %lld full)", r->bmask_exact ? ", exact" : "",
+               (long long)r->n_partial, (long long)r->n_full);
+    printf("\n");
+}
+
+/* Checks every case of an already validated file. Returns 0, or 2 if a read failed anyway. */
+static int check_cases(const fix_file *f, const opts *o, tally *t)
+{
+    for (int i = 0; i < f->ncases; i++) {
+        if (o->only_case && strcmp(f->names[i], o->only_case) != 0)
+            continue;
+        fix_case c;
+        fix_check_result r;
+        fc_err err;
+        if (fix_read_case(f, i, &c, &err)) {
+            fprintf(stderr, "flexcheck check: %s\n", err.msg);
+            return 2;
+        }
+        fc_status st = fix_check_case(&c, o->backend, o->exact_blocks, &r, &err);
+        if (st) {
+            r.passed = 0;
+            snprintf(r.detail, sizeof r.detail, "could not run: %.480s", err.msg);
+        }
+        print_case(f->path, &c, &r, o->quiet);
+        t->cases++;
+        if (r.passed)
+            t->passed++;
+        else
+            t->failed++;
+        fix_case_free(&c);
+    }
+    return 0;
+}
+
+static void check_file(const char *path, const opts *o, tally *t)
+{
+    fix_file f;
+    fc_err err;
+    t->files++;
+    if (fix_open(path, &f, &err) || fix_validate(&f, &err)) {
+        if (f.h5 >= 0)
+            fix_close(&f);
+        fprintf(stderr, "flexcheck check: %s\n", err.msg);
+        t->rejected++;
+        return;
+    }
+    if (o->only_case && fix_find_case(&f, o->only_case) < 0) {
+        fprintf(stderr, "flexcheck check: %s: no case named '%s'\n", path, o->only_case);
+        t->rejected++;
+    } else if (check_cases(&f, o, t)) {
+        t->rejected++;
+    }
+    fix_close(&f);
+}
 
 int cmd_check(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_usage_error("check", "not implemented yet (see README status)");
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return CLI_PASS;
+    }
+    opts o = {FIX_BACKEND_REF, 0, 0, NULL};
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
+            if (r < 0)
+                return CLI_BADINPUT;
+            if (fix_backend_parse(v, &o.backend))
+                return cli_usage_error(CMD, "--backend '%s': only 'ref' exists so far", v);
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--case", &v)) != 0) {
+            if (r < 0)
+                return CLI_BADINPUT;
+            o.only_case = v;
+        } else if (!strcmp(argv[i], "--exact-blocks")) {
+            o.exact_blocks = 1;
+        } else if (!strcmp(argv[i], "--quiet")) {
+            o.quiet = 1;
+        } else if (argv[i][0] == '-') {
+            return cli_usage_error(CMD, "unknown option '%s' (--help)", argv[i]);
+        } else {
+            nfiles++;
+        }
+    }
+    if (nfiles == 0)
+        return cli_usage_error(CMD, "no fixture files given (--help)");
+    tally t = {0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--backend") || !strcmp(argv[i], "--case")) {
+            i++;
+            continue;
+        }
+        if (argv[i][0] != '-')
+            check_file(argv[i], &o, &t);
+    }
+    printf("check: %d files, %d rejected; %d cases, %d passed, %d failed\n", t.files, t.rejected,
+           t.cases, t.passed, t.failed);
+    fflush(stdout);
+    return t.rejected ? CLI_BADINPUT : t.failed ? CLI_FAIL : CLI_PASS;
 }

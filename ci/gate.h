@@ -1,0 +1,83 @@
+/*
+ * gate.h - the gate: the test matrix of spec/matrix.md (M1-M6) and the runner that judges each
+ * case on each backend under spec/tolerance.md.
+ *
+ * A case has a stable id that spells its parameters (so a failure can be rerun alone with
+ * `flexcheck gate --filter ID`) and one `kind` saying which check it is. The matrix is a seeded
+ * pairwise design over the M1 factors plus the listed edge cases and the M2-M6 groups; the same
+ * size and seed always give the same cases in the same order.
+ */
+#ifndef FLEXCHECK_GATE_H
+#define FLEXCHECK_GATE_H
+
+#include <stdint.h>
+
+#include "bmask.h"
+#include "fc.h"
+#include "fix.h"
+#include "gpu.h"
+#include "tol.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gate_size { GATE_QUICK = 0, GATE_DEFAULT = 1, GATE_FULL = 2 } gate_size;
+
+typedef enum gate_kind {
+    GK_NUMERIC = 0,  /* kernel vs oracle under H1-H7 (M1, M2, M5) */
+    GK_WINDOW_EDGE,  /* W-1, W, W+1 differ wherever a row's allowed set changes (M4) */
+    GK_POISON,       /* NaN / 1e30 in keys no query may see: output bitwise unchanged (M4) */
+    GK_LSE_MERGE,    /* two complementary key-tile subsets merged by LSE == the union (M4) */
+    GK_DECODE,       /* a decode row with causal window W == dense over its last W keys (M4) */
+    GK_BUILDERS,     /* slow == direct exactly, superset sound, outputs agree (M3) */
+    GK_LAYOUT,       /* hybrid layout through shared metadata == fresh builds (M6) */
+    GK_PAGED,        /* paged K/V bitwise equal to unpaged (M2) */
+    GK_NKINDS
+} gate_kind;
+
+typedef enum gate_input {
+    GI_NORMAL = 0,   /* standard normal */
+    GI_UNIFORM,      /* uniform [-1, 1] */
+    GI_NEG_LOGITS,   /* valid scores around -1e5: q and k share a large common offset */
+    GI_PEAKED,       /* Q scaled by 12: near one-hot softmax */
+    GI_OUTLIERS,     /* 0.1% of entries times 10 */
+    GI_FP16_LIMIT,   /* V near the fp16 range limit */
+    GI_NINPUTS
+} gate_input;
+
+const char *gate_kind_name(gate_kind k);
+const char *gate_input_name(gate_input in);
+const char *gate_size_name(gate_size s);
+
+#define GATE_ID_MAX 128
+
+typedef struct gate_case {
+    char id[GATE_ID_MAX];
+    char group[4];      /* "M1" ... "M6" */
+    gate_kind kind;
+    fix_gen_params gp;  /* shapes, dtype, mask, block sizes, packing, seed (name unused) */
+    bmask_builder builder;
+    gate_input input;
+    char layout[32];    /* GK_LAYOUT: layout name */
+    int32_t nlayers, scale_div;
+} gate_case;
+
+/* The matrix for `size` and `seed` (cases are malloc'ed; free with free()). *dropped_pairs (may
+ * be NULL) = M1 factor pairs no case within the size's work budget can hold. */
+fc_status gate_matrix(gate_size size, uint64_t seed, gate_case **cases, int *ncases,
+                      int *dropped_pairs, fc_err *err);
+
+/* Keeps, in order, the cases whose id matches `filter` (NULL: all) and that fall in shard
+ * `shard_i` of `shard_n` (1-based; by position among the filtered cases, so the shards of one
+ * filter partition it exactly). Returns the new count; the array is compacted in place. */
+int gate_select(gate_case *cases, int n, const char *filter, int shard_i, int shard_n);
+
+/* 1 iff case id matches pattern: shell glob (fnmatch) or, without glob characters, substring. */
+int gate_id_matches(const char *id, const char *pattern);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * gate_layout.c - hybrid layer layouts through one shared metadata object (spec/semantics.md
+ * section 6, spec/matrix.md M6).
+ *
+ * Like vLLM's FlexAttention backend, the runner keeps one metadata object (the sequences and a
+ * block mask) for consecutive layers and rebuilds the block mask only when a layer's cache key
+ * differs from the cached one. The key must hold every parameter the block mask depends on
+ * (causal, window, chunk, block sizes, builder; the sequences are the object's own). Each
+ * layer's kernel output with the shared mask is judged against that layer's oracle and must be
+ * bitwise equal to the output with a freshly built mask. The test-only key modes drop
+ * parameters from the key, which reproduces the seed's bug: a window layer's trimmed list reused
+ * by a full layer drops keys, a full layer's list reused by a window layer leaks them, and both
+ * only show when some sequence is longer than the window or chunk.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gate_internal.h"
+#include "layout.h"
+#include "ref.h"
+
+typedef struct meta_key {
+    mask_params mask;
+    int32_t qb, kb;
+    bmask_builder builder;
+} meta_key;
+
+typedef struct layer_meta {
+    int valid;
+    meta_key key;
+    bmask bm;
+    int rebuilds;
+} layer_meta;
+
+/* The key as the runner's mode sees it: the correct one keeps everything. */
+static meta_key key_of(gate_cache_key mode, mask_params m, int32_t qb, int32_t kb,
+                       bmask_builder builder)
+{
+    meta_key k;
+    memset(&k, 0, sizeof k);
+    k.qb = qb;
+    k.kb = kb;
+    k.builder = builder;
+    switch (mode) {
+    case GATE_CACHE_FULL: k.mask = m; break;
+    case GATE_CACHE_WINDOW_ONLY: k.mask.sliding_window = m.sliding_window; break;
+    case GATE_CACHE_CAUSAL_ONLY: k.mask.causal = m.causal; break;
+    }
+    return k;
+}
+
+/* The shared block mask for a layer: the cached one if the key matches, else rebuilt. */
+static const bmask *meta_get(layer_meta *meta, const gate_opts *op, mask_params m,
+                             const seq_info *s, int32_t qb, int32_t kb, bmask_builder builder,
+                             fc_err *err)
+{
+    meta_key k = key_of(op->cache_key, m, qb, kb, builder);
+    if (meta->valid && !memcmp(&k, &meta->key, sizeof k))
+        return &meta->bm;
+    if (meta->valid)
+        bmask_free(&meta->bm);
+    meta->valid = 0;
+    if (gate_build_mask(op, &meta->bm, builder, m, s, qb, kb, err))
+        return NULL;
+    meta->valid = 1;
+    meta->key = k;
+    meta->rebuilds++;
+    return &meta->bm;
+}
+
+/* One layer on every backend: a row each. */
+static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, mask_params m,
+                           layer_meta *meta, gate_rows *rows, fc_err *err)
+{
+    gate_case lc = *c;
+    lc.gp.seed = c->gp.seed + (uint64_t)l; /* each layer its own activations */
+    fix_case fc;
+    gate_bufs b;
+    bmask fresh;
+    fc_err e;
+    char suffix[16];
+    snprintf(suffix, sizeof suffix, "@L%02d", (int)l);
+    if (gate_case_inputs(&lc, &m, &fc, &e))
+        return gate_case_error(c, op, rows, e.msg, err);
+    fc_status st = gate_bufs_alloc(&b, &fc, err);
+    if (st) {
+        fix_case_free(&fc);
+        return st;
+    }
+    memset(&fresh, 0, sizeof fresh);
+    const bmask *shared = NULL;
+    float *of = malloc(sizeof(float) * (attn_o_elems(&fc.prob) + 1));
+    float *lf = malloc(sizeof(float) * (gate_rows_of(&fc) + 1));
+    int ok = of && lf &&
+             !ref_attention_lp(&fc.prob, fc.dtype, fc.q, fc.k, fc.v, b.o_lp, NULL, &e) &&
+             (shared = meta_get(meta, op, m, &fc.prob.seq, c->gp.qb, c->gp.kb, c->builder,
+                                &e)) != NULL &&
+             !gate_build_mask(op, &fresh, c->builder, m, &fc.prob.seq, c->gp.qb, c->gp.kb, &e);
+    if (!of || !lf)
+        snprintf(e.msg, sizeof e.msg, "out of memory");
+    for (int i = 0; i < op->nbackends; i++) {
+        rep_row *row = gate_rows_push(rows);
+        if (!row) {
+            st = fc_errf(err, FC_ENOMEM, "out of memory for report rows");
+            break;
+        }
+        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op->backends[i], suffix);
+        if (!ok) {
+            rep_row_set_error(row, e.msg);
+            continue;
+        }
+        gate_judge_in in = {.op = op, .fc = &fc, .bm = shared, .backend = op->backends[i],
+                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+        gate_judge(&in, row);
+        if (gate_kernel(op, op->backends[i], &fc, &fresh, of, lf, NULL, &e)) {
+            gate_row_fail_check(row, REP_X_LAYOUT, "fresh-mask run: %s", e.msg);
+            continue;
+        }
+        size_t nl = gate_rows_of(&fc), dv = (size_t)fc.prob.dv;
+        for (size_t r = 0; r < nl; r++)
+            if (memcmp(of + r * dv, b.o + r * dv, dv * sizeof(float)) ||
+                memcmp(&lf[r], &b.lse[r], sizeof(float))) {
+                gate_row_fail_check(row, REP_X_LAYOUT,
+                                    "layer %d: output row %zu with the shared block mask differs "
+                                    "from a fresh build (stale cache key?)", (int)l, r);
+                break;
+            }
+    }
+    free(of);
+    free(lf);
+    bmask_free(&fresh);
+    gate_bufs_free(&b);
+    fix_case_free(&fc);
+    return st;
+}
+
+fc_status gate_run_layout(const gate_case *c, const gate_opts *op, gate_rows *rows, fc_err *err)
+{
+    layout_layer layers[LAYOUT_MAX_LAYERS];
+    int32_t n;
+    fc_err e;
+    if (layout_get(c->layout, c->nlayers, c->scale_div, layers, LAYOUT_MAX_LAYERS, &n, &e))
+        return gate_case_error(c, op, rows, e.msg, err);
+    layer_meta meta;
+    memset(&meta, 0, sizeof meta);
+    fc_status st = FC_OK;
+    for (int32_t l = 0; l < n && !st; l++)
+        st = run_layer(c, op, l, layers[l].mask, &meta, rows, err);
+    if (meta.valid)
+        bmask_free(&meta.bm);
+    return st;
+}

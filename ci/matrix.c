@@ -1,0 +1,601 @@
+/*
+ * matrix.c - the gate's cases (spec/matrix.md): a seeded pairwise design over the M1 factors,
+ * the listed edge cases in full, and the M2-M6 groups as tables.
+ *
+ * Pairwise design (AETG-style greedy): take the first uncovered pair of factor levels, fix
+ * it, then give every other factor (in a seeded random order) the level that covers the most
+ * still-uncovered pairs; keep the case if it fits the size's work budget. Pairs that no case
+ * within the budget can hold (found by seeded random completion) are dropped from the goal and
+ * counted, so the design always terminates. The work of a case is B*Hq*Lq*Lk*(D+Dv), an upper
+ * bound on the multiply-adds of a dense forward.
+ */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gate.h"
+
+const char *gate_kind_name(gate_kind k)
+{
+    static const char *const names[] = {"numeric", "window-edge", "poison", "lse-merge",
+                                        "decode", "builders", "layout", "paged"};
+    return (unsigned)k < GK_NKINDS ? names[k] : "?";
+}
+
+const char *gate_input_name(gate_input in)
+{
+    static const char *const names[] = {"normal", "uniform", "neglogits", "peaked", "outliers",
+                                        "fp16limit"};
+    return (unsigned)in < GI_NINPUTS ? names[in] : "?";
+}
+
+const char *gate_size_name(gate_size s)
+{
+    return s == GATE_QUICK ? "quick" : s == GATE_DEFAULT ? "default" : "full";
+}
+
+int gate_id_matches(const char *id, const char *pattern)
+{
+    if (!pattern || !*pattern)
+        return 1;
+    if (strpbrk(pattern, "*?["))
+        return fnmatch(pattern, id, 0) == 0;
+    return strstr(id, pattern) != NULL;
+}
+
+int gate_select(gate_case *cases, int n, const char *filter, int shard_i, int shard_n)
+{
+    int kept = 0, matched = 0;
+    for (int i = 0; i < n; i++) {
+        if (!gate_id_matches(cases[i].id, filter))
+            continue;
+        if (matched++ % shard_n == shard_i - 1)
+            cases[kept++] = cases[i];
+    }
+    return kept;
+}
+
+/* ---- case list ---- */
+
+typedef struct caselist {
+    gate_case *v;
+    int n, cap;
+} caselist;
+
+static gate_case *push(caselist *cl)
+{
+    if (cl->n == cl->cap) {
+        int cap = cl->cap ? 2 * cl->cap : 256;
+        gate_case *v = realloc(cl->v, sizeof *v * (size_t)cap);
+        if (!v)
+            return NULL;
+        cl->v = v;
+        cl->cap = cap;
+    }
+    gate_case *c = &cl->v[cl->n++];
+    memset(c, 0, sizeof *c);
+    c->gp.qb = c->gp.kb = 128;
+    c->gp.b = 1;
+    c->gp.hq = 6;
+    c->gp.hkv = 2;
+    c->gp.d = c->gp.dv = 64;
+    c->builder = BMASK_DIRECT;
+    return c;
+}
+
+static const char *dtype_tag(fc_dtype dt)
+{
+    return dt == FC_F32 ? "f32" : dt == FC_F16 ? "f16" : "bf16";
+}
+
+static const char *builder_tag(bmask_builder b)
+{
+    static const char *const t[] = {"slow", "direct", "sup", "suptrim"};
+    return (unsigned)b < 4 ? t[b] : "?";
+}
+
+/* "none", "c", "cw17", "bw64", "cc100", "cw2c16" ... */
+static void mask_tag(char *buf, size_t n, mask_params m)
+{
+    int o = snprintf(buf, n, "%s", m.causal ? "c" : "b");
+    if (m.sliding_window)
+        o += snprintf(buf + o, n - (size_t)o, "w%d", (int)m.sliding_window);
+    if (m.chunk_size)
+        o += snprintf(buf + o, n - (size_t)o, "c%d", (int)m.chunk_size);
+    if (!m.causal && !m.sliding_window && !m.chunk_size)
+        snprintf(buf, n, "none");
+}
+
+/* Spells the case's parameters; the caller appends a kind-specific suffix. */
+static void make_id(gate_case *c, const char *extra)
+{
+    const fix_gen_params *g = &c->gp;
+    char mt[48];
+    mask_tag(mt, sizeof mt, g->mask);
+    int o = snprintf(c->id, sizeof c->id, "%c%c-%s-%s-d%d%s-h%dx%d-b%d-%dx%d-%s-q%dk%d-%s",
+                     c->group[0] + 32, c->group[1], gate_kind_name(c->kind), dtype_tag(g->dtype),
+                     (int)g->d, g->dv != g->d ? "v" : "", (int)g->hq, (int)g->hkv, (int)g->b,
+                     (int)g->lq, (int)g->lk, mt, (int)g->qb, (int)g->kb, builder_tag(c->builder));
+    if (c->input != GI_NORMAL)
+        o += snprintf(c->id + o, sizeof c->id - (size_t)o, "-%s", gate_input_name(c->input));
+    if (g->nseq)
+        o += snprintf(c->id + o, sizeof c->id - (size_t)o, "-packed%d", (int)g->nseq);
+    if (extra && *extra)
+        snprintf(c->id + o, sizeof c->id - (size_t)o, "-%s", extra);
+}
+
+/* ---- M1 pairwise ---- */
+
+typedef struct mask_level {
+    int32_t causal, window, chunk;
+    int window_past_lk; /* W = max(Lq, Lk) + 7: the window never binds */
+} mask_level;
+
+typedef struct lengths {
+    int32_t lq, lk;
+} lengths;
+
+enum { F_DTYPE, F_D, F_HEADS, F_BATCH, F_LEN, F_MASK, F_BLOCK, F_BUILDER, NFACT };
+
+typedef struct design {
+    int n[NFACT];
+    const int32_t *d, *batch;
+    const lengths *len;
+    const mask_level *mask;
+    double budget;
+} design;
+
+static const int32_t heads_lv[][2] = {{6, 6}, {6, 2}, {6, 1}};
+static const int32_t block_lv[][2] = {{128, 128}, {64, 64}, {16, 16}, {128, 64}, {64, 128}};
+
+static const mask_level masks_full[] = {
+    {0, 0, 0, 0}, {1, 0, 0, 0},
+    {1, 1, 0, 0}, {1, 2, 0, 0}, {1, 15, 0, 0}, {1, 16, 0, 0}, {1, 17, 0, 0}, {1, 64, 0, 0},
+    {1, 127, 0, 0}, {1, 128, 0, 0}, {1, 129, 0, 0}, {1, 513, 0, 0}, {1, 0, 0, 1},
+    {0, 1, 0, 0}, {0, 2, 0, 0}, {0, 15, 0, 0}, {0, 16, 0, 0}, {0, 17, 0, 0}, {0, 64, 0, 0},
+    {0, 127, 0, 0}, {0, 128, 0, 0}, {0, 129, 0, 0}, {0, 513, 0, 0}, {0, 0, 0, 1},
+    {1, 0, 16, 0}, {1, 0, 100, 0}, {1, 0, 128, 0},
+};
+static const mask_level masks_quick[] = {
+    {0, 0, 0, 0}, {1, 0, 0, 0}, {1, 1, 0, 0}, {1, 16, 0, 0}, {1, 17, 0, 0}, {1, 128, 0, 0},
+    {1, 129, 0, 0}, {1, 0, 0, 1}, {0, 2, 0, 0}, {0, 15, 0, 0}, {0, 64, 0, 0}, {0, 0, 0, 1},
+    {1, 0, 16, 0}, {1, 0, 100, 0},
+};
+static const lengths len_full[] = {{1, 1},       {1, 239},     {239, 1},     {113, 203},
+                                   {128, 217},   {108, 256},   {256, 512},   {512, 256},
+                                   {1023, 1024}, {1024, 1023}, {2048, 2048}};
+static const lengths len_quick[] = {{1, 1},     {1, 239},   {239, 1},   {113, 203},
+                                    {128, 217}, {108, 256}, {256, 512}, {512, 256}};
+static const int32_t d_full[] = {64, 128}, d_quick[] = {64};
+static const int32_t batch_full[] = {1, 2, 3, 4}, batch_quick[] = {1, 2};
+
+static double work(const design *ds, const int *lv)
+{
+    const lengths *l = &ds->len[lv[F_LEN]];
+    double d = ds->d[lv[F_D]];
+    return (double)ds->batch[lv[F_BATCH]] * heads_lv[lv[F_HEADS]][0] * l->lq * (double)l->lk *
+           (2 * d);
+}
+
+static int pair_index(const design *ds, int f1, int l1, int f2, int l2)
+{
+    int idx = 0; /* pairs (f1 < f2) laid out factor pair by factor pair */
+    for (int a = 0; a < NFACT; a++)
+        for (int b = a + 1; b < NFACT; b++) {
+            if (a == f1 && b == f2)
+                return idx + l1 * ds->n[f2] + l2;
+            idx += ds->n[a] * ds->n[b];
+        }
+    return -1;
+}
+
+static int npairs(const design *ds)
+{
+    int t = 0;
+    for (int a = 0; a < NFACT; a++)
+        for (int b = a + 1; b < NFACT; b++)
+            t += ds->n[a] * ds->n[b];
+    return t;
+}
+
+/* New pairs a full assignment covers. */
+static int gain(const design *ds, const unsigned char *covered, const int *lv)
+{
+    int g = 0;
+    for (int a = 0; a < NFACT; a++)
+        for (int b = a + 1; b < NFACT; b++)
+            g += !covered[pair_index(ds, a, lv[a], b, lv[b])];
+    return g;
+}
+
+static void cover(const design *ds, unsigned char *covered, const int *lv)
+{
+    for (int a = 0; a < NFACT; a++)
+        for (int b = a + 1; b < NFACT; b++)
+            covered[pair_index(ds, a, lv[a], b, lv[b])] = 1;
+}
+
+static int rng_below(fix_rng *r, int n)
+{
+    return (int)(fix_rng_u64(r) % (uint64_t)n);
+}
+
+/* Marks pairs that no assignment within the budget can hold as covered; returns how many. */
+static int drop_infeasible(const design *ds, unsigned char *covered, fix_rng *r)
+{
+    int dropped = 0, lv[NFACT];
+    for (int a = 0; a < NFACT; a++)
+        for (int b = a + 1; b < NFACT; b++)
+            for (int la = 0; la < ds->n[a]; la++)
+                for (int lb = 0; lb < ds->n[b]; lb++) {
+                    int ok = 0;
+                    for (int t = 0; t < 400 && !ok; t++) {
+                        for (int f = 0; f < NFACT; f++)
+                            lv[f] = t == 0 ? 0 : rng_below(r, ds->n[f]); /* t 0: cheapest */
+                        lv[a] = la;
+                        lv[b] = lb;
+                        ok = work(ds, lv) <= ds->budget;
+                    }
+                    if (!ok) {
+                        covered[pair_index(ds, a, la, b, lb)] = 1;
+                        dropped++;
+                    }
+                }
+    return dropped;
+}
+
+static fc_status add_m1_case(caselist *cl, const design *ds, const int *lv, uint64_t seed)
+{
+    gate_case *c = push(cl);
+    if (!c)
+        return FC_ENOMEM;
+    const lengths *l = &ds->len[lv[F_LEN]];
+    const mask_level *m = &ds->mask[lv[F_MASK]];
+    strcpy(c->group, "M1");
+    c->kind = GK_NUMERIC;
+    c->gp.dtype = (fc_dtype)lv[F_DTYPE];
+    c->gp.d = c->gp.dv = ds->d[lv[F_D]];
+    c->gp.hq = heads_lv[lv[F_HEADS]][0];
+    c->gp.hkv = heads_lv[lv[F_HEADS]][1];
+    c->gp.b = ds->batch[lv[F_BATCH]];
+    c->gp.lq = l->lq;
+    c->gp.lk = l->lk;
+    c->gp.mask.causal = m->causal;
+    /* "W >= Lk": past both lengths; +7 keeps it apart from every listed W (513 = 512 + 1). */
+    c->gp.mask.sliding_window = m->window_past_lk ? (l->lq > l->lk ? l->lq : l->lk) + 7
+                                                  : m->window;
+    c->gp.mask.chunk_size = m->chunk;
+    c->gp.qb = block_lv[lv[F_BLOCK]][0];
+    c->gp.kb = block_lv[lv[F_BLOCK]][1];
+    c->builder = (bmask_builder)lv[F_BUILDER];
+    c->gp.seed = seed;
+    make_id(c, NULL);
+    return FC_OK;
+}
+
+static fc_status m1_pairwise(caselist *cl, gate_size size, uint64_t seed, int *dropped)
+{
+    int quick = size == GATE_QUICK;
+    design ds = {
+        .n = {3, quick ? 1 : 2, 3, quick ? 2 : 4,
+              quick ? (int)(sizeof len_quick / sizeof len_quick[0])
+                    : (int)(sizeof len_full / sizeof len_full[0]),
+              quick ? (int)(sizeof masks_quick / sizeof masks_quick[0])
+                    : (int)(sizeof masks_full / sizeof masks_full[0]),
+              5, 4},
+        .d = quick ? d_quick : d_full,
+        .batch = quick ? batch_quick : batch_full,
+        .len = quick ? len_quick : len_full,
+        .mask = quick ? masks_quick : masks_full,
+        /* work per case at most: quick ~0.1 s of emulated kernel 1, default ~6 s, full ~30 s */
+        .budget = size == GATE_QUICK ? 1.2e8 : size == GATE_DEFAULT ? 6.5e9 : 2.6e10,
+    };
+    int np = npairs(&ds), lv[NFACT], order[NFACT];
+    unsigned char *covered = calloc((size_t)np, 1);
+    if (!covered)
+        return FC_ENOMEM;
+    fix_rng r;
+    fix_rng_seed(&r, seed ^ 0x5eedull);
+    *dropped = drop_infeasible(&ds, covered, &r);
+    fc_status st = FC_OK;
+    for (int next = 0; !st; next++) {
+        while (next < np && covered[next])
+            next++;
+        if (next >= np)
+            break;
+        /* Decode pair `next` back into (factor, level) x 2. */
+        int idx = 0, fa = 0, fb = 0, la = 0, lb = 0;
+        for (int a = 0; a < NFACT; a++)
+            for (int b = a + 1; b < NFACT; b++) {
+                int cnt = ds.n[a] * ds.n[b];
+                if (next >= idx && next < idx + cnt) {
+                    fa = a, fb = b, la = (next - idx) / ds.n[b], lb = (next - idx) % ds.n[b];
+                }
+                idx += cnt;
+            }
+        int best[NFACT], best_gain = -1;
+        for (int attempt = 0; attempt < 60; attempt++) {
+            for (int f = 0; f < NFACT; f++) {
+                order[f] = f;
+                lv[f] = 0;
+            }
+            for (int f = NFACT - 1; f > 0; f--) { /* seeded shuffle */
+                int j = rng_below(&r, f + 1), t = order[f];
+                order[f] = order[j];
+                order[j] = t;
+            }
+            lv[fa] = la;
+            lv[fb] = lb;
+            for (int i = 0; i < NFACT; i++) {
+                int f = order[i];
+                if (f == fa || f == fb)
+                    continue;
+                int bl = rng_below(&r, ds.n[f]), bg = -1;
+                for (int l = 0; l < ds.n[f]; l++) {
+                    lv[f] = l;
+                    int g = gain(&ds, covered, lv);
+                    if (g > bg && (attempt > 0 || work(&ds, lv) <= ds.budget)) {
+                        bg = g;
+                        bl = l;
+                    }
+                }
+                lv[f] = bl;
+            }
+            if (work(&ds, lv) > ds.budget) {
+                /* Fall back to the cheapest levels of the free factors. */
+                for (int f = 0; f < NFACT; f++)
+                    if (f != fa && f != fb && (f == F_D || f == F_BATCH || f == F_HEADS))
+                        lv[f] = 0;
+                if (work(&ds, lv) > ds.budget)
+                    continue;
+            }
+            int g = gain(&ds, covered, lv);
+            if (g > best_gain) {
+                best_gain = g;
+                memcpy(best, lv, sizeof best);
+            }
+            if (attempt >= 3 && best_gain > 0)
+                break;
+        }
+        if (best_gain <= 0) {
+            covered[next] = 1; /* cannot be placed (budget): counted as dropped */
+            (*dropped)++;
+            continue;
+        }
+        cover(&ds, covered, best);
+        st = add_m1_case(cl, &ds, best, seed + (uint64_t)cl->n);
+    }
+    free(covered);
+    return st;
+}
+
+/* ---- tables for the other groups ---- */
+
+typedef struct table_case {
+    const char *group;
+    gate_kind kind;
+    fc_dtype dtype;
+    int32_t b, hq, hkv, lq, lk, d, dv;
+    mask_params mask;
+    int32_t qb, kb;
+    bmask_builder builder;
+    gate_input input;
+    int32_t nseq, cu_q[10], cu_k[10];
+    const char *layout;
+    int32_t nlayers, scale_div;
+    gate_size min_size; /* present from this size up */
+    const char *extra;  /* id suffix */
+} table_case;
+
+/* Table rows name their leading fields in order and leave the rest zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#define CW(w) {.causal = 1, .sliding_window = (w)}
+#define BW(w) {.sliding_window = (w)}
+#define CC(c) {.causal = 1, .chunk_size = (c)}
+#define CAUSAL {.causal = 1}
+
+static const table_case tables[] = {
+    /* M1 edge cases: one long case, empty first query tiles, reduced head dims. */
+    {"M1", GK_NUMERIC, FC_F16, 1, 6, 1, 4224, 4224, 64, 64, CW(513), 128, 128, BMASK_DIRECT,
+     .min_size = GATE_DEFAULT, .extra = "long"},
+    {"M1", GK_NUMERIC, FC_F32, 1, 6, 2, 300, 100, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+     .extra = "emptytile"},
+    {"M1", GK_NUMERIC, FC_BF16, 2, 6, 6, 300, 100, 64, 64, CW(16), 128, 128, BMASK_SLOW,
+     .extra = "emptytile"},
+    {"M1", GK_NUMERIC, FC_F32, 1, 6, 2, 113, 203, 32, 32, CW(17), 64, 64, BMASK_DIRECT},
+    {"M1", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 80, 80, CC(100), 128, 64, BMASK_SLOW},
+    {"M1", GK_NUMERIC, FC_BF16, 1, 6, 2, 113, 203, 96, 96, BW(64), 16, 16, BMASK_SUPERSET},
+    {"M1", GK_NUMERIC, FC_F16, 1, 6, 1, 256, 512, 256, 256, CAUSAL, 64, 128, BMASK_DIRECT},
+    {"M1", GK_NUMERIC, FC_F32, 1, 6, 3, 256, 512, 96, 64, CW(129), 128, 128, BMASK_SUPERSET_TRIM,
+     .extra = "dvne"},
+    {"M1", GK_NUMERIC, FC_BF16, 1, 6, 6, 256, 512, 256, 256, BW(17), 64, 64, BMASK_DIRECT,
+     .min_size = GATE_DEFAULT},
+    {"M1", GK_NUMERIC, FC_F16, 1, 6, 2, 113, 203, 80, 80, CW(15), 16, 16, BMASK_DIRECT,
+     .min_size = GATE_DEFAULT},
+    {"M1", GK_NUMERIC, FC_F32, 1, 6, 2, 256, 512, 256, 256, CC(128), 128, 128, BMASK_SLOW,
+     .min_size = GATE_DEFAULT},
+
+    /* M2 packed: random lengths with 0 and 1, boundaries inside blocks, decode, chunked
+     * prefill (queries are the tail of a longer sequence), prefill mixed with decode. */
+    {"M2", GK_NUMERIC, FC_F16, 1, 6, 2, 0, 0, 64, 64, CW(64), 64, 64, BMASK_DIRECT, .nseq = 8,
+     .cu_q = {0, 0, 1, 90, 91, 250, 250, 251, 400}, .cu_k = {0, 7, 8, 97, 98, 257, 257, 600, 749},
+     .extra = "ragged"},
+    {"M2", GK_NUMERIC, FC_BF16, 1, 6, 1, 0, 0, 64, 64, CAUSAL, 64, 64, BMASK_SUPERSET_TRIM,
+     .nseq = 3, .cu_q = {0, 50, 130, 200}, .cu_k = {0, 50, 130, 200}, .extra = "boundaries"},
+    {"M2", GK_NUMERIC, FC_F32, 1, 6, 2, 0, 0, 64, 64, CW(128), 16, 16, BMASK_DIRECT, .nseq = 4,
+     .cu_q = {0, 1, 2, 3, 4}, .cu_k = {0, 300, 301, 1078, 1142}, .extra = "decode"},
+    {"M2", GK_NUMERIC, FC_F16, 1, 6, 6, 0, 0, 128, 128, CC(128), 128, 64, BMASK_SLOW, .nseq = 2,
+     .cu_q = {0, 64, 164}, .cu_k = {0, 500, 800}, .extra = "chunkedprefill"},
+    {"M2", GK_NUMERIC, FC_BF16, 1, 6, 2, 0, 0, 64, 64, BW(33), 64, 128, BMASK_SUPERSET, .nseq = 5,
+     .cu_q = {0, 200, 201, 202, 290, 291}, .cu_k = {0, 200, 450, 451, 541, 900}, .extra = "mixed"},
+    {"M2", GK_PAGED, FC_F16, 1, 6, 2, 0, 0, 64, 64, CW(64), 64, 64, BMASK_DIRECT, .nseq = 3,
+     .cu_q = {0, 1, 101, 102}, .cu_k = {0, 300, 400, 777}, .extra = "paged"},
+
+    /* M3 builders: slow == direct, superset sound, outputs agree across builders. */
+    {"M3", GK_BUILDERS, FC_F32, 1, 2, 1, 2048, 2048, 64, 64, CAUSAL, 128, 128, BMASK_DIRECT,
+     .min_size = GATE_DEFAULT},
+    {"M3", GK_BUILDERS, FC_F16, 1, 2, 1, 1023, 1023, 64, 64, CW(300), 128, 64, BMASK_DIRECT},
+    {"M3", GK_BUILDERS, FC_BF16, 1, 2, 2, 2051, 2047, 64, 64, CC(100), 64, 128, BMASK_DIRECT,
+     .min_size = GATE_DEFAULT},
+    {"M3", GK_BUILDERS, FC_F16, 1, 2, 1, 0, 0, 64, 64, CW(17), 16, 16, BMASK_DIRECT, .nseq = 4,
+     .cu_q = {0, 30, 30, 131, 132}, .cu_k = {0, 30, 65, 166, 400}},
+
+    /* M4 exactness invariants. */
+    {"M4", GK_WINDOW_EDGE, FC_F32, 1, 2, 1, 256, 256, 64, 64, CW(17), 64, 64, BMASK_DIRECT},
+    {"M4", GK_WINDOW_EDGE, FC_F16, 1, 2, 1, 256, 256, 64, 64, CW(128), 64, 64, BMASK_DIRECT},
+    {"M4", GK_WINDOW_EDGE, FC_BF16, 1, 2, 1, 300, 300, 64, 64, BW(64), 128, 128, BMASK_SLOW},
+    {"M4", GK_WINDOW_EDGE, FC_F16, 1, 2, 1, 256, 256, 64, 64, CW(129), 16, 16, BMASK_SUPERSET_TRIM,
+     .min_size = GATE_DEFAULT},
+    {"M4", GK_POISON, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
+    {"M4", GK_POISON, FC_F32, 1, 6, 2, 300, 300, 64, 64, CC(100), 128, 128, BMASK_SUPERSET},
+    {"M4", GK_POISON, FC_BF16, 1, 6, 2, 0, 0, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT, .nseq = 3,
+     .cu_q = {0, 100, 101, 180}, .cu_k = {0, 100, 400, 480}},
+    {"M4", GK_LSE_MERGE, FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(200), 64, 64, BMASK_DIRECT},
+    {"M4", GK_LSE_MERGE, FC_F16, 2, 6, 1, 300, 300, 64, 64, CAUSAL, 64, 64, BMASK_SLOW},
+    {"M4", GK_DECODE, FC_F32, 1, 6, 2, 1, 1000, 64, 64, CW(1), 64, 64, BMASK_DIRECT},
+    {"M4", GK_DECODE, FC_F16, 1, 6, 2, 1, 1000, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
+    {"M4", GK_DECODE, FC_BF16, 1, 6, 2, 1, 1000, 128, 128, CW(129), 128, 128, BMASK_SUPERSET_TRIM},
+
+    /* M5 adversarial inputs (every dtype), and long keys in the full run. */
+    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+     GI_UNIFORM},
+    {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+     GI_NEG_LOGITS},
+    {"M5", GK_NUMERIC, FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+     GI_PEAKED},
+    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+     GI_OUTLIERS},
+    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+     GI_FP16_LIMIT},
+    {"M5", GK_NUMERIC, FC_F32, 1, 6, 2, 256, 512, 64, 64, BW(64), 64, 64, BMASK_DIRECT,
+     GI_NEG_LOGITS, .min_size = GATE_DEFAULT},
+    {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+     GI_PEAKED, .min_size = GATE_DEFAULT},
+    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(64), 64, 64, BMASK_DIRECT,
+     GI_PEAKED, .min_size = GATE_DEFAULT},
+    {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, CC(100), 64, 64, BMASK_DIRECT,
+     GI_OUTLIERS, .min_size = GATE_DEFAULT},
+    {"M5", GK_NUMERIC, FC_F32, 1, 6, 2, 256, 512, 64, 64, BW(17), 64, 64, BMASK_DIRECT,
+     GI_UNIFORM, .min_size = GATE_DEFAULT},
+    {"M5", GK_NUMERIC, FC_F16, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
+     .min_size = GATE_FULL, .extra = "longkeys"},
+    {"M5", GK_NUMERIC, FC_BF16, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
+     .min_size = GATE_FULL, .extra = "longkeys"},
+    {"M5", GK_NUMERIC, FC_F32, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
+     .min_size = GATE_FULL, .extra = "longkeys"},
+
+    /* M6 hybrid layouts, scaled so windows are ~33-64 and sequences longer than them; a packed
+     * batch mixes prefill and decode. */
+    {"M6", GK_LAYOUT, FC_F16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
+     .layout = "modernbert", .nlayers = 6, .scale_div = 2},
+    {"M6", GK_LAYOUT, FC_BF16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SUPERSET_TRIM,
+     .layout = "embeddinggemma", .nlayers = 12, .scale_div = 8},
+    {"M6", GK_LAYOUT, FC_F16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_DIRECT, .nseq = 3,
+     .cu_q = {0, 200, 201, 290}, .cu_k = {0, 200, 450, 540}, .layout = "gemma2", .nlayers = 4,
+     .scale_div = 64},
+    {"M6", GK_LAYOUT, FC_F32, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SLOW,
+     .layout = "gemma3", .nlayers = 12, .scale_div = 8},
+    {"M6", GK_LAYOUT, FC_F16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_SUPERSET_TRIM, .nseq = 3,
+     .cu_q = {0, 200, 201, 290}, .cu_k = {0, 200, 450, 540}, .layout = "gemma3", .nlayers = 12,
+     .scale_div = 8},
+    {"M6", GK_LAYOUT, FC_BF16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
+     .layout = "llama4", .nlayers = 8, .scale_div = 64},
+    {"M6", GK_LAYOUT, FC_F16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SUPERSET,
+     .layout = "mistral", .nlayers = 3, .scale_div = 64},
+    {"M6", GK_LAYOUT, FC_F32, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
+     .layout = "modernbert-legacy", .nlayers = 6, .scale_div = 2, .min_size = GATE_DEFAULT},
+    {"M6", GK_LAYOUT, FC_BF16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_DIRECT, .nseq = 3,
+     .cu_q = {0, 200, 201, 290}, .cu_k = {0, 200, 450, 540}, .layout = "llama4", .nlayers = 8,
+     .scale_div = 64, .min_size = GATE_DEFAULT},
+};
+
+static fc_status add_table_case(caselist *cl, const table_case *t, uint64_t seed)
+{
+    gate_case *c = push(cl);
+    if (!c)
+        return FC_ENOMEM;
+    snprintf(c->group, sizeof c->group, "%s", t->group);
+    c->kind = t->kind;
+    c->gp.dtype = t->dtype;
+    c->gp.b = t->b;
+    c->gp.hq = t->hq;
+    c->gp.hkv = t->hkv;
+    c->gp.d = t->d;
+    c->gp.dv = t->dv;
+    c->gp.mask = t->mask;
+    c->gp.qb = t->qb;
+    c->gp.kb = t->kb;
+    c->gp.seed = seed;
+    c->gp.nseq = t->nseq;
+    c->gp.lq = t->nseq ? t->cu_q[t->nseq] : t->lq;
+    c->gp.lk = t->nseq ? t->cu_k[t->nseq] : t->lk;
+    memcpy(c->gp.cu_q, t->cu_q, sizeof t->cu_q);
+    memcpy(c->gp.cu_k, t->cu_k, sizeof t->cu_k);
+    c->builder = t->builder;
+    c->input = t->input;
+    if (t->layout) {
+        snprintf(c->layout, sizeof c->layout, "%s", t->layout);
+        c->nlayers = t->nlayers;
+        c->scale_div = t->scale_div;
+    }
+    char extra[64] = "";
+    if (t->layout)
+        snprintf(extra, sizeof extra, "%s%s%s", t->layout, t->extra ? "-" : "",
+                 t->extra ? t->extra : "");
+    else if (t->extra)
+        snprintf(extra, sizeof extra, "%s", t->extra);
+    make_id(c, extra);
+    return FC_OK;
+}
+
+/* Appends -2, -3, ... to later duplicates so every id is unique (counted on the ids as
+ * generated, before any suffix). */
+static fc_status dedup_ids(caselist *cl)
+{
+    char (*orig)[GATE_ID_MAX] = malloc(sizeof *orig * (size_t)(cl->n + 1));
+    if (!orig)
+        return FC_ENOMEM;
+    for (int i = 0; i < cl->n; i++)
+        memcpy(orig[i], cl->v[i].id, GATE_ID_MAX);
+    for (int i = 1; i < cl->n; i++) {
+        unsigned dup = 1;
+        for (int j = 0; j < i; j++)
+            dup += !strcmp(orig[j], orig[i]);
+        if (dup > 1) {
+            char suffix[16];
+            snprintf(suffix, sizeof suffix, "-%u", dup % 100000u);
+            size_t len = strlen(cl->v[i].id), sl = strlen(suffix);
+            if (len + sl >= GATE_ID_MAX)
+                len = GATE_ID_MAX - 1 - sl;
+            memcpy(cl->v[i].id + len, suffix, sl + 1);
+        }
+    }
+    free(orig);
+    return FC_OK;
+}
+
+fc_status gate_matrix(gate_size size, uint64_t seed, gate_case **cases, int *ncases,
+                      int *dropped_pairs, fc_err *err)
+{
+    caselist cl = {0};
+    int dropped = 0;
+    fc_status st = m1_pairwise(&cl, size, seed, &dropped);
+    for (size_t i = 0; !st && i < sizeof tables / sizeof tables[0]; i++)
+        if (tables[i].min_size <= size)
+            st = add_table_case(&cl, &tables[i], seed + 100000 + i);
+    if (st) {
+        free(cl.v);
+        return fc_errf(err, st, "out of memory building the %s matrix", gate_size_name(size));
+    }
+    if (dedup_ids(&cl)) {
+        free(cl.v);
+        return fc_errf(err, FC_ENOMEM, "out of memory building the %s matrix", gate_size_name(size));
+    }
+    if (dropped_pairs)
+        *dropped_pairs = dropped;
+    *cases = cl.v;
+    *ncases = cl.n;
+    return FC_OK;
+}

@@ -1,0 +1,1225 @@
+/*
+ * test_fixtures.c - the HDF5 fixture reader, validator and writer (fixtures/, spec/fixtures.md).
+ *
+ * Every validation rule of the spec has a test here that makes a deliberately broken file:
+ * a valid file from our writer, then one thing broken through the plain HDF5 API (a link
+ * deleted, a dataset replaced, an attribute rewritten), then the reader must reject it with
+ * one message naming the file, the case and the field, and leave the file untouched.
+ * Files written the way h5py writes them (variable-length strings, int64 attributes, scalar
+ * dataspaces, float16 storage) must be accepted. The round trip, reproducibility and the
+ * writer's refusal to overwrite are tested too.
+ */
+#include <criterion/criterion.h>
+#include <hdf5.h>
+#include <hdf5_hl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fix.h"
+#include "lowp.h"
+
+/* ---- scratch files ---- */
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/fixtest-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+TestSuite(fixture_reader, .init = make_dir, .fini = remove_dir);
+TestSuite(fixture_writer, .init = make_dir, .fini = remove_dir);
+TestSuite(fixture_check, .init = make_dir, .fini = remove_dir);
+
+static const char *path_of(const char *name)
+{
+    static char p[4][128];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+/* The base case: B=1, Hq=2, Hkv=1, Lq=20, Lk=24, D=Dv=4, causal, blocks 16, block mask stored.
+ * packed: the same lengths cut into three sequences (one empty query sequence). */
+static fix_gen_params base_params(fc_dtype dt, int packed)
+{
+    fix_gen_params gp = {.name = "c0", .dtype = dt, .b = 1, .hq = 2, .hkv = 1, .lq = 20, .lk = 24,
+                         .d = 4, .dv = 4, .mask = {.causal = 1}, .qb = 16, .kb = 16, .seed = 7,
+                         .with_bmask = 1};
+    if (packed) {
+        int32_t cq[] = {0, 8, 8, 20}, ck[] = {0, 10, 12, 24};
+        gp.nseq = 3;
+        memcpy(gp.cu_q, cq, sizeof cq);
+        memcpy(gp.cu_k, ck, sizeof ck);
+    }
+    return gp;
+}
+
+static const char *write_base(const char *name, fc_dtype dt, int packed)
+{
+    const char *p = path_of(name);
+    fix_gen_params gp = base_params(dt, packed);
+    fc_err err;
+    fc_status st = fix_gen_file(p, &gp, 1, 0, &err);
+    cr_assert_eq(st, FC_OK, "writing %s: %s", p, err.msg);
+    return p;
+}
+
+/* ---- breaking files with the plain HDF5 API ---- */
+
+static hid_t open_rw(const char *p)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert(f >= 0, "open %s", p);
+    return f;
+}
+
+static void del(hid_t f, const char *obj)
+{
+    cr_assert(H5Ldelete(f, obj, H5P_DEFAULT) >= 0, "delete %s", obj);
+}
+
+/* Replaces (or creates) dataset obj with the given file type, shape and data. */
+static void put_ds(hid_t f, const char *obj, hid_t ftype, hid_t mtype, int rank,
+                   const hsize_t *dims, const void *buf)
+{
+    if (H5Lexists(f, obj, H5P_DEFAULT) > 0)
+        del(f, obj);
+    hid_t s = H5Screate_simple(rank, dims, NULL);
+    hid_t d = H5Dcreate2(f, obj, ftype, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(d >= 0, "create %s", obj);
+    if (buf)
+        cr_assert(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0, "write %s", obj);
+    H5Dclose(d);
+    H5Sclose(s);
+}
+
+static void put_f32(hid_t f, const char *obj, int rank, const hsize_t *dims, const float *buf)
+{
+    put_ds(f, obj, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, rank, dims, buf);
+}
+
+static void put_i32(hid_t f, const char *obj, int rank, const hsize_t *dims, const int32_t *buf)
+{
+    put_ds(f, obj, H5T_STD_I32LE, H5T_NATIVE_INT32, rank, dims, buf);
+}
+
+static void drop_attr(hid_t f, const char *obj, const char *name)
+{
+    if (H5Aexists_by_name(f, obj, name, H5P_DEFAULT) > 0)
+        cr_assert(H5Adelete_by_name(f, obj, name, H5P_DEFAULT) >= 0, "delete %s@%s", obj, name);
+}
+
+static void put_attr_int(hid_t f, const char *obj, const char *name, long long v)
+{
+    drop_attr(f, obj, name);
+    cr_assert(H5LTset_attribute_long_long(f, obj, name, &v, 1) >= 0, "attr %s", name);
+}
+
+static void put_attr_double(hid_t f, const char *obj, const char *name, double v)
+{
+    drop_attr(f, obj, name);
+    cr_assert(H5LTset_attribute_double(f, obj, name, &v, 1) >= 0, "attr %s", name);
+}
+
+static void put_attr_str(hid_t f, const char *obj, const char *name, const char *v)
+{
+    drop_attr(f, obj, name);
+    cr_assert(H5LTset_attribute_string(f, obj, name, v) >= 0, "attr %s", name);
+}
+
+/* A variable-length UTF-8 string in a scalar dataspace: what h5py writes for a str. */
+static void put_attr_vlstr(hid_t f, const char *obj, const char *name, const char *v)
+{
+    drop_attr(f, obj, name);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, obj, name, t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, t, &v) >= 0, "vlen attr %s", name);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
+}
+
+/* An int64 in a scalar dataspace (h5py's np.int64 attribute). */
+static void put_attr_scalar_i64(hid_t f, const char *obj, const char *name, long long v)
+{
+    drop_attr(f, obj, name);
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, obj, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT,
+                                H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, H5T_NATIVE_LLONG, &v) >= 0, "int64 attr %s", name);
+    H5Aclose(a);
+    H5Sclose(s);
+}
+
+/* Reads dataset obj (any float type) as float32; n elements. */
+static float *get_f32(hid_t f, const char *obj, size_t n)
+{
+    float *x = calloc(n, sizeof *x);
+    hid_t d = H5Dopen2(f, obj, H5P_DEFAULT);
+    cr_assert(d >= 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0,
+              "read %s", obj);
+    H5Dclose(d);
+    return x;
+}
+
+/* ---- expectations ---- */
+
+/* Opening and validating must fail with a message holding the path and every `parts`. */
+static void expect_rejected_(const char *p, const char *const *parts)
+{
+    struct stat before, after;
+    cr_assert_eq(stat(p, &before), 0);
+    fix_file f;
+    fc_err err = {{0}};
+    fc_status st = fix_open(p, &f, &err);
+    if (!st) {
+        st = fix_validate(&f, &err);
+        fix_close(&f);
+    }
+    cr_assert_neq(st, FC_OK, "%s was accepted; expected a message with '%s'", p, parts[0]);
+    cr_assert(strstr(err.msg, p), "message names the file: %s", err.msg);
+    for (int i = 0; parts[i]; i++)
+        cr_assert(strstr(err.msg, parts[i]), "message should contain '%s': %s", parts[i],
+                  err.msg);
+    cr_assert(!strchr(err.msg, '\n'), "one line: %s", err.msg);
+    cr_assert_eq(stat(p, &after), 0);
+    cr_assert(before.st_size == after.st_size && before.st_mtime == after.st_mtime,
+              "a rejected file is left untouched: %s", p);
+}
+#define expect_rejected(p, ...) expect_rejected_((p), (const char *const[]){__VA_ARGS__, NULL})
+
+static void expect_accepted(const char *p)
+{
+    fix_file f;
+    fc_err err = {{0}};
+    fc_status st = fix_open(p, &f, &err);
+    if (!st) {
+        st = fix_validate(&f, &err);
+        fix_close(&f);
+    }
+    cr_assert_eq(st, FC_OK, "%s should be accepted: %s", p, err.msg);
+}
+
+/* Applies `breaker` to a fresh base file and returns the path. */
+#define BROKEN(name, dt, packed, body)                                                           \
+    const char *p = write_base(name, dt, packed);                                                \
+    {                                                                                            \
+        hid_t f = open_rw(p);                                                                    \
+        body;                                                                                    \
+        H5Fclose(f);                                                                             \
+    }
+
+#define C0 "/cases/c0"
+#define BM C0 "/block_mask"
+
+/* ---- file level ---- */
+
+Test(fixture_reader, accepts_what_the_writer_wrote_for_every_dtype)
+{
+    expect_accepted(write_base("f32.h5", FC_F32, 0));
+    expect_accepted(write_base("f16.h5", FC_F16, 0));
+    expect_accepted(write_base("bf16.h5", FC_BF16, 1));
+}
+
+Test(fixture_reader, rejects_a_file_that_is_not_hdf5_at_all)
+{
+    const char *p = path_of("text.h5");
+    FILE *fp = fopen(p, "w");
+    fputs("q,k,v\n1,2,3\n", fp);
+    fclose(fp);
+    expect_rejected(p, "not an HDF5 file");
+}
+
+Test(fixture_reader, rejects_an_empty_file)
+{
+    const char *p = path_of("empty.h5");
+    fclose(fopen(p, "w"));
+    expect_rejected(p, "not an HDF5 file");
+}
+
+Test(fixture_reader, rejects_a_missing_file_with_its_name)
+{
+    fix_file f;
+    fc_err err;
+    const char *p = path_of("no-such-file.h5");
+    cr_assert_neq(fix_open(p, &f, &err), FC_OK);
+    cr_assert(strstr(err.msg, p) && strstr(err.msg, "cannot read"), "%s", err.msg);
+}
+
+/* Truncation at several points: the reader must fail cleanly wherever the cut falls. */
+Test(fixture_reader, rejects_a_truncated_file_wherever_it_is_cut)
+{
+    const char *p = write_base("full.h5", FC_F32, 0);
+    struct stat sb;
+    cr_assert_eq(stat(p, &sb), 0);
+    const double cuts[] = {0.9, 0.75, 0.5, 0.25, 0.05};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "cut%zu.h5", i);
+        const char *q = path_of(name);
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "head -c %ld '%s' > '%s'", (long)(sb.st_size * cuts[i]), p, q);
+        cr_assert_eq(system(cmd), 0);
+        fix_file f;
+        fc_err err = {{0}};
+        fc_status st = fix_open(q, &f, &err);
+        if (!st) {
+            st = fix_validate(&f, &err);
+            fix_close(&f);
+        }
+        cr_assert_neq(st, FC_OK, "file cut to %.0f%% was accepted", cuts[i] * 100);
+        cr_assert(strstr(err.msg, q), "message names the file: %s", err.msg);
+    }
+}
+
+Test(fixture_reader, rejects_a_wrong_schema_string_and_names_it)
+{
+    BROKEN("schema.h5", FC_F32, 0, put_attr_str(f, "/", "schema", "flexcheck-fixture-2"));
+    expect_rejected(p, "schema 'flexcheck-fixture-2'", FIX_SCHEMA);
+}
+
+Test(fixture_reader, rejects_a_missing_schema)
+{
+    BROKEN("noschema.h5", FC_F32, 0, drop_attr(f, "/", "schema"));
+    expect_rejected(p, "missing required attribute 'schema'");
+}
+
+Test(fixture_reader, rejects_a_schema_that_is_not_a_string)
+{
+    BROKEN("intschema.h5", FC_F32, 0, put_attr_int(f, "/", "schema", 1));
+    expect_rejected(p, "'schema': must be a string");
+}
+
+Test(fixture_reader, rejects_a_file_without_cases)
+{
+    BROKEN("nocases.h5", FC_F32, 0, del(f, C0); del(f, "/cases"));
+    expect_rejected(p, "/cases", "missing required group");
+}
+
+Test(fixture_reader, rejects_an_empty_cases_group)
+{
+    BROKEN("emptycases.h5", FC_F32, 0, del(f, C0));
+    expect_rejected(p, "/cases", "0 cases");
+}
+
+Test(fixture_reader, rejects_a_case_that_is_not_a_group)
+{
+    float x[1] = {0};
+    hsize_t d[1] = {1};
+    BROKEN("casenotgroup.h5", FC_F32, 0, put_f32(f, "/cases/c1", 1, d, x));
+    expect_rejected(p, "/cases/c1", "not a readable group");
+}
+
+Test(fixture_reader, rejects_a_case_that_is_an_external_link)
+{
+    const char *other = write_base("other.h5", FC_F32, 0);
+    BROKEN("extlink.h5", FC_F32, 0,
+           H5Lcreate_external(other, C0, f, "/cases/c1", H5P_DEFAULT, H5P_DEFAULT));
+    expect_rejected(p, "/cases", "soft or external link");
+}
+
+Test(fixture_reader, rejects_a_dataset_that_is_a_soft_link)
+{
+    BROKEN("softlink.h5", FC_F32, 0, del(f, C0 "/v");
+           H5Lcreate_soft(C0 "/k", f, C0 "/v", H5P_DEFAULT, H5P_DEFAULT));
+    expect_rejected(p, C0, "'v' is a soft or external link");
+}
+
+Test(fixture_reader, rejects_a_dataset_stored_in_an_external_raw_file)
+{
+    const char *raw = path_of("raw.bin");
+    FILE *fp = fopen(raw, "wb");
+    float z[24 * 4] = {0};
+    fwrite(z, sizeof z, 1, fp);
+    fclose(fp);
+    const char *p = write_base("extraw.h5", FC_F32, 0);
+    hid_t f = open_rw(p);
+    del(f, C0 "/k");
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_external(dcpl, raw, 0, sizeof z);
+    hsize_t d[4] = {1, 1, 24, 4};
+    hid_t s = H5Screate_simple(4, d, NULL);
+    hid_t ds = H5Dcreate2(f, C0 "/k", H5T_NATIVE_FLOAT, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    cr_assert(ds >= 0);
+    H5Dclose(ds);
+    H5Sclose(s);
+    H5Pclose(dcpl);
+    H5Fclose(f);
+    expect_rejected(p, C0 "/k", "external storage");
+}
+
+/* ---- attributes ---- */
+
+Test(fixture_reader, rejects_each_missing_required_attribute)
+{
+    const char *names[] = {"dtype", "causal", "sliding_window", "chunk_size", "scale"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char file[32];
+        snprintf(file, sizeof file, "noattr%zu.h5", i);
+        BROKEN(file, FC_F32, 0, drop_attr(f, C0, names[i]));
+        expect_rejected(p, C0, "missing required attribute", names[i]);
+    }
+}
+
+Test(fixture_reader, rejects_a_bad_dtype_string)
+{
+    BROKEN("dtype.h5", FC_F32, 0, put_attr_str(f, C0, "dtype", "float64"));
+    expect_rejected(p, C0, "'dtype' = 'float64'");
+}
+
+Test(fixture_reader, rejects_a_negative_window)
+{
+    BROKEN("window.h5", FC_F32, 0, put_attr_int(f, C0, "sliding_window", -1));
+    expect_rejected(p, C0, "'sliding_window' = -1");
+}
+
+Test(fixture_reader, rejects_a_negative_chunk)
+{
+    BROKEN("chunk.h5", FC_F32, 0, put_attr_int(f, C0, "chunk_size", -8));
+    expect_rejected(p, C0, "'chunk_size' = -8");
+}
+
+Test(fixture_reader, rejects_causal_other_than_0_or_1)
+{
+    BROKEN("causal.h5", FC_F32, 0, put_attr_int(f, C0, "causal", 2));
+    expect_rejected(p, C0, "'causal' = 2");
+}
+
+Test(fixture_reader, rejects_a_window_beyond_int32)
+{
+    BROKEN("bigwindow.h5", FC_F32, 0, put_attr_int(f, C0, "sliding_window", 1LL << 40));
+    expect_rejected(p, C0, "'sliding_window' = 1099511627776");
+}
+
+Test(fixture_reader, rejects_a_zero_negative_or_non_finite_scale)
+{
+    const double bad[] = {0.0, -0.125, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char file[32];
+        snprintf(file, sizeof file, "scale%zu.h5", i);
+        BROKEN(file, FC_F32, 0, put_attr_double(f, C0, "scale", bad[i]));
+        expect_rejected(p, C0, "'scale'", "finite and > 0");
+    }
+}
+
+Test(fixture_reader, rejects_a_block_size_that_is_not_a_power_of_two)
+{
+    BROKEN("qbs.h5", FC_F32, 0, put_attr_int(f, C0, "q_block_size", 100));
+    expect_rejected(p, C0, "'q_block_size' = 100");
+}
+
+Test(fixture_reader, accepts_strings_and_integers_the_way_h5py_writes_them)
+{
+    BROKEN("h5py.h5", FC_F32, 0, put_attr_vlstr(f, "/", "schema", FIX_SCHEMA);
+           put_attr_vlstr(f, C0, "dtype", "float32");
+           put_attr_vlstr(f, C0, "generator", "h5py test");
+           put_attr_scalar_i64(f, C0, "causal", 1);
+           put_attr_scalar_i64(f, C0, "sliding_window", 0);
+           put_attr_scalar_i64(f, C0, "seed", -5));
+    expect_accepted(p);
+    fix_file ff;
+    fix_case c;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(&ff, 0, &c, &err), FC_OK, "%s", err.msg);
+    cr_assert_str_eq(c.generator, "h5py test");
+    cr_assert(c.has_seed && c.seed == -5);
+    cr_assert_eq(c.prob.mask.causal, 1);
+    fix_case_free(&c);
+    fix_close(&ff);
+}
+
+Test(fixture_reader, defaults_absent_block_sizes_to_128)
+{
+    BROKEN("defaults.h5", FC_F32, 0, drop_attr(f, C0, "q_block_size");
+           drop_attr(f, C0, "kv_block_size"); drop_attr(f, C0, "generator");
+           drop_attr(f, C0, "seed"));
+    fix_file ff;
+    fix_case c;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(&ff, 0, &c, &err), FC_OK, "%s", err.msg);
+    cr_assert(c.q_block_size == 128 && c.kv_block_size == 128 && !c.has_seed &&
+              c.generator[0] == '\0');
+    fix_case_free(&c);
+    fix_close(&ff);
+}
+
+/* ---- datasets: presence, rank, shapes, types ---- */
+
+Test(fixture_reader, rejects_each_missing_required_dataset)
+{
+    const char *names[] = {"q", "k", "v", "out", "lse"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char file[32], obj[64];
+        snprintf(file, sizeof file, "nods%zu.h5", i);
+        snprintf(obj, sizeof obj, C0 "/%s", names[i]);
+        BROKEN(file, FC_F32, 0, del(f, obj));
+        expect_rejected(p, obj, "missing required dataset");
+    }
+}
+
+Test(fixture_reader, rejects_q_of_the_wrong_rank)
+{
+    float x[2 * 20 * 4] = {0};
+    hsize_t d[3] = {2, 20, 4};
+    BROKEN("rank.h5", FC_F32, 0, put_f32(f, C0 "/q", 3, d, x));
+    expect_rejected(p, C0 "/q", "rank 3: must be 4");
+}
+
+Test(fixture_reader, rejects_lse_of_the_wrong_rank)
+{
+    double x[40] = {0};
+    hsize_t d[2] = {2, 20};
+    BROKEN("lserank.h5", FC_F32, 0,
+           put_ds(f, C0 "/lse", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, d, x));
+    expect_rejected(p, C0 "/lse", "rank 2: must be 3");
+}
+
+Test(fixture_reader, rejects_k_whose_head_dim_differs_from_q)
+{
+    float x[24 * 5] = {0};
+    hsize_t d[4] = {1, 1, 24, 5};
+    BROKEN("kdim.h5", FC_F32, 0, put_f32(f, C0 "/k", 4, d, x));
+    expect_rejected(p, C0 "/k", "shape [1, 1, 24, 5]", "[1, 1, 24, 4]");
+}
+
+Test(fixture_reader, rejects_v_whose_length_differs_from_k)
+{
+    float x[23 * 4] = {0};
+    hsize_t d[4] = {1, 1, 23, 4};
+    BROKEN("vlen.h5", FC_F32, 0, put_f32(f, C0 "/v", 4, d, x));
+    expect_rejected(p, C0 "/v", "shape [1, 1, 23, 4]");
+}
+
+Test(fixture_reader, rejects_out_whose_shape_disagrees_with_q_and_v)
+{
+    double x[2 * 19 * 4] = {0};
+    hsize_t d[4] = {1, 2, 19, 4};
+    BROKEN("outshape.h5", FC_F32, 0,
+           put_ds(f, C0 "/out", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 4, d, x));
+    expect_rejected(p, C0 "/out", "shape [1, 2, 19, 4]", "[1, 2, 20, 4]");
+}
+
+Test(fixture_reader, rejects_heads_that_do_not_divide)
+{
+    /* Hq = 2, Hkv = 3 is caught as a range error; Hq = 3, Hkv = 2 as a divisibility one. */
+    float q[3 * 20 * 4] = {0}, kv[2 * 24 * 4] = {0};
+    double o[3 * 20 * 4] = {0}, l[3 * 20] = {0};
+    hsize_t dq[4] = {1, 3, 20, 4}, dk[4] = {1, 2, 24, 4}, dl[3] = {1, 3, 20};
+    BROKEN("gqa.h5", FC_F32, 0, put_f32(f, C0 "/q", 4, dq, q); put_f32(f, C0 "/k", 4, dk, kv);
+           put_f32(f, C0 "/v", 4, dk, kv);
+           put_ds(f, C0 "/out", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 4, dq, o);
+           put_ds(f, C0 "/lse", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 3, dl, l); del(f, BM));
+    expect_rejected(p, C0, "Hq % Hkv != 0");
+}
+
+Test(fixture_reader, rejects_q_stored_as_float64)
+{
+    double x[2 * 20 * 4] = {0};
+    hsize_t d[4] = {1, 2, 20, 4};
+    BROKEN("qf64.h5", FC_F32, 0, put_ds(f, C0 "/q", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 4, d, x));
+    expect_rejected(p, C0 "/q", "stored as float64", "must be float16 or float32");
+}
+
+Test(fixture_reader, rejects_out_stored_as_float32)
+{
+    float x[2 * 20 * 4] = {0};
+    hsize_t d[4] = {1, 2, 20, 4};
+    BROKEN("outf32.h5", FC_F32, 0, put_f32(f, C0 "/out", 4, d, x));
+    expect_rejected(p, C0 "/out", "stored as float32", "must be float64");
+}
+
+/* An absurd shape in a tiny file (never written: HDF5 stores no data for it) must be refused
+ * from the shape alone, before anything is allocated. */
+Test(fixture_reader, rejects_a_huge_declared_shape_without_allocating_it)
+{
+    hsize_t d[4] = {1, 2, 1u << 30, 1u << 20};
+    BROKEN("huge.h5", FC_F32, 0, put_ds(f, C0 "/q", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, d, NULL));
+    expect_rejected(p, C0 "/q", "limit");
+}
+
+/* ---- values ---- */
+
+Test(fixture_reader, rejects_an_unrepresentable_float16_value_naming_its_index)
+{
+    const char *p = write_base("f16bad.h5", FC_F16, 0);
+    hid_t f = open_rw(p);
+    float *x = get_f32(f, C0 "/q", 2 * 20 * 4);
+    x[((0 * 2 + 1) * 20 + 2) * 4 + 3] = 0.1f; /* q[0][1][2][3] */
+    hsize_t d[4] = {1, 2, 20, 4};
+    put_f32(f, C0 "/q", 4, d, x); /* float32 storage, dtype float16 */
+    H5Fclose(f);
+    free(x);
+    expect_rejected(p, C0 "/q", "[0][1][2][3]", "not representable in float16");
+}
+
+Test(fixture_reader, rejects_an_unrepresentable_bfloat16_value)
+{
+    const char *p = write_base("bf16bad.h5", FC_BF16, 0);
+    hid_t f = open_rw(p);
+    float *x = get_f32(f, C0 "/v", 24 * 4);
+    x[5] = 1.0f + 0x1p-10f; /* fine in float16, not in bfloat16 */
+    hsize_t d[4] = {1, 1, 24, 4};
+    put_f32(f, C0 "/v", 4, d, x);
+    H5Fclose(f);
+    free(x);
+    expect_rejected(p, C0 "/v", "[0][0][1][1]", "not representable in bfloat16");
+}
+
+Test(fixture_reader, rejects_non_finite_inputs)
+{
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char file[32];
+        snprintf(file, sizeof file, "nonfinite%zu.h5", i);
+        const char *p = write_base(file, FC_F32, 0);
+        hid_t f = open_rw(p);
+        float *x = get_f32(f, C0 "/k", 24 * 4);
+        x[24 * 4 - 1] = bad[i];
+        hsize_t d[4] = {1, 1, 24, 4};
+        put_f32(f, C0 "/k", 4, d, x);
+        H5Fclose(f);
+        free(x);
+        expect_rejected(p, C0 "/k", "[0][0][23][3]", "not finite");
+    }
+}
+
+Test(fixture_reader, reads_float16_storage_exactly_including_subnormals)
+{
+    /* q as IEEE half written by HDF5's own type (as h5py does), with a subnormal, the largest
+     * finite half and a negative zero. */
+    const char *p = write_base("half.h5", FC_F16, 0);
+    float want[2 * 20 * 4];
+    for (int i = 0; i < 2 * 20 * 4; i++)
+        want[i] = ref_round((float)(i - 80) / 16.0f, FC_F16);
+    want[0] = 0x1p-24f;
+    want[1] = 65504.0f;
+    want[2] = -0.0f;
+    uint16_t h[2 * 20 * 4];
+    for (int i = 0; i < 2 * 20 * 4; i++)
+        h[i] = ref_f32_to_f16(want[i]);
+    hid_t f = open_rw(p);
+    hid_t ht = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(ht, 15, 10, 5, 0, 10);
+    H5Tset_size(ht, 2);
+    H5Tset_ebias(ht, 15);
+    hsize_t d[4] = {1, 2, 20, 4};
+    put_ds(f, C0 "/q", ht, ht, 4, d, h);
+    H5Tclose(ht);
+    H5Fclose(f);
+    fix_file ff;
+    fix_case c;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(&ff, 0, &c, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(memcmp(c.q, want, sizeof want), 0, "half values must read back bit-exactly");
+    fix_case_free(&c);
+    fix_close(&ff);
+}
+
+/* ---- cu_seqlens ---- */
+
+Test(fixture_reader, rejects_cu_seqlens_q_without_cu_seqlens_k)
+{
+    BROKEN("cuone.h5", FC_F32, 1, del(f, C0 "/cu_seqlens_k"));
+    expect_rejected(p, C0, "cu_seqlens_q present without cu_seqlens_k");
+}
+
+Test(fixture_reader, rejects_cu_seqlens_that_decrease)
+{
+    int32_t cu[4] = {0, 8, 6, 20};
+    hsize_t d[1] = {4};
+    BROKEN("cudec.h5", FC_F32, 1, put_i32(f, C0 "/cu_seqlens_q", 1, d, cu));
+    expect_rejected(p, C0, "cu_seqlens_q[2] = 6", "non-decreasing");
+}
+
+Test(fixture_reader, rejects_cu_seqlens_that_do_not_end_at_the_length)
+{
+    int32_t cu[4] = {0, 10, 12, 23};
+    hsize_t d[1] = {4};
+    BROKEN("cuend.h5", FC_F32, 1, put_i32(f, C0 "/cu_seqlens_k", 1, d, cu));
+    expect_rejected(p, C0 "/cu_seqlens_k", "last entry 23", "Lk = 24");
+}
+
+Test(fixture_reader, rejects_cu_seqlens_that_do_not_start_at_zero)
+{
+    int32_t cu[4] = {2, 8, 8, 20};
+    hsize_t d[1] = {4};
+    BROKEN("custart.h5", FC_F32, 1, put_i32(f, C0 "/cu_seqlens_q", 1, d, cu));
+    expect_rejected(p, C0, "cu_seqlens_q[0] = 2");
+}
+
+Test(fixture_reader, rejects_cu_seqlens_of_different_lengths)
+{
+    int32_t cu[3] = {0, 12, 24};
+    hsize_t d[1] = {3};
+    BROKEN("culen.h5", FC_F32, 1, put_i32(f, C0 "/cu_seqlens_k", 1, d, cu));
+    expect_rejected(p, C0 "/cu_seqlens_k", "3 entries, cu_seqlens_q has 4");
+}
+
+Test(fixture_reader, rejects_cu_seqlens_with_more_than_one_batch_entry)
+{
+    int32_t cu[2] = {0, 20}, ck[2] = {0, 24};
+    hsize_t d[1] = {2};
+    const char *p = write_base("cub2.h5", FC_F32, 0);
+    fix_gen_params gp = base_params(FC_F32, 0);
+    gp.b = 2;
+    gp.name = "c0";
+    fc_err err;
+    cr_assert_eq(fix_gen_file(p, &gp, 1, 1, &err), FC_OK, "%s", err.msg);
+    hid_t f = open_rw(p);
+    put_i32(f, C0 "/cu_seqlens_q", 1, d, cu);
+    put_i32(f, C0 "/cu_seqlens_k", 1, d, ck);
+    H5Fclose(f);
+    expect_rejected(p, C0 "/cu_seqlens_q", "B == 1");
+}
+
+Test(fixture_reader, accepts_int64_cu_seqlens_but_not_values_outside_int32)
+{
+    long long ok[4] = {0, 8, 8, 20}, bad[4] = {0, 8, 1LL << 33, 20};
+    hsize_t d[1] = {4};
+    BROKEN("cu64.h5", FC_F32, 1,
+           put_ds(f, C0 "/cu_seqlens_q", H5T_STD_I64LE, H5T_NATIVE_LLONG, 1, d, ok));
+    expect_accepted(p);
+    hid_t f = open_rw(p);
+    put_ds(f, C0 "/cu_seqlens_q", H5T_STD_I64LE, H5T_NATIVE_LLONG, 1, d, bad);
+    H5Fclose(f);
+    expect_rejected(p, C0 "/cu_seqlens_q", "outside int32");
+}
+
+/* ---- block masks ---- */
+
+/* The base case's block mask: Lq 20, Lk 24, blocks 16 -> 2 x 2 grid, [1, 1, 2] counts. */
+static void put_counts(hid_t f, const char *obj, int32_t a, int32_t b)
+{
+    int32_t n[2] = {a, b};
+    hsize_t d[3] = {1, 1, 2};
+    put_i32(f, obj, 3, d, n);
+}
+
+static void put_ids(hid_t f, const char *obj, const int32_t ids[4])
+{
+    hsize_t d[4] = {1, 1, 2, 2};
+    put_i32(f, obj, 4, d, ids);
+}
+
+Test(fixture_reader, rejects_a_block_id_out_of_range)
+{
+    const int32_t ids[4] = {0, -1, 0, 2};
+    BROKEN("bmrange.h5", FC_F32, 0, put_counts(f, BM "/kv_num_blocks", 1, 2);
+           put_ids(f, BM "/kv_indices", ids); put_counts(f, BM "/full_kv_num_blocks", 0, 0));
+    expect_rejected(p, BM, "kv_indices[0][0][1][1] = 2", "out of range");
+}
+
+Test(fixture_reader, rejects_a_negative_block_id_inside_the_count)
+{
+    const int32_t ids[4] = {-1, -1, 0, 1};
+    BROKEN("bmneg.h5", FC_F32, 0, put_counts(f, BM "/kv_num_blocks", 1, 2);
+           put_ids(f, BM "/kv_indices", ids); put_counts(f, BM "/full_kv_num_blocks", 0, 0));
+    expect_rejected(p, BM, "kv_indices[0][0][0][0] = -1");
+}
+
+Test(fixture_reader, rejects_a_duplicate_block_id_in_a_row)
+{
+    const int32_t ids[4] = {0, -1, 1, 1};
+    BROKEN("bmdup.h5", FC_F32, 0, put_counts(f, BM "/kv_num_blocks", 1, 2);
+           put_ids(f, BM "/kv_indices", ids); put_counts(f, BM "/full_kv_num_blocks", 0, 0));
+    expect_rejected(p, BM, "listed twice");
+}
+
+Test(fixture_reader, rejects_a_block_listed_both_partial_and_full)
+{
+    const int32_t ids[4] = {0, -1, 0, 1}, full[4] = {0, -1, -1, -1};
+    BROKEN("bmboth.h5", FC_F32, 0, put_counts(f, BM "/kv_num_blocks", 1, 2);
+           put_ids(f, BM "/kv_indices", ids); put_counts(f, BM "/full_kv_num_blocks", 1, 0);
+           put_ids(f, BM "/full_kv_indices", full));
+    expect_rejected(p, BM, "full_kv_indices[0][0][0][0] = 0", "listed twice");
+}
+
+Test(fixture_reader, rejects_a_count_above_the_row_width)
+{
+    BROKEN("bmcount.h5", FC_F32, 0, put_counts(f, BM "/kv_num_blocks", 3, 0));
+    expect_rejected(p, BM, "kv_num_blocks[0][0][0] = 3", "[0, 2]");
+}
+
+Test(fixture_reader, rejects_a_negative_count)
+{
+    BROKEN("bmnegcount.h5", FC_F32, 0, put_counts(f, BM "/full_kv_num_blocks", 0, -1));
+    expect_rejected(p, BM, "full_kv_num_blocks[0][0][1] = -1");
+}
+
+Test(fixture_reader, rejects_counts_for_the_wrong_number_of_query_blocks)
+{
+    int32_t n[3] = {1, 1, 1};
+    hsize_t d[3] = {1, 1, 3};
+    BROKEN("bmnqb.h5", FC_F32, 0, put_i32(f, BM "/kv_num_blocks", 3, d, n));
+    expect_rejected(p, BM "/kv_num_blocks", "3 query blocks", "needs 2");
+}
+
+Test(fixture_reader, rejects_a_head_dim_that_is_neither_1_nor_hq)
+{
+    int32_t n[6] = {0};
+    hsize_t d[3] = {1, 3, 2};
+    BROKEN("bmheads.h5", FC_F32, 0, put_i32(f, BM "/kv_num_blocks", 3, d, n));
+    expect_rejected(p, BM "/kv_num_blocks", "head dim 3", "Hq = 2");
+}
+
+Test(fixture_reader, rejects_indices_shaped_unlike_their_counts)
+{
+    int32_t ids[2] = {0, 0};
+    hsize_t d[4] = {1, 1, 1, 2};
+    BROKEN("bmidx.h5", FC_F32, 0, put_i32(f, BM "/kv_indices", 4, d, ids));
+    expect_rejected(p, BM "/kv_indices", "shape [1, 1, 1, 2]");
+}
+
+Test(fixture_reader, rejects_full_counts_without_full_indices)
+{
+    BROKEN("bmhalf.h5", FC_F32, 0, del(f, BM "/full_kv_indices"));
+    expect_rejected(p, BM, "full_kv_num_blocks without full_kv_indices");
+}
+
+Test(fixture_reader, rejects_a_block_mask_without_kv_indices)
+{
+    BROKEN("bmnoidx.h5", FC_F32, 0, del(f, BM "/kv_indices"));
+    expect_rejected(p, BM "/kv_indices", "missing required dataset");
+}
+
+Test(fixture_reader, rejects_a_block_mask_without_its_block_sizes)
+{
+    BROKEN("bmnobs.h5", FC_F32, 0, drop_attr(f, BM, "kv_block_size"));
+    expect_rejected(p, BM, "missing required attribute 'kv_block_size'");
+}
+
+Test(fixture_reader, rejects_block_mask_sizes_outside_16_to_256)
+{
+    BROKEN("bmbs.h5", FC_F32, 0, put_attr_int(f, BM, "q_block_size", 8));
+    expect_rejected(p, BM, "block sizes (8, 16)");
+}
+
+Test(fixture_reader, accepts_a_block_mask_without_full_blocks_and_with_junk_past_the_counts)
+{
+    /* PyTorch fills the slots past each count with other ids; readers never look at them. */
+    const int32_t ids[4] = {0, 1, 0, 1};
+    BROKEN("bmpartial.h5", FC_F32, 0, del(f, BM "/full_kv_num_blocks");
+           del(f, BM "/full_kv_indices"); put_counts(f, BM "/kv_num_blocks", 1, 2);
+           put_ids(f, BM "/kv_indices", ids));
+    expect_accepted(p);
+}
+
+/* ---- writer ---- */
+
+static void assert_same_case(const fix_case *a, const fix_case *b)
+{
+    const attn_problem *p = &a->prob;
+    cr_assert_str_eq(a->name, b->name);
+    cr_assert_eq(a->dtype, b->dtype, "%s: dtype", a->name);
+    cr_assert(p->seq.batch == b->prob.seq.batch && p->hq == b->prob.hq &&
+                  p->hkv == b->prob.hkv && p->seq.lq == b->prob.seq.lq &&
+                  p->seq.lk == b->prob.seq.lk && p->d == b->prob.d && p->dv == b->prob.dv,
+              "%s: shapes", a->name);
+    cr_assert(!memcmp(&p->mask, &b->prob.mask, sizeof p->mask) && p->scale == b->prob.scale,
+              "%s: mask and scale", a->name);
+    cr_assert(!memcmp(a->q, b->q, attn_q_elems(p) * sizeof(float)), "%s: q", a->name);
+    cr_assert(!memcmp(a->k, b->k, attn_k_elems(p) * sizeof(float)), "%s: k", a->name);
+    cr_assert(!memcmp(a->v, b->v, attn_v_elems(p) * sizeof(float)), "%s: v", a->name);
+    cr_assert(!memcmp(a->out, b->out, attn_o_elems(p) * sizeof(double)), "%s: out", a->name);
+    cr_assert(!memcmp(a->lse, b->lse, attn_lse_elems(p) * sizeof(double)), "%s: lse", a->name);
+    cr_assert_eq(p->seq.packed, b->prob.seq.packed, "%s: packed", a->name);
+    cr_assert_eq(a->has_bmask, b->has_bmask, "%s: block mask", a->name);
+    if (a->has_bmask)
+        cr_assert_eq(bmask_compare(&a->bm, &b->bm, NULL), FC_OK, "%s: block mask", a->name);
+    cr_assert(a->q_block_size == b->q_block_size && a->kv_block_size == b->kv_block_size &&
+                  a->seed == b->seed,
+              "%s: block sizes and seed", a->name);
+}
+
+Test(fixture_writer, round_trips_every_field_for_every_dtype)
+{
+    const fc_dtype dts[] = {FC_F32, FC_F16, FC_BF16};
+    for (int packed = 0; packed < 2; packed++)
+        for (size_t i = 0; i < 3; i++) {
+            fix_gen_params gp = base_params(dts[i], packed);
+            fix_case a, b;
+            fix_file f;
+            fc_err err;
+            char name[32];
+            snprintf(name, sizeof name, "rt%d%zu.h5", packed, i);
+            const char *p = path_of(name);
+            cr_assert_eq(fix_gen_case(&gp, &a, &err), FC_OK, "%s", err.msg);
+            cr_assert_eq(fix_write(p, NULL, &a, 1, 0, &err), FC_OK, "%s", err.msg);
+            cr_assert_eq(fix_open(p, &f, &err), FC_OK, "%s", err.msg);
+            cr_assert_eq(fix_read_case(&f, 0, &b, &err), FC_OK, "%s", err.msg);
+            assert_same_case(&a, &b);
+            fix_case_free(&a);
+            fix_case_free(&b);
+            fix_close(&f);
+        }
+}
+
+Test(fixture_writer, lists_cases_in_name_order)
+{
+    fix_gen_params gp[3] = {base_params(FC_F32, 0), base_params(FC_F32, 0),
+                            base_params(FC_F32, 0)};
+    gp[0].name = "layer10";
+    gp[1].name = "layer02";
+    gp[2].name = "layer00";
+    fc_err err;
+    const char *p = path_of("order.h5");
+    cr_assert_eq(fix_gen_file(p, gp, 3, 0, &err), FC_OK, "%s", err.msg);
+    fix_file f;
+    cr_assert_eq(fix_open(p, &f, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(f.ncases, 3);
+    cr_assert(!strcmp(f.names[0], "layer00") && !strcmp(f.names[1], "layer02") &&
+              !strcmp(f.names[2], "layer10"));
+    cr_assert_eq(fix_find_case(&f, "layer02"), 1);
+    fix_close(&f);
+}
+
+Test(fixture_writer, refuses_to_overwrite_unless_forced)
+{
+    const char *p = write_base("once.h5", FC_F32, 0);
+    struct stat before, after;
+    cr_assert_eq(stat(p, &before), 0);
+    fix_gen_params gp = base_params(FC_F32, 0);
+    gp.seed = 99;
+    fc_err err;
+    cr_assert_eq(fix_gen_file(p, &gp, 1, 0, &err), FC_EINVAL);
+    cr_assert(strstr(err.msg, p) && strstr(err.msg, "refusing to overwrite"), "%s", err.msg);
+    cr_assert_eq(stat(p, &after), 0);
+    cr_assert(before.st_ino == after.st_ino && before.st_size == after.st_size);
+    cr_assert_eq(fix_gen_file(p, &gp, 1, 1, &err), FC_OK, "%s", err.msg);
+}
+
+static int count_files(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    FILE *fp = popen(cmd, "r");
+    int n = -1;
+    cr_assert(fp && fscanf(fp, "%d", &n) == 1);
+    pclose(fp);
+    return n;
+}
+
+Test(fixture_writer, leaves_nothing_behind_when_a_write_fails)
+{
+    fix_gen_params gp[2] = {base_params(FC_F32, 0), base_params(FC_F32, 0)};
+    fix_case cs[2];
+    fc_err err;
+    cr_assert_eq(fix_gen_case(&gp[0], &cs[0], &err), FC_OK);
+    cr_assert_eq(fix_gen_case(&gp[1], &cs[1], &err), FC_OK);
+    int before = count_files();
+    /* Two cases with one name: caught before anything is created. */
+    cr_assert_eq(fix_write(path_of("dup.h5"), NULL, cs, 2, 0, &err), FC_EINVAL);
+    cr_assert(strstr(err.msg, "given twice"), "%s", err.msg);
+    /* A name HDF5 refuses mid-write ("a/b" would need a group a): the temporary goes too. */
+    snprintf(cs[1].name, sizeof cs[1].name, "c1");
+    cs[1].prob.seq.lq = -1; /* an impossible shape makes H5Screate_simple fail */
+    cr_assert_neq(fix_write(path_of("bad.h5"), NULL, cs, 2, 0, &err), FC_OK);
+    cs[1].prob.seq.lq = 20;
+    cr_assert_eq(count_files(), before, "no file and no temporary left");
+    cr_assert_neq(fix_write("/nonexistent-dir/x.h5", NULL, cs, 1, 0, &err), FC_OK);
+    fix_case_free(&cs[0]);
+    fix_case_free(&cs[1]);
+}
+
+Test(fixture_writer, writes_the_same_bytes_for_the_same_seed)
+{
+    const char *a = write_base("a.h5", FC_BF16, 1), *b = write_base("b.h5", FC_BF16, 1);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    cr_assert_eq(system(cmd), 0, "same parameters, same seed: identical files");
+}
+
+Test(fixture_writer, writes_a_layout_file_with_one_case_per_layer)
+{
+    fix_gen_params gp = base_params(FC_F32, 1);
+    fc_err err;
+    const char *p = path_of("layout.h5");
+    cr_assert_eq(fix_gen_layout(p, "gemma3", 7, 64, &gp, 0, &err), FC_OK, "%s", err.msg);
+    fix_file f;
+    cr_assert_eq(fix_open(p, &f, &err), FC_OK, "%s", err.msg);
+    cr_assert(f.has_layout && !strcmp(f.layout, "gemma3"));
+    cr_assert_eq(f.ncases, 7);
+    fix_case c;
+    cr_assert_eq(fix_read_case(&f, 5, &c, &err), FC_OK, "%s", err.msg);
+    cr_assert_str_eq(c.name, "layer05");
+    cr_assert(c.prob.mask.sliding_window == 0, "gemma3 layer 5 is global");
+    fix_case_free(&c);
+    cr_assert_eq(fix_read_case(&f, 6, &c, &err), FC_OK, "%s", err.msg);
+    cr_assert(c.prob.mask.sliding_window == 8 && c.prob.mask.causal == 1, "layer 6: W = 512/64");
+    fix_case_free(&c);
+    fix_close(&f);
+}
+
+Test(fixture_writer, draws_reproducible_normal_values)
+{
+    fix_rng a, b;
+    fix_rng_seed(&a, 42);
+    fix_rng_seed(&b, 42);
+    double s = 0, s2 = 0;
+    for (int i = 0; i < 20000; i++) {
+        double x = fix_rng_normal(&a);
+        cr_assert_eq(x, fix_rng_normal(&b));
+        s += x;
+        s2 += x * x;
+    }
+    cr_assert(fabs(s / 20000) < 0.05 && fabs(s2 / 20000 - 1) < 0.05, "mean %g, var %g",
+              s / 20000, s2 / 20000);
+}
+
+/* ---- check ---- */
+
+static fix_check_result check_file_case(const char *p, int exact)
+{
+    fix_file f;
+    fix_case c;
+    fix_check_result r;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &f, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(&f, 0, &c, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, exact, &r, &err), FC_OK, "%s", err.msg);
+    fix_case_free(&c);
+    fix_close(&f);
+    return r;
+}
+
+Test(fixture_check, passes_what_the_generator_wrote)
+{
+    fix_check_result r = check_file_case(write_base("good.h5", FC_F16, 1), 1);
+    cr_assert(r.passed && r.bmask_checked && r.bmask_exact, "%s", r.detail);
+    cr_assert(r.out_err <= FIX_CHECK_RTOL && r.lse_err <= FIX_CHECK_RTOL);
+}
+
+Test(fixture_check, fails_an_output_off_by_one_part_in_a_billion)
+{
+    const char *p = write_base("tamper.h5", FC_F32, 0);
+    hid_t f = open_rw(p);
+    double o[2 * 20 * 4];
+    hid_t d = H5Dopen2(f, C0 "/out", H5P_DEFAULT);
+    H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, o);
+    o[7] *= 1 + 1e-9;
+    H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, o);
+    H5Dclose(d);
+    H5Fclose(f);
+    fix_check_result r = check_file_case(p, 1);
+    cr_assert(!r.passed && strstr(r.detail, "out[0][0][1][3]"), "%s", r.detail);
+}
+
+Test(fixture_check, fails_a_nan_in_the_stored_lse)
+{
+    const char *p = write_base("nanlse.h5", FC_F32, 0);
+    hid_t f = open_rw(p);
+    double l[2 * 20];
+    hid_t d = H5Dopen2(f, C0 "/lse", H5P_DEFAULT);
+    H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, l);
+    l[3] = NAN;
+    H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, l);
+    H5Dclose(d);
+    H5Fclose(f);
+    fix_check_result r = check_file_case(p, 1);
+    cr_assert(!r.passed && strstr(r.detail, "lse[0][0][3]"), "%s", r.detail);
+}
+
+Test(fixture_check, fails_a_block_mask_that_drops_an_allowed_block)
+{
+    /* Causal, Lq 20, Lk 24 (offset 4): row 0 needs kv blocks 0 and 1 (query 15 sees key 19). */
+    const int32_t ids[4] = {0, -1, 0, 1};
+    BROKEN("unsound.h5", FC_F32, 0, put_counts(f, BM "/kv_num_blocks", 1, 2);
+           put_ids(f, BM "/kv_indices", ids); put_counts(f, BM "/full_kv_num_blocks", 0, 0));
+    fix_check_result r = check_file_case(p, 0);
+    cr_assert(!r.passed && strstr(r.detail, "not sound"), "%s", r.detail);
+}
+
+Test(fixture_check, accepts_a_sound_superset_unless_exact_blocks_are_asked)
+{
+    /* Causal window 2 on 40 x 40, blocks 16: query block 0 sees kv block 0 only, so listing
+     * kv block 2 as partial there is sound but not exact (what vLLM's superset build does). */
+    fix_gen_params gp = base_params(FC_F32, 0);
+    gp.lq = gp.lk = 40;
+    gp.mask.sliding_window = 2;
+    fc_err err;
+    const char *p = path_of("superset.h5");
+    cr_assert_eq(fix_gen_file(p, &gp, 1, 0, &err), FC_OK, "%s", err.msg);
+    hid_t f = open_rw(p);
+    int32_t n[3], ids[9];
+    hid_t dn = H5Dopen2(f, BM "/kv_num_blocks", H5P_DEFAULT);
+    hid_t di = H5Dopen2(f, BM "/kv_indices", H5P_DEFAULT);
+    H5Dread(dn, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, n);
+    H5Dread(di, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids);
+    cr_assert(n[0] == 1 && ids[0] == 0, "row 0 lists kv block 0 only (%d, %d)", n[0], ids[0]);
+    ids[n[0]++] = 2;
+    H5Dwrite(dn, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, n);
+    H5Dwrite(di, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids);
+    H5Dclose(dn);
+    H5Dclose(di);
+    H5Fclose(f);
+    fix_check_result r = check_file_case(p, 0);
+    cr_assert(r.passed && r.bmask_checked && !r.bmask_exact, "passed %d checked %d exact %d: %s",
+              r.passed, r.bmask_checked, r.bmask_exact, r.detail);
+    r = check_file_case(p, 1);
+    cr_assert(!r.passed && strstr(r.detail, "slow builder"), "%s", r.detail);
+}
+
+/* ---- the CLI (flexcheck check / gen as a child process, FLEXCHECK_BIN) ---- */
+
+TestSuite(fixture_cli, .init = make_dir, .fini = remove_dir);
+
+/* Runs `flexcheck ARGS`, capturing stdout and stderr into files under dir; returns the status. */
+static int run_cli(const char *args, char *out, size_t outcap, char *errs, size_t errcap)
+{
+    const char *bin = getenv("FLEXCHECK_BIN");
+    if (!bin)
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s >'%s/stdout' 2>'%s/stderr'", bin, args, dir, dir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "%s did not exit normally", cmd);
+    char p[128];
+    snprintf(p, sizeof p, "%s/stdout", dir);
+    FILE *fp = fopen(p, "r");
+    size_t n = fp ? fread(out, 1, outcap - 1, fp) : 0;
+    out[n] = '\0';
+    if (fp)
+        fclose(fp);
+    snprintf(p, sizeof p, "%s/stderr", dir);
+    fp = fopen(p, "r");
+    n = fp ? fread(errs, 1, errcap - 1, fp) : 0;
+    errs[n] = '\0';
+    if (fp)
+        fclose(fp);
+    return WEXITSTATUS(st);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+Test(fixture_cli, check_exits_0_when_every_case_passes)
+{
+    char out[8192], errs[4096], args[512];
+    const char *a = write_base("a.h5", FC_F32, 0), *b = write_base("b.h5", FC_BF16, 1);
+    snprintf(args, sizeof args, "check --backend ref --exact-blocks '%s' '%s'", a, b);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 0, "status %d\n%s%s", st, out, errs);
+    cr_assert(strstr(out, "PASS") && strstr(out, "2 cases, 2 passed, 0 failed"), "%s", out);
+}
+
+Test(fixture_cli, check_exits_2_with_one_line_naming_file_case_and_field)
+{
+    char out[8192], errs[4096], args[512];
+    const char *good = write_base("good.h5", FC_F32, 0);
+    BROKEN("bad.h5", FC_F32, 0, put_attr_int(f, C0, "chunk_size", -3));
+    snprintf(args, sizeof args, "check '%s' '%s'", good, p);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 2, "status %d\n%s%s", st, out, errs);
+    cr_assert_eq(count_lines(errs), 1, "one line: %s", errs);
+    cr_assert(strstr(errs, p) && strstr(errs, "/cases/c0") && strstr(errs, "chunk_size"), "%s",
+              errs);
+    cr_assert(strstr(out, "1 rejected") && strstr(out, "1 passed"), "the good file is still "
+              "checked: %s", out);
+}
+
+Test(fixture_cli, check_exits_1_when_a_stored_output_is_wrong)
+{
+    char out[8192], errs[4096], args[512];
+    const char *p = write_base("wrong.h5", FC_F32, 0);
+    hid_t f = open_rw(p);
+    double l[2 * 20];
+    hid_t d = H5Dopen2(f, C0 "/lse", H5P_DEFAULT);
+    H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, l);
+    l[0] += 1e-6;
+    H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, l);
+    H5Dclose(d);
+    H5Fclose(f);
+    snprintf(args, sizeof args, "check '%s'", p);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 1, "status %d\n%s%s", st, out, errs);
+    cr_assert(strstr(out, "FAIL") && strstr(out, "lse[0][0][0]"), "%s", out);
+}
+
+Test(fixture_cli, check_refuses_an_unknown_backend)
+{
+    char out[4096], errs[4096], args[512];
+    snprintf(args, sizeof args, "check --backend emu '%s'", write_base("x.h5", FC_F32, 0));
+    cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 2);
+    cr_assert(strstr(errs, "only 'ref'"), "%s", errs);
+}
+
+Test(fixture_cli, gen_case_is_reproducible_and_refuses_to_overwrite)
+{
+    char out[4096], errs[4096], args[1024];
+    const char *a = path_of("g1.h5"), *b = path_of("g2.h5");
+    const char *flags = "--b 1 --hq 4 --hkv 2 --d 8 --dtype float16 --causal --window 5 "
+                        "--qb 16 --kb 32 --packed 0,3,3,40 --packed-k 0,9,20,50 --seed 11";
+    snprintf(args, sizeof args, "gen --case %s --out '%s'", flags, a);
+    cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 0, "%s", errs);
+    snprintf(args, sizeof args, "gen --case %s --out '%s'", flags, b);
+    cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 0, "%s", errs);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    cr_assert_eq(system(cmd), 0, "the same flags give the same bytes");
+    struct stat before, after;
+    stat(a, &before);
+    snprintf(args, sizeof args, "gen --case --seed 12 --out '%s'", a);
+    cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 2);
+    cr_assert(strstr(errs, "refusing to overwrite"), "%s", errs);
+    stat(a, &after);
+    cr_assert(before.st_ino == after.st_ino && before.st_size == after.st_size);
+    snprintf(args, sizeof args, "check --exact-blocks '%s'", a);
+    cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 0, "%s%s", out, errs);
+}
+
+Test(fixture_cli, gen_rejects_a_bad_packed_list)
+{
+    char out[4096], errs[4096], args[512];
+    snprintf(args, sizeof args, "gen --case --packed 0,5,3 --out '%s'", path_of("bad.h5"));
+    cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 2);
+    cr_assert(strstr(errs, "non-decreasing"), "%s", errs);
+    cr_assert_eq(access(path_of("bad.h5"), F_OK), -1, "no file left behind");
+}
+
+Test(fixture_reader, reads_a_file_image_from_memory_like_a_file)
+{
+    const char *p = write_base("img.h5", FC_F16, 1);
+    FILE *fp = fopen(p, "rb");
+    cr_assert(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = malloc((size_t)n);
+    cr_assert_eq(fread(buf, 1, (size_t)n, fp), (size_t)n);
+    fclose(fp);
+    fix_file f;
+    fc_err err;
+    cr_assert_eq(fix_open_image(buf, (size_t)n, "img", &f, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_validate(&f, &err), FC_OK, "%s", err.msg);
+    fix_close(&f);
+    cr_assert_neq(fix_open_image(buf, (size_t)n / 3, "img-cut", &f, &err), FC_OK);
+    cr_assert(strstr(err.msg, "img-cut"), "%s", err.msg);
+    free(buf);
+}
