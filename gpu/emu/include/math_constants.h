@@ -1,0 +1,18 @@
+/* math_constants.h - stand-in for the CUDA toolkit header in the emu build (see gpu/emu/emu.h, rule 1).
+ * Everything lives in emu.h, which the build forces in front of every .cu. */
+#include "../emu.h"
+#ifndef FLEXCHECK_EMU_MATH_CONSTANTS_H
+#define FLEXCHECK_EMU_MATH_CONSTANTS_H
+#define CUDART_INF_F __int_as_float(0x7f800000)
+#define CUDART_NAN_F __int_as_float(0x7fffffff)
+#define CUDART_MIN_DENORM_F __int_as_float(0x00000001)
+#define CUDART_MAX_NORMAL_F __int_as_float(0x7f7fffff)
+#define CUDART_NEG_ZERO_F __int_as_float(0x80000000)
+#define CUDART_ZERO_F 0.0f
+#define CUDART_ONE_F 1.0f
+#define CUDART_L2E_F 1.442695041f
+#define CUDART_LN2_F 0.693147181f
+#define CUDART_PI_F 3.141592654f
+#define CUDART_INF __longlong_as_double(0x7ff0000000000000ULL)
+#define CUDART_NAN __longlong_as_double(0xfff8000000000000ULL)
+#endif

@@ -1,0 +1,140 @@
+# gpu/module.mk - build rules of gpu/ (included by the top Makefile):
+#   - the emu runtime (gpu/emu/) and every gpu/*.cu compiled by g++ against it, into the library;
+#   - the emu self-tests: tests/test_emu (emulated) and tests/test_emu_gpu (nvcc, native; skips
+#     without nvcc or a device), both over the kernels of gpu/emu/tests/;
+#   - make test steps: emu-nvcc (nvcc -c of every .cu for sm_80 and sm_90, registers and spills
+#     printed; skipped with a message when nvcc is missing) and emu-sanitize (the ASan/UBSan and
+#     race-check builds run the self-test kernels and must stay silent);
+#   - make emu-bench: fiber switches per second.
+# Variables of the top Makefile defined after this file is included (LIB, DEPS_STAMP) are
+# spelled out in prerequisites, where make expands them at once.
+
+EMU_DIR    := gpu/emu
+EMU_STAMP  := $(BUILD)/.deps-installed
+EMU_LIB    := $(BUILD)/libflexcheck.a
+EMU_HDRS   := $(wildcard $(EMU_DIR)/*.h $(EMU_DIR)/include/*.h $(EMU_DIR)/tests/*.h)
+# No fp contraction: g++ must not fuse what the kernel author did not write as fmaf.
+EMU_CXXFLAGS = -std=c++17 $(WARN) $(OPT) -ffp-contract=off
+EMU_CUFLAGS  = $(EMU_CXXFLAGS) -x c++ -include $(EMU_DIR)/emu.h -I$(EMU_DIR)/include
+GPU_CU     := $(wildcard gpu/*.cu)
+EMUT_CU    := $(wildcard $(EMU_DIR)/tests/*.cu)
+
+GPU_HDRS   := $(wildcard gpu/*.h gpu/*.cuh)
+NVCC_BIN   := $(or $(shell command -v $(NVCC) 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
+
+# The library gets the emu runtime, the emu build of every gpu/*.cu and gpu/*.c (the kernels'
+# C side); with nvcc also the native build of every gpu/*.cu, FLEXCHECK_HAVE_CUDA, and libcudart
+# (loading it needs no driver; the CUDA backend asks for a device at run time).
+EXTRA_LIB_OBJS += $(BUILD)/obj/gpu/emu/emu_runtime.o $(BUILD)/obj/gpu/emu/emu_bench.o \
+                  $(GPU_CU:%.cu=$(BUILD)/obj/%.emu.o) $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard gpu/*.c))
+ifneq ($(NVCC_BIN),)
+EXTRA_LIB_OBJS += $(patsubst %.cu,$(BUILD)/nvcc/%.o,$(GPU_CU))
+CPPFLAGS += -DFLEXCHECK_HAVE_CUDA
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+endif
+-include $(GPU_CU:%.cu=$(BUILD)/obj/%.emu.d)
+
+$(BUILD)/obj/gpu/emu/%.o: $(EMU_DIR)/%.cc $(EMU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.emu.o: %.cu $(EMU_HDRS) $(GPU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) -MMD -MP -c $< -o $@
+
+# The toolkit's host half/bf16 code as a reference, when the toolkit is there.
+EMU_TOOLKIT_INC := $(if $(wildcard $(CUDA_HOME)/include/cuda_fp16.h),-I$(CUDA_HOME)/include,-DEMUT_NO_TOOLKIT)
+$(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o: $(EMU_DIR)/tests/emut_fp16_ref.cc $(EMU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(EMU_TOOLKIT_INC) -c $< -o $@
+
+EMUT_OBJS := $(EMUT_CU:%.cu=$(BUILD)/obj/%.emu.o) $(BUILD)/obj/gpu/emu/tests/emut_check.o \
+             $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o
+
+# ---- sanitizer builds: the same kernels, runtime and checks, in two instrumented variants ----
+EMU_ASAN_DIR  := $(BUILD)/emu-asan
+EMU_RACE_DIR  := $(BUILD)/emu-race
+EMUT_ASAN_BIN := $(EMU_ASAN_DIR)/emut
+EMUT_RACE_BIN := $(EMU_RACE_DIR)/emut
+EMU_ASAN_FLAGS := -DEMU_ASAN -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# -fsanitize=thread only to instrument the kernels' memory accesses; emu_race.cc implements
+# the hooks and the TSan runtime is never linked.
+EMU_RACE_FLAGS := -DEMU_RACE -fsanitize=thread --param=tsan-instrument-func-entry-exit=0
+
+$(EMU_ASAN_DIR)/%.o: %.cu $(EMU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) $(EMU_ASAN_FLAGS) -c $< -o $@
+$(EMU_ASAN_DIR)/%.o: %.cc $(EMU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(EMU_ASAN_FLAGS) -c $< -o $@
+$(EMU_ASAN_DIR)/%.o: %.c $(EMU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(EMU_ASAN_FLAGS) -c $< -o $@
+$(EMUT_ASAN_BIN): $(addprefix $(EMU_ASAN_DIR)/,$(EMUT_CU:.cu=.o) gpu/emu/emu_runtime.o \
+                  gpu/emu/tests/emut_check.o gpu/emu/tests/emut_main.o) $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o
+	$(CXX) -fsanitize=address,undefined -o $@ $^ -lboost_context -lpthread -lm
+
+$(EMU_RACE_DIR)/%.o: %.cu $(EMU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) $(EMU_RACE_FLAGS) -c $< -o $@
+$(EMU_RACE_DIR)/%.o: %.cc $(EMU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -DEMU_RACE -c $< -o $@
+$(EMUT_RACE_BIN): $(addprefix $(EMU_RACE_DIR)/,$(EMUT_CU:.cu=.o) gpu/emu/emu_runtime.o gpu/emu/emu_race.o) \
+                  $(BUILD)/obj/gpu/emu/tests/emut_check.o $(BUILD)/obj/gpu/emu/tests/emut_main.o \
+                  $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o
+	$(CXX) -o $@ $^ -lboost_context -lpthread -lm
+
+# ---- the Criterion suites ----
+$(BUILD)/tests/test_emu: tests/test_emu.c $(EMUT_OBJS) $(EMU_LIB) $(EMUT_ASAN_BIN) $(EMUT_RACE_BIN) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -DEMUT_ASAN_BIN='"$(abspath $(EMUT_ASAN_BIN))"' \
+	    -DEMUT_RACE_BIN='"$(abspath $(EMUT_RACE_BIN))"' -MMD -MP -o $@ $< $(EMUT_OBJS) $(EMU_LIB) $(CRITERION_LIBS) $(LDLIBS)
+
+# ---- nvcc: compile-only resource report, and the native build of the self-tests ----
+NVCC_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCC_OBJS := $(patsubst %.cu,$(BUILD)/nvcc/%.o,$(GPU_CU) $(EMUT_CU))
+
+.PHONY: emu-nvcc emu-sanitize emu-bench
+TEST_STEPS += emu-nvcc emu-sanitize
+
+ifneq ($(NVCC_BIN),)
+# ptxas -v reports per kernel and architecture; the .res file keeps it for every later run.
+$(BUILD)/nvcc/%.o: %.cu $(EMU_HDRS) $(GPU_HDRS)
+	@mkdir -p $(@D)
+	@echo "$(NVCC_BIN) -c $< (sm_80, sm_90)"
+	@$(NVCC_BIN) -std=c++17 $(CPPFLAGS) $(NVCC_ARCH) -Xptxas -v -c $< -o $@ 2> $@.log || { cat $@.log; exit 1; }
+	@grep -E "Compiling entry|registers|spill" $@.log | sed -e "s/ptxas info *: //" | c++filt > $@.res
+
+emu-nvcc: $(NVCC_OBJS)
+	@echo "== nvcc resource usage (registers, spills) per kernel"
+	@for f in $(NVCC_OBJS:=.res); do echo "-- $$f"; cat $$f; done
+
+$(BUILD)/obj/gpu/emu/tests/emut_check.cuda.o: $(EMU_DIR)/tests/emut_check.c $(EMU_HDRS) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_CUDA -c $< -o $@
+
+$(BUILD)/tests/test_emu_gpu: tests/test_emu_gpu.c $(patsubst %.cu,$(BUILD)/nvcc/%.o,$(EMUT_CU)) \
+                             $(BUILD)/obj/gpu/emu/tests/emut_check.cuda.o $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_CUDA -MMD -MP -o $@ $< $(filter %.o,$^) $(CRITERION_LIBS) $(LDLIBS)
+else
+emu-nvcc:
+	@echo "SKIP emu-nvcc: nvcc not found (NVCC=$(NVCC), CUDA_HOME=$(CUDA_HOME)); no compile check, no resource report"
+
+$(BUILD)/tests/test_emu_gpu: tests/test_emu_gpu.c | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_NO_NVCC -MMD -MP -o $@ $< $(CRITERION_LIBS) $(LDLIBS)
+endif
+
+emu-sanitize: $(EMUT_ASAN_BIN) $(EMUT_RACE_BIN)
+	@echo "== emu ASan/UBSan build over the self-test kernels"
+	@$(EMUT_ASAN_BIN) all
+	@echo "== emu race-check build over the self-test kernels"
+	@$(EMUT_RACE_BIN) all
+
+$(BUILD)/emu/emu-bench: $(EMU_DIR)/tests/emut_bench.c $(EMUT_OBJS) $(EMU_LIB) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(EMUT_OBJS) $(EMU_LIB) $(LDLIBS)
+emu-bench: $(BUILD)/emu/emu-bench
+	$(BUILD)/emu/emu-bench
