@@ -1,0 +1,61 @@
+/*
+ * attn_common.cuh - what every flex-attention kernel version shares: the argument block (plain
+ * data, passed by value to the kernel) and the dtype helpers. Compiled by nvcc for the device
+ * and by g++ against gpu/emu/ (gpu_rt.h picks which).
+ */
+#ifndef FLEXCHECK_ATTN_COMMON_CUH
+#define FLEXCHECK_ATTN_COMMON_CUH
+
+#include "gpu_rt.h"
+
+#include "bmask.h"
+#include "gpu.h"
+#include "mask.h"
+
+namespace FC_GPU_NS {
+
+/* Device pointers and sizes of one call. Offsets into q/k/v/o are formed in int64. */
+struct attn_args {
+    const void *q, *k, *v; /* [B,Hq,Lq,D], [B,Hkv,Lk,D], [B,Hkv,Lk,Dv] in the input type */
+    void *o;               /* [B,Hq,Lq,Dv] in the input type */
+    float *lse;            /* [B,Hq,Lq] */
+    int32_t batch, hq, hkv, lq, lk, d, dv;
+    float scale;
+    mask_params mask;
+    seq_view seq; /* cu_q / cu_k point to device memory */
+    const int32_t *kv_num, *kv_idx, *full_num, *full_idx; /* block mask, device memory */
+    int32_t bm_nb, bm_nh, nqb, width, qb, kb;
+};
+
+/* Row of the block mask for (b, h, r), honouring broadcast of nb / nh == 1. */
+static __host__ __device__ inline int64_t attn_bmask_row(const attn_args &a, int32_t b, int32_t h,
+                                                         int32_t r)
+{
+    int64_t bi = a.bm_nb == 1 ? 0 : b, hi = a.bm_nh == 1 ? 0 : h;
+    return (bi * a.bm_nh + hi) * a.nqb + r;
+}
+
+static __host__ __device__ inline float to_f32(float x) { return x; }
+static __host__ __device__ inline float to_f32(__half x) { return __half2float(x); }
+static __host__ __device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __host__ __device__ inline T from_f32(float x);
+template <> __host__ __device__ inline float from_f32<float>(float x) { return x; }
+template <> __host__ __device__ inline __half from_f32<__half>(float x)
+{
+    return __float2half_rn(x);
+}
+template <> __host__ __device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+
+/* x rounded to T and widened back (round-to-nearest-even). */
+template <typename T> __host__ __device__ inline float round_like(float x)
+{
+    return to_f32(from_f32<T>(x));
+}
+
+} /* namespace FC_GPU_NS */
+
+#endif

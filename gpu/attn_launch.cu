@@ -1,0 +1,264 @@
+/*
+ * attn_launch.cu - host side of one flex-attention call: checks, dtype conversion, device
+ * buffers with guard bytes, the launch of the chosen kernel version, the copy back.
+ *
+ * This file is compiled twice into libflexcheck.a:
+ *   g++ -x c++ (against gpu/emu/)  ->  gpu_attention_emu()   the emu backend
+ *   nvcc                           ->  gpu_attention_cuda()  the native backend (when nvcc exists)
+ * GPU_ENTRY (gpu_rt.h) names each build's C entry points.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn_v1.cuh"
+#include "tol.h"
+
+
+namespace FC_GPU_NS {
+
+/* Output buffers are [guard][data][guard] with reports/tol.h's guard pattern (H6), and every
+ * data byte starts as 0xFF, which reads as NaN in float, half and bfloat16: an element the
+ * kernel forgot to write fails the non-finite gate. */
+static const size_t GUARD = REP_GUARD_BYTES;
+static const unsigned char UNWRITTEN_BYTE = 0xFF;
+
+/* Every CUDA call goes through this: on failure it records the call site and the error. */
+#define GPU_TRY(call)                                                                          \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            st = fc_errf(err, FC_EFAIL, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,     \
+                         cudaGetErrorString(e_));                                              \
+            goto cleanup;                                                                      \
+        }                                                                                      \
+    } while (0)
+
+static size_t dtype_size(fc_dtype dt)
+{
+    return dt == FC_F32 ? 4 : 2;
+}
+
+/* Host float -> storage of dt (values are representable, so this is exact). */
+static void *to_storage(const float *x, size_t n, fc_dtype dt)
+{
+    void *out = malloc(n * dtype_size(dt) + 1);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (dt == FC_F32)
+            ((float *)out)[i] = x[i];
+        else if (dt == FC_F16)
+            ((__half *)out)[i] = from_f32<__half>(x[i]);
+        else
+            ((__nv_bfloat16 *)out)[i] = from_f32<__nv_bfloat16>(x[i]);
+    }
+    return out;
+}
+
+static float storage_at(const void *x, size_t i, fc_dtype dt)
+{
+    if (dt == FC_F32)
+        return ((const float *)x)[i];
+    if (dt == FC_F16)
+        return to_f32(((const __half *)x)[i]);
+    return to_f32(((const __nv_bfloat16 *)x)[i]);
+}
+
+/* Host staging for a guarded device output of n data bytes. */
+static unsigned char *guarded_host(size_t n)
+{
+    unsigned char *h = (unsigned char *)malloc(n + 2 * GUARD);
+    if (h) {
+        rep_guard_fill(h, n);
+        memset(h + GUARD, UNWRITTEN_BYTE, n);
+    }
+    return h;
+}
+
+static fc_status check_call(const gpu_call *c, fc_err *err)
+{
+    fc_status st = attn_problem_check(c->p, err);
+    if (st)
+        return st;
+    const attn_problem *p = c->p;
+    const bmask *bm = c->bm;
+    if (c->kernel != 1)
+        return fc_errf(err, FC_EUNSUP, "kernel version %d: this build has version 1", c->kernel);
+    if ((unsigned)c->dtype > FC_BF16)
+        return fc_errf(err, FC_EINVAL, "dtype %d: unknown", (int)c->dtype);
+    if (p->d > GPU_V1_MAX_HEAD_DIM || p->dv > GPU_V1_MAX_HEAD_DIM)
+        return fc_errf(err, FC_EUNSUP, "kernel 1: head dims D = %d, Dv = %d: at most %d",
+                       (int)p->d, (int)p->dv, GPU_V1_MAX_HEAD_DIM);
+    if (!bm || bm->lq != p->seq.lq || bm->lk != p->seq.lk)
+        return fc_errf(err, FC_EINVAL, "block mask missing or built for other lengths");
+    if ((bm->nb != 1 && bm->nb != p->seq.batch) || (bm->nh != 1 && bm->nh != p->hq))
+        return fc_errf(err, FC_EINVAL, "block mask dims [%d, %d] do not broadcast to [B=%d, Hq=%d]",
+                       (int)bm->nb, (int)bm->nh, (int)p->seq.batch, (int)p->hq);
+    if (p->hq > 65535 || p->seq.batch > 65535)
+        return fc_errf(err, FC_EUNSUP, "Hq = %d, B = %d: grid y/z dimensions at most 65535",
+                       (int)p->hq, (int)p->seq.batch);
+    return bmask_validate(bm, err);
+}
+
+template <typename T>
+static cudaError_t launch(const gpu_call *c, const attn_args &a)
+{
+    dim3 grid((unsigned)a.nqb, (unsigned)a.hq, (unsigned)a.batch), block((unsigned)a.qb);
+    if (a.nqb == 0)
+        return cudaSuccess; /* Lq == 0: nothing to compute */
+    switch (c->kernel) {
+    case 1: return GPU_LAUNCH(attn_v1_kernel<T>, grid, block, 0, (cudaStream_t)0, a);
+    }
+    return cudaErrorInvalidValue;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* Device copy of a host array (n bytes; n may be 0). */
+static cudaError_t upload(void **dev, const void *host, size_t n)
+{
+    cudaError_t e = cudaMalloc(dev, n + 1);
+    if (e == cudaSuccess && n)
+        e = cudaMemcpy(*dev, host, n, cudaMemcpyHostToDevice);
+    return e;
+}
+
+} /* namespace FC_GPU_NS */
+
+using namespace FC_GPU_NS;
+
+/* Number of usable devices, or -1 with the runtime's reason in err. */
+extern "C" int GPU_ENTRY(gpu_device_count)(fc_err *err)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        fc_errf(err, FC_EUNSUP, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    return n;
+}
+
+extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float *lse, gpu_result *res,
+                               fc_err *err)
+{
+    fc_status st = check_call(c, err);
+    if (st)
+        return st;
+    const attn_problem *p = c->p;
+    const bmask *bm = c->bm;
+    const size_t es = dtype_size(c->dtype);
+    const size_t nq = attn_q_elems(p), nk = attn_k_elems(p), nv = attn_v_elems(p);
+    const size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
+    const size_t rows = (size_t)bm->nb * bm->nh * bm->nqb, ids = rows * (size_t)bm->width;
+    const size_t ncu = (size_t)p->seq.nseq + 1;
+    void *hq = NULL, *hk = NULL, *hv = NULL;
+    unsigned char *ho = NULL, *hl = NULL;
+    void *dq = NULL, *dk = NULL, *dv = NULL, *dcq = NULL, *dck = NULL;
+    void *dkn = NULL, *dki = NULL, *dfn = NULL, *dfi = NULL;
+    unsigned char *dout = NULL, *dlse = NULL;
+    attn_args a;
+    double t0;
+
+    hq = to_storage(c->q, nq, c->dtype);
+    hk = to_storage(c->k, nk, c->dtype);
+    hv = to_storage(c->v, nv, c->dtype);
+    ho = guarded_host(no * es);
+    hl = guarded_host(nl * sizeof(float));
+    if (!hq || !hk || !hv || !ho || !hl) {
+        st = fc_errf(err, FC_ENOMEM, "out of host memory for a %zu-element problem", nq + nk + nv);
+        goto cleanup;
+    }
+    GPU_TRY(upload(&dq, hq, nq * es));
+    GPU_TRY(upload(&dk, hk, nk * es));
+    GPU_TRY(upload(&dv, hv, nv * es));
+    GPU_TRY(upload(&dcq, p->seq.cu_q, ncu * sizeof(int32_t)));
+    GPU_TRY(upload(&dck, p->seq.cu_k, ncu * sizeof(int32_t)));
+    GPU_TRY(upload(&dkn, bm->kv_num_blocks, rows * sizeof(int32_t)));
+    GPU_TRY(upload(&dki, bm->kv_indices, ids * sizeof(int32_t)));
+    GPU_TRY(upload(&dfn, bm->full_kv_num_blocks, rows * sizeof(int32_t)));
+    GPU_TRY(upload(&dfi, bm->full_kv_indices, ids * sizeof(int32_t)));
+    GPU_TRY(upload((void **)&dout, ho, no * es + 2 * GUARD));
+    GPU_TRY(upload((void **)&dlse, hl, nl * sizeof(float) + 2 * GUARD));
+
+    memset(&a, 0, sizeof a);
+    a.q = dq;
+    a.k = dk;
+    a.v = dv;
+    a.o = dout + GUARD;
+    a.lse = (float *)(dlse + GUARD);
+    a.batch = p->seq.batch;
+    a.hq = p->hq;
+    a.hkv = p->hkv;
+    a.lq = p->seq.lq;
+    a.lk = p->seq.lk;
+    a.d = p->d;
+    a.dv = p->dv;
+    a.scale = (float)p->scale;
+    a.mask = p->mask;
+    a.seq.cu_q = (const int32_t *)dcq;
+    a.seq.cu_k = (const int32_t *)dck;
+    a.seq.nseq = p->seq.nseq;
+    a.seq.lq = p->seq.lq;
+    a.seq.lk = p->seq.lk;
+    a.kv_num = (const int32_t *)dkn;
+    a.kv_idx = (const int32_t *)dki;
+    a.full_num = (const int32_t *)dfn;
+    a.full_idx = (const int32_t *)dfi;
+    a.bm_nb = bm->nb;
+    a.bm_nh = bm->nh;
+    a.nqb = bm->nqb;
+    a.width = bm->width;
+    a.qb = bm->q_block_size;
+    a.kb = bm->kv_block_size;
+
+    t0 = now_ms();
+    switch (c->dtype) {
+    case FC_F32: GPU_TRY(launch<float>(c, a)); break;
+    case FC_F16: GPU_TRY(launch<__half>(c, a)); break;
+    case FC_BF16: GPU_TRY(launch<__nv_bfloat16>(c, a)); break;
+    }
+    GPU_TRY(cudaDeviceSynchronize());
+    if (res)
+        res->kernel_ms = now_ms() - t0;
+
+    GPU_TRY(cudaMemcpy(ho, dout, no * es + 2 * GUARD, cudaMemcpyDeviceToHost));
+    GPU_TRY(cudaMemcpy(hl, dlse, nl * sizeof(float) + 2 * GUARD, cudaMemcpyDeviceToHost));
+    if (res) {
+        ptrdiff_t bo = 0, bl = 0;
+        int okl = rep_guard_intact(hl, nl * sizeof(float), &bl);
+        res->sentinels_ok = rep_guard_intact(ho, no * es, &bo) && okl;
+        res->sentinel_bad_offset = bo ? bo : bl;
+    }
+    for (size_t i = 0; i < no; i++)
+        o[i] = storage_at(ho + GUARD, i, c->dtype);
+    if (lse)
+        memcpy(lse, hl + GUARD, nl * sizeof(float));
+    st = FC_OK;
+
+cleanup:
+    cudaFree(dq);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dcq);
+    cudaFree(dck);
+    cudaFree(dkn);
+    cudaFree(dki);
+    cudaFree(dfn);
+    cudaFree(dfi);
+    cudaFree(dout);
+    cudaFree(dlse);
+    free(hq);
+    free(hk);
+    free(hv);
+    free(ho);
+    free(hl);
+    return st;
+}

@@ -1,0 +1,123 @@
+/*
+ * attn_v1.cuh - flex-attention forward, version 1: the second opinion.
+ *
+ * Deliberately plain: one CUDA thread per query row, one thread block per (query tile, head,
+ * batch entry), so a block's threads walk exactly the lists of their block-mask row. Each
+ * thread keeps its q row and output accumulator in per-thread arrays, reads K and V straight
+ * from global memory, and runs the online softmax of spec/semantics.md section 5 in fp32:
+ *   - partial blocks first, the mask evaluated per element (mask_pair_allowed, the one
+ *     definition in masks/mask.h), then full blocks with no mask (keys past Lk still masked);
+ *   - per kv tile: scores, tile max, rescale by exp(m_old - m_new) guarded so a row whose
+ *     running max is still -inf never computes (-inf) - (-inf);
+ *   - for fp16/bf16, P is rounded to the input type before P.V (FlexAttention's
+ *     `p.to(dtype)` before `tl.dot`), while the normaliser l sums the fp32 P as FlexAttention
+ *     does; the output is rounded to the input type;
+ *   - rows with no allowed key write 0 and LSE = -inf.
+ * No shared memory and no barriers: nothing here can race, and under the emu backend each
+ * thread runs start to finish without a fiber switch.
+ */
+#ifndef FLEXCHECK_ATTN_V1_CUH
+#define FLEXCHECK_ATTN_V1_CUH
+
+#include "attn_common.cuh"
+
+namespace FC_GPU_NS {
+
+/* Test-only mutants: tests/module.mk compiles this kernel again with ATTN_MUTANT = one of these
+ * to prove the gate catches each defect (tests/test_gate.c). Every real build has 0, and the
+ * constant conditions below compile away. */
+#ifndef ATTN_MUTANT
+#define ATTN_MUTANT 0
+#endif
+enum {
+    ATTN_MUT_WINDOW_OFF_BY_ONE = 1, /* the kernel evaluates W + 1 */
+    ATTN_MUT_PARTIAL_AS_FULL = 2,   /* partial blocks skip the mask */
+    ATTN_MUT_NO_RESCALE = 3,        /* the online softmax forgets to rescale */
+    ATTN_MUT_P_NOT_ROUNDED = 4,     /* P stays fp32 before P.V */
+    ATTN_MUT_EMPTY_ROW_NAN = 5,     /* an empty row divides 0 by 0 */
+};
+
+template <typename T>
+__global__ void attn_v1_kernel(attn_args a)
+{
+    const int32_t r = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int32_t tq = r * a.qb + (int32_t)threadIdx.x;
+    if (tq >= a.lq)
+        return; /* rows past Lq are never stored */
+    const int32_t hk = h / (a.hq / a.hkv);
+    const T *q = (const T *)a.q + (((int64_t)b * a.hq + h) * a.lq + tq) * a.d;
+    const T *k = (const T *)a.k + ((int64_t)b * a.hkv + hk) * a.lk * a.d;
+    const T *v = (const T *)a.v + ((int64_t)b * a.hkv + hk) * a.lk * a.dv;
+
+    float qf[GPU_V1_MAX_HEAD_DIM], acc[GPU_V1_MAX_HEAD_DIM], s[BMASK_MAX_BLOCK];
+    for (int32_t i = 0; i < a.d; i++)
+        qf[i] = to_f32(q[i]);
+    for (int32_t j = 0; j < a.dv; j++)
+        acc[j] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+
+    mask_params mask = a.mask;
+    if (ATTN_MUTANT == ATTN_MUT_WINDOW_OFF_BY_ONE && mask.sliding_window > 0)
+        mask.sliding_window += 1;
+    const int64_t row = attn_bmask_row(a, b, h, r);
+    for (int pass = 0; pass < 2; pass++) {
+        /* partial blocks first, then full ones */
+        const int full = pass == 1 || ATTN_MUTANT == ATTN_MUT_PARTIAL_AS_FULL;
+        const int32_t n = (pass == 1 ? a.full_num : a.kv_num)[row];
+        const int32_t *ids = (pass == 1 ? a.full_idx : a.kv_idx) + row * a.width;
+        for (int32_t t = 0; t < n; t++) {
+            const int32_t k0 = ids[t] * a.kb;
+            const int32_t nk = min(a.kb, a.lk - k0); /* keys past Lk are never loaded */
+            float tile_max = -INFINITY;
+            for (int32_t j = 0; j < nk; j++) {
+                const int32_t tk = k0 + j;
+                if (!full && !mask_pair_allowed(mask, a.seq, tq, tk)) {
+                    s[j] = -INFINITY;
+                    continue;
+                }
+                float dot = 0.0f;
+                /* fmaf: what nvcc emits for a*b+c anyway, written out so the emu build (no fp
+                 * contraction) computes the same bits as the GPU. */
+                for (int32_t i = 0; i < a.d; i++)
+                    dot = fmaf(qf[i], to_f32(k[(int64_t)tk * a.d + i]), dot);
+                s[j] = dot * a.scale;
+                tile_max = fmaxf(tile_max, s[j]);
+            }
+            if (tile_max == -INFINITY)
+                continue; /* nothing allowed in this tile: m, l and acc stay as they are */
+            const float m_new = fmaxf(m, tile_max);
+            /* m == -inf means nothing was accumulated yet: alpha is irrelevant, use 0 rather
+             * than exp(-inf - m_new) so no NaN can appear even if m_new were -inf. */
+            float alpha = m == -INFINITY ? 0.0f : expf(m - m_new);
+            if (ATTN_MUTANT == ATTN_MUT_NO_RESCALE && m != -INFINITY)
+                alpha = 1.0f;
+            l *= alpha;
+            for (int32_t i = 0; i < a.dv; i++)
+                acc[i] *= alpha;
+            for (int32_t j = 0; j < nk; j++) {
+                if (s[j] == -INFINITY)
+                    continue;
+                const float p = expf(s[j] - m_new);
+                l += p;
+                /* P in the input type before P.V */
+                const float pr = ATTN_MUTANT == ATTN_MUT_P_NOT_ROUNDED ? p : round_like<T>(p);
+                const T *vr = v + (int64_t)(k0 + j) * a.dv;
+                for (int32_t i = 0; i < a.dv; i++)
+                    acc[i] = fmaf(pr, to_f32(vr[i]), acc[i]);
+            }
+            m = m_new;
+        }
+    }
+
+    T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq) * a.dv;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f; /* empty row: exactly 0 */
+    if (ATTN_MUTANT == ATTN_MUT_EMPTY_ROW_NAN)
+        inv = 1.0f / l;
+    for (int32_t i = 0; i < a.dv; i++)
+        o[i] = from_f32<T>(acc[i] * inv);
+    a.lse[((int64_t)b * a.hq + h) * a.lq + tq] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+} /* namespace FC_GPU_NS */
+
+#endif
