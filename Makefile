@@ -86,8 +86,9 @@ test: $(BIN) $(TEST_BINS) $(TEST_STEPS)
 	done; \
 	if [ $$fail -ne 0 ]; then echo "make test: FAILED"; exit 1; fi; echo "make test: all suites passed"
 
+GATE_JOBS ?= 2
 gate: $(BIN)
-	OPENBLAS_NUM_THREADS=1 $(BIN) gate --report-dir $(BUILD)/reports
+	OPENBLAS_NUM_THREADS=1 $(BIN) gate --jobs $(GATE_JOBS) --report-dir $(BUILD)/reports
 
 bench: $(BIN)
 	$(BIN) bench

@@ -449,8 +449,9 @@ static const table_case tables[] = {
     {"M4", GK_WINDOW_EDGE, FC_F16, 1, 2, 1, 256, 256, 64, 64, CW(129), 16, 16, BMASK_SUPERSET_TRIM,
      .min_size = GATE_DEFAULT},
     {"M4", GK_POISON, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
-    {"M4", GK_POISON, FC_F32, 1, 6, 2, 300, 300, 64, 64, CC(100), 128, 128, BMASK_SUPERSET},
-    {"M4", GK_POISON, FC_BF16, 1, 6, 2, 0, 0, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT, .nseq = 3,
+    /* Poisoning needs keys no query sees: queries that are the tail of longer key sequences. */
+    {"M4", GK_POISON, FC_F32, 1, 6, 2, 100, 300, 64, 64, CC(100), 128, 128, BMASK_SUPERSET},
+    {"M4", GK_POISON, FC_BF16, 1, 6, 2, 0, 0, 64, 64, CW(32), 64, 64, BMASK_DIRECT, .nseq = 3,
      .cu_q = {0, 100, 101, 180}, .cu_k = {0, 100, 400, 480}},
     {"M4", GK_LSE_MERGE, FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(200), 64, 64, BMASK_DIRECT},
     {"M4", GK_LSE_MERGE, FC_F16, 2, 6, 1, 300, 300, 64, 64, CAUSAL, 64, 64, BMASK_SLOW},
@@ -458,18 +459,27 @@ static const table_case tables[] = {
     {"M4", GK_DECODE, FC_F16, 1, 6, 2, 1, 1000, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
     {"M4", GK_DECODE, FC_BF16, 1, 6, 2, 1, 1000, 128, 128, CW(129), 128, 128, BMASK_SUPERSET_TRIM},
 
-    /* M5 adversarial inputs (every dtype), and long keys in the full run. */
+    /* M5 adversarial inputs, and long keys in the full run. Two combinations are left out
+     * because tolerance.md's fixed float32 bounds sit below what float32 itself can compute
+     * (policy questions, raised in the issue notes):
+     *  - float32 peaked: the baseline is "degenerate" by the page's rule (e_lp_max ~1.4e-5 <
+     *    1e-4 * max|O_gold|), so H1 falls back to atol 1e-5, which scores of |s| ~ 50 cannot
+     *    meet; the plain fp32 reference misses it too (1.4e-5);
+     *  - float32 scores around -1e5: their ulp is 0.008, so every fp32 kernel (and the fp32
+     *    reference) has ~0.4% weight error and NMSE ~3e-4, far above H2's fixed 1e-7.
+     * float16 cannot hold scores of -1e5 at all (the baseline's rounded S overflows), so very
+     * negative logits run in bfloat16. */
     {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
      GI_UNIFORM},
     {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
      GI_NEG_LOGITS},
-    {"M5", GK_NUMERIC, FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
      GI_PEAKED},
     {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
      GI_OUTLIERS},
     {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
      GI_FP16_LIMIT},
-    {"M5", GK_NUMERIC, FC_F32, 1, 6, 2, 256, 512, 64, 64, BW(64), 64, 64, BMASK_DIRECT,
+    {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, BW(64), 64, 64, BMASK_DIRECT,
      GI_NEG_LOGITS, .min_size = GATE_DEFAULT},
     {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
      GI_PEAKED, .min_size = GATE_DEFAULT},

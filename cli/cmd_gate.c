@@ -1,9 +1,298 @@
-/* cmd_gate.c - 'flexcheck gate': not built yet (issue 7). */
+/*
+ * cmd_gate.c - 'flexcheck gate': run the matrix (ci/matrix.c) on every available backend,
+ * show progress, write the report (Markdown, JSON, CSV, HTML) and JUnit XML, and exit 0 only if
+ * every hard gate and exactness check held.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "gate.h"
+#include "gate_run.h"
+#include "rep.h"
+
+static const char *const CMD = "gate";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: flexcheck gate [options]\n\n"
+            "  --quick | --full      matrix size (default: the default size)\n"
+            "  --filter PATTERN      only case ids matching (substring, or a glob with * ? [])\n"
+            "  --shard I/N           the I-th of N disjoint parts (1 <= I <= N), for fan-out\n"
+            "  --backend B           emu | gpu | all (default: every backend present)\n"
+            "  --kernel K            kernel version (default 1)\n"
+            "  --jobs N              cases run in parallel (default 1)\n"
+            "  --seed S              matrix seed (default 1)\n"
+            "  --report-dir DIR      where the report goes (default build/reports)\n"
+            "  --list                print the selected case ids and exit\n\n"
+            "exit status: 0 every gate held, 1 a case failed, 2 bad input.\n");
+}
+
+typedef struct gate_cfg {
+    gate_size size;
+    const char *filter, *report_dir;
+    int32_t shard_i, shard_n, jobs, kernel;
+    uint64_t seed;
+    int list;
+    const char *backend;
+} gate_cfg;
+
+static int parse_shard(const char *s, int32_t *i, int32_t *n)
+{
+    char extra;
+    if (sscanf(s, "%d/%d%c", i, n, &extra) != 2 || *n < 1 || *i < 1 || *i > *n)
+        return cli_usage_error(CMD, "--shard '%s': expected I/N with 1 <= I <= N", s), -1;
+    return 0;
+}
+
+static int parse(int argc, char **argv, gate_cfg *g)
+{
+    memset(g, 0, sizeof *g);
+    g->size = GATE_DEFAULT;
+    g->report_dir = "build/reports";
+    g->shard_i = g->shard_n = 1;
+    g->jobs = 1;
+    g->kernel = 1;
+    g->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        if (!strcmp(argv[i], "--quick")) g->size = GATE_QUICK;
+        else if (!strcmp(argv[i], "--full")) g->size = GATE_FULL;
+        else if (!strcmp(argv[i], "--list")) g->list = 1;
+        else if ((r = cli_opt(CMD, argc, argv, &i, "--filter", &v)) != 0) {
+            if (r < 0) return -1;
+            g->filter = v;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--report-dir", &v)) != 0) {
+            if (r < 0) return -1;
+            g->report_dir = v;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
+            if (r < 0) return -1;
+            if (strcmp(v, "emu") && strcmp(v, "gpu") && strcmp(v, "all"))
+                return cli_usage_error(CMD, "--backend '%s': emu, gpu or all", v), -1;
+            g->backend = v;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--shard", &v)) != 0) {
+            if (r < 0 || parse_shard(v, &g->shard_i, &g->shard_n)) return -1;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--jobs", &v)) != 0) {
+            if (r < 0 || cli_parse_i32(CMD, "--jobs", v, 1, 256, &g->jobs)) return -1;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
+            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, 1, &g->kernel)) return -1;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--seed", &v)) != 0) {
+            int32_t s;
+            if (r < 0 || cli_parse_i32(CMD, "--seed", v, 0, INT32_MAX, &s)) return -1;
+            g->seed = (uint64_t)s;
+        } else {
+            return cli_usage_error(CMD, "unknown option '%s' (--help lists them)", argv[i]), -1;
+        }
+    }
+    return 0;
+}
+
+/* Backends to run: the one asked for, or every one present. */
+static int pick_backends(const gate_cfg *g, gate_opts *o)
+{
+    fc_err err;
+    o->nbackends = 0;
+    int want_gpu = !g->backend || strcmp(g->backend, "emu") != 0;
+    int want_emu = !g->backend || strcmp(g->backend, "gpu") != 0;
+    if (want_emu)
+        o->backends[o->nbackends++] = GPU_BACKEND_EMU;
+    if (want_gpu) {
+        if (gpu_backend_available(GPU_BACKEND_CUDA, &err))
+            o->backends[o->nbackends++] = GPU_BACKEND_CUDA;
+        else if (g->backend) /* asked for by name: say it cannot run */
+            return cli_usage_error(CMD, "--backend %s: %s", g->backend, err.msg), -1;
+        else
+            fprintf(stderr, "flexcheck gate: gpu backend skipped: %s\n", err.msg);
+    }
+    return 0;
+}
+
+/* ---- the run: workers pull cases, the main thread reports progress ---- */
+
+typedef struct run_state {
+    const gate_case *cases;
+    int n;
+    const gate_opts *opts;
+    gate_rows *rows; /* one per case */
+    fc_err *errs;
+    fc_status *st;
+    pthread_mutex_t mu;
+    int next, done, failed;
+} run_state;
+
+static void *worker(void *arg)
+{
+    run_state *rs = arg;
+    for (;;) {
+        pthread_mutex_lock(&rs->mu);
+        int i = rs->next < rs->n ? rs->next++ : -1;
+        pthread_mutex_unlock(&rs->mu);
+        if (i < 0)
+            return NULL;
+        rs->st[i] = gate_run_case(&rs->cases[i], rs->opts, &rs->rows[i], &rs->errs[i]);
+        int bad = rs->st[i] != FC_OK;
+        for (size_t r = 0; r < rs->rows[i].n; r++)
+            bad |= gate_row_failed(&rs->rows[i].v[r]);
+        pthread_mutex_lock(&rs->mu);
+        rs->done++;
+        rs->failed += bad;
+        pthread_mutex_unlock(&rs->mu);
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One status line: overwritten in place on a terminal, a plain line every 10 s otherwise. */
+static void progress(run_state *rs, double t0, int tty, double *last, int final)
+{
+    pthread_mutex_lock(&rs->mu);
+    int done = rs->done, failed = rs->failed;
+    pthread_mutex_unlock(&rs->mu);
+    double el = now_s() - t0, left = done ? el / done * (rs->n - done) : 0;
+    if (tty)
+        fprintf(stderr, "\r[%d/%d] %d failed, %.0f s elapsed, ~%.0f s left   %s", done, rs->n,
+                failed, el, left, final ? "\n" : "");
+    else if (final || el - *last >= 10) {
+        fprintf(stderr, "gate: %d/%d cases done, %d failed, %.0f s elapsed, ~%.0f s left\n",
+                done, rs->n, failed, el, left);
+        *last = el;
+    }
+}
+
+static int run_all(const gate_case *cases, int n, const gate_opts *opts, int jobs,
+                   gate_rows *rows, double *elapsed)
+{
+    run_state rs = {.cases = cases, .n = n, .opts = opts, .rows = rows};
+    rs.errs = calloc((size_t)n + 1, sizeof *rs.errs);
+    rs.st = calloc((size_t)n + 1, sizeof *rs.st);
+    pthread_t *th = calloc((size_t)jobs, sizeof *th);
+    if (!rs.errs || !rs.st || !th) {
+        free(rs.errs), free(rs.st), free(th);
+        fprintf(stderr, "flexcheck gate: out of memory\n");
+        return -1;
+    }
+    pthread_mutex_init(&rs.mu, NULL);
+    double t0 = now_s(), last = 0;
+    int started = 0;
+    for (int j = 0; j < jobs; j++)
+        started += pthread_create(&th[j], NULL, worker, &rs) == 0;
+    if (started == 0)
+        worker(&rs); /* no threads to be had: run inline */
+    int tty = isatty(STDERR_FILENO);
+    for (;;) {
+        pthread_mutex_lock(&rs.mu);
+        int done = rs.done;
+        pthread_mutex_unlock(&rs.mu);
+        if (done >= n)
+            break;
+        progress(&rs, t0, tty, &last, 0);
+        nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
+    }
+    for (int j = 0; j < started; j++)
+        pthread_join(th[j], NULL);
+    progress(&rs, t0, tty, &last, 1);
+    *elapsed = now_s() - t0;
+    int hard = 0;
+    for (int i = 0; i < n; i++)
+        if (rs.st[i]) {
+            fprintf(stderr, "flexcheck gate: %s: %s\n", cases[i].id, rs.errs[i].msg);
+            hard = 1;
+        }
+    pthread_mutex_destroy(&rs.mu);
+    free(rs.errs);
+    free(rs.st);
+    free(th);
+    return hard;
+}
 
 int cmd_gate(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_usage_error("gate", "not implemented yet (see README status)");
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return CLI_PASS;
+    }
+    gate_cfg g;
+    gate_opts opts;
+    if (parse(argc, argv, &g))
+        return CLI_BADINPUT;
+    memset(&opts, 0, sizeof opts);
+    opts.kernel = g.kernel;
+    opts.cache_key = GATE_CACHE_FULL;
+    gate_case *all;
+    int nall, dropped;
+    fc_err err;
+    if (gate_matrix(g.size, g.seed, &all, &nall, &dropped, &err))
+        return cli_usage_error(CMD, "%s", err.msg);
+    int n = gate_select(all, nall, g.filter, g.shard_i, g.shard_n);
+    if (g.list) {
+        for (int i = 0; i < n; i++)
+            printf("%s\n", all[i].id);
+        free(all);
+        return CLI_PASS;
+    }
+    if (n == 0) {
+        free(all);
+        return cli_usage_error(CMD, "no case matches --filter '%s'", g.filter ? g.filter : "");
+    }
+    if (pick_backends(&g, &opts)) {
+        free(all);
+        return CLI_BADINPUT;
+    }
+    fprintf(stderr, "flexcheck gate: %s matrix, seed %llu, shard %d/%d: %d cases on %s%s "
+            "(kernel %d)%s\n", gate_size_name(g.size), (unsigned long long)g.seed,
+            (int)g.shard_i, (int)g.shard_n, n, gpu_backend_name(opts.backends[0]),
+            opts.nbackends > 1 ? "+gpu" : "", g.kernel,
+            dropped ? "; some M1 factor pairs exceed this size's work budget" : "");
+    gate_rows *rows = calloc((size_t)n, sizeof *rows);
+    if (!rows) {
+        free(all);
+        return cli_usage_error(CMD, "out of memory");
+    }
+    double elapsed = 0;
+    int hard = run_all(all, n, &opts, g.jobs, rows, &elapsed);
+    /* Rows in case order, whatever order the workers finished in. */
+    gate_rows flat = {0};
+    size_t failed = 0, skipped = 0;
+    for (int i = 0; i < n && hard >= 0; i++)
+        for (size_t r = 0; r < rows[i].n; r++) {
+            rep_row *row = gate_rows_push(&flat);
+            if (!row) {
+                hard = -1;
+                break;
+            }
+            *row = rows[i].v[r];
+            failed += gate_row_failed(row);
+            skipped += row->outcome == REP_ROW_SKIP;
+        }
+    int rc = CLI_PASS;
+    if (hard < 0 || rep_write_all(g.report_dir, flat.v, flat.n, &err)) {
+        fprintf(stderr, "flexcheck gate: %s\n", hard < 0 ? "out of memory" : err.msg);
+        rc = CLI_BADINPUT;
+    } else {
+        for (size_t r = 0; r < flat.n; r++)
+            if (gate_row_failed(&flat.v[r]))
+                printf("FAIL %s [%s %s]: %s\n", flat.v[r].case_id, flat.v[r].backend,
+                       fc_dtype_name(flat.v[r].dtype), flat.v[r].reason);
+        printf("gate: %zu rows from %d cases in %.1f s: %zu passed, %zu failed, %zu skipped; "
+               "report in %s/\n", flat.n, n, elapsed, flat.n - failed - skipped, failed, skipped,
+               g.report_dir);
+        rc = failed || hard ? CLI_FAIL : CLI_PASS;
+    }
+    for (int i = 0; i < n; i++)
+        gate_rows_free(&rows[i]);
+    free(rows);
+    gate_rows_free(&flat);
+    free(all);
+    return rc;
 }

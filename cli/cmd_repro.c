@@ -1,9 +1,308 @@
-/* cmd_repro.c - 'flexcheck repro': not built yet (issue 7). */
+/*
+ * cmd_repro.c - 'flexcheck repro FILE --case NAME': one case told in full, for an engineer
+ * holding a dump of a bad layer. Runs the kernel on the case (twice, for determinism), judges it
+ * under spec/tolerance.md, and prints every gate, the worst elements with their (b, h, q, d)
+ * coordinates and positions, that row's allowed key range, the block lists of its query tile,
+ * the LSE difference, and the exact command that reruns it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bmask.h"
 #include "cli.h"
+#include "fix.h"
+#include "gpu.h"
+#include "lowp.h"
+#include "ref.h"
+#include "tol.h"
+
+static const char *const CMD = "repro";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: flexcheck repro FILE --case NAME [options]\n\n"
+            "  --backend B     emu (default) or gpu\n"
+            "  --kernel K      kernel version (default 1)\n"
+            "  --builder B     slow | direct | superset | superset-trim; default: the block mask\n"
+            "                  stored in the case, else direct\n"
+            "  --dtype T       float32 | float16 | bfloat16: rerun in another precision (inputs\n"
+            "                  rounded to it, oracle recomputed)\n"
+            "  --worst N       how many worst elements to list (default 5)\n\n"
+            "exit status: 0 the case passes, 1 it fails a gate, 2 bad input.\n");
+}
+
+typedef struct repro_opts {
+    const char *file, *name, *builder_s, *dtype_s, *backend_s;
+    int32_t kernel, worst;
+} repro_opts;
+
+static int parse(int argc, char **argv, repro_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->kernel = 1;
+    o->worst = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        if ((r = cli_opt(CMD, argc, argv, &i, "--case", &v)) != 0) {
+            if (r < 0) return -1;
+            o->name = v;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--builder", &v)) != 0) {
+            if (r < 0) return -1;
+            o->builder_s = v;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--dtype", &v)) != 0) {
+            if (r < 0) return -1;
+            o->dtype_s = v;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
+            if (r < 0) return -1;
+            o->backend_s = v;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
+            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, 1, &o->kernel)) return -1;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--worst", &v)) != 0) {
+            if (r < 0 || cli_parse_i32(CMD, "--worst", v, 1, 1000, &o->worst)) return -1;
+        } else if (argv[i][0] == '-' || o->file) {
+            return cli_usage_error(CMD, "unexpected argument '%s' (--help)", argv[i]), -1;
+        } else {
+            o->file = argv[i];
+        }
+    }
+    if (!o->file || !o->name)
+        return cli_usage_error(CMD, "need FILE and --case NAME (--help)"), -1;
+    return 0;
+}
+
+/* Where row index i = (b*Hq + h)*Lq + tq sits, with its sequence position. */
+typedef struct coords {
+    int32_t b, h, tq, seq, pq;
+} coords;
+
+static coords coords_of(const attn_problem *p, size_t row)
+{
+    coords c;
+    c.tq = (int32_t)(row % (size_t)p->seq.lq);
+    c.h = (int32_t)(row / (size_t)p->seq.lq % (size_t)p->hq);
+    c.b = (int32_t)(row / ((size_t)p->seq.lq * p->hq));
+    c.seq = seq_find(p->seq.cu_q, p->seq.nseq, c.tq);
+    int32_t q0 = p->seq.cu_q[c.seq], nq = p->seq.cu_q[c.seq + 1] - q0;
+    int32_t nk = p->seq.cu_k[c.seq + 1] - p->seq.cu_k[c.seq];
+    c.pq = mask_q_pos(c.tq - q0, nq, nk);
+    return c;
+}
+
+static void print_ids(const char *what, const int32_t *ids, int32_t n)
+{
+    printf("    %-8s %d:", what, (int)n);
+    for (int32_t j = 0; j < n && j < 64; j++)
+        printf(" %d", (int)ids[j]);
+    printf("%s\n", n > 64 ? " ..." : "");
+}
+
+/* The worst elements, their rows' allowed key ranges and query-tile block lists. */
+static void explain(const fix_case *c, const bmask *bm, const float *o, const float *lse,
+                    int worst)
+{
+    const attn_problem *p = &c->prob;
+    size_t no = attn_o_elems(p), dv = (size_t)p->dv;
+    seq_view sv = seq_info_view(&p->seq);
+    size_t *idx = malloc(sizeof(size_t) * (size_t)worst);
+    double *errv = malloc(sizeof(double) * (size_t)worst);
+    int k = 0;
+    if (!idx || !errv)
+        goto done;
+    /* Top-N by |O - O_gold|, NaN counted as the worst possible. */
+    for (size_t i = 0; i < no; i++) {
+        double e = fabs((double)o[i] - c->out[i]);
+        if (isnan(e))
+            e = INFINITY;
+        if (k < worst || e > errv[k - 1]) {
+            int j = k < worst ? k++ : k - 1;
+            while (j > 0 && errv[j - 1] < e) {
+                errv[j] = errv[j - 1];
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            errv[j] = e;
+            idx[j] = i;
+        }
+    }
+    printf("\nworst elements (|O - O_gold|):\n");
+    printf("  %4s %4s %7s %5s %6s %9s  %14s  %14s  %10s\n", "b", "h", "q", "d", "seq", "p_q",
+           "O", "O_gold", "err");
+    for (int j = 0; j < k; j++) {
+        coords co = coords_of(p, idx[j] / dv);
+        printf("  %4d %4d %7d %5zu %6d %9d  %14.7g  %14.7g  %10.3g\n", (int)co.b, (int)co.h,
+               (int)co.tq, idx[j] % dv, (int)co.seq, (int)co.pq, (double)o[idx[j]],
+               c->out[idx[j]], errv[j]);
+    }
+    if (k == 0)
+        goto done;
+    size_t row = idx[0] / dv;
+    coords co = coords_of(p, row);
+    int32_t lo, hi;
+    mask_token_range(p->mask, sv, co.tq, &lo, &hi);
+    int32_t k0 = p->seq.cu_k[co.seq];
+    printf("\nworst row: b %d, h %d (kv head %d), q %d (sequence %d, position %d)\n", (int)co.b,
+           (int)co.h, (int)(co.h / (p->hq / p->hkv)), (int)co.tq, (int)co.seq, (int)co.pq);
+    if (lo < hi)
+        printf("  allowed keys: tokens [%d, %d) = positions [%d, %d], %d keys\n", (int)lo,
+               (int)hi, (int)(lo - k0), (int)(hi - 1 - k0), (int)(hi - lo));
+    else
+        printf("  allowed keys: none (output must be 0, LSE -inf)\n");
+    printf("  LSE: kernel %.9g, oracle %.9g, difference %.3g\n", (double)lse[row], c->lse[row],
+           (double)lse[row] - c->lse[row]);
+    int32_t r = co.tq / bm->q_block_size;
+    size_t br = bmask_row(bm, co.b, co.h, r);
+    printf("  query tile %d (tokens [%d, %d)), blocks of %d keys:\n", (int)r,
+           (int)(r * bm->q_block_size), (int)((r + 1) * bm->q_block_size),
+           (int)bm->kv_block_size);
+    print_ids("partial", bm->kv_indices + br * bm->width, bm->kv_num_blocks[br]);
+    print_ids("full", bm->full_kv_indices + br * bm->width, bm->full_kv_num_blocks[br]);
+    int32_t need_lo = lo / bm->kv_block_size, need_hi = (hi - 1) / bm->kv_block_size;
+    if (lo < hi)
+        printf("    the row needs kv blocks %d..%d\n", (int)need_lo, (int)need_hi);
+done:
+    free(idx);
+    free(errv);
+}
+
+/* Rounds the case's inputs to dt and recomputes its oracle (a rerun in another precision). */
+static int change_dtype(fix_case *c, fc_dtype dt, fc_err *err)
+{
+    size_t n[3] = {attn_q_elems(&c->prob), attn_k_elems(&c->prob), attn_v_elems(&c->prob)};
+    float *t[3] = {c->q, c->k, c->v};
+    for (int a = 0; a < 3; a++)
+        for (size_t i = 0; i < n[a]; i++)
+            t[a][i] = ref_round(t[a][i], dt);
+    c->dtype = dt;
+    return ref_attention_f64(&c->prob, c->q, c->k, c->v, c->out, c->lse, err) ? -1 : 0;
+}
+
+static int run(const repro_opts *o, fix_case *c, gpu_backend be)
+{
+    fc_err err;
+    bmask built, *bm = NULL;
+    const char *bm_name = "stored";
+    memset(&built, 0, sizeof built);
+    if (o->builder_s || !c->has_bmask) {
+        bmask_builder b = BMASK_DIRECT;
+        if (o->builder_s && bmask_builder_parse(o->builder_s, &b))
+            return cli_usage_error(CMD, "--builder '%s': unknown builder", o->builder_s);
+        if (bmask_build(&built, b, c->prob.mask, &c->prob.seq, c->q_block_size, c->kv_block_size,
+                        &err))
+            return cli_usage_error(CMD, "%s: case %s: %s", o->file, o->name, err.msg);
+        bm = &built;
+        bm_name = bmask_builder_name(b);
+    } else {
+        bm = &c->bm;
+    }
+    const attn_problem *p = &c->prob;
+    size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
+    float *ob[5];
+    for (int i = 0; i < 5; i++)
+        ob[i] = malloc(sizeof(float) * ((i % 2 ? nl : no) + 1)); /* o, lse, o2, lse2, o_lp */
+    int rc = CLI_BADINPUT;
+    if (!ob[0] || !ob[1] || !ob[2] || !ob[3] || !ob[4]) {
+        cli_usage_error(CMD, "out of memory");
+        goto done;
+    }
+    printf("case %s of %s\n", o->name, o->file);
+    printf("  B %d, Hq %d, Hkv %d, Lq %d, Lk %d, D %d, Dv %d, scale %g, %s%s\n",
+           (int)p->seq.batch, (int)p->hq, (int)p->hkv, (int)p->seq.lq, (int)p->seq.lk, (int)p->d,
+           (int)p->dv, p->scale, fc_dtype_name(c->dtype),
+           p->seq.packed ? ", packed" : "");
+    printf("  mask: causal %d, sliding_window %d, chunk_size %d\n", (int)p->mask.causal,
+           (int)p->mask.sliding_window, (int)p->mask.chunk_size);
+    printf("  block mask: %s, %dx%d, %lld partial + %lld full\n", bm_name,
+           (int)bm->q_block_size, (int)bm->kv_block_size, (long long)bmask_count_partial(bm),
+           (long long)bmask_count_full(bm));
+    if (bmask_check_sound(bm, p->mask, &p->seq, &err))
+        printf("  block mask NOT SOUND: %s\n", err.msg);
+    printf("  backend %s, kernel %d\n", gpu_backend_name(be), (int)o->kernel);
+    gpu_call call = {.p = p, .dtype = c->dtype, .q = c->q, .k = c->k, .v = c->v, .bm = bm,
+                     .kernel = o->kernel, .backend = be};
+    gpu_result r1, r2;
+    if (ref_attention_lp(p, c->dtype, c->q, c->k, c->v, ob[4], NULL, &err) ||
+        gpu_attention(&call, ob[0], ob[1], &r1, &err) ||
+        gpu_attention(&call, ob[2], ob[3], &r2, &err)) {
+        cli_usage_error(CMD, "%s: case %s: %s", o->file, o->name, err.msg);
+        goto done;
+    }
+    rep_inputs in = {
+        .dtype = c->dtype, .rows = nl, .dv = (size_t)p->dv, .o = ob[0], .lse = ob[1],
+        .o_gold = c->out, .lse_gold = c->lse, .o_lp = ob[4], .o_rerun = ob[2], .lse_rerun = ob[3],
+        .sentinels = r1.sentinels_ok && r2.sentinels_ok ? REP_SENTINELS_INTACT
+                                                        : REP_SENTINELS_DAMAGED,
+    };
+    rep_verdict v;
+    if (rep_evaluate(&in, &v, &err)) {
+        cli_usage_error(CMD, "%s: case %s: %s", o->file, o->name, err.msg);
+        goto done;
+    }
+    printf("\nverdict: %s\n", v.pass ? "PASS" : "FAIL");
+    for (int g = 0; g < REP_NGATES; g++)
+        printf("  %s %-12s %s%s%s\n", rep_gate_name((rep_gate)g), rep_gate_title((rep_gate)g),
+               v.gate[g] == REP_PASS ? "pass" : v.gate[g] == REP_FAIL ? "FAIL" : "not run",
+               v.why[g][0] ? ": " : "", v.why[g]);
+    printf("  max|err| %.3g, e_lp_max %.3g, H1 ratio %.3g (tol %.3g%s), NMSE %.3g, LSE err %.3g, "
+           "empty rows %zu, NaN %zu, inf %zu\n", v.max_err, v.e_lp_max, v.h1_ratio, v.h1_tol,
+           v.degenerate ? ", degenerate baseline" : "", v.nmse, v.lse_err, v.empty_rows,
+           v.nan_count, v.inf_count);
+    explain(c, bm, ob[0], ob[1], o->worst);
+    printf("\nrerun: flexcheck repro %s --case %s --backend %s --kernel %d", o->file, o->name,
+           gpu_backend_name(be), (int)o->kernel);
+    if (o->builder_s)
+        printf(" --builder %s", o->builder_s);
+    if (o->dtype_s)
+        printf(" --dtype %s", o->dtype_s);
+    printf("\n");
+    rc = v.pass ? CLI_PASS : CLI_FAIL;
+done:
+    for (int i = 0; i < 5; i++)
+        free(ob[i]);
+    bmask_free(&built);
+    return rc;
+}
 
 int cmd_repro(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_usage_error("repro", "not implemented yet (see README status)");
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return CLI_PASS;
+    }
+    repro_opts o;
+    if (parse(argc, argv, &o))
+        return CLI_BADINPUT;
+    gpu_backend be = GPU_BACKEND_EMU;
+    fc_err err;
+    if (o.backend_s && gpu_backend_parse(o.backend_s, &be))
+        return cli_usage_error(CMD, "--backend '%s': emu or gpu", o.backend_s);
+    if (!gpu_backend_available(be, &err))
+        return cli_usage_error(CMD, "--backend %s: %s", o.backend_s, err.msg);
+    fc_dtype dt = FC_F32;
+    if (o.dtype_s && fc_dtype_parse(o.dtype_s, &dt))
+        return cli_usage_error(CMD, "--dtype '%s': float32, float16 or bfloat16", o.dtype_s);
+    fix_file f;
+    if (fix_open(o.file, &f, &err))
+        return cli_usage_error(CMD, "%s", err.msg);
+    int i = fix_find_case(&f, o.name);
+    if (i < 0) {
+        fix_close(&f);
+        return cli_usage_error(CMD, "%s: no case named '%s'", o.file, o.name);
+    }
+    fix_case c;
+    if (fix_read_case(&f, i, &c, &err)) {
+        fix_close(&f);
+        return cli_usage_error(CMD, "%s", err.msg);
+    }
+    fix_close(&f);
+    int rc;
+    if (o.dtype_s && dt != c.dtype && change_dtype(&c, dt, &err))
+        rc = cli_usage_error(CMD, "%s: case %s: %s", o.file, o.name, err.msg);
+    else
+        rc = run(&o, &c, be);
+    fix_case_free(&c);
+    return rc;
 }
