@@ -51,6 +51,7 @@ typedef struct gate_judge_in {
     const float *o_lp;
     float *o, *lse; /* receive the (first) run's outputs */
     int rerun;      /* run twice for H7 */
+    rep_verdict *verdict; /* may be NULL: receives the full verdict */
 } gate_judge_in;
 
 /* Runs the kernel (twice with rerun) and fills row's verdict; 1 iff it passed. */

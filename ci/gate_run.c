@@ -216,11 +216,40 @@ int gate_judge(const gate_judge_in *in, rep_row *row)
         goto done;
     }
     rep_row_set_verdict(row, &v);
+    if (in->verdict)
+        *in->verdict = v;
     passed = v.pass;
 done:
     free(o2);
     free(l2);
     return passed;
+}
+
+int gate_judge_fixture(const gate_opts *op, gpu_backend be, const fix_case *fc, const bmask *bm,
+                       rep_row *row, float *o, float *lse, rep_verdict *v)
+{
+    gate_bufs b;
+    fc_err e;
+    if (gate_bufs_alloc(&b, fc, &e)) {
+        rep_row_set_error(row, e.msg);
+        return -1;
+    }
+    int pass = -1;
+    if (ref_attention_lp(&fc->prob, fc->dtype, fc->q, fc->k, fc->v, b.o_lp, NULL, &e)) {
+        rep_row_set_error(row, e.msg);
+    } else {
+        gate_judge_in in = {.op = op, .fc = fc, .bm = bm, .backend = be, .o_lp = b.o_lp,
+                            .o = b.o, .lse = b.lse, .rerun = 1, .verdict = v};
+        pass = gate_judge(&in, row);
+        if (row->outcome == REP_ROW_ERROR)
+            pass = -1;
+        if (o)
+            memcpy(o, b.o, sizeof(float) * attn_o_elems(&fc->prob));
+        if (lse)
+            memcpy(lse, b.lse, sizeof(float) * gate_rows_of(fc));
+    }
+    gate_bufs_free(&b);
+    return pass;
 }
 
 /* Judges tested outputs that are not a plain kernel run (a merge, a decode slice) against the

@@ -53,6 +53,14 @@ rep_row *gate_rows_push(gate_rows *r);
  * an error status only for out-of-memory (rows then describe what could not be run). */
 fc_status gate_run_case(const gate_case *c, const gate_opts *o, gate_rows *rows, fc_err *err);
 
+/* Judges one fixture case (any producer) on backend `be` with block mask `bm`: the
+ * same-precision baseline, two kernel runs (H6 sentinels, H7 determinism) and every gate of
+ * tolerance.md. Fills row's verdict columns (the caller fills its identity); o / lse / v (each
+ * may be NULL) receive the first run's outputs and the full verdict. 1 pass, 0 fail, -1 the case
+ * could not be judged (row says why). */
+int gate_judge_fixture(const gate_opts *op, gpu_backend be, const fix_case *fc, const bmask *bm,
+                       rep_row *row, float *o, float *lse, rep_verdict *v);
+
 /* 1 iff the row counts as a gate failure (fail or error). */
 int gate_row_failed(const rep_row *r);
 

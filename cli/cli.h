@@ -24,6 +24,7 @@ int cmd_bench(int argc, char **argv);
 /* 'flexcheck bench <what>' parts, one file each (cli/bench_<what>.c). */
 int bench_blockmask(int argc, char **argv);
 int bench_ref(int argc, char **argv);
+int bench_kernel(int argc, char **argv);
 
 /* Prints "flexcheck <cmd>: <message>" to stderr and returns CLI_BADINPUT. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -3,26 +3,32 @@
  * Each file is validated whole first (a rejected file gets one line naming file, case and
  * field, and none of its cases is reported), then every case is checked: the reference
  * recomputed against the stored oracle, and any stored block mask for soundness and against
- * the slow builder. One line per case, a summary, exit 0 all passed, 1 a check failed,
- * 2 a file was rejected (or bad arguments).
+ * the slow builder; with --backend emu|gpu also the kernel against the stored oracle under
+ * spec/tolerance.md, with the stored block mask (as given) and with the direct builder's.
+ * One line per case, a summary, exit 0 all passed, 1 a check failed, 2 a file was rejected
+ * (or bad arguments).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "fix.h"
+#include "gate_run.h"
 
 static const char *const CMD = "check";
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: flexcheck check [--backend ref] [--exact-blocks] [--case NAME] [--quiet] "
+    fprintf(f, "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
+               "[--case NAME] [--quiet] "
                "FILE...\n\n"
                "Validates each fixture file (spec/fixtures.md), recomputes the float64 reference\n"
                "from its inputs and compares it with the stored out/lse (relative %.0e), and\n"
                "checks any stored block mask: sound for the case's mask always, equal to the slow\n"
                "builder's sets with --exact-blocks.\n\n"
-               "  --backend ref    what computes the answer (only 'ref' exists so far)\n"
+               "  --backend B      ref: the reference checks only (default); emu or gpu: also\n"
+               "                   run the kernel on each case and judge it under the gates\n"
+               "  --kernel K       kernel version for emu/gpu (default 1)\n"
                "  --exact-blocks   a stored block mask must equal the slow builder's (as sets)\n"
                "  --case NAME      only the case NAME of each file\n"
                "  --quiet          print failures and the summary only\n\n"
@@ -34,15 +40,19 @@ typedef struct opts {
     fix_backend backend;
     int exact_blocks, quiet;
     const char *only_case;
+    int kernel_backend; /* 0: reference only; 1: also the kernel on `be` */
+    gpu_backend be;
+    int32_t kernel;
 } opts;
 
 typedef struct tally {
     int files, rejected, cases, passed, failed;
 } tally;
 
-static void print_case(const char *path, const fix_case *c, const fix_check_result *r, int quiet)
+static void print_case(const char *path, const fix_case *c, const fix_check_result *r,
+                       const opts *o)
 {
-    if (r->passed && quiet)
+    if (r->passed && o->quiet)
         return;
     const mask_params *m = &c->prob.mask;
     printf("%s %s %s %s causal=%d W=%d C=%d", r->passed ? "PASS" : "FAIL", path, c->name,
@@ -55,7 +65,38 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
     if (r->bmask_checked)
         printf(", block mask sound%s (%lld partial, %lld full)", r->bmask_exact ? ", exact" : "",
                (long long)r->n_partial, (long long)r->n_full);
+    if (o->kernel_backend)
+        printf(", kernel %d on %s passes the gates", (int)o->kernel, gpu_backend_name(o->be));
     printf("\n");
+}
+
+/* The kernel on this case under the gates: with the stored block mask as given (if any) and
+ * with the direct builder's. The first failure becomes the case's detail. */
+static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r)
+{
+    gate_opts op = {.backends = {o->be}, .nbackends = 1, .kernel = o->kernel};
+    bmask direct;
+    fc_err err;
+    if (bmask_build(&direct, BMASK_DIRECT, c->prob.mask, &c->prob.seq, c->q_block_size,
+                    c->kv_block_size, &err)) {
+        r->passed = 0;
+        fc_fmt(r->detail, sizeof r->detail, "direct builder: %s", err.msg);
+        return;
+    }
+    const bmask *masks[2] = {c->has_bmask ? &c->bm : NULL, &direct};
+    static const char *const names[2] = {"stored block mask", "direct block mask"};
+    for (int i = 0; i < 2 && r->passed; i++) {
+        if (!masks[i])
+            continue;
+        rep_row row;
+        memset(&row, 0, sizeof row);
+        if (gate_judge_fixture(&op, o->be, c, masks[i], &row, NULL, NULL, NULL) != 1) {
+            r->passed = 0;
+            fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s with the %s: %s",
+                   (int)o->kernel, gpu_backend_name(o->be), names[i], row.reason);
+        }
+    }
+    bmask_free(&direct);
 }
 
 /* Checks every case of an already validated file. Returns 0, or 2 if a read failed anyway. */
@@ -76,7 +117,9 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
             r.passed = 0;
             snprintf(r.detail, sizeof r.detail, "could not run: %.480s", err.msg);
         }
-        print_case(f->path, &c, &r, o->quiet);
+        if (o->kernel_backend && r.passed)
+            check_kernel(&c, o, &r);
+        print_case(f->path, &c, &r, o);
         t->cases++;
         if (r.passed)
             t->passed++;
@@ -114,7 +157,7 @@ int cmd_check(int argc, char **argv)
         usage(stdout);
         return CLI_PASS;
     }
-    opts o = {FIX_BACKEND_REF, 0, 0, NULL};
+    opts o = {FIX_BACKEND_REF, 0, 0, NULL, 0, GPU_BACKEND_EMU, 1};
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -122,8 +165,17 @@ int cmd_check(int argc, char **argv)
         if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
             if (r < 0)
                 return CLI_BADINPUT;
-            if (fix_backend_parse(v, &o.backend))
-                return cli_usage_error(CMD, "--backend '%s': only 'ref' exists so far", v);
+            fc_err err;
+            if (!gpu_backend_parse(v, &o.be)) {
+                if (!gpu_backend_available(o.be, &err))
+                    return cli_usage_error(CMD, "--backend %s: %s", v, err.msg);
+                o.kernel_backend = 1;
+            } else if (fix_backend_parse(v, &o.backend)) {
+                return cli_usage_error(CMD, "--backend '%s': ref, emu or gpu", v);
+            }
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
+            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, 1, &o.kernel))
+                return CLI_BADINPUT;
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--case", &v)) != 0) {
             if (r < 0)
                 return CLI_BADINPUT;
@@ -142,7 +194,8 @@ int cmd_check(int argc, char **argv)
         return cli_usage_error(CMD, "no fixture files given (--help)");
     tally t = {0};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--backend") || !strcmp(argv[i], "--case")) {
+        if (!strcmp(argv[i], "--backend") || !strcmp(argv[i], "--case") ||
+            !strcmp(argv[i], "--kernel")) {
             i++;
             continue;
         }

@@ -13,6 +13,7 @@
 #include "bmask.h"
 #include "cli.h"
 #include "fix.h"
+#include "gate_run.h"
 #include "gpu.h"
 #include "lowp.h"
 #include "ref.h"
@@ -180,19 +181,19 @@ static int change_dtype(fix_case *c, fc_dtype dt, fc_err *err)
     return ref_attention_f64(&c->prob, c->q, c->k, c->v, c->out, c->lse, err) ? -1 : 0;
 }
 
-static int run(const repro_opts *o, fix_case *c, gpu_backend be)
+static int run(const repro_opts *ro, fix_case *c, gpu_backend be)
 {
     fc_err err;
     bmask built, *bm = NULL;
     const char *bm_name = "stored";
     memset(&built, 0, sizeof built);
-    if (o->builder_s || !c->has_bmask) {
+    if (ro->builder_s || !c->has_bmask) {
         bmask_builder b = BMASK_DIRECT;
-        if (o->builder_s && bmask_builder_parse(o->builder_s, &b))
-            return cli_usage_error(CMD, "--builder '%s': unknown builder", o->builder_s);
+        if (ro->builder_s && bmask_builder_parse(ro->builder_s, &b))
+            return cli_usage_error(CMD, "--builder '%s': unknown builder", ro->builder_s);
         if (bmask_build(&built, b, c->prob.mask, &c->prob.seq, c->q_block_size, c->kv_block_size,
                         &err))
-            return cli_usage_error(CMD, "%s: case %s: %s", o->file, o->name, err.msg);
+            return cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, err.msg);
         bm = &built;
         bm_name = bmask_builder_name(b);
     } else {
@@ -200,19 +201,16 @@ static int run(const repro_opts *o, fix_case *c, gpu_backend be)
     }
     const attn_problem *p = &c->prob;
     size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
-    float *ob[5];
-    for (int i = 0; i < 5; i++)
-        ob[i] = malloc(sizeof(float) * ((i % 2 ? nl : no) + 1)); /* o, lse, o2, lse2, o_lp */
+    float *o = malloc(sizeof(float) * (no + 1)), *lse = malloc(sizeof(float) * (nl + 1));
     int rc = CLI_BADINPUT;
-    if (!ob[0] || !ob[1] || !ob[2] || !ob[3] || !ob[4]) {
+    if (!o || !lse) {
         cli_usage_error(CMD, "out of memory");
         goto done;
     }
-    printf("case %s of %s\n", o->name, o->file);
+    printf("case %s of %s\n", ro->name, ro->file);
     printf("  B %d, Hq %d, Hkv %d, Lq %d, Lk %d, D %d, Dv %d, scale %g, %s%s\n",
            (int)p->seq.batch, (int)p->hq, (int)p->hkv, (int)p->seq.lq, (int)p->seq.lk, (int)p->d,
-           (int)p->dv, p->scale, fc_dtype_name(c->dtype),
-           p->seq.packed ? ", packed" : "");
+           (int)p->dv, p->scale, fc_dtype_name(c->dtype), p->seq.packed ? ", packed" : "");
     printf("  mask: causal %d, sliding_window %d, chunk_size %d\n", (int)p->mask.causal,
            (int)p->mask.sliding_window, (int)p->mask.chunk_size);
     printf("  block mask: %s, %dx%d, %lld partial + %lld full\n", bm_name,
@@ -220,25 +218,13 @@ static int run(const repro_opts *o, fix_case *c, gpu_backend be)
            (long long)bmask_count_full(bm));
     if (bmask_check_sound(bm, p->mask, &p->seq, &err))
         printf("  block mask NOT SOUND: %s\n", err.msg);
-    printf("  backend %s, kernel %d\n", gpu_backend_name(be), (int)o->kernel);
-    gpu_call call = {.p = p, .dtype = c->dtype, .q = c->q, .k = c->k, .v = c->v, .bm = bm,
-                     .kernel = o->kernel, .backend = be};
-    gpu_result r1, r2;
-    if (ref_attention_lp(p, c->dtype, c->q, c->k, c->v, ob[4], NULL, &err) ||
-        gpu_attention(&call, ob[0], ob[1], &r1, &err) ||
-        gpu_attention(&call, ob[2], ob[3], &r2, &err)) {
-        cli_usage_error(CMD, "%s: case %s: %s", o->file, o->name, err.msg);
-        goto done;
-    }
-    rep_inputs in = {
-        .dtype = c->dtype, .rows = nl, .dv = (size_t)p->dv, .o = ob[0], .lse = ob[1],
-        .o_gold = c->out, .lse_gold = c->lse, .o_lp = ob[4], .o_rerun = ob[2], .lse_rerun = ob[3],
-        .sentinels = r1.sentinels_ok && r2.sentinels_ok ? REP_SENTINELS_INTACT
-                                                        : REP_SENTINELS_DAMAGED,
-    };
+    printf("  backend %s, kernel %d\n", gpu_backend_name(be), (int)ro->kernel);
+    gate_opts op = {.backends = {be}, .nbackends = 1, .kernel = ro->kernel};
+    rep_row row;
     rep_verdict v;
-    if (rep_evaluate(&in, &v, &err)) {
-        cli_usage_error(CMD, "%s: case %s: %s", o->file, o->name, err.msg);
+    memset(&row, 0, sizeof row);
+    if (gate_judge_fixture(&op, be, c, bm, &row, o, lse, &v) < 0) {
+        cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, row.reason);
         goto done;
     }
     printf("\nverdict: %s\n", v.pass ? "PASS" : "FAIL");
@@ -250,18 +236,18 @@ static int run(const repro_opts *o, fix_case *c, gpu_backend be)
            "empty rows %zu, NaN %zu, inf %zu\n", v.max_err, v.e_lp_max, v.h1_ratio, v.h1_tol,
            v.degenerate ? ", degenerate baseline" : "", v.nmse, v.lse_err, v.empty_rows,
            v.nan_count, v.inf_count);
-    explain(c, bm, ob[0], ob[1], o->worst);
-    printf("\nrerun: flexcheck repro %s --case %s --backend %s --kernel %d", o->file, o->name,
-           gpu_backend_name(be), (int)o->kernel);
-    if (o->builder_s)
-        printf(" --builder %s", o->builder_s);
-    if (o->dtype_s)
-        printf(" --dtype %s", o->dtype_s);
+    explain(c, bm, o, lse, ro->worst);
+    printf("\nrerun: flexcheck repro %s --case %s --backend %s --kernel %d", ro->file, ro->name,
+           gpu_backend_name(be), (int)ro->kernel);
+    if (ro->builder_s)
+        printf(" --builder %s", ro->builder_s);
+    if (ro->dtype_s)
+        printf(" --dtype %s", ro->dtype_s);
     printf("\n");
     rc = v.pass ? CLI_PASS : CLI_FAIL;
 done:
-    for (int i = 0; i < 5; i++)
-        free(ob[i]);
+    free(o);
+    free(lse);
     bmask_free(&built);
     return rc;
 }

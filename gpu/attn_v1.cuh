@@ -35,6 +35,7 @@ enum {
     ATTN_MUT_NO_RESCALE = 3,        /* the online softmax forgets to rescale */
     ATTN_MUT_P_NOT_ROUNDED = 4,     /* P stays fp32 before P.V */
     ATTN_MUT_EMPTY_ROW_NAN = 5,     /* an empty row divides 0 by 0 */
+    ATTN_MUT_WRITE_PAST_END = 6,    /* the last row writes one element past the output */
 };
 
 template <typename T>
@@ -115,6 +116,9 @@ __global__ void attn_v1_kernel(attn_args a)
         inv = 1.0f / l;
     for (int32_t i = 0; i < a.dv; i++)
         o[i] = from_f32<T>(acc[i] * inv);
+    if (ATTN_MUTANT == ATTN_MUT_WRITE_PAST_END && tq == a.lq - 1 && h == a.hq - 1 &&
+        b == a.batch - 1)
+        o[a.dv] = from_f32<T>(0.0f);
     a.lse[((int64_t)b * a.hq + h) * a.lq + tq] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 

@@ -1165,9 +1165,17 @@ Test(fixture_cli, check_exits_1_when_a_stored_output_is_wrong)
 Test(fixture_cli, check_refuses_an_unknown_backend)
 {
     char out[4096], errs[4096], args[512];
-    snprintf(args, sizeof args, "check --backend emu '%s'", write_base("x.h5", FC_F32, 0));
+    snprintf(args, sizeof args, "check --backend tpu '%s'", write_base("x.h5", FC_F32, 0));
     cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 2);
-    cr_assert(strstr(errs, "only 'ref'"), "%s", errs);
+    cr_assert(strstr(errs, "--backend 'tpu': ref, emu or gpu"), "%s", errs);
+}
+
+Test(fixture_cli, check_runs_the_emulated_kernel_under_the_gates)
+{
+    char out[4096], errs[4096], args[512];
+    snprintf(args, sizeof args, "check --backend emu '%s'", write_base("x.h5", FC_F32, 0));
+    cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 0, "%s%s", out, errs);
+    cr_assert(strstr(out, "kernel 1 on emu passes the gates"), "%s", out);
 }
 
 Test(fixture_cli, gen_case_is_reproducible_and_refuses_to_overwrite)

@@ -269,6 +269,8 @@ fc_status gpu_attention_mutant4(const gpu_call *c, float *o, float *lse, gpu_res
                                 fc_err *err);
 fc_status gpu_attention_mutant5(const gpu_call *c, float *o, float *lse, gpu_result *res,
                                 fc_err *err);
+fc_status gpu_attention_mutant6(const gpu_call *c, float *o, float *lse, gpu_result *res,
+                                fc_err *err);
 
 /* A direct builder that drops the last listed tile of every row. */
 static fc_status build_drop_last(bmask *out, bmask_builder b, mask_params m, const seq_info *s,
@@ -289,7 +291,7 @@ static fc_status build_drop_last(bmask *out, bmask_builder b, mask_params m, con
 
 typedef struct mutant_case {
     const char *name;
-    int mutant;            /* 1..5: gpu_attention_mutant<N>; 0: the real kernel */
+    int mutant;            /* 1..6: gpu_attention_mutant<N>; 0: the real kernel */
     int drop_last_tile;    /* the broken builder */
     int expect;            /* the first failing gate the gate must name (-1: passes) */
     fc_dtype dtype;
@@ -299,7 +301,7 @@ typedef struct mutant_case {
 
 static const gate_attention_fn mutant_fn[] = {
     NULL, gpu_attention_mutant1, gpu_attention_mutant2, gpu_attention_mutant3,
-    gpu_attention_mutant4, gpu_attention_mutant5,
+    gpu_attention_mutant4, gpu_attention_mutant5, gpu_attention_mutant6,
 };
 
 static const mutant_case mutants[] = {
@@ -315,6 +317,8 @@ static const mutant_case mutants[] = {
     /* Row 0 loses its only tile: its LSE is -inf where the oracle's is finite. */
     {"direct builder drops the last tile", 0, 1, REP_H3, FC_F16, 200, 200, 64, 64,
      {.causal = 1}},
+    /* One element past the last row lands in the guard bytes after O: H6, checked first. */
+    {"write past the output", 6, 0, REP_H6, FC_F16, 200, 200, 64, 64, {.causal = 1}},
     /* Keeping P in fp32 makes the kernel MORE accurate than FlexAttention's contract, and no
      * gate of tolerance.md fails a kernel for being closer to the float64 oracle. Pinned here
      * so the limitation stays visible; catching it needs a conformance check against the

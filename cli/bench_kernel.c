@@ -1,0 +1,142 @@
+/*
+ * bench_kernel.c - 'flexcheck bench kernel [--backend emu|gpu]': kernel throughput side by side
+ * with the reference in one run. Every output is judged under the gates before any time is
+ * printed, so a fast wrong kernel cannot win. On the emu backend the figures are correctness
+ * throughput on the CPU (EMU_THREADS OS threads, default nproc), never GPU speed; the emu's
+ * fiber-switch rate is printed too.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "emu/emu_bench.h"
+#include "fix.h"
+#include "gate_run.h"
+#include "ref.h"
+
+static const char *const CMD = "bench kernel";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct kshape {
+    const char *name;
+    int32_t b, h, l, d;
+    mask_params m;
+    fc_dtype dt;
+} kshape;
+
+static const kshape shapes[] = {
+    {"S=512 D=64 B=1 H=2 dense", 1, 2, 512, 64, {0}, FC_F32},
+    {"S=512 D=64 B=1 H=2 causal", 1, 2, 512, 64, {.causal = 1}, FC_F32},
+    {"S=512 D=64 B=1 H=2 causal fp16", 1, 2, 512, 64, {.causal = 1}, FC_F16},
+    {"S=2048 D=128 B=1 H=2 causal W=256 bf16", 1, 2, 2048, 128,
+     {.causal = 1, .sliding_window = 256}, FC_BF16},
+};
+
+static int run_shape(const kshape *s, gpu_backend be, int kernel, int reps)
+{
+    fix_gen_params gp = {.name = "bench", .dtype = s->dt, .b = s->b, .hq = s->h, .hkv = s->h,
+                         .lq = s->l, .lk = s->l, .d = s->d, .dv = s->d, .mask = s->m,
+                         .qb = 128, .kb = 128, .seed = 5};
+    fix_case fc;
+    bmask bm;
+    fc_err err;
+    if (fix_gen_case(&gp, &fc, &err))
+        return cli_usage_error(CMD, "%s", err.msg);
+    if (bmask_build(&bm, BMASK_DIRECT, s->m, &fc.prob.seq, 128, 128, &err)) {
+        fix_case_free(&fc);
+        return cli_usage_error(CMD, "%s", err.msg);
+    }
+    int rc = CLI_PASS;
+    gate_opts op = {.backends = {be}, .nbackends = 1, .kernel = kernel};
+    rep_row row;
+    memset(&row, 0, sizeof row);
+    size_t no = attn_o_elems(&fc.prob);
+    float *o = malloc(sizeof(float) * (no + 1));
+    float *lse = malloc(sizeof(float) * (attn_lse_elems(&fc.prob) + 1));
+    if (!o || !lse || gate_judge_fixture(&op, be, &fc, &bm, &row, NULL, NULL, NULL) != 1) {
+        printf("  %-40s kernel %d FAILS the gates: %s\n", s->name, kernel, row.reason);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    double best_k = 1e30, best_r = 1e30;
+    gpu_call call = {.p = &fc.prob, .dtype = fc.dtype, .q = fc.q, .k = fc.k, .v = fc.v,
+                     .bm = &bm, .kernel = kernel, .backend = be};
+    for (int r = 0; r < reps; r++) {
+        gpu_result res;
+        if (gpu_attention(&call, o, lse, &res, &err)) {
+            rc = cli_usage_error(CMD, "%s", err.msg);
+            goto done;
+        }
+        if (res.kernel_ms < best_k)
+            best_k = res.kernel_ms;
+        double t0 = now_s();
+        if (ref_attention_f32(&fc.prob, fc.q, fc.k, fc.v, o, lse, &err)) {
+            rc = cli_usage_error(CMD, "%s", err.msg);
+            goto done;
+        }
+        double tr = (now_s() - t0) * 1e3;
+        if (tr < best_r)
+            best_r = tr;
+    }
+    printf("  %-40s kernel %d: %9.2f ms   fp32 reference: %8.2f ms   kernel/ref %6.1fx\n",
+           s->name, kernel, best_k, best_r, best_k / best_r);
+done:
+    free(o);
+    free(lse);
+    bmask_free(&bm);
+    fix_case_free(&fc);
+    return rc;
+}
+
+int bench_kernel(int argc, char **argv)
+{
+    gpu_backend be = GPU_BACKEND_EMU;
+    int32_t kernel = 1, reps = 3;
+    fc_err err;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: flexcheck bench kernel [--backend emu|gpu] [--kernel K] [--reps N]\n"
+                   "  kernel time (launch + synchronize, best of N) next to the fp32 reference\n"
+                   "  on the same inputs, after checking the kernel passes the gates\n");
+            return CLI_PASS;
+        }
+        if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
+            if (r < 0 || gpu_backend_parse(v, &be))
+                return r < 0 ? CLI_BADINPUT : cli_usage_error(CMD, "--backend '%s': emu or gpu", v);
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
+            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, 1, &kernel))
+                return CLI_BADINPUT;
+        } else if ((r = cli_opt(CMD, argc, argv, &i, "--reps", &v)) != 0) {
+            if (r < 0 || cli_parse_i32(CMD, "--reps", v, 1, 1000, &reps))
+                return CLI_BADINPUT;
+        } else {
+            return cli_usage_error(CMD, "unknown option '%s'", argv[i]);
+        }
+    }
+    if (!gpu_backend_available(be, &err))
+        return cli_usage_error(CMD, "--backend %s: %s", gpu_backend_name(be), err.msg);
+    const char *threads = getenv("EMU_THREADS");
+    printf("kernel throughput on backend %s%s%s (best of %d; emu times are CPU times)\n",
+           gpu_backend_name(be), be == GPU_BACKEND_EMU ? ", EMU_THREADS=" : "",
+           be == GPU_BACKEND_EMU ? (threads ? threads : "nproc") : "", (int)reps);
+    int rc = CLI_PASS;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int r = run_shape(&shapes[i], be, kernel, reps);
+        if (r > rc)
+            rc = r;
+    }
+    if (be == GPU_BACKEND_EMU)
+        printf("  emu fiber switches: %.1f M/s (block of 256 threads, one OS thread)\n",
+               emu_bench_switches_per_sec(256, 2000) / 1e6);
+    return rc;
+}
