@@ -57,6 +57,8 @@ typedef struct gate_case {
     char group[4];      /* "M1" ... "M6" */
     gate_kind kind;
     fix_gen_params gp;  /* shapes, dtype, mask, block sizes, packing, seed (name unused) */
+    int all_dtypes;     /* run in float32, float16 and bfloat16 (gp.dtype ignored): one row
+                         * per dtype under the same id, so reports can pair them */
     bmask_builder builder;
     gate_input input;
     char layout[32];    /* GK_LAYOUT: layout name */

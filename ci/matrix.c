@@ -114,7 +114,8 @@ static void make_id(gate_case *c, const char *extra)
     char mt[48];
     mask_tag(mt, sizeof mt, g->mask);
     int o = snprintf(c->id, sizeof c->id, "%c%c-%s-%s-d%d%s-h%dx%d-b%d-%dx%d-%s-q%dk%d-%s",
-                     c->group[0] + 32, c->group[1], gate_kind_name(c->kind), dtype_tag(g->dtype),
+                     c->group[0] + 32, c->group[1], gate_kind_name(c->kind),
+                     c->all_dtypes ? "all" : dtype_tag(g->dtype),
                      (int)g->d, g->dv != g->d ? "v" : "", (int)g->hq, (int)g->hkv, (int)g->b,
                      (int)g->lq, (int)g->lk, mt, (int)g->qb, (int)g->kb, builder_tag(c->builder));
     if (c->input != GI_NORMAL)
@@ -136,7 +137,8 @@ typedef struct lengths {
     int32_t lq, lk;
 } lengths;
 
-enum { F_DTYPE, F_D, F_HEADS, F_BATCH, F_LEN, F_MASK, F_BLOCK, F_BUILDER, NFACT };
+/* dtype is no factor: every design case runs in all three (gate_case.all_dtypes). */
+enum { F_D, F_HEADS, F_BATCH, F_LEN, F_MASK, F_BLOCK, F_BUILDER, NFACT };
 
 typedef struct design {
     int n[NFACT];
@@ -254,7 +256,8 @@ static fc_status add_m1_case(caselist *cl, const design *ds, const int *lv, uint
     const mask_level *m = &ds->mask[lv[F_MASK]];
     strcpy(c->group, "M1");
     c->kind = GK_NUMERIC;
-    c->gp.dtype = (fc_dtype)lv[F_DTYPE];
+    c->gp.dtype = FC_F32;
+    c->all_dtypes = 1;
     c->gp.d = c->gp.dv = ds->d[lv[F_D]];
     c->gp.hq = heads_lv[lv[F_HEADS]][0];
     c->gp.hkv = heads_lv[lv[F_HEADS]][1];
@@ -278,7 +281,7 @@ static fc_status m1_pairwise(caselist *cl, gate_size size, uint64_t seed, int *d
 {
     int quick = size == GATE_QUICK;
     design ds = {
-        .n = {3, quick ? 1 : 2, 3, quick ? 2 : 4,
+        .n = {quick ? 1 : 2, 3, quick ? 2 : 4,
               quick ? (int)(sizeof len_quick / sizeof len_quick[0])
                     : (int)(sizeof len_full / sizeof len_full[0]),
               quick ? (int)(sizeof masks_quick / sizeof masks_quick[0])
@@ -591,7 +594,22 @@ fc_status gate_matrix(gate_size size, uint64_t seed, gate_case **cases, int *nca
 {
     caselist cl = {0};
     int dropped = 0;
+    /* The full size unions three independently seeded designs (more value combinations per
+     * pair); a case another design already holds, same id, is kept once. */
     fc_status st = m1_pairwise(&cl, size, seed, &dropped);
+    for (int extra = 1; !st && size == GATE_FULL && extra < 3; extra++) {
+        int first = cl.n, more = 0;
+        st = m1_pairwise(&cl, size, seed + 7919u * (uint64_t)extra, &more);
+        int kept = first;
+        for (int i = first; i < cl.n; i++) {
+            int dup = 0;
+            for (int j = 0; j < first && !dup; j++)
+                dup = !strcmp(cl.v[j].id, cl.v[i].id);
+            if (!dup)
+                cl.v[kept++] = cl.v[i];
+        }
+        cl.n = kept;
+    }
     for (size_t i = 0; !st && i < sizeof tables / sizeof tables[0]; i++)
         if (tables[i].min_size <= size)
             st = add_table_case(&cl, &tables[i], seed + 100000 + i);
