@@ -111,12 +111,37 @@ static int32_t first_reaching(mask_params m, seq_view v, int32_t a, int32_t b, i
     return a;
 }
 
-/* Query tile r, rows [a, b) of one sequence (a < b). Lists the kv tiles they reach. `whole`
- * says the segment is the tile's only one and fills all qb rows, so a tile may be full. */
-static void direct_segment(bmask *bm, mask_params m, seq_view v, int32_t r, int32_t a, int32_t b,
-                           int whole)
+/* A non-empty run of query tile r's rows that belongs to one sequence: rows [a, b) of
+ * sequence sq; `whole` says it is the tile's only run and fills all qb rows. */
+typedef struct segment {
+    int32_t r, sq, a, b;
+    int whole;
+} segment;
+
+typedef void (*segment_fn)(bmask *bm, mask_params m, seq_view v, const segment *sg, int trim);
+
+/* Calls fn for every segment of every query tile, in row and sequence order. */
+static void each_segment(bmask *bm, mask_params m, seq_view v, int trim, segment_fn fn)
 {
-    int32_t kb = bm->kv_block_size;
+    int32_t qb = bm->q_block_size;
+    for (int32_t r = 0; r < bm->nqb; r++) {
+        int32_t q0 = r * qb, q1 = q0 + qb < v.lq ? q0 + qb : v.lq;
+        for (int32_t sq = seq_find(v.cu_q, v.nseq, q0); sq < v.nseq && v.cu_q[sq] < q1; sq++) {
+            segment sg = {r, sq, v.cu_q[sq] > q0 ? v.cu_q[sq] : q0,
+                          v.cu_q[sq + 1] < q1 ? v.cu_q[sq + 1] : q1, 0};
+            if (sg.a >= sg.b)
+                continue; /* a zero-length sequence */
+            sg.whole = sg.a == q0 && sg.b == q0 + qb;
+            fn(bm, m, v, &sg, trim);
+        }
+    }
+}
+
+/* Direct: the kv tiles the segment's rows reach, full where every row covers the tile. */
+static void direct_segment(bmask *bm, mask_params m, seq_view v, const segment *sg, int trim)
+{
+    (void)trim;
+    int32_t kb = bm->kv_block_size, a = sg->a, b = sg->b;
     /* Rows with an empty range form a prefix; skip it. */
     int32_t f = first_nonempty(m, v, a, b);
     if (f == b)
@@ -131,8 +156,8 @@ static void direct_segment(bmask *bm, mask_params m, seq_view v, int32_t r, int3
             continue;
         /* Full iff every row covers [k0, k1): the largest lo is the last row's, the smallest
          * hi the first row's. Ragged tiles (k1 > lk, or fewer than qb rows) never are. */
-        int full = whole && f == a && k1 <= v.lk && last.lo <= k0 && first.hi >= k1;
-        row_push(bm, r, c, full);
+        int full = sg->whole && f == a && k1 <= v.lk && last.lo <= k0 && first.hi >= k1;
+        row_push(bm, sg->r, c, full);
     }
 }
 
@@ -140,50 +165,37 @@ fc_status bmask_build_direct(bmask *out, mask_params m, const seq_info *s, int32
                              int32_t kb, fc_err *err)
 {
     fc_status st = build_alloc(out, m, s, qb, kb, err);
-    if (st)
-        return st;
-    seq_view v = seq_info_view(s);
-    for (int32_t r = 0; r < out->nqb; r++) {
-        int32_t q0 = r * qb, q1 = q0 + qb < v.lq ? q0 + qb : v.lq;
-        for (int32_t sq = seq_find(v.cu_q, v.nseq, q0); sq < v.nseq && v.cu_q[sq] < q1; sq++) {
-            int32_t a = v.cu_q[sq] > q0 ? v.cu_q[sq] : q0;
-            int32_t b = v.cu_q[sq + 1] < q1 ? v.cu_q[sq + 1] : q1;
-            if (a >= b)
-                continue; /* a zero-length sequence */
-            direct_segment(out, m, v, r, a, b, a == q0 && b == q0 + qb);
-        }
+    if (!st)
+        each_segment(out, m, seq_info_view(s), 0, direct_segment);
+    return st;
+}
+
+/* Superset: every kv tile holding keys of the segment's sequence, partial; with trim, only
+ * from the window's lower edge on. */
+static void superset_segment(bmask *bm, mask_params m, seq_view v, const segment *sg, int trim)
+{
+    int32_t kb = bm->kv_block_size, sq = sg->sq;
+    int32_t k0 = v.cu_k[sq], k1 = v.cu_k[sq + 1];
+    if (trim && m.sliding_window > 0) {
+        /* The tile's first row of this sequence has the lowest position, so its window edge
+         * p_q - (W-1) bounds every row's from below. */
+        int32_t nq = v.cu_q[sq + 1] - v.cu_q[sq];
+        int64_t edge = (int64_t)mask_q_pos(sg->a - v.cu_q[sq], nq, k1 - k0) -
+                       (m.sliding_window - 1);
+        if (edge > 0)
+            k0 = edge < k1 - k0 ? k0 + (int32_t)edge : k1;
     }
-    return FC_OK;
+    for (int32_t c = k0 / kb; k0 < k1 && c <= (k1 - 1) / kb; c++)
+        row_push(bm, sg->r, c, 0);
 }
 
 fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int32_t qb,
                                int32_t kb, int trim, fc_err *err)
 {
     fc_status st = build_alloc(out, m, s, qb, kb, err);
-    if (st)
-        return st;
-    seq_view v = seq_info_view(s);
-    for (int32_t r = 0; r < out->nqb; r++) {
-        int32_t q0 = r * qb, q1 = q0 + qb < v.lq ? q0 + qb : v.lq;
-        for (int32_t sq = seq_find(v.cu_q, v.nseq, q0); sq < v.nseq && v.cu_q[sq] < q1; sq++) {
-            int32_t a = v.cu_q[sq] > q0 ? v.cu_q[sq] : q0;
-            if (a >= (v.cu_q[sq + 1] < q1 ? v.cu_q[sq + 1] : q1))
-                continue;
-            int32_t k0 = v.cu_k[sq], k1 = v.cu_k[sq + 1];
-            if (trim && m.sliding_window > 0) {
-                /* The tile's first row of this sequence has the lowest position, so its window
-                 * edge p_q - (W-1) bounds every row's from below. */
-                int32_t nq = v.cu_q[sq + 1] - v.cu_q[sq];
-                int64_t edge = (int64_t)mask_q_pos(a - v.cu_q[sq], nq, k1 - k0) -
-                               (m.sliding_window - 1);
-                if (edge > 0)
-                    k0 = edge < k1 - k0 ? k0 + (int32_t)edge : k1;
-            }
-            for (int32_t c = k0 / kb; k0 < k1 && c <= (k1 - 1) / kb; c++)
-                row_push(out, r, c, 0);
-        }
-    }
-    return FC_OK;
+    if (!st)
+        each_segment(out, m, seq_info_view(s), trim, superset_segment);
+    return st;
 }
 
 fc_status bmask_build(bmask *out, bmask_builder builder, mask_params m, const seq_info *s,
