@@ -25,6 +25,11 @@ struct attn_args {
     seq_view seq; /* cu_q / cu_k point to device memory */
     const int32_t *kv_num, *kv_idx, *full_num, *full_idx; /* block mask, device memory */
     int32_t bm_nb, bm_nh, nqb, width, qb, kb;
+    /* Paged K/V (kernel 2; NULL: k and v are contiguous). k and v then point to caches
+     * [num_pages, Hkv, KB, D] and page_table[b * pt_width + j] is the page holding keys
+     * [j * KB, (j + 1) * KB) of batch entry b (gpu.h, gpu_call.page_table). */
+    const int32_t *page_table;
+    int32_t pt_width;
 };
 
 /* Row of the block mask for (b, h, r), honouring broadcast of nb / nh == 1. */

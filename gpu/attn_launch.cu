@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "attn_v1.cuh"
+#include "attn_v2.cuh"
 #include "tol.h"
 
 
@@ -66,6 +67,32 @@ static float storage_at(const void *x, size_t i, fc_dtype dt)
     return to_f32(((const __nv_bfloat16 *)x)[i]);
 }
 
+/* K or V (dim = D or Dv) scattered through the page table into a cache
+ * [num_pages, Hkv, KB, dim] in storage of dt; slots no key maps to hold NaN. *n gets its
+ * element count. */
+static void *to_paged_storage(const gpu_call *c, const float *x, int32_t dim, size_t *n)
+{
+    const attn_problem *p = c->p;
+    const int32_t kb = c->bm->kv_block_size, nkb = c->bm->nkb;
+    *n = (size_t)c->num_pages * (size_t)p->hkv * (size_t)kb * (size_t)dim;
+    float *cache = (float *)malloc(*n * sizeof(float) + 1);
+    if (!cache)
+        return NULL;
+    for (size_t i = 0; i < *n; i++)
+        cache[i] = NAN;
+    for (int32_t b = 0; b < p->seq.batch; b++)
+        for (int32_t h = 0; h < p->hkv; h++)
+            for (int32_t tk = 0; tk < p->seq.lk; tk++) {
+                const int64_t page = c->page_table[(int64_t)b * nkb + tk / kb];
+                memcpy(cache + ((page * p->hkv + h) * kb + tk % kb) * dim,
+                       x + (((int64_t)b * p->hkv + h) * p->seq.lk + tk) * dim,
+                       (size_t)dim * sizeof(float));
+            }
+    void *out = to_storage(cache, *n, c->dtype);
+    free(cache);
+    return out;
+}
+
 /* Host staging for a guarded device output of n data bytes. */
 static unsigned char *guarded_host(size_t n)
 {
@@ -77,6 +104,30 @@ static unsigned char *guarded_host(size_t n)
     return h;
 }
 
+/* Paging: every entry a distinct page in [0, num_pages). */
+static fc_status check_page_table(const gpu_call *c, fc_err *err)
+{
+    const bmask *bm = c->bm;
+    const int64_t n = (int64_t)c->p->seq.batch * bm->nkb;
+    if (c->num_pages < n)
+        return fc_errf(err, FC_EINVAL, "page table: %d pages for %lld kv blocks", (int)c->num_pages,
+                       (long long)n);
+    unsigned char *used = (unsigned char *)calloc((size_t)c->num_pages + 1, 1);
+    if (!used)
+        return fc_errf(err, FC_ENOMEM, "out of host memory for the page-table check");
+    fc_status st = FC_OK;
+    for (int64_t i = 0; i < n && !st; i++) {
+        const int32_t pg = c->page_table[i];
+        if (pg < 0 || pg >= c->num_pages || used[pg])
+            st = fc_errf(err, FC_EINVAL, "page table [%lld] = %d: %s", (long long)i, (int)pg,
+                         pg < 0 || pg >= c->num_pages ? "outside [0, num_pages)" : "page used twice");
+        else
+            used[pg] = 1;
+    }
+    free(used);
+    return st;
+}
+
 static fc_status check_call(const gpu_call *c, fc_err *err)
 {
     fc_status st = attn_problem_check(c->p, err);
@@ -84,22 +135,72 @@ static fc_status check_call(const gpu_call *c, fc_err *err)
         return st;
     const attn_problem *p = c->p;
     const bmask *bm = c->bm;
-    if (c->kernel != 1)
-        return fc_errf(err, FC_EUNSUP, "kernel version %d: this build has version 1", c->kernel);
+    if (c->kernel != 1 && c->kernel != 2)
+        return fc_errf(err, FC_EUNSUP, "kernel version %d: this build has versions 1 and 2",
+                       c->kernel);
     if ((unsigned)c->dtype > FC_BF16)
         return fc_errf(err, FC_EINVAL, "dtype %d: unknown", (int)c->dtype);
-    if (p->d > GPU_V1_MAX_HEAD_DIM || p->dv > GPU_V1_MAX_HEAD_DIM)
+    if (c->kernel == 1 && (p->d > GPU_V1_MAX_HEAD_DIM || p->dv > GPU_V1_MAX_HEAD_DIM))
         return fc_errf(err, FC_EUNSUP, "kernel 1: head dims D = %d, Dv = %d: at most %d",
                        (int)p->d, (int)p->dv, GPU_V1_MAX_HEAD_DIM);
+    if (c->kernel == 2 && !v2_head_dims_ok(p->d, p->dv))
+        return fc_errf(err, FC_EUNSUP, "kernel 2: head dims D = %d, Dv = %d: supported are %s",
+                       (int)p->d, (int)p->dv, GPU_V2_HEAD_DIMS);
     if (!bm || bm->lq != p->seq.lq || bm->lk != p->seq.lk)
         return fc_errf(err, FC_EINVAL, "block mask missing or built for other lengths");
+    if (c->page_table && c->kernel != 2)
+        return fc_errf(err, FC_EUNSUP, "kernel %d reads K/V contiguously: paged K/V needs kernel 2",
+                       c->kernel);
     if ((bm->nb != 1 && bm->nb != p->seq.batch) || (bm->nh != 1 && bm->nh != p->hq))
         return fc_errf(err, FC_EINVAL, "block mask dims [%d, %d] do not broadcast to [B=%d, Hq=%d]",
                        (int)bm->nb, (int)bm->nh, (int)p->seq.batch, (int)p->hq);
     if (p->hq > 65535 || p->seq.batch > 65535)
         return fc_errf(err, FC_EUNSUP, "Hq = %d, B = %d: grid y/z dimensions at most 65535",
                        (int)p->hq, (int)p->seq.batch);
-    return bmask_validate(bm, err);
+    st = bmask_validate(bm, err);
+    if (st || !c->page_table)
+        return st;
+    return check_page_table(c, err);
+}
+
+/* Version 2 with its tile shapes: BQ query rows (BQ/16 warps) per block, BK keys per stage. */
+template <typename T, int D, int DV, int BK> static cudaError_t launch_v2_tiles(const attn_args &a)
+{
+    const int bq = v2_block_q<T, D, DV>(a.qb);
+    const size_t smem = v2_smem_bytes<T, D, DV, BK>(bq);
+    dim3 grid((unsigned)((a.lq + bq - 1) / bq), (unsigned)a.hq, (unsigned)a.batch);
+    dim3 block((unsigned)(bq / 16 * 32));
+    void (*kernel)(attn_args) = attn_v2_kernel<T, D, DV, BK>;
+    if (smem > 48 * 1024) { /* above the default limit, as on the GPU */
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return GPU_LAUNCH(kernel, grid, block, smem, (cudaStream_t)0, a);
+}
+
+/* 64-key stages where they fit in registers (fp16/bf16, head dims up to 128, KB >= 64). */
+template <typename T, int D, int DV> static cudaError_t launch_v2_d(const attn_args &a)
+{
+    if constexpr (v2_traits<T>::bk_max > 16 && D <= 128 && DV <= 128)
+        if (a.kb >= v2_traits<T>::bk_max)
+            return launch_v2_tiles<T, D, DV, v2_traits<T>::bk_max>(a);
+    return launch_v2_tiles<T, D, DV, 16>(a);
+}
+
+/* The one switch over head dims (check_call refused what v2_head_dims_ok does not list). */
+template <typename T> static cudaError_t launch_v2(const attn_args &a)
+{
+    switch (a.d) {
+    case 32: return launch_v2_d<T, 32, 32>(a);
+    case 64: return launch_v2_d<T, 64, 64>(a);
+    case 80: return launch_v2_d<T, 80, 80>(a);
+    case 96: return a.dv == 64 ? launch_v2_d<T, 96, 64>(a) : launch_v2_d<T, 96, 96>(a);
+    case 128: return launch_v2_d<T, 128, 128>(a);
+    case 256: return launch_v2_d<T, 256, 256>(a);
+    }
+    return cudaErrorInvalidValue;
 }
 
 template <typename T>
@@ -110,6 +211,7 @@ static cudaError_t launch(const gpu_call *c, const attn_args &a)
         return cudaSuccess; /* Lq == 0: nothing to compute */
     switch (c->kernel) {
     case 1: return GPU_LAUNCH(attn_v1_kernel<T>, grid, block, 0, (cudaStream_t)0, a);
+    case 2: return launch_v2<T>(a);
     }
     return cudaErrorInvalidValue;
 }
@@ -155,21 +257,27 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     const attn_problem *p = c->p;
     const bmask *bm = c->bm;
     const size_t es = dtype_size(c->dtype);
-    const size_t nq = attn_q_elems(p), nk = attn_k_elems(p), nv = attn_v_elems(p);
+    const size_t nq = attn_q_elems(p);
+    size_t nk = attn_k_elems(p), nv = attn_v_elems(p);
     const size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
     const size_t rows = (size_t)bm->nb * bm->nh * bm->nqb, ids = rows * (size_t)bm->width;
     const size_t ncu = (size_t)p->seq.nseq + 1;
     void *hq = NULL, *hk = NULL, *hv = NULL;
     unsigned char *ho = NULL, *hl = NULL;
     void *dq = NULL, *dk = NULL, *dv = NULL, *dcq = NULL, *dck = NULL;
-    void *dkn = NULL, *dki = NULL, *dfn = NULL, *dfi = NULL;
+    void *dkn = NULL, *dki = NULL, *dfn = NULL, *dfi = NULL, *dpt = NULL;
     unsigned char *dout = NULL, *dlse = NULL;
     attn_args a;
     double t0;
 
     hq = to_storage(c->q, nq, c->dtype);
-    hk = to_storage(c->k, nk, c->dtype);
-    hv = to_storage(c->v, nv, c->dtype);
+    if (c->page_table) { /* nk, nv become the caches' sizes */
+        hk = to_paged_storage(c, c->k, p->d, &nk);
+        hv = to_paged_storage(c, c->v, p->dv, &nv);
+    } else {
+        hk = to_storage(c->k, nk, c->dtype);
+        hv = to_storage(c->v, nv, c->dtype);
+    }
     ho = guarded_host(no * es);
     hl = guarded_host(nl * sizeof(float));
     if (!hq || !hk || !hv || !ho || !hl) {
@@ -185,6 +293,8 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     GPU_TRY(upload(&dki, bm->kv_indices, ids * sizeof(int32_t)));
     GPU_TRY(upload(&dfn, bm->full_kv_num_blocks, rows * sizeof(int32_t)));
     GPU_TRY(upload(&dfi, bm->full_kv_indices, ids * sizeof(int32_t)));
+    if (c->page_table)
+        GPU_TRY(upload(&dpt, c->page_table, (size_t)p->seq.batch * bm->nkb * sizeof(int32_t)));
     GPU_TRY(upload((void **)&dout, ho, no * es + 2 * GUARD));
     GPU_TRY(upload((void **)&dlse, hl, nl * sizeof(float) + 2 * GUARD));
 
@@ -218,6 +328,8 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     a.width = bm->width;
     a.qb = bm->q_block_size;
     a.kb = bm->kv_block_size;
+    a.page_table = (const int32_t *)dpt;
+    a.pt_width = bm->nkb;
 
     t0 = now_ms();
     switch (c->dtype) {
@@ -253,6 +365,7 @@ cleanup:
     cudaFree(dki);
     cudaFree(dfn);
     cudaFree(dfi);
+    cudaFree(dpt);
     cudaFree(dout);
     cudaFree(dlse);
     free(hq);

@@ -32,13 +32,24 @@ fc_status gpu_backend_parse(const char *s, gpu_backend *out);
  * per-thread arrays of this size). */
 #define GPU_V1_MAX_HEAD_DIM 256
 
+/* The head dims version 2 (gpu/attn_v2.cuh) is compiled for. */
+#define GPU_V2_HEAD_DIMS "D = Dv in {32, 64, 80, 96, 128, 256} and (D, Dv) = (96, 64)"
+
 typedef struct gpu_call {
     const attn_problem *p;
     fc_dtype dtype;
     const float *q, *k, *v; /* host, values representable in dtype */
     const bmask *bm;        /* block mask for p (validated by the caller: bmask_validate) */
-    int kernel;             /* version: 1 */
+    int kernel;             /* version: 1 or 2 */
     gpu_backend backend;
+    /* Paged K/V (kernel 2 only; NULL = contiguous K/V). page_table [B * nkb], nkb =
+     * ceil(Lk / KB) with KB the block mask's kv_block_size (page size == KB): entry b * nkb + j
+     * is the physical page in [0, num_pages) that holds keys [j * KB, (j + 1) * KB) of batch
+     * entry b; entries are distinct. The launcher scatters k and v through it into caches
+     * [num_pages, Hkv, KB, D] (slots no key maps to hold NaN) and the kernel reads them back
+     * through the table; the output is bitwise that of the contiguous run. */
+    const int32_t *page_table;
+    int32_t num_pages;
 } gpu_call;
 
 typedef struct gpu_result {

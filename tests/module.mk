@@ -15,3 +15,42 @@ $(BUILD)/tests/test_gate: tests/test_gate.c $(MUTANT_OBJS) $(LIB) | $(DEPS_STAMP
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -MMD -MP -o $@ $< $(MUTANT_OBJS) $(LIB) \
 	    $(CRITERION_LIBS) $(LDLIBS)
+
+# ---- kernel version 2 (gpu/attn_v2.cuh): the PTX-wrapper test kernels of gpu/v2tests/, built
+# for the emu (the CPU twins) and, with nvcc, natively (the instructions, run when a device is
+# present), linked into tests/test_kernel_v2_ptx.c. ----
+V2T_CU    := $(wildcard gpu/v2tests/*.cu)
+V2T_OBJS  := $(V2T_CU:%.cu=$(BUILD)/obj/%.emu.o)
+ifneq ($(NVCC_BIN),)
+V2T_OBJS  += $(V2T_CU:%.cu=$(BUILD)/nvcc/%.o)
+V2T_FLAGS := -DV2T_HAVE_CUDA
+endif
+-include $(V2T_CU:%.cu=$(BUILD)/obj/%.emu.d)
+
+$(BUILD)/tests/test_kernel_v2_ptx: tests/test_kernel_v2_ptx.c $(V2T_OBJS) $(LIB) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(V2T_FLAGS) -Itests -MMD -MP -o $@ $< $(V2T_OBJS) $(LIB) \
+	    $(CRITERION_LIBS) $(LDLIBS)
+
+# Kernel version 2 under the emu's ASan/UBSan and race-checker builds (gpu/module.mk's pattern
+# rules compile gpu/attn_launch.cu and the runtime for each), driven by
+# gpu/v2tests/v2_sanitize_main.c; a make test step.
+V2_ASAN_BIN := $(EMU_ASAN_DIR)/v2-sanitize
+V2_RACE_BIN := $(EMU_RACE_DIR)/v2-sanitize
+$(V2_ASAN_BIN): $(EMU_ASAN_DIR)/gpu/v2tests/v2_sanitize_main.o $(EMU_ASAN_DIR)/gpu/attn_launch.o \
+                $(EMU_ASAN_DIR)/gpu/emu/emu_runtime.o $(LIB)
+	$(CXX) -fsanitize=address,undefined -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS)
+$(V2_RACE_BIN): $(BUILD)/obj/gpu/v2tests/v2_sanitize_main.o $(EMU_RACE_DIR)/gpu/attn_launch.o \
+                $(EMU_RACE_DIR)/gpu/emu/emu_runtime.o $(EMU_RACE_DIR)/gpu/emu/emu_race.o $(LIB)
+	$(CXX) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS)
+
+.PHONY: v2-sanitize
+TEST_STEPS += v2-sanitize
+v2-sanitize: $(V2_ASAN_BIN) $(V2_RACE_BIN)
+	@echo "== kernel 2 under the emu ASan/UBSan build"
+	@OPENBLAS_NUM_THREADS=1 $(V2_ASAN_BIN)
+	@echo "== kernel 2 under the emu race checker"
+	@OPENBLAS_NUM_THREADS=1 $(V2_RACE_BIN)
+# gpu/module.mk's sanitizer pattern rules name only the emu headers; the kernels' own headers
+# must rebuild these objects too.
+$(EMU_ASAN_DIR)/gpu/attn_launch.o $(EMU_RACE_DIR)/gpu/attn_launch.o: $(GPU_HDRS)

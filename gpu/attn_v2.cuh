@@ -1,0 +1,423 @@
+/*
+ * attn_v2.cuh - flex-attention forward, version 2: tiled flash attention over the block mask.
+ *
+ * Honours the same contract as version 1 (spec/semantics.md section 5, gpu/attn_v1.cuh), with
+ * the work laid out as in FlashAttention-2:
+ *   - one thread block per (query tile of BQ rows, head, batch entry); BQ = min(QB, 64) (32 for
+ *     fp32 with a 256 head dim) divides the block mask's QB, so a block walks exactly one
+ *     block-mask row; BQ/16 warps, each warp owns 16 query rows;
+ *   - the row's partial kv blocks, then its full ones, in list order, each split into sub-tiles
+ *     of BK keys (BK divides KB; sub-tiles wholly past Lk are skipped);
+ *   - Q, K and V tiles staged in shared memory by cp.async (rows past Lq / Lk zero-filled, never
+ *     read); K and V of a sub-tile are two commit groups, so V is still in flight while S is
+ *     computed, and the next K is fetched while P.V runs;
+ *   - fp16/bf16: S = Q K^T and O += P V on tensor cores (mma.sync m16n8k16, fragments through
+ *     ldmatrix; gpu/ptx.cuh); the S accumulator of two n8 key tiles is, register for register,
+ *     the A fragment of the P.V product, so P never leaves registers. fp32: the same fragment
+ *     layout computed on CUDA cores from shared memory, P staged per warp in shared memory;
+ *   - masked keys never reach the output, whatever K/V hold there (NaN, inf): their scores are
+ *     set to -inf, their P to exactly 0, and a key whose P is 0 on all rows of a warp has its
+ *     V fragment zeroed before the tensor-core product (fp32 skips a zero P outright);
+ *   - fp32 online softmax per row, the row spread over the four lanes of a quad (max and sum
+ *     reduced with two xor-shuffles); P rounded to the input type before P.V, the normaliser
+ *     l sums the fp32 P; output rounded to the input type; empty rows 0 with LSE -inf;
+ *   - paged K/V (attn_args.page_table): a sub-tile never crosses a kv block, so its base is one
+ *     page-table lookup; the values staged are the same, so the output is bitwise the same;
+ *   - offsets into Q/K/V/O in int64; rows past Lq are never stored.
+ *
+ * Per-lane fragment coordinates (PTX ISA m16n8k16; g = lane/4, t = lane%4): accumulator element
+ * e of n8 tile j is row g + 8*(e/2) of the warp's 16, column 8j + 2t + e%2.
+ *
+ * Template parameters, picked by a plain switch in gpu/attn_launch.cu: T (float, __half,
+ * __nv_bfloat16), D and DV (head dims of q/k and of v/o, multiples of 16: the (D, Dv) pairs of
+ * v2_head_dims_ok), BK (16, or v2_traits<T>::bk_max = 64 for fp16/bf16 when KB >= 64 and both
+ * head dims are at most 128). Q fragments live in registers for D <= 128 and are re-read from
+ * shared memory (ldmatrix) for larger D, which keeps D = 256 free of register spills.
+ */
+#ifndef FLEXCHECK_ATTN_V2_CUH
+#define FLEXCHECK_ATTN_V2_CUH
+
+#include <type_traits>
+
+#include "attn_common.cuh"
+#include "ptx.cuh"
+
+namespace FC_GPU_NS {
+
+/* Loops over fragment registers must unroll, or nvcc moves the arrays to local memory. */
+#ifdef __CUDA_ARCH__
+#define V2_UNROLL _Pragma("unroll")
+#else
+#define V2_UNROLL
+#endif
+
+enum { V2_BQ_MAX = 64 };
+template <typename T> struct v2_traits {
+    static constexpr bool tensor_cores = !std::is_same<T, float>::value;
+    /* fp32: S and O both in registers on CUDA cores; 16 keys keep them under the limit */
+    static constexpr int bk_max = tensor_cores ? 64 : 16;
+    static constexpr int pad = 16 / (int)sizeof(T); /* 16 bytes per smem row: no ldmatrix bank conflicts */
+};
+
+/* Query rows per block: 64 (4 warps), fewer when the block mask's QB is smaller; 32 for fp32
+ * with a 256 head dim, whose tiles would otherwise pass the 99 KiB of shared memory that
+ * sm_86/sm_89 allow. */
+template <typename T, int D, int DV> __host__ __device__ inline int v2_block_q(int qb)
+{
+    const int cap = !v2_traits<T>::tensor_cores && (D > 128 || DV > 128) ? 32 : V2_BQ_MAX;
+    return qb < cap ? qb : cap;
+}
+template <typename T> __host__ __device__ inline int v2_block_k(int kb)
+{
+    return kb >= v2_traits<T>::bk_max ? v2_traits<T>::bk_max : 16;
+}
+
+/* The (D, Dv) pairs version 2 is compiled for (the switch in gpu/attn_launch.cu). */
+static __host__ __device__ inline int v2_head_dims_ok(int32_t d, int32_t dv)
+{
+    if (d == 96 && dv == 64)
+        return 1;
+    return d == dv && (d == 32 || d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
+}
+
+/* Dynamic shared memory of one block: Q [BQ] and K [BK] rows of D + pad elements, V [BK] rows
+ * of DV + pad, and for fp32 the per-warp P tiles [BQ/16][16][BK + 4]. */
+template <typename T, int D, int DV, int BK> __host__ __device__ inline size_t v2_smem_bytes(int bq)
+{
+    constexpr int pad = v2_traits<T>::pad;
+    const size_t rows = ((size_t)(bq + BK) * (D + pad) + (size_t)BK * (DV + pad)) * sizeof(T);
+    return rows + (v2_traits<T>::tensor_cores ? 0 : (size_t)bq * (BK + 4) * sizeof(float));
+}
+
+/* Position in the row's kv work: list (0 partial, 1 full), slot, BK sub-tile; k0 its first key. */
+struct v2_cursor {
+    int32_t pass, slot, sub, k0;
+};
+
+/* Advances to the next sub-tile holding keys below Lk; false when the lists are exhausted. */
+static __device__ inline bool v2_next(v2_cursor &c, const attn_args &a, int64_t row, int bk)
+{
+    for (;;) {
+        if (++c.sub * bk >= a.kb) {
+            c.sub = 0;
+            c.slot++;
+        }
+        while (c.pass < 2 && c.slot >= (c.pass ? a.full_num : a.kv_num)[row]) {
+            c.pass++;
+            c.slot = 0;
+            c.sub = 0;
+        }
+        if (c.pass == 2)
+            return false;
+        const int32_t id = (c.pass ? a.full_idx : a.kv_idx)[row * a.width + c.slot];
+        c.k0 = id * a.kb + c.sub * bk;
+        if (c.k0 < a.lk)
+            return true;
+    }
+}
+
+/* First element of key row k0 of kv head hk, batch entry b, in a K or V tensor (or cache). */
+template <typename T, int D>
+__device__ inline const T *v2_kv_rows(const attn_args &a, const void *base, int32_t b, int32_t hk,
+                                      int32_t k0)
+{
+    if (!a.page_table)
+        return (const T *)base + (((int64_t)b * a.hkv + hk) * a.lk + k0) * D;
+    /* cache [num_pages, Hkv, KB, D]: the page of kv block k0 / KB, row k0 % KB inside it */
+    const int64_t page = a.page_table[(int64_t)b * a.pt_width + k0 / a.kb];
+    return (const T *)base + ((page * a.hkv + hk) * a.kb + k0 % a.kb) * D;
+}
+
+/* Stages n rows of D elements from src (rows valid while row < nvalid, else zero-filled) into
+ * smem rows of stride SROW, 16 bytes per cp.async, all threads of the block sharing the work. */
+template <typename T, int D, int SROW>
+__device__ inline void v2_stage_rows(T *dst, const T *src, int n, int32_t nvalid)
+{
+    constexpr int per16 = 16 / (int)sizeof(T), chunks = D / per16;
+    for (int i = (int)threadIdx.x; i < n * chunks; i += (int)blockDim.x) {
+        const int row = i / chunks, c = i % chunks;
+        const bool ok = row < nvalid;
+        cp_async_16(dst + row * SROW + c * per16, ok ? src + (int64_t)row * D + c * per16 : src, ok);
+    }
+}
+
+/* Sum (or max) of x over the four lanes of a quad: the lanes holding one row's columns. */
+static __device__ inline float v2_quad_max(float x)
+{
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+static __device__ inline float v2_quad_sum(float x)
+{
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/* At most 128 threads, at least one block per SM: ptxas may then use up to 255 registers a
+ * thread, and the resource report (make emu-nvcc) shows no spills in any configuration; with
+ * the first bound alone its heuristics stop at 128 and spill a few bytes for some. */
+template <typename T, int D, int DV, int BK>
+__global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
+{
+    typedef v2_traits<T> tr;
+    constexpr int SROW = D + tr::pad, VROW = DV + tr::pad, NJ = BK / 8, ND = DV / 8;
+    constexpr bool q_in_regs = tr::tensor_cores && D <= 128;
+    static_assert(D % 16 == 0 && DV % 16 == 0 && BK % 16 == 0, "tile shapes the fragment loops assume");
+
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int bq = (int)blockDim.x / 32 * 16;
+    const int32_t q0 = (int32_t)blockIdx.x * bq, h = (int32_t)blockIdx.y, b = (int32_t)blockIdx.z;
+    const int32_t hk = h / (a.hq / a.hkv);
+    const int64_t row = attn_bmask_row(a, b, h, q0 / a.qb); /* bq divides qb: one mask row */
+
+    EMU_DYNAMIC_SHARED(T, smem);
+    T *sq = smem, *sk = sq + bq * SROW, *sv = sk + BK * SROW;
+    float *sp = tr::tensor_cores ? NULL : (float *)(sv + BK * VROW) + warp * 16 * (BK + 4); /* fp32 */
+
+    v2_stage_rows<T, D, SROW>(sq, (const T *)a.q + (((int64_t)b * a.hq + h) * a.lq + q0) * D,
+                              bq, a.lq - q0);
+    cp_async_commit();
+
+    /* This lane's two rows (g and g + 8 of the warp's 16): their sequence and position, looked
+     * up once; rows past Lq take part in every collective but see no key and are never stored. */
+    int32_t tq[2];
+    bool valid[2];
+    mask_row mr[2] = {{0, 0, 0}, {0, 0, 0}};
+    float m[2], l[2];
+    V2_UNROLL
+    for (int i = 0; i < 2; i++) {
+        tq[i] = q0 + warp * 16 + g + 8 * i;
+        valid[i] = tq[i] < a.lq;
+        if (valid[i])
+            mr[i] = mask_row_of(a.seq, tq[i]);
+        m[i] = -INFINITY;
+        l[i] = 0.0f; /* this lane's share; the quad's shares are summed at the end */
+    }
+    float acc[ND][4];
+    V2_UNROLL
+    for (int n = 0; n < ND; n++)
+        V2_UNROLL
+        for (int e = 0; e < 4; e++)
+            acc[n][e] = 0.0f;
+
+    v2_cursor cur = {0, 0, -1, 0};
+    bool have = v2_next(cur, a, row, BK);
+    /* Groups in flight at the top of every tile: its K, then its V (empty groups when the
+     * row has no tile, so the counts below hold on every path). */
+    if (have)
+        v2_stage_rows<T, D, SROW>(sk, v2_kv_rows<T, D>(a, a.k, b, hk, cur.k0), BK, a.lk - cur.k0);
+    cp_async_commit();
+    if (have)
+        v2_stage_rows<T, DV, VROW>(sv, v2_kv_rows<T, DV>(a, a.v, b, hk, cur.k0), BK, a.lk - cur.k0);
+    cp_async_commit();
+    cp_async_wait<1>(); /* Q and the first K; the first V may still be in flight */
+    __syncthreads();
+
+    /* Q fragments (A of m16n8k16, one per 16-wide d chunk) stay in registers for the whole row
+     * of kv tiles when D <= 128. */
+    uint32_t qa[q_in_regs ? D / 16 : 1][4];
+    const T *q_frag_row = sq + (warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * SROW + (lane >> 4) * 8;
+    if constexpr (q_in_regs) {
+        V2_UNROLL
+        for (int kc = 0; kc < D / 16; kc++)
+            ldmatrix_x4(qa[kc], q_frag_row + kc * 16);
+    }
+
+    while (have) {
+        cp_async_wait<1>(); /* K of this tile has landed (V may still be in flight) */
+        __syncthreads();
+
+        /* S = Q K^T for the warp's 16 rows and the tile's BK keys, fp32. */
+        float s[NJ][4];
+        V2_UNROLL
+        for (int j = 0; j < NJ; j++)
+            V2_UNROLL
+            for (int e = 0; e < 4; e++)
+                s[j][e] = 0.0f;
+        if constexpr (tr::tensor_cores) {
+            V2_UNROLL
+            for (int kc = 0; kc < D / 16; kc++) {
+                uint32_t qtmp[4];
+                const uint32_t *qf = qa[q_in_regs ? kc : 0];
+                if constexpr (!q_in_regs) {
+                    ldmatrix_x4(qtmp, q_frag_row + kc * 16);
+                    qf = qtmp;
+                }
+                V2_UNROLL
+                for (int jp = 0; jp < NJ / 2; jp++) {
+                    /* B fragments of key tiles 2jp (kf[0..1]) and 2jp + 1 (kf[2..3]) */
+                    uint32_t kf[4];
+                    ldmatrix_x4(kf, sk + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * SROW + kc * 16 +
+                                        ((lane >> 3) & 1) * 8);
+                    mma_m16n8k16<T>(s[2 * jp], qf, kf);
+                    mma_m16n8k16<T>(s[2 * jp + 1], qf, kf + 2);
+                }
+            }
+        } else {
+            /* d outer, so the NJ x 4 sums stay in registers; each still adds its products in
+             * ascending d, with fmaf: the same bits under nvcc and the emu. */
+            const T *q0r = sq + (warp * 16 + g) * SROW, *q1r = q0r + 8 * SROW;
+            for (int i = 0; i < D; i++) {
+                const float qv[2] = {to_f32(q0r[i]), to_f32(q1r[i])};
+                V2_UNROLL
+                for (int j = 0; j < NJ; j++)
+                    V2_UNROLL
+                    for (int e = 0; e < 4; e++)
+                        s[j][e] = fmaf(qv[e >> 1], to_f32(sk[(j * 8 + 2 * t + (e & 1)) * SROW + i]),
+                                       s[j][e]);
+            }
+        }
+
+
+        /* Scale, then the mask: evaluated per element on partial tiles; full tiles only mask
+         * keys past Lk (a full tile never holds rows past Lq). A masked score is -inf whatever
+         * K held there, so NaN or inf in masked keys cannot reach the max or the sum. */
+        const bool partial = cur.pass == 0;
+        float tile_max[2] = {-INFINITY, -INFINITY};
+        V2_UNROLL
+        for (int j = 0; j < NJ; j++)
+            V2_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int i = e >> 1;
+                const int32_t tk = cur.k0 + j * 8 + 2 * t + (e & 1);
+                const bool ok = valid[i] && (partial ? mask_row_allows(a.mask, mr[i], tk) : tk < a.lk);
+                s[j][e] = ok ? s[j][e] * a.scale : -INFINITY;
+                tile_max[i] = fmaxf(tile_max[i], s[j][e]);
+            }
+
+        /* Online softmax, per row. m == -inf means nothing was accumulated yet, so alpha is
+         * irrelevant and taken as 0 rather than exp(-inf - m_new); masked scores give p = 0
+         * exactly, never exp(-inf - (-inf)). */
+        V2_UNROLL
+        for (int i = 0; i < 2; i++) {
+            const float m_new = fmaxf(m[i], v2_quad_max(tile_max[i]));
+            const float alpha = m[i] == -INFINITY ? 0.0f : expf(m[i] - m_new);
+            l[i] *= alpha;
+            V2_UNROLL
+            for (int n = 0; n < ND; n++) {
+                acc[n][2 * i] *= alpha;
+                acc[n][2 * i + 1] *= alpha;
+            }
+            V2_UNROLL
+            for (int j = 0; j < NJ; j++)
+                V2_UNROLL
+                for (int c = 0; c < 2; c++) {
+                    float &x = s[j][2 * i + c];
+                    x = x == -INFINITY ? 0.0f : expf(x - m_new);
+                    l[i] += x; /* the normaliser sums the fp32 P */
+                }
+            m[i] = m_new;
+        }
+
+        cp_async_wait<0>(); /* V of this tile */
+        __syncthreads();    /* ... visible to all; and every warp is done reading K */
+        v2_cursor nxt = cur;
+        const bool more = v2_next(nxt, a, row, BK);
+        if (more) /* the next K streams in while P V runs */
+            v2_stage_rows<T, D, SROW>(sk, v2_kv_rows<T, D>(a, a.k, b, hk, nxt.k0), BK,
+                                      a.lk - nxt.k0);
+        cp_async_commit();
+
+        /* O += P V, P in the input type. */
+        if constexpr (tr::tensor_cores) {
+            /* P rounded to T; the S accumulators of n8 tiles 2kk and 2kk+1 are the A fragment
+             * of key chunk kk. A key whose P is 0 on all 16 rows of the warp gets its V
+             * fragment zeroed too: the tensor core would turn 0 * NaN (a masked, poisoned V)
+             * into NaN. For finite V that changes nothing (0 * v adds +-0). live bit 4kk + c
+             * stands for key 16kk + 2t + (c&1) + 8*(c>>1), which are exactly the keys of this
+             * lane's V fragment (it depends on t only). */
+            uint32_t pa[BK / 16][4];
+            unsigned live = 0;
+            V2_UNROLL
+            for (int kk = 0; kk < BK / 16; kk++)
+                V2_UNROLL
+                for (int c = 0; c < 4; c++) {
+                    const float *sj = s[2 * kk + (c >> 1)];
+                    pa[kk][c] = pack2_rn<T>(sj[2 * (c & 1)], sj[2 * (c & 1) + 1]);
+                }
+            V2_UNROLL
+            for (int kk = 0; kk < BK / 16; kk++)
+                V2_UNROLL
+                for (int c = 0; c < 4; c++) {
+                    /* key 2t + (c&1) + 8(c>>1): rows g (pa[kk][2(c>>1)]) and g + 8 (pa[kk][2(c>>1)+1]) */
+                    const int sh = 16 * (c & 1);
+                    const uint32_t r0 = pa[kk][2 * (c >> 1)] >> sh, r1 = pa[kk][2 * (c >> 1) + 1] >> sh;
+                    if (((r0 | r1) & 0x7fffu) != 0)
+                        live |= 1u << (4 * kk + c);
+                }
+            live |= __shfl_xor_sync(0xffffffffu, live, 4);
+            live |= __shfl_xor_sync(0xffffffffu, live, 8);
+            live |= __shfl_xor_sync(0xffffffffu, live, 16);
+            V2_UNROLL
+            for (int kk = 0; kk < BK / 16; kk++) {
+                const unsigned lk4 = (live >> (4 * kk)) & 15u;
+                /* keep-masks for the two 16-bit halves of b[0] (keys 2t, 2t+1) and b[1] (+8) */
+                const uint32_t keep0 = ((lk4 & 1u) ? 0xffffu : 0u) | ((lk4 & 2u) ? 0xffff0000u : 0u);
+                const uint32_t keep1 = ((lk4 & 4u) ? 0xffffu : 0u) | ((lk4 & 8u) ? 0xffff0000u : 0u);
+                V2_UNROLL
+                for (int dp = 0; dp < DV / 16; dp++) {
+                    uint32_t vf[4]; /* B fragments of d tiles 2dp and 2dp + 1 */
+                    ldmatrix_x4_trans(vf, sv + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * VROW +
+                                              dp * 16 + (lane >> 4) * 8);
+                    vf[0] &= keep0;
+                    vf[1] &= keep1;
+                    vf[2] &= keep0;
+                    vf[3] &= keep1;
+                    mma_m16n8k16<T>(acc[2 * dp], pa[kk], vf);
+                    mma_m16n8k16<T>(acc[2 * dp + 1], pa[kk], vf + 2);
+                }
+            }
+        } else {
+            /* fp32: the warp's P through its own smem tile, then each lane its accumulators,
+             * keys in order; a zero P is skipped, never multiplied (V may be NaN there). */
+            V2_UNROLL
+            for (int j = 0; j < NJ; j++)
+                V2_UNROLL
+                for (int e = 0; e < 4; e++)
+                    sp[(g + 8 * (e >> 1)) * (BK + 4) + j * 8 + 2 * t + (e & 1)] = s[j][e];
+            __syncwarp();
+            for (int j = 0; j < BK; j++) { /* keys in order, for every accumulator */
+                const float pj[2] = {sp[g * (BK + 4) + j], sp[(g + 8) * (BK + 4) + j]};
+                const T *vr = sv + j * VROW + 2 * t;
+                V2_UNROLL
+                for (int n = 0; n < ND; n++)
+                    V2_UNROLL
+                    for (int e = 0; e < 4; e++)
+                        if (pj[e >> 1] != 0.0f)
+                            acc[n][e] = fmaf(pj[e >> 1], to_f32(vr[n * 8 + (e & 1)]), acc[n][e]);
+            }
+            __syncwarp(); /* the P tile is read before the next tile rewrites it */
+        }
+
+        __syncthreads(); /* every warp is done reading V */
+        if (more)
+            v2_stage_rows<T, DV, VROW>(sv, v2_kv_rows<T, DV>(a, a.v, b, hk, nxt.k0), BK,
+                                      a.lk - nxt.k0);
+        cp_async_commit();
+        cur = nxt;
+        have = more;
+    }
+
+    /* Epilogue: the row's l summed over its quad; empty rows (l == 0) write exactly 0 and
+     * LSE -inf; rows past Lq are never stored. */
+    V2_UNROLL
+    for (int i = 0; i < 2; i++) {
+        const float lsum = v2_quad_sum(l[i]);
+        if (!valid[i])
+            continue;
+        const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+        T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq[i]) * DV;
+        V2_UNROLL
+        for (int n = 0; n < ND; n++) {
+            o[n * 8 + 2 * t] = from_f32<T>(acc[n][2 * i] * inv);
+            o[n * 8 + 2 * t + 1] = from_f32<T>(acc[n][2 * i + 1] * inv);
+        }
+        if (t == 0)
+            a.lse[((int64_t)b * a.hq + h) * a.lq + tq[i]] = lsum > 0.0f ? m[i] + logf(lsum) : -INFINITY;
+    }
+}
+
+} /* namespace FC_GPU_NS */
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * v2_sanitize_main.c - kernel version 2 under the emu's sanitizer builds: a few small shapes
+ * (every dtype, 16x16 and 64x64 blocks, packed, GQA, paged K/V) run through gpu_attention with
+ * gpu/attn_launch.cu compiled with ASan/UBSan (build/emu-asan/v2-sanitize) or with the race
+ * checker (build/emu-race/v2-sanitize), each judged by the tolerance gates. Any report from a
+ * sanitizer stops the run; exit 0 only if every case passes. tests/module.mk: make v2-sanitize.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bmask.h"
+#include "fix.h"
+#include "gpu.h"
+#include "ref.h"
+#include "tol.h"
+
+typedef struct san_case {
+    const char *name;
+    fc_dtype dt;
+    int32_t hq, hkv, lq, lk, d, causal, window, chunk, qb, kb, nseq;
+    int32_t cu_q[4], cu_k[4];
+    int paged;
+} san_case;
+
+static const san_case cases[] = {
+    {"f16 causal window 16x16 packed", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 0},
+    {"bf16 d128 causal 64x64 paged", FC_BF16, 2, 2, 80, 100, 128, 1, 0, 0, 64, 64, 0, {0}, {0}, 1},
+    {"f32 chunk 32x16 paged", FC_F32, 1, 1, 50, 60, 32, 0, 0, 16, 32, 16, 0, {0}, {0}, 1},
+    {"f16 d96 dense 128x128 Lq<Lk", FC_F16, 1, 1, 20, 150, 96, 0, 0, 0, 128, 128, 0, {0}, {0}, 0},
+    {"bf16 d256 window 16x16 paged", FC_BF16, 1, 1, 40, 50, 256, 1, 9, 0, 16, 16, 0, {0}, {0}, 1},
+};
+
+static int run_case(const san_case *t)
+{
+    fix_gen_params gp = {.name = t->name, .dtype = t->dt, .b = 1, .hq = t->hq, .hkv = t->hkv,
+                         .lq = t->lq, .lk = t->lk, .d = t->d, .dv = t->d,
+                         .mask = {t->causal, t->window, t->chunk, 0}, .qb = t->qb, .kb = t->kb,
+                         .nseq = t->nseq, .seed = 99};
+    memcpy(gp.cu_q, t->cu_q, sizeof t->cu_q);
+    memcpy(gp.cu_k, t->cu_k, sizeof t->cu_k);
+    fix_case fc;
+    bmask bm;
+    fc_err err;
+    int ok = 0;
+    if (fix_gen_case(&gp, &fc, &err)) {
+        fprintf(stderr, "%s: %s\n", t->name, err.msg);
+        return 0;
+    }
+    if (bmask_build(&bm, BMASK_DIRECT, fc.prob.mask, &fc.prob.seq, t->qb, t->kb, &err)) {
+        fprintf(stderr, "%s: %s\n", t->name, err.msg);
+        fix_case_free(&fc);
+        return 0;
+    }
+    const size_t no = attn_o_elems(&fc.prob), nl = attn_lse_elems(&fc.prob);
+    float *o = malloc(sizeof(float) * (no + 1)), *lse = malloc(sizeof(float) * (nl + 1));
+    float *olp = malloc(sizeof(float) * (no + 1));
+    int32_t *pt = malloc(sizeof(int32_t) * ((size_t)bm.nkb + 1));
+    for (int32_t i = 0; i < bm.nkb; i++)
+        pt[i] = bm.nkb - 1 - i; /* reversed pages */
+    gpu_call c = {.p = &fc.prob, .dtype = t->dt, .q = fc.q, .k = fc.k, .v = fc.v, .bm = &bm,
+                  .kernel = 2, .backend = GPU_BACKEND_EMU, .page_table = t->paged ? pt : NULL,
+                  .num_pages = bm.nkb};
+    gpu_result res;
+    rep_verdict v;
+    if (gpu_attention(&c, o, lse, &res, &err) ||
+        ref_attention_lp(&fc.prob, t->dt, fc.q, fc.k, fc.v, olp, NULL, &err)) {
+        fprintf(stderr, "%s: %s\n", t->name, err.msg);
+        goto done;
+    }
+    rep_inputs in = {.dtype = t->dt, .rows = nl, .dv = (size_t)t->d, .o = o, .lse = lse,
+                     .o_gold = fc.out, .lse_gold = fc.lse, .o_lp = olp,
+                     .sentinels = res.sentinels_ok ? REP_SENTINELS_INTACT : REP_SENTINELS_DAMAGED};
+    if (rep_evaluate(&in, &v, &err)) {
+        fprintf(stderr, "%s: %s\n", t->name, err.msg);
+        goto done;
+    }
+    ok = v.pass;
+    printf("%-4s %s (H1 ratio %.3f)%s%s\n", ok ? "ok" : "FAIL", t->name, v.h1_ratio,
+           ok ? "" : ": ", ok ? "" : rep_verdict_reason(&v));
+done:
+    free(o);
+    free(lse);
+    free(olp);
+    free(pt);
+    bmask_free(&bm);
+    fix_case_free(&fc);
+    return ok;
+}
+
+int main(void)
+{
+    int fails = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        fails += !run_case(&cases[i]);
+    return fails ? 1 : 0;
+}
