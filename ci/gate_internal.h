@@ -39,6 +39,10 @@ fc_status gate_case_error(const gate_case *c, const gate_opts *op, gate_rows *ro
 /* One kernel run (op's kernel version, or its test hook). */
 fc_status gate_kernel(const gate_opts *op, gpu_backend be, const fix_case *fc, const bmask *bm,
                       float *o, float *lse, gpu_result *res, fc_err *err);
+/* The same with paged K/V (gpu.h: page_table [B * nkb], pages of kv_block_size keys). */
+fc_status gate_kernel_paged(const gate_opts *op, gpu_backend be, const fix_case *fc,
+                            const bmask *bm, const int32_t *page_table, int32_t num_pages,
+                            float *o, float *lse, gpu_result *res, fc_err *err);
 /* One block-mask build (bmask_build, or op's test hook). */
 fc_status gate_build_mask(const gate_opts *op, bmask *out, bmask_builder b, mask_params m,
                           const seq_info *s, int32_t qb, int32_t kb, fc_err *err);

@@ -168,14 +168,22 @@ size_t gate_rows_of(const fix_case *fc)
     return attn_lse_elems(&fc->prob);
 }
 
-fc_status gate_kernel(const gate_opts *op, gpu_backend be, const fix_case *fc, const bmask *bm,
-                      float *o, float *lse, gpu_result *res, fc_err *err)
+fc_status gate_kernel_paged(const gate_opts *op, gpu_backend be, const fix_case *fc,
+                            const bmask *bm, const int32_t *page_table, int32_t num_pages,
+                            float *o, float *lse, gpu_result *res, fc_err *err)
 {
     gpu_call call = {
         .p = &fc->prob, .dtype = fc->dtype, .q = fc->q, .k = fc->k, .v = fc->v,
         .bm = bm, .kernel = op->kernel, .backend = be,
+        .page_table = page_table, .num_pages = num_pages,
     };
     return (op->attention_fn ? op->attention_fn : gpu_attention)(&call, o, lse, res, err);
+}
+
+fc_status gate_kernel(const gate_opts *op, gpu_backend be, const fix_case *fc, const bmask *bm,
+                      float *o, float *lse, gpu_result *res, fc_err *err)
+{
+    return gate_kernel_paged(op, be, fc, bm, NULL, 0, o, lse, res, err);
 }
 
 fc_status gate_build_mask(const gate_opts *op, bmask *out, bmask_builder b, mask_params m,
@@ -200,7 +208,12 @@ int gate_judge(const gate_judge_in *in, rep_row *row)
     if (!st && in->rerun)
         st = gate_kernel(in->op, in->backend, fc, in->bm, o2, l2, &r2, &err);
     if (st) {
-        rep_row_set_error(row, err.msg);
+        /* A configuration the kernel refuses before launch (a head dim it is not built for)
+         * is not a wrong answer: the row is skipped with the kernel's reason. */
+        if (st == FC_EUNSUP)
+            rep_row_set_skip(row, err.msg);
+        else
+            rep_row_set_error(row, err.msg);
         goto done;
     }
     rep_inputs ri = {
@@ -241,7 +254,7 @@ int gate_judge_fixture(const gate_opts *op, gpu_backend be, const fix_case *fc, 
         gate_judge_in in = {.op = op, .fc = fc, .bm = bm, .backend = be, .o_lp = b.o_lp,
                             .o = b.o, .lse = b.lse, .rerun = 1, .verdict = v};
         pass = gate_judge(&in, row);
-        if (row->outcome == REP_ROW_ERROR)
+        if (row->outcome == REP_ROW_ERROR || row->outcome == REP_ROW_SKIP)
             pass = -1;
         if (o)
             memcpy(o, b.o, sizeof(float) * attn_o_elems(&fc->prob));

@@ -57,7 +57,8 @@ fc_status gate_run_case(const gate_case *c, const gate_opts *o, gate_rows *rows,
  * same-precision baseline, two kernel runs (H6 sentinels, H7 determinism) and every gate of
  * tolerance.md. Fills row's verdict columns (the caller fills its identity); o / lse / v (each
  * may be NULL) receive the first run's outputs and the full verdict. 1 pass, 0 fail, -1 the case
- * could not be judged (row says why). */
+ * could not be judged: row->outcome is REP_ROW_SKIP when the kernel refuses the configuration
+ * (FC_EUNSUP, e.g. a head dim it is not built for), REP_ROW_ERROR otherwise; row says why. */
 int gate_judge_fixture(const gate_opts *op, gpu_backend be, const fix_case *fc, const bmask *bm,
                        rep_row *row, float *o, float *lse, rep_verdict *v);
 

@@ -99,13 +99,14 @@ done:
 int bench_kernel(int argc, char **argv)
 {
     gpu_backend be = GPU_BACKEND_EMU;
-    int32_t kernel = 1, reps = 3;
+    int32_t kernel = 0, reps = 3; /* 0: every version, side by side */
     fc_err err;
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: flexcheck bench kernel [--backend emu|gpu] [--kernel K] [--reps N]\n"
+                   "  every kernel version unless --kernel names one\n"
                    "  kernel time (launch + synchronize, best of N) next to the fp32 reference\n"
                    "  on the same inputs, after checking the kernel passes the gates\n");
             return CLI_PASS;
@@ -114,7 +115,7 @@ int bench_kernel(int argc, char **argv)
             if (r < 0 || gpu_backend_parse(v, &be))
                 return r < 0 ? CLI_BADINPUT : cli_usage_error(CMD, "--backend '%s': emu or gpu", v);
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, 1, &kernel))
+            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, GPU_MAX_KERNEL, &kernel))
                 return CLI_BADINPUT;
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--reps", &v)) != 0) {
             if (r < 0 || cli_parse_i32(CMD, "--reps", v, 1, 1000, &reps))
@@ -130,11 +131,12 @@ int bench_kernel(int argc, char **argv)
            gpu_backend_name(be), be == GPU_BACKEND_EMU ? ", EMU_THREADS=" : "",
            be == GPU_BACKEND_EMU ? (threads ? threads : "nproc") : "", (int)reps);
     int rc = CLI_PASS;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        int r = run_shape(&shapes[i], be, kernel, reps);
-        if (r > rc)
-            rc = r;
-    }
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int k = kernel ? kernel : 1; k <= (kernel ? kernel : GPU_MAX_KERNEL); k++) {
+            int r = run_shape(&shapes[i], be, k, reps);
+            if (r > rc)
+                rc = r;
+        }
     if (be == GPU_BACKEND_EMU)
         printf("  emu fiber switches: %.1f M/s (block of 256 threads, one OS thread)\n",
                emu_bench_switches_per_sec(256, 2000) / 1e6);

@@ -28,7 +28,7 @@ static void usage(FILE *f)
                "builder's sets with --exact-blocks.\n\n"
                "  --backend B      ref: the reference checks only (default); emu or gpu: also\n"
                "                   run the kernel on each case and judge it under the gates\n"
-               "  --kernel K       kernel version for emu/gpu (default 1)\n"
+               "  --kernel K       kernel version for emu/gpu, 1 or 2 (default 2)\n"
                "  --exact-blocks   a stored block mask must equal the slow builder's (as sets)\n"
                "  --case NAME      only the case NAME of each file\n"
                "  --quiet          print failures and the summary only\n\n"
@@ -46,18 +46,19 @@ typedef struct opts {
 } opts;
 
 typedef struct tally {
-    int files, rejected, cases, passed, failed;
+    int files, rejected, cases, passed, failed, skipped;
 } tally;
 
 static void print_case(const char *path, const fix_case *c, const fix_check_result *r,
-                       const opts *o)
+                       const opts *o, int skipped)
 {
-    if (r->passed && o->quiet)
+    if (r->passed && !skipped && o->quiet)
         return;
     const mask_params *m = &c->prob.mask;
-    printf("%s %s %s %s causal=%d W=%d C=%d", r->passed ? "PASS" : "FAIL", path, c->name,
+    printf("%s %s %s %s causal=%d W=%d C=%d",
+           !r->passed ? "FAIL" : skipped ? "SKIP" : "PASS", path, c->name,
            fc_dtype_name(c->dtype), (int)m->causal, (int)m->sliding_window, (int)m->chunk_size);
-    if (!r->passed) {
+    if (!r->passed || skipped) {
         printf(": %s\n", r->detail);
         return;
     }
@@ -71,8 +72,9 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
 }
 
 /* The kernel on this case under the gates: with the stored block mask as given (if any) and
- * with the direct builder's. The first failure becomes the case's detail. */
-static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r)
+ * with the direct builder's. The first failure becomes the case's detail; a configuration the
+ * kernel refuses (FC_EUNSUP) sets *skipped and the reason instead. */
+static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r, int *skipped)
 {
     gate_opts op = {.backends = {o->be}, .nbackends = 1, .kernel = o->kernel};
     bmask direct;
@@ -90,11 +92,17 @@ static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r)
             continue;
         rep_row row;
         memset(&row, 0, sizeof row);
-        if (gate_judge_fixture(&op, o->be, c, masks[i], &row, NULL, NULL, NULL) != 1) {
-            r->passed = 0;
-            fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s with the %s: %s",
-                   (int)o->kernel, gpu_backend_name(o->be), names[i], row.reason);
+        if (gate_judge_fixture(&op, o->be, c, masks[i], &row, NULL, NULL, NULL) == 1)
+            continue;
+        if (row.outcome == REP_ROW_SKIP) {
+            *skipped = 1;
+            fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s: %s", (int)o->kernel,
+                   gpu_backend_name(o->be), row.reason);
+            break;
         }
+        r->passed = 0;
+        fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s with the %s: %s", (int)o->kernel,
+               gpu_backend_name(o->be), names[i], row.reason);
     }
     bmask_free(&direct);
 }
@@ -117,14 +125,17 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
             r.passed = 0;
             snprintf(r.detail, sizeof r.detail, "could not run: %.480s", err.msg);
         }
+        int skipped = 0;
         if (o->kernel_backend && r.passed)
-            check_kernel(&c, o, &r);
-        print_case(f->path, &c, &r, o);
+            check_kernel(&c, o, &r, &skipped);
+        print_case(f->path, &c, &r, o, skipped);
         t->cases++;
-        if (r.passed)
-            t->passed++;
-        else
+        if (!r.passed)
             t->failed++;
+        else if (skipped)
+            t->skipped++;
+        else
+            t->passed++;
         fix_case_free(&c);
     }
     return 0;
@@ -157,7 +168,7 @@ int cmd_check(int argc, char **argv)
         usage(stdout);
         return CLI_PASS;
     }
-    opts o = {FIX_BACKEND_REF, 0, 0, NULL, 0, GPU_BACKEND_EMU, 1};
+    opts o = {FIX_BACKEND_REF, 0, 0, NULL, 0, GPU_BACKEND_EMU, GPU_DEFAULT_KERNEL};
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -174,7 +185,7 @@ int cmd_check(int argc, char **argv)
                 return cli_usage_error(CMD, "--backend '%s': ref, emu or gpu", v);
             }
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, 1, &o.kernel))
+            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, GPU_MAX_KERNEL, &o.kernel))
                 return CLI_BADINPUT;
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--case", &v)) != 0) {
             if (r < 0)
@@ -202,8 +213,11 @@ int cmd_check(int argc, char **argv)
         if (argv[i][0] != '-')
             check_file(argv[i], &o, &t);
     }
-    printf("check: %d files, %d rejected; %d cases, %d passed, %d failed\n", t.files, t.rejected,
+    printf("check: %d files, %d rejected; %d cases, %d passed, %d failed", t.files, t.rejected,
            t.cases, t.passed, t.failed);
+    if (t.skipped)
+        printf(", %d skipped (the kernel refuses their configuration)", t.skipped);
+    printf("\n");
     fflush(stdout);
     return t.rejected ? CLI_BADINPUT : t.failed ? CLI_FAIL : CLI_PASS;
 }

@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "  --filter PATTERN      only case ids matching (substring, or a glob with * ? [])\n"
             "  --shard I/N           the I-th of N disjoint parts (1 <= I <= N), for fan-out\n"
             "  --backend B           emu | gpu | all (default: every backend present)\n"
-            "  --kernel K            kernel version (default 1)\n"
+            "  --kernel K            kernel version, 1 or 2 (default 2)\n"
             "  --jobs N              cases run in parallel (default 1)\n"
             "  --seed S              matrix seed (default 1)\n"
             "  --report-dir DIR      where the report goes (default build/reports)\n"
@@ -57,7 +57,7 @@ static int parse(int argc, char **argv, gate_cfg *g)
     g->report_dir = "build/reports";
     g->shard_i = g->shard_n = 1;
     g->jobs = 1;
-    g->kernel = 1;
+    g->kernel = GPU_DEFAULT_KERNEL;
     g->seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -81,7 +81,7 @@ static int parse(int argc, char **argv, gate_cfg *g)
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--jobs", &v)) != 0) {
             if (r < 0 || cli_parse_i32(CMD, "--jobs", v, 1, 256, &g->jobs)) return -1;
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, 1, &g->kernel)) return -1;
+            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, GPU_MAX_KERNEL, &g->kernel)) return -1;
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--seed", &v)) != 0) {
             int32_t s;
             if (r < 0 || cli_parse_i32(CMD, "--seed", v, 0, INT32_MAX, &s)) return -1;

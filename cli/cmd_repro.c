@@ -26,7 +26,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: flexcheck repro FILE --case NAME [options]\n\n"
             "  --backend B     emu (default) or gpu\n"
-            "  --kernel K      kernel version (default 1)\n"
+            "  --kernel K      kernel version, 1 or 2 (default 2)\n"
             "  --builder B     slow | direct | superset | superset-trim; default: the block mask\n"
             "                  stored in the case, else direct\n"
             "  --dtype T       float32 | float16 | bfloat16: rerun in another precision (inputs\n"
@@ -43,7 +43,7 @@ typedef struct repro_opts {
 static int parse(int argc, char **argv, repro_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->kernel = 1;
+    o->kernel = GPU_DEFAULT_KERNEL;
     o->worst = 5;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -61,7 +61,7 @@ static int parse(int argc, char **argv, repro_opts *o)
             if (r < 0) return -1;
             o->backend_s = v;
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, 1, &o->kernel)) return -1;
+            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, GPU_MAX_KERNEL, &o->kernel)) return -1;
         } else if ((r = cli_opt(CMD, argc, argv, &i, "--worst", &v)) != 0) {
             if (r < 0 || cli_parse_i32(CMD, "--worst", v, 1, 1000, &o->worst)) return -1;
         } else if (argv[i][0] == '-' || o->file) {

@@ -28,6 +28,10 @@ typedef enum gpu_backend { GPU_BACKEND_EMU = 0, GPU_BACKEND_CUDA = 1 } gpu_backe
 const char *gpu_backend_name(gpu_backend b); /* "emu", "gpu" */
 fc_status gpu_backend_parse(const char *s, gpu_backend *out);
 
+/* Kernel versions: 1 the plain second opinion, 2 the tiled tensor-core kernel (the default). */
+#define GPU_MAX_KERNEL 2
+#define GPU_DEFAULT_KERNEL 2
+
 /* Largest head dims the version-1 kernel accepts (it keeps a row's q and accumulator in
  * per-thread arrays of this size). */
 #define GPU_V1_MAX_HEAD_DIM 256

@@ -1173,9 +1173,15 @@ Test(fixture_cli, check_refuses_an_unknown_backend)
 Test(fixture_cli, check_runs_the_emulated_kernel_under_the_gates)
 {
     char out[4096], errs[4096], args[512];
-    snprintf(args, sizeof args, "check --backend emu '%s'", write_base("x.h5", FC_F32, 0));
+    const char *f = write_base("x.h5", FC_F32, 0);
+    snprintf(args, sizeof args, "check --backend emu --kernel 1 '%s'", f);
     cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 0, "%s%s", out, errs);
     cr_assert(strstr(out, "kernel 1 on emu passes the gates"), "%s", out);
+    /* The base case's head dim is one kernel 2 is not built for: a skip with the kernel's
+     * reason, not a failure (exit 0). */
+    snprintf(args, sizeof args, "check --backend emu --kernel 2 '%s'", f);
+    cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 0, "%s%s", out, errs);
+    cr_assert(strstr(out, "SKIP") && strstr(out, "kernel 2: head dims"), "%s", out);
 }
 
 Test(fixture_cli, gen_case_is_reproducible_and_refuses_to_overwrite)
