@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# ci/gpu_check.sh - the GPU run (issue 6), for a machine with an NVIDIA GPU:
+#   1. build natively (nvcc, sm_80 + sm_90) together with the emu build;
+#   2. run the suites whose native halves need a device: the emu self-tests against the
+#      hardware (test_emu_gpu), the PTX wrappers' CPU twins against the real instructions
+#      (test_kernel_v2_ptx) and kernel 2 natively, paged and unpaged (test_kernel_v2);
+#   3. the quick gate on the gpu backend with kernel 1 and kernel 2;
+#   4. `flexcheck bench kernel --backend gpu --gpu-shapes` and, when PyTorch is importable,
+#      ci/bench_torch_flex.py on the same shapes and masks;
+# and writes everything under OUT (default build/gpu-report; `$OUT` on the lent machine).
+#   bash ci/gpu_check.sh [--build-only]      # --build-only: step 1 alone (tested on CPU machines)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/gpu-report}
+mkdir -p "$OUT"
+JOBS=$(nproc 2>/dev/null || echo 2)
+log() { printf '%s\n' "$*" | tee -a "$OUT/summary.txt"; }
+run() { # run NAME CMD...: output to OUT/NAME.txt, status into the summary
+    local name=$1; shift
+    "$@" >"$OUT/$name.txt" 2>&1
+    local rc=$?
+    log "$(printf '%-28s exit %d' "$name" "$rc")"
+    return $rc
+}
+
+: >"$OUT/summary.txt"
+log "flexcheck GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
+    --format=csv,noheader >>"$OUT/summary.txt" 2>&1
+command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] ||
+    { log "nvcc not found: set CUDA_HOME"; exit 2; }
+
+status=0
+run build make -j"$JOBS" all build/tests/test_emu_gpu build/tests/test_kernel_v2 \
+    build/tests/test_kernel_v2_ptx emu-nvcc || exit 1
+grep -E "Compiling entry|registers|spill" "$OUT/build.txt" >"$OUT/resources.txt" || true
+[ "${1:-}" = "--build-only" ] && { log "build only: done"; exit 0; }
+
+export OPENBLAS_NUM_THREADS=1
+run test_emu_gpu build/tests/test_emu_gpu || status=1
+run test_kernel_v2_ptx build/tests/test_kernel_v2_ptx || status=1
+run test_kernel_v2 build/tests/test_kernel_v2 || status=1
+run gate_gpu_kernel1 build/flexcheck gate --quick --backend gpu --kernel 1 \
+    --report-dir "$OUT/gate-k1" || status=1
+run gate_gpu_kernel2 build/flexcheck gate --quick --backend gpu --kernel 2 \
+    --report-dir "$OUT/gate-k2" || status=1
+run bench_kernel build/flexcheck bench kernel --backend gpu --gpu-shapes --reps 5 || status=1
+if python3 -c "import torch" 2>/dev/null; then
+    run bench_torch python3 ci/bench_torch_flex.py || status=1
+else
+    log "bench_torch                  skipped: PyTorch is not importable here"
+fi
+log "overall: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+exit $status
