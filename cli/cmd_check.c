@@ -52,7 +52,7 @@ typedef struct tally {
 static void print_case(const char *path, const fix_case *c, const fix_check_result *r,
                        const opts *o, int skipped)
 {
-    if (r->passed && !skipped && o->quiet)
+    if (r->passed && o->quiet) /* --quiet: failures only; skips are counted in the summary */
         return;
     const mask_params *m = &c->prob.mask;
     printf("%s %s %s %s causal=%d W=%d C=%d",
