@@ -368,6 +368,7 @@ fc_status gate_run_decode(const gate_case *c, const gate_opts *op, gate_rows *ro
     int32_t off = p->seq.lk - w;
     /* The slice problem: same queries, keys/values [Lk - W, Lk), no mask. */
     fix_case sl = s.fc;
+    memset(&sl.prob.seq, 0, sizeof sl.prob.seq); /* its own, set below; never s.fc's */
     bmask sbm;
     memset(&sbm, 0, sizeof sbm);
     fc_err e;
@@ -377,7 +378,11 @@ fc_status gate_run_decode(const gate_case *c, const gate_opts *op, gate_rows *ro
     float *l = malloc(sizeof(float) * (gate_rows_of(&s.fc) + 1));
     fc_status st = FC_OK;
     memset(&sl.prob.mask, 0, sizeof sl.prob.mask);
-    if (!k || !v || !o || !l || seq_init_dense(&sl.prob.seq, p->seq.batch, 1, w, &e)) {
+    if (seq_init_dense(&sl.prob.seq, p->seq.batch, 1, w, &e)) {
+        st = gate_case_error(c, op, rows, e.msg, err);
+        goto done;
+    }
+    if (!k || !v || !o || !l) {
         st = fc_errf(err, FC_ENOMEM, "out of memory for the decode slice");
         goto done;
     }
@@ -412,8 +417,7 @@ fc_status gate_run_decode(const gate_case *c, const gate_opts *op, gate_rows *ro
                                 pass < 0 ? e.msg : rep_verdict_reason(&vd));
     }
 done:
-    if (sl.prob.seq.cu_q != s.fc.prob.seq.cu_q)
-        seq_free(&sl.prob.seq);
+    seq_free(&sl.prob.seq);
     bmask_free(&sbm);
     free(k);
     free(v);
@@ -484,24 +488,11 @@ done:
 
 fc_status gate_run_paged(const gate_case *c, const gate_opts *op, gate_rows *rows, fc_err *err)
 {
-    if (op->kernel < 2) {
-        /* Kernel 1 reads K/V contiguously; the case stays in the matrix, reported as skipped,
-         * so the gap is visible when the gate runs kernel 1. */
-        for (int i = 0; i < op->nbackends; i++) {
-            rep_row *row = gate_rows_push(rows);
-            if (!row)
-                return oom(err);
-            snprintf(row->case_id, sizeof row->case_id, "%s", c->id);
-            rep_set_str(row->group, sizeof row->group, c->group);
-            rep_set_str(row->backend, sizeof row->backend, gpu_backend_name(op->backends[i]));
-            rep_set_str(row->builder, sizeof row->builder, bmask_builder_name(c->builder));
-            row->dtype = c->gp.dtype;
-            row->lq = c->gp.lq;
-            row->lk = c->gp.lk;
-            rep_row_set_skip(row, "paged K/V: kernel 1 has no paged path (run with --kernel 2)");
-        }
-        return FC_OK;
-    }
+    /* Kernel 1 reads K/V contiguously; the case stays in the matrix, reported as skipped, so
+     * the gap is visible when the gate runs kernel 1. */
+    if (op->kernel < 2)
+        return gate_case_rows(c, op, rows, 1,
+                              "paged K/V: kernel 1 has no paged path (run with --kernel 2)", err);
     setup s;
     if (setup_make(&s, op, c, c->gp.mask, c->builder))
         return gate_case_error(c, op, rows, s.e.msg, err);

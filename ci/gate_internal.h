@@ -32,6 +32,9 @@ void gate_row_identity(rep_row *row, const gate_case *c, const fix_case *fc, con
 /* Fails a row on an exactness check (a rep_gate code >= REP_NGATES) unless already failed. */
 void gate_row_fail_check(rep_row *row, int check, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* One row per backend that is only an error (skip = 0) or a skip (skip = 1) with `msg`. */
+fc_status gate_case_rows(const gate_case *c, const gate_opts *op, gate_rows *rows, int skip,
+                         const char *msg, fc_err *err);
 /* One error row per backend for a case that could not be set up. */
 fc_status gate_case_error(const gate_case *c, const gate_opts *op, gate_rows *rows,
                           const char *msg, fc_err *err);

@@ -338,8 +338,8 @@ static fc_status run_numeric(const gate_case *c, const gate_opts *op, gate_rows 
     return st;
 }
 
-fc_status gate_case_error(const gate_case *c, const gate_opts *op, gate_rows *rows,
-                          const char *msg, fc_err *err)
+fc_status gate_case_rows(const gate_case *c, const gate_opts *op, gate_rows *rows, int skip,
+                         const char *msg, fc_err *err)
 {
     for (int i = 0; i < op->nbackends; i++) {
         rep_row *row = gate_rows_push(rows);
@@ -350,9 +350,20 @@ fc_status gate_case_error(const gate_case *c, const gate_opts *op, gate_rows *ro
         rep_set_str(row->backend, sizeof row->backend, gpu_backend_name(op->backends[i]));
         rep_set_str(row->builder, sizeof row->builder, bmask_builder_name(c->builder));
         row->dtype = c->gp.dtype;
-        rep_row_set_error(row, msg);
+        row->lq = c->gp.lq;
+        row->lk = c->gp.lk;
+        if (skip)
+            rep_row_set_skip(row, msg);
+        else
+            rep_row_set_error(row, msg);
     }
     return FC_OK;
+}
+
+fc_status gate_case_error(const gate_case *c, const gate_opts *op, gate_rows *rows,
+                          const char *msg, fc_err *err)
+{
+    return gate_case_rows(c, op, rows, 0, msg, err);
 }
 
 fc_status gate_bufs_alloc(gate_bufs *b, const fix_case *fc, fc_err *err)
