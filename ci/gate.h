@@ -33,6 +33,7 @@ typedef enum gate_kind {
     GK_BUILDERS,     /* slow == direct exactly, superset sound, outputs agree (M3) */
     GK_LAYOUT,       /* hybrid layout through shared metadata == fresh builds (M6) */
     GK_PAGED,        /* paged K/V bitwise equal to unpaged (M2) */
+    GK_PROUND,       /* fp16/bf16: P rounded to the input type before P.V (M4, kernel contract) */
     GK_NKINDS
 } gate_kind;
 

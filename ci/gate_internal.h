@@ -77,5 +77,6 @@ fc_status gate_run_builders(const gate_case *c, const gate_opts *o, gate_rows *r
                             fc_err *err);
 fc_status gate_run_layout(const gate_case *c, const gate_opts *o, gate_rows *rows, fc_err *err);
 fc_status gate_run_paged(const gate_case *c, const gate_opts *o, gate_rows *rows, fc_err *err);
+fc_status gate_run_pround(const gate_case *c, const gate_opts *o, gate_rows *rows, fc_err *err);
 
 #endif

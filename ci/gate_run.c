@@ -398,6 +398,7 @@ fc_status gate_run_case(const gate_case *c, const gate_opts *o, gate_rows *rows,
     case GK_BUILDERS: return gate_run_builders(c, o, rows, err);
     case GK_LAYOUT: return gate_run_layout(c, o, rows, err);
     case GK_PAGED: return gate_run_paged(c, o, rows, err);
+    case GK_PROUND: return gate_run_pround(c, o, rows, err);
     case GK_NKINDS: break;
     }
     return gate_case_error(c, o, rows, "unknown case kind", err);

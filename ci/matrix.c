@@ -19,7 +19,8 @@
 const char *gate_kind_name(gate_kind k)
 {
     static const char *const names[] = {"numeric", "window-edge", "poison", "lse-merge",
-                                        "decode", "builders", "layout", "paged"};
+                                        "decode", "builders", "layout", "paged",
+                                        "p-round"};
     return (unsigned)k < GK_NKINDS ? names[k] : "?";
 }
 
@@ -461,6 +462,13 @@ static const table_case tables[] = {
     {"M4", GK_DECODE, FC_F32, 1, 6, 2, 1, 1000, 64, 64, CW(1), 64, 64, BMASK_DIRECT},
     {"M4", GK_DECODE, FC_F16, 1, 6, 2, 1, 1000, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
     {"M4", GK_DECODE, FC_BF16, 1, 6, 2, 1, 1000, 128, 128, CW(129), 128, 128, BMASK_SUPERSET_TRIM},
+    /* P rounded before P.V (kernel contract): causal and chunked rows all start at multiples of
+     * 16; the window case checks only the rows whose window does (see gate_pround.c). */
+    {"M4", GK_PROUND, FC_F16, 1, 2, 1, 256, 256, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT},
+    {"M4", GK_PROUND, FC_BF16, 2, 2, 2, 100, 300, 64, 64, {0}, 128, 128, BMASK_SLOW},
+    {"M4", GK_PROUND, FC_BF16, 1, 2, 1, 300, 300, 128, 128, CC(128), 16, 16, BMASK_DIRECT},
+    {"M4", GK_PROUND, FC_F16, 1, 2, 1, 300, 300, 64, 64, CW(64), 64, 64, BMASK_SUPERSET_TRIM,
+     .min_size = GATE_DEFAULT},
 
     /* M5 adversarial inputs, and long keys in the full run. Two combinations are left out
      * because tolerance.md's fixed float32 bounds sit below what float32 itself can compute

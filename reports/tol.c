@@ -28,6 +28,7 @@ static const char *const gate_names[REP_NCHECKS] = {
     [REP_X_EDGE] = "window-edge", [REP_X_POISON] = "poison",
     [REP_X_MERGE] = "lse-merge", [REP_X_DECODE] = "decode", [REP_X_BUILDERS] = "builders",
     [REP_X_LAYOUT] = "layout", [REP_X_PAGED] = "paged",
+    [REP_X_PROUND] = "p-round",
 };
 static const char *const gate_titles[REP_NCHECKS] = {
     [REP_H6] = "sentinels", [REP_H3] = "non-finite", [REP_H4] = "empty rows",
@@ -35,7 +36,7 @@ static const char *const gate_titles[REP_NCHECKS] = {
     [REP_X_EDGE] = "window edges differ", [REP_X_POISON] = "masked-key poisoning",
     [REP_X_MERGE] = "LSE merge", [REP_X_DECODE] = "decode equals dense",
     [REP_X_BUILDERS] = "builders agree", [REP_X_LAYOUT] = "layout equals fresh builds",
-    [REP_X_PAGED] = "paged equals unpaged",
+    [REP_X_PAGED] = "paged equals unpaged", [REP_X_PROUND] = "P rounded to the input type",
 };
 
 const char *rep_gate_name(rep_gate g)

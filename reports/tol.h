@@ -72,6 +72,7 @@ typedef enum rep_gate {
     REP_X_BUILDERS,                 /* slow == direct exactly, superset sound, outputs agree */
     REP_X_LAYOUT,                   /* hybrid layout through shared metadata == fresh builds */
     REP_X_PAGED,                    /* paged == unpaged bitwise */
+    REP_X_PROUND,                   /* fp16/bf16: P rounded to the input type before P.V */
     REP_NCHECKS
 } rep_gate;
 

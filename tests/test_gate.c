@@ -297,6 +297,7 @@ typedef struct mutant_case {
     fc_dtype dtype;
     int32_t lq, lk, qb, kb;
     mask_params mask;
+    gate_kind kind;
 } mutant_case;
 
 static const gate_attention_fn mutant_fn[] = {
@@ -307,23 +308,28 @@ static const gate_attention_fn mutant_fn[] = {
 static const mutant_case mutants[] = {
     /* One extra key at distance W: weight ~1/17, far above any tolerance. */
     {"window off by one", 1, 0, REP_H1, FC_F16, 200, 200, 64, 64,
-     {.causal = 1, .sliding_window = 17}},
+     {.causal = 1, .sliding_window = 17}, GK_NUMERIC},
     /* The diagonal tiles skip the mask: future keys leak in. */
-    {"partial block listed as full", 2, 0, REP_H1, FC_F32, 200, 200, 64, 64, {.causal = 1}},
+    {"partial block listed as full", 2, 0, REP_H1, FC_F32, 200, 200, 64, 64, {.causal = 1}, GK_NUMERIC},
     /* Sixteen-key tiles, so the running max moves often and stale weights pile up. */
-    {"no online-softmax rescale", 3, 0, REP_H1, FC_BF16, 200, 200, 16, 16, {.causal = 1}},
+    {"no online-softmax rescale", 3, 0, REP_H1, FC_BF16, 200, 200, 16, 16, {.causal = 1}, GK_NUMERIC},
     /* 0 * (1/0) = NaN in the rows no key may reach; H3 comes before H4. */
-    {"empty row yields NaN", 5, 0, REP_H3, FC_F32, 300, 100, 64, 64, {.causal = 1}},
+    {"empty row yields NaN", 5, 0, REP_H3, FC_F32, 300, 100, 64, 64, {.causal = 1}, GK_NUMERIC},
     /* Row 0 loses its only tile: its LSE is -inf where the oracle's is finite. */
     {"direct builder drops the last tile", 0, 1, REP_H3, FC_F16, 200, 200, 64, 64,
-     {.causal = 1}},
+     {.causal = 1}, GK_NUMERIC},
     /* One element past the last row lands in the guard bytes after O: H6, checked first. */
-    {"write past the output", 6, 0, REP_H6, FC_F16, 200, 200, 64, 64, {.causal = 1}},
-    /* Keeping P in fp32 makes the kernel MORE accurate than FlexAttention's contract, and no
-     * gate of tolerance.md fails a kernel for being closer to the float64 oracle. Pinned here
-     * so the limitation stays visible; catching it needs a conformance check against the
-     * contract's rounding points (README, status). */
-    {"P not rounded", 4, 0, -1, FC_BF16, 200, 200, 64, 64, {.causal = 1}},
+    {"write past the output", 6, 0, REP_H6, FC_F16, 200, 200, 64, 64, {.causal = 1}, GK_NUMERIC},
+    /* Keeping P in fp32 makes the kernel MORE accurate than the contract: it passes every
+     * tolerance gate (the main row here) and only the p-round check can name it. */
+    {"P not rounded (bfloat16)", 4, 0, REP_X_PROUND, FC_BF16, 200, 200, 64, 64, {.causal = 1},
+     GK_PROUND},
+    {"P not rounded (float16)", 4, 0, REP_X_PROUND, FC_F16, 300, 300, 16, 16,
+     {.causal = 1, .chunk_size = 128}, GK_PROUND},
+    /* The same defect on a plain numeric case: closer to the oracle, so no gate fails. This
+     * is why the p-round check exists. */
+    {"P not rounded, tolerance gates only", 4, 0, -1, FC_BF16, 200, 200, 64, 64,
+     {.causal = 1}, GK_NUMERIC},
 };
 
 static int run_mutant(const mutant_case *mc, char *reason)
@@ -332,7 +338,7 @@ static int run_mutant(const mutant_case *mc, char *reason)
     memset(&c, 0, sizeof c);
     snprintf(c.id, sizeof c.id, "mutant-%d-%d", mc->mutant, mc->drop_last_tile);
     strcpy(c.group, "M1");
-    c.kind = GK_NUMERIC;
+    c.kind = mc->kind;
     c.gp.dtype = mc->dtype;
     c.gp.b = 1;
     c.gp.hq = 2;

@@ -787,6 +787,7 @@ Test(tables, constants_are_those_of_the_page)
     cr_expect_str_eq(rep_gate_name(REP_H1), "H1", "gate names");
     cr_expect_str_eq(rep_gate_name(REP_X_POISON), "poison", "exactness check names");
     cr_expect_str_eq(rep_gate_name(REP_X_PAGED), "paged", "exactness check names");
+    cr_expect_str_eq(rep_gate_name(REP_X_PROUND), "p-round", "the contract check");
     cr_expect_str_eq(rep_gate_name(REP_NCHECKS), "?", "past the last check");
     for (int g = 0; g < REP_NCHECKS; g++)
         cr_expect(strcmp(rep_gate_name((rep_gate)g), "?") && strcmp(rep_gate_title((rep_gate)g), "?"),

@@ -1,0 +1,250 @@
+/*
+ * gate_pround.c - the P-rounding conformance check of the kernel contract (spec/semantics.md
+ * section 5: for float16/bfloat16 the probabilities are rounded to the input type before P.V,
+ * as FlexAttention does).
+ *
+ * Why a check of its own: a kernel that keeps P in fp32 is *closer* to the float64 oracle than
+ * the contract, so no gate of spec/tolerance.md (all distances to the oracle) can fail it. The
+ * spec is silent on how to test this rule; this is our choice, written down here:
+ *
+ * Designed inputs make the contract's rounding visible above every other error:
+ *  - scale 1; Q = e0 on every row; K[tk][0] = the score s_tk (other columns random, multiplied
+ *    by Q's zeros); every 16th key token (tk % 16 == 0) scores 0, the largest score, the others
+ *    are dtype values in [ln 0.5, -0.05] whose p = exp(s) lies 0.40-0.48 (rounds down) or
+ *    0.52-0.60 (rounds up) of a dtype ulp past the grid point below it. That margin to the
+ *    rounding midpoint (>= 0.02 ulp = 2^-17 relative for bfloat16) is far above expf's error
+ *    (a few 2^-24), so every kernel rounds every p the same way.
+ *  - V[tk][0] = +1 when p rounds up, -1 when it rounds down (0 on the zero-score keys), chosen
+ *    greedily so the running sum of V*p stays in (-1, 1): column 0 of the output is then small
+ *    (its output ulp is small) while the rounding errors all add up in it.
+ * A row is checked only when every 16-key group it sees starts with a visible zero-score key
+ * (its allowed range starts at a multiple of 16): any kernel that processes keys in aligned
+ * groups of 16 or more then holds the running max at 0 from its first group on, so the
+ * contract's value does not depend on the processing order. For such a row the float64
+ * contract value Oc = sum rnd(p) V / sum p and the unrounded value Ou = sum p V / sum p are
+ * computed; the element is checked when |Oc - Ou| >= 4 * slack, where slack bounds a correct
+ * fp32 kernel's distance to Oc (worst-case accumulation error with unit 2^-23, which also
+ * covers truncating tensor-core adds; l summed from rounded or unrounded P; expf; one output
+ * ulp), and it passes when |O - Oc| <= slack. The check fails if no element can be checked.
+ *
+ * The case's main row is the usual tolerance run on the case's own inputs; the designed run is
+ * judged by this check alone (it also passes every tolerance gate with kernels 1 and 2, checked
+ * once by hand, but its inputs are built for this check, not for the matrix's distributions).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gate_internal.h"
+#include "lowp.h"
+#include "ref.h"
+
+#define PR_GROUP 16  /* key tokens per zero-score group */
+#define PR_MAXCAND 512
+
+/* Score candidates whose exp rounds down (cls 0) or up (cls 1) with a clear margin. */
+typedef struct pr_cands {
+    float s[2][PR_MAXCAND];
+    int n[2];
+} pr_cands;
+
+static int mant_bits(fc_dtype dt)
+{
+    return dt == FC_F16 ? 10 : dt == FC_BF16 ? 7 : 23;
+}
+
+/* The spacing of dt's values at |x| (subnormal spacing below the normal range). */
+static double dt_ulp(double x, fc_dtype dt)
+{
+    int e;
+    frexp(fabs(x), &e); /* |x| = m 2^e, m in [0.5, 1) */
+    int emin = dt == FC_F16 ? -13 : -125; /* exponent e of the smallest normal value */
+    if (x == 0.0 || e < emin)
+        e = emin;
+    return ldexp(1.0, e - 1 - mant_bits(dt));
+}
+
+static void pr_candidates(fc_dtype dt, pr_cands *c)
+{
+    memset(c, 0, sizeof *c);
+    float last = 0.0f;
+    for (double x = -0.05; x >= log(0.5); x -= 0x1p-16) {
+        float s = ref_round((float)x, dt);
+        if (s == last || s > -0.05f || s < (float)log(0.5))
+            continue;
+        last = s;
+        double p = exp((double)s), u = dt_ulp(p, dt);
+        double frac = p / u - floor(p / u);
+        int cls = frac >= 0.40 && frac <= 0.48 ? 0 : frac >= 0.52 && frac <= 0.60 ? 1 : -1;
+        if (cls >= 0 && c->n[cls] < PR_MAXCAND)
+            c->s[cls][c->n[cls]++] = s;
+    }
+}
+
+/* Fills the designed q, k, v (shapes of fc). */
+static void pr_inputs(const fix_case *fc, const pr_cands *cand, uint64_t seed, float *q,
+                      float *k, float *v)
+{
+    const attn_problem *p = &fc->prob;
+    fix_rng r;
+    fix_rng_seed(&r, seed ^ 0x9e0d11ull);
+    size_t nq = (size_t)p->seq.batch * p->hq * p->seq.lq;
+    for (size_t i = 0; i < nq; i++)
+        for (int32_t j = 0; j < p->d; j++)
+            q[i * p->d + j] = j == 0 ? 1.0f : 0.0f;
+    static const float vals[] = {-1.0f, -0.5f, -0.25f, 0.25f, 0.5f, 1.0f};
+    for (size_t bh = 0; bh < (size_t)p->seq.batch * p->hkv; bh++) {
+        double run = 0.0; /* sum of V[.][0] * p so far */
+        for (int32_t tk = 0; tk < p->seq.lk; tk++) {
+            float *kr = k + (bh * p->seq.lk + tk) * p->d, *vr = v + (bh * p->seq.lk + tk) * p->dv;
+            if (tk % PR_GROUP == 0) {
+                kr[0] = 0.0f;
+                vr[0] = 0.0f;
+            } else {
+                /* V = -1 on a key whose p rounds down, +1 on one that rounds up: every
+                 * rounding error adds to column 0; the sign pulls the running sum to 0. */
+                int down = run > 0.0;
+                float s = cand->s[!down][fix_rng_u64(&r) % (uint64_t)cand->n[!down]];
+                kr[0] = s;
+                vr[0] = down ? -1.0f : 1.0f;
+                run += vr[0] * exp((double)s);
+            }
+            for (int32_t j = 1; j < p->d; j++)
+                kr[j] = ref_round((float)((double)(fix_rng_u64(&r) >> 11) * 0x1p-52 - 1.0),
+                                  fc->dtype);
+            for (int32_t j = 1; j < p->dv; j++)
+                vr[j] = vals[fix_rng_u64(&r) % 6];
+        }
+    }
+}
+
+/* Judges the designed run's output o; 1 pass, 0 fail (msg says why). */
+static int pr_judge(const fix_case *fc, const float *k, const float *v, const float *o,
+                    char *msg, size_t cap)
+{
+    const attn_problem *p = &fc->prob;
+    seq_view sv = seq_info_view(&p->seq);
+    const double unit = 0x1p-23;
+    size_t checked = 0;
+    for (int32_t b = 0; b < p->seq.batch; b++)
+        for (int32_t h = 0; h < p->hq; h++) {
+            size_t bh = (size_t)b * p->hkv + h / (p->hq / p->hkv);
+            const float *kb = k + bh * p->seq.lk * p->d, *vb = v + bh * p->seq.lk * p->dv;
+            for (int32_t tq = 0; tq < p->seq.lq; tq++) {
+                int32_t lo, hi;
+                mask_token_range(p->mask, sv, tq, &lo, &hi);
+                if (lo >= hi || lo % PR_GROUP)
+                    continue; /* empty, or the running max could start below 0 */
+                size_t row = ((size_t)b * p->hq + h) * p->seq.lq + tq;
+                double l = 0.0, lr = 0.0, n = hi - lo;
+                for (int32_t tk = lo; tk < hi; tk++) {
+                    double pk = exp((double)kb[(size_t)tk * p->d]);
+                    l += pk;
+                    lr += ref_round((float)pk, fc->dtype);
+                }
+                for (int32_t c = 0; c < p->dv; c++) {
+                    double nc = 0.0, nu = 0.0, abs_sum = 0.0;
+                    for (int32_t tk = lo; tk < hi; tk++) {
+                        double pk = exp((double)kb[(size_t)tk * p->d]);
+                        double pr = ref_round((float)pk, fc->dtype), vk = vb[(size_t)tk * p->dv + c];
+                        nc += pr * vk;
+                        nu += pk * vk;
+                        abs_sum += fabs(pr * vk);
+                    }
+                    double oc = nc / l, ou = nu / l, gamma = (n + 4) * unit / (1 - (n + 4) * unit);
+                    double nb = gamma * (abs_sum / l + 2 * fabs(oc)) +
+                                fabs(oc) * (0x1p-20 + fabs(lr - l) / l);
+                    double slack = nb + dt_ulp(fabs(oc) + nb, fc->dtype);
+                    if (!(fabs(oc - ou) >= 4 * slack))
+                        continue;
+                    checked++;
+                    double got = o[row * p->dv + c];
+                    if (!(fabs(got - oc) <= slack)) {
+                        fc_fmt(msg, cap, "row %zu (q %d) column %d over keys [%d,%d): output "
+                               "%.6g, but P rounded to %s gives %.6g (allowed +-%.2g) and P "
+                               "kept in fp32 gives %.6g: P is not rounded to the input type "
+                               "before P.V", row, (int)tq, (int)c, (int)lo, (int)hi, got,
+                               fc_dtype_name(fc->dtype), oc, slack, ou);
+                        return 0;
+                    }
+                }
+            }
+        }
+    if (checked == 0) {
+        fc_fmt(msg, cap, "no output element can tell rounded from unrounded P (rows need an "
+               "allowed range starting at a multiple of %d and some tens of keys)", PR_GROUP);
+        return 0;
+    }
+    return 1;
+}
+
+fc_status gate_run_pround(const gate_case *c, const gate_opts *op, gate_rows *rows, fc_err *err)
+{
+    if (c->gp.dtype != FC_F16 && c->gp.dtype != FC_BF16)
+        return gate_case_error(c, op, rows, "p-round case needs float16 or bfloat16 (float32 "
+                               "keeps P in fp32)", err);
+    gate_bufs b;
+    memset(&b, 0, sizeof b);
+    fix_case fc;
+    bmask bm;
+    memset(&bm, 0, sizeof bm);
+    fc_err e;
+    if (gate_case_inputs(c, NULL, &fc, &e))
+        return gate_case_error(c, op, rows, e.msg, err);
+    pr_cands *cand = malloc(sizeof *cand);
+    const attn_problem *p = &fc.prob;
+    float *q = malloc(sizeof(float) * (attn_q_elems(p) + 1));
+    float *k = malloc(sizeof(float) * (attn_k_elems(p) + 1));
+    float *v = malloc(sizeof(float) * (attn_v_elems(p) + 1));
+    fc_status st = FC_OK;
+    if (!cand || !q || !k || !v || gate_bufs_alloc(&b, &fc, &e)) {
+        st = fc_errf(err, FC_ENOMEM, "out of memory for the p-round inputs");
+        goto done;
+    }
+    pr_candidates(fc.dtype, cand);
+    if (cand->n[0] < 4 || cand->n[1] < 4) {
+        st = gate_case_error(c, op, rows, "p-round: too few score candidates", err);
+        goto done;
+    }
+    if (ref_attention_lp(p, fc.dtype, fc.q, fc.k, fc.v, b.o_lp, NULL, &e) ||
+        gate_build_mask(op, &bm, c->builder, p->mask, &p->seq, c->gp.qb, c->gp.kb, &e)) {
+        st = gate_case_error(c, op, rows, e.msg, err);
+        goto done;
+    }
+    pr_inputs(&fc, cand, c->gp.seed, q, k, v);
+    fix_case dc = fc; /* shallow: same problem and sequences, designed inputs, scale 1 */
+    dc.prob.scale = 1.0f;
+    dc.q = q;
+    dc.k = k;
+    dc.v = v;
+    for (int i = 0; i < op->nbackends; i++) {
+        rep_row *row = gate_rows_push(rows);
+        if (!row) {
+            st = fc_errf(err, FC_ENOMEM, "out of memory for report rows");
+            goto done;
+        }
+        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op->backends[i], NULL);
+        gate_judge_in in = {.op = op, .fc = &fc, .bm = &bm, .backend = op->backends[i],
+                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+        gate_judge(&in, row);
+        if (row->outcome != REP_ROW_PASS)
+            continue; /* failed, skipped or unrunnable already */
+        if (gate_kernel(op, op->backends[i], &dc, &bm, b.o, b.lse, NULL, &e)) {
+            gate_row_fail_check(row, REP_X_PROUND, "designed run: %s", e.msg);
+            continue;
+        }
+        char msg[REP_WHY_LEN];
+        if (!pr_judge(&dc, k, v, b.o, msg, sizeof msg))
+            gate_row_fail_check(row, REP_X_PROUND, "%s", msg);
+    }
+done:
+    bmask_free(&bm);
+    gate_bufs_free(&b);
+    free(cand);
+    free(q);
+    free(k);
+    free(v);
+    fix_case_free(&fc);
+    return st;
+}
