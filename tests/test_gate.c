@@ -332,7 +332,7 @@ static const mutant_case mutants[] = {
      {.causal = 1}, GK_NUMERIC},
 };
 
-static int run_mutant(const mutant_case *mc, char *reason)
+static int run_mutant(const mutant_case *mc, int kernel, char *reason)
 {
     gate_case c;
     memset(&c, 0, sizeof c);
@@ -351,7 +351,7 @@ static int run_mutant(const mutant_case *mc, char *reason)
     c.gp.mask = mc->mask;
     c.gp.seed = 11;
     c.builder = BMASK_DIRECT;
-    gate_opts o = {.backends = {GPU_BACKEND_EMU}, .nbackends = 1, .kernel = 1,
+    gate_opts o = {.backends = {GPU_BACKEND_EMU}, .nbackends = 1, .kernel = kernel,
                    .attention_fn = mutant_fn[mc->mutant],
                    .bmask_fn = mc->drop_last_tile ? build_drop_last : NULL};
     gate_rows rows = {0};
@@ -366,22 +366,27 @@ static int run_mutant(const mutant_case *mc, char *reason)
 
 Test(selftest, every_broken_variant_fails_with_its_expected_gate)
 {
-    for (size_t i = 0; i < sizeof mutants / sizeof mutants[0]; i++) {
-        char reason[REP_WHY_LEN];
-        int gate = run_mutant(&mutants[i], reason);
-        cr_expect_eq(gate, mutants[i].expect, "%s: first failing gate %d, expected %d (%s)",
-                     mutants[i].name, gate, mutants[i].expect, reason);
-        cr_log_info("%s: %s", mutants[i].name, reason);
-    }
+    /* Each mutant build holds both kernels with the same defect (gpu/attn_common.cuh). */
+    for (int kernel = 1; kernel <= GPU_MAX_KERNEL; kernel++)
+        for (size_t i = 0; i < sizeof mutants / sizeof mutants[0]; i++) {
+            char reason[REP_WHY_LEN];
+            int gate = run_mutant(&mutants[i], kernel, reason);
+            cr_expect_eq(gate, mutants[i].expect, "kernel %d, %s: first failing gate %d, "
+                         "expected %d (%s)", kernel, mutants[i].name, gate, mutants[i].expect,
+                         reason);
+            cr_log_info("kernel %d, %s: %s", kernel, mutants[i].name, reason);
+        }
 }
 
 Test(selftest, the_unbroken_kernel_passes_the_same_cases)
 {
-    for (size_t i = 0; i < sizeof mutants / sizeof mutants[0]; i++) {
-        mutant_case mc = mutants[i];
-        mc.mutant = 0;
-        mc.drop_last_tile = 0;
-        char reason[REP_WHY_LEN];
-        cr_expect_eq(run_mutant(&mc, reason), -1, "%s without the defect: %s", mc.name, reason);
-    }
+    for (int kernel = 1; kernel <= GPU_MAX_KERNEL; kernel++)
+        for (size_t i = 0; i < sizeof mutants / sizeof mutants[0]; i++) {
+            mutant_case mc = mutants[i];
+            mc.mutant = 0;
+            mc.drop_last_tile = 0;
+            char reason[REP_WHY_LEN];
+            cr_expect_eq(run_mutant(&mc, kernel, reason), -1, "kernel %d, %s without the "
+                         "defect: %s", kernel, mc.name, reason);
+        }
 }
