@@ -119,9 +119,10 @@ static void pr_inputs(const fix_case *fc, const pr_cands *cand, uint64_t seed, f
     }
 }
 
-/* Judges the designed run's output o; 1 pass, 0 fail (msg says why). */
+/* Judges the designed run's output o; 1 pass, 0 fail (msg says why). pk and pr: scratch for
+ * Lk values each. */
 static int pr_judge(const fix_case *fc, const float *k, const float *v, const float *o,
-                    char *msg, size_t cap)
+                    double *pk, double *pr, char *msg, size_t cap)
 {
     const attn_problem *p = &fc->prob;
     seq_view sv = seq_info_view(&p->seq);
@@ -130,7 +131,11 @@ static int pr_judge(const fix_case *fc, const float *k, const float *v, const fl
     for (int32_t b = 0; b < p->seq.batch; b++)
         for (int32_t h = 0; h < p->hq; h++) {
             size_t bh = (size_t)b * p->hkv + h / (p->hq / p->hkv);
-            const float *kb = k + bh * p->seq.lk * p->d, *vb = v + bh * p->seq.lk * p->dv;
+            const float *vb = v + bh * p->seq.lk * p->dv;
+            for (int32_t tk = 0; tk < p->seq.lk; tk++) { /* p = exp(s - 0) and rnd(p) per key */
+                pk[tk] = exp((double)k[(bh * p->seq.lk + tk) * p->d]);
+                pr[tk] = ref_round((float)pk[tk], fc->dtype);
+            }
             for (int32_t tq = 0; tq < p->seq.lq; tq++) {
                 int32_t lo, hi;
                 mask_token_range(p->mask, sv, tq, &lo, &hi);
@@ -139,18 +144,16 @@ static int pr_judge(const fix_case *fc, const float *k, const float *v, const fl
                 size_t row = ((size_t)b * p->hq + h) * p->seq.lq + tq;
                 double l = 0.0, lr = 0.0, n = hi - lo;
                 for (int32_t tk = lo; tk < hi; tk++) {
-                    double pk = exp((double)kb[(size_t)tk * p->d]);
-                    l += pk;
-                    lr += ref_round((float)pk, fc->dtype);
+                    l += pk[tk];
+                    lr += pr[tk];
                 }
                 for (int32_t c = 0; c < p->dv; c++) {
                     double nc = 0.0, nu = 0.0, abs_sum = 0.0;
                     for (int32_t tk = lo; tk < hi; tk++) {
-                        double pk = exp((double)kb[(size_t)tk * p->d]);
-                        double pr = ref_round((float)pk, fc->dtype), vk = vb[(size_t)tk * p->dv + c];
-                        nc += pr * vk;
-                        nu += pk * vk;
-                        abs_sum += fabs(pr * vk);
+                        double vk = vb[(size_t)tk * p->dv + c];
+                        nc += pr[tk] * vk;
+                        nu += pk[tk] * vk;
+                        abs_sum += fabs(pr[tk] * vk);
                     }
                     double oc = nc / l, ou = nu / l, gamma = (n + 4) * unit / (1 - (n + 4) * unit);
                     double nb = gamma * (abs_sum / l + 2 * fabs(oc)) +
@@ -197,8 +200,9 @@ fc_status gate_run_pround(const gate_case *c, const gate_opts *op, gate_rows *ro
     float *q = malloc(sizeof(float) * (attn_q_elems(p) + 1));
     float *k = malloc(sizeof(float) * (attn_k_elems(p) + 1));
     float *v = malloc(sizeof(float) * (attn_v_elems(p) + 1));
+    double *pk = malloc(sizeof(double) * (2 * (size_t)p->seq.lk + 1));
     fc_status st = FC_OK;
-    if (!cand || !q || !k || !v || gate_bufs_alloc(&b, &fc, &e)) {
+    if (!cand || !q || !k || !v || !pk || gate_bufs_alloc(&b, &fc, &e)) {
         st = fc_errf(err, FC_ENOMEM, "out of memory for the p-round inputs");
         goto done;
     }
@@ -235,7 +239,7 @@ fc_status gate_run_pround(const gate_case *c, const gate_opts *op, gate_rows *ro
             continue;
         }
         char msg[REP_WHY_LEN];
-        if (!pr_judge(&dc, k, v, b.o, msg, sizeof msg))
+        if (!pr_judge(&dc, k, v, b.o, pk, pk + p->seq.lk, msg, sizeof msg))
             gate_row_fail_check(row, REP_X_PROUND, "%s", msg);
     }
 done:
@@ -245,6 +249,7 @@ done:
     free(q);
     free(k);
     free(v);
+    free(pk);
     fix_case_free(&fc);
     return st;
 }

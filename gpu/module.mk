@@ -61,25 +61,28 @@ EMU_ASAN_FLAGS := -DEMU_ASAN -fsanitize=address,undefined -fno-sanitize-recover=
 # the hooks and the TSan runtime is never linked.
 EMU_RACE_FLAGS := -DEMU_RACE -fsanitize=thread --param=tsan-instrument-func-entry-exit=0
 
+# -MMD: every header a kernel, runtime or check includes (gpu/*.cuh, masks/*.h, ...) rebuilds
+# its instrumented object too.
+-include $(shell find $(BUILD)/emu-asan $(BUILD)/emu-race -name '*.d' 2>/dev/null)
 $(EMU_ASAN_DIR)/%.o: %.cu $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) $(EMU_ASAN_FLAGS) -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) $(EMU_ASAN_FLAGS) -MMD -MP -c $< -o $@
 $(EMU_ASAN_DIR)/%.o: %.cc $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(EMU_ASAN_FLAGS) -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(EMU_ASAN_FLAGS) -MMD -MP -c $< -o $@
 $(EMU_ASAN_DIR)/%.o: %.c $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(EMU_ASAN_FLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(EMU_ASAN_FLAGS) -MMD -MP -c $< -o $@
 $(EMUT_ASAN_BIN): $(addprefix $(EMU_ASAN_DIR)/,$(EMUT_CU:.cu=.o) gpu/emu/emu_runtime.o \
                   gpu/emu/tests/emut_check.o gpu/emu/tests/emut_main.o) $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o
 	$(CXX) -fsanitize=address,undefined -o $@ $^ -lboost_context -lpthread -lm
 
 $(EMU_RACE_DIR)/%.o: %.cu $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) $(EMU_RACE_FLAGS) -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) $(EMU_RACE_FLAGS) -MMD -MP -c $< -o $@
 $(EMU_RACE_DIR)/%.o: %.cc $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -DEMU_RACE -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -DEMU_RACE -MMD -MP -c $< -o $@
 $(EMUT_RACE_BIN): $(addprefix $(EMU_RACE_DIR)/,$(EMUT_CU:.cu=.o) gpu/emu/emu_runtime.o gpu/emu/emu_race.o) \
                   $(BUILD)/obj/gpu/emu/tests/emut_check.o $(BUILD)/obj/gpu/emu/tests/emut_main.o \
                   $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o

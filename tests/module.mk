@@ -8,9 +8,10 @@
 MUTANTS := 1 2 3 4 5 6
 MUTANT_OBJS := $(MUTANTS:%=$(BUILD)/mutants/attn_launch_m%.o)
 
+-include $(wildcard $(BUILD)/mutants/*.d)
 $(BUILD)/mutants/attn_launch_m%.o: gpu/attn_launch.cu $(EMU_HDRS) $(GPU_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) -DATTN_MUTANT=$* -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) -DATTN_MUTANT=$* -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/test_gate: tests/test_gate.c $(MUTANT_OBJS) $(LIB) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -52,6 +53,3 @@ v2-sanitize: $(V2_ASAN_BIN) $(V2_RACE_BIN)
 	@OPENBLAS_NUM_THREADS=1 $(V2_ASAN_BIN)
 	@echo "== kernel 2 under the emu race checker"
 	@OPENBLAS_NUM_THREADS=1 $(V2_RACE_BIN)
-# gpu/module.mk's sanitizer pattern rules name only the emu headers; the kernels' own headers
-# must rebuild these objects too.
-$(EMU_ASAN_DIR)/gpu/attn_launch.o $(EMU_RACE_DIR)/gpu/attn_launch.o: $(GPU_HDRS)

@@ -2,7 +2,9 @@
  * test_gate.c - the gate's matrix and runner: stable unique ids, pairwise coverage recomputed
  * independently from the cases, exact shard partitions, and the seed's own bug: a hybrid-layout
  * runner whose shared block-mask cache key omits parameters must fail the gate when sequences
- * are longer than the window or chunk, and pass (the bug hides) when they are shorter.
+ * are longer than the window or chunk, and pass (the bug hides) when they are shorter. The gate
+ * self-test: deliberately broken kernels (both versions) and a broken builder, each failing a
+ * chosen case with its expected first gate, and each swept through the quick matrix.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -390,3 +392,57 @@ Test(selftest, the_unbroken_kernel_passes_the_same_cases)
                          "defect: %s", kernel, mc.name, reason);
         }
 }
+
+/* ---- the same defects through the gate's own quick matrix, not a chosen case ----
+ * Every non-M1 case and every other M1 design case (to bound the time), kernel 1 (the fastest
+ * under the emu; kernel 2 carries the same defects and is checked on the chosen cases above).
+ * Each defect must fail rows, some with its expected gate; the tally is logged. */
+
+static void sweep(const char *name, int mutant, int drop_last_tile, int expect)
+{
+    int n, d, m1 = 0;
+    gate_case *cases = matrix(GATE_QUICK, &n, &d);
+    gate_opts o = {.backends = {GPU_BACKEND_EMU}, .nbackends = 1, .kernel = 1,
+                   .attention_fn = mutant_fn[mutant],
+                   .bmask_fn = drop_last_tile ? build_drop_last : NULL};
+    size_t by_gate[REP_NCHECKS] = {0}, nrows = 0, failed = 0, errors = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(cases[i].group, "M1") && m1++ % 2)
+            continue;
+        gate_rows rows = {0};
+        fc_err err;
+        cr_assert_eq(gate_run_case(&cases[i], &o, &rows, &err), FC_OK, "%s: %s", cases[i].id,
+                     err.msg);
+        for (size_t r = 0; r < rows.n; r++) {
+            nrows++;
+            if (rows.v[r].outcome == REP_ROW_FAIL) {
+                failed++;
+                cr_assert(rows.v[r].first_fail >= 0 && rows.v[r].first_fail < REP_NCHECKS);
+                by_gate[rows.v[r].first_fail]++;
+            } else if (rows.v[r].outcome == REP_ROW_ERROR) {
+                errors++;
+            }
+        }
+        gate_rows_free(&rows);
+    }
+    char tally[512] = "";
+    size_t len = 0;
+    for (int g = 0; g < REP_NCHECKS; g++)
+        if (by_gate[g] && len < sizeof tally)
+            len += (size_t)snprintf(tally + len, sizeof tally - len, "%s%s %zu", len ? ", " : "",
+                                    rep_gate_name((rep_gate)g), by_gate[g]);
+    cr_log_info("%s: %zu of %zu rows fail (%s), %zu errors", name, failed, nrows, tally, errors);
+    cr_expect_gt(by_gate[expect], 0, "%s: no row of the quick matrix fails with %s (%zu of "
+                 "%zu rows fail: %s)", name, rep_gate_name((rep_gate)expect), failed, nrows,
+                 tally);
+    cr_expect_eq(errors, 0, "%s: %zu rows could not be judged", name, errors);
+    free(cases);
+}
+
+Test(mutant_sweep, window_off_by_one) { sweep("window off by one", 1, 0, REP_H1); }
+Test(mutant_sweep, partial_block_as_full) { sweep("partial block listed as full", 2, 0, REP_H1); }
+Test(mutant_sweep, no_rescale) { sweep("no online-softmax rescale", 3, 0, REP_H1); }
+Test(mutant_sweep, p_not_rounded) { sweep("P not rounded", 4, 0, REP_X_PROUND); }
+Test(mutant_sweep, empty_row_nan) { sweep("empty row yields NaN", 5, 0, REP_H3); }
+Test(mutant_sweep, builder_drops_last_tile) { sweep("direct builder drops the last tile", 0, 1, REP_H3); }
+Test(mutant_sweep, write_past_output) { sweep("write past the output", 6, 0, REP_H6); }
