@@ -64,7 +64,7 @@ static rep_row *main_row(const gate_case *c, const gate_opts *op, int i, setup *
     rep_row *row = gate_rows_push(rows);
     if (!row)
         return NULL;
-    gate_row_identity(row, c, &s->fc, builder ? builder : bmask_builder_name(c->builder),
+    gate_row_identity(row, c, &s->fc, builder ? builder : bmask_builder_name(c->builder), op,
                       op->backends[i], suffix);
     gate_judge_in in = {.op = op, .fc = &s->fc, .bm = &s->bm, .backend = op->backends[i],
                         .o_lp = s->b.o_lp, .o = s->b.o, .lse = s->b.lse, .rerun = 1};
@@ -301,7 +301,8 @@ fc_status gate_run_lse_merge(const gate_case *c, const gate_opts *op, gate_rows 
             st = oom(err);
             goto done;
         }
-        gate_row_identity(row, c, &s.fc, bmask_builder_name(c->builder), op->backends[i], NULL);
+        gate_row_identity(row, c, &s.fc, bmask_builder_name(c->builder), op,
+                          op->backends[i], NULL);
         int ran = 1;
         for (int t = 0; t < 2 && ran; t++)
             if (gate_kernel(op, op->backends[i], &s.fc, &half[t], o[t], l[t], NULL, &e)) {
@@ -464,7 +465,7 @@ fc_status gate_run_builders(const gate_case *c, const gate_opts *op, gate_rows *
             }
             char suffix[32];
             snprintf(suffix, sizeof suffix, "@%s", bmask_builder_name((bmask_builder)b));
-            gate_row_identity(row, c, &s.fc, bmask_builder_name((bmask_builder)b),
+            gate_row_identity(row, c, &s.fc, bmask_builder_name((bmask_builder)b), op,
                               op->backends[i], suffix);
             if (!built[b]) {
                 gate_row_fail_check(row, REP_X_BUILDERS, "%s", exact);

@@ -28,7 +28,7 @@ fc_status gate_recompute_oracle(fix_case *fc, fc_err *err);
 
 /* The identity columns of a row; suffix (may be NULL) is appended to the case id. */
 void gate_row_identity(rep_row *row, const gate_case *c, const fix_case *fc, const char *builder,
-                       gpu_backend be, const char *suffix);
+                       const gate_opts *op, gpu_backend be, const char *suffix);
 /* Fails a row on an exactness check (a rep_gate code >= REP_NGATES) unless already failed. */
 void gate_row_fail_check(rep_row *row, int check, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

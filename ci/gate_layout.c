@@ -105,7 +105,8 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, m
             st = fc_errf(err, FC_ENOMEM, "out of memory for report rows");
             break;
         }
-        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op->backends[i], suffix);
+        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op,
+                          op->backends[i], suffix);
         if (!ok) {
             rep_row_set_error(row, e.msg);
             continue;

@@ -228,7 +228,8 @@ fc_status gate_run_pround(const gate_case *c, const gate_opts *op, gate_rows *ro
             st = fc_errf(err, FC_ENOMEM, "out of memory for report rows");
             goto done;
         }
-        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op->backends[i], NULL);
+        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op,
+                          op->backends[i], NULL);
         gate_judge_in in = {.op = op, .fc = &fc, .bm = &bm, .backend = op->backends[i],
                             .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
         gate_judge(&in, row);

@@ -41,7 +41,7 @@ int gate_row_failed(const rep_row *r)
 }
 
 void gate_row_identity(rep_row *row, const gate_case *c, const fix_case *fc, const char *builder,
-                       gpu_backend be, const char *suffix)
+                       const gate_opts *op, gpu_backend be, const char *suffix)
 {
     const attn_problem *p = &fc->prob;
     snprintf(row->case_id, sizeof row->case_id, "%s%s", c->id, suffix ? suffix : "");
@@ -60,6 +60,7 @@ void gate_row_identity(rep_row *row, const gate_case *c, const fix_case *fc, con
     row->kv_block = c->gp.kb;
     rep_set_str(row->builder, sizeof row->builder, builder);
     rep_set_str(row->backend, sizeof row->backend, gpu_backend_name(be));
+    row->kernel = op->kernel;
     row->dtype = fc->dtype;
 }
 
@@ -307,7 +308,8 @@ static fc_status run_numeric_dtype(const gate_case *c, const gate_opts *op, gate
             st = fc_errf(err, FC_ENOMEM, "out of memory for report rows");
             break;
         }
-        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op->backends[i], NULL);
+        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op,
+                          op->backends[i], NULL);
         if (st) {
             rep_row_set_error(row, e.msg);
             continue;
@@ -348,6 +350,7 @@ fc_status gate_case_rows(const gate_case *c, const gate_opts *op, gate_rows *row
         snprintf(row->case_id, sizeof row->case_id, "%s", c->id);
         rep_set_str(row->group, sizeof row->group, c->group);
         rep_set_str(row->backend, sizeof row->backend, gpu_backend_name(op->backends[i]));
+        row->kernel = op->kernel;
         rep_set_str(row->builder, sizeof row->builder, bmask_builder_name(c->builder));
         row->dtype = c->gp.dtype;
         row->lq = c->gp.lq;

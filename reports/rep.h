@@ -42,6 +42,7 @@ typedef struct rep_row {
     int32_t causal, window, chunk; /* mask parameters, 0 = off */
     int32_t q_block, kv_block;
     char builder[REP_NAME_LEN], backend[REP_NAME_LEN];
+    int32_t kernel;                /* kernel version that ran (0: none, e.g. the reference) */
     fc_dtype dtype;
     double max_err, mean_err, rmse, nmse, e_lp_max, h1_ratio, floor, lse_err, s1, s2;
     int32_t degenerate;            /* H1 was element-wise (degenerate baseline) */
@@ -61,6 +62,9 @@ void rep_row_set_error(rep_row *row, const char *msg);
 void rep_row_set_skip(rep_row *row, const char *msg);
 /* 1 for a passed or failed row: one whose metrics mean something. */
 int rep_row_judged(const rep_row *row);
+/* What ran the row, as summaries group and show it: "emu kernel 2", or the backend alone when
+ * no kernel version applies. */
+void rep_row_backend_label(const rep_row *row, char out[REP_NAME_LEN]);
 /* "pass", "fail", "error", "skip". */
 const char *rep_outcome_name(rep_outcome o);
 /* Safe copy into a fixed field: truncates, always terminates. */

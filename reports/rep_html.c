@@ -36,9 +36,9 @@ static void write_head(FILE *f, const rep_summary *s)
                "%zu skipped.</p>\n",
             s->fail || s->error ? "fail" : "pass", s->fail || s->error ? "FAIL" : "PASS",
             s->rows, s->pass, s->fail, s->error, s->skip);
-    fputs("<p>Gates in the order they are checked: H6 sentinels, H3 non-finite, H4 empty rows, "
-          "H1 max ratio, H2 NMSE, H5 LSE, H7 determinism. H1 ratio = max|O - O_gold| / "
-          "(c &middot; e_lp_max + floor); a row passes H1 at ratio &le; 1.</p>\n", f);
+    fputs("<p>", f);
+    rep_put_gate_order(f, rep_put_xml);
+    fputs("</p>\n", f);
 }
 
 static void write_groups(FILE *f, const rep_summary *s)
@@ -181,7 +181,9 @@ static void write_rows(FILE *f, const rep_row *rows, size_t n)
         fprintf(f, "<tr class=\"%s\"><td>", rep_outcome_name(r->outcome));
         rep_put_xml(f, r->case_id);
         fprintf(f, "</td><td>%s</td><td>", fc_dtype_name(r->dtype));
-        rep_put_xml(f, r->backend);
+        char lab[REP_NAME_LEN];
+        rep_row_backend_label(r, lab);
+        rep_put_xml(f, lab);
         fputs("</td><td>", f);
         rep_put_xml(f, r->builder);
         fprintf(f, "</td><td class=\"n\">%ld</td><td class=\"n\">%ld</td><td class=\"n\">%ld</td>",

@@ -45,6 +45,9 @@ void rep_put_csv(FILE *f, const char *s);   /* quoted only when needed (RFC 4180
 void rep_put_md(FILE *f, const char *s);    /* inside a table cell */
 /* A short human number: %.3g, or "nan"/"inf", "-" for a missing value (NaN marks those). */
 void rep_fmt_num(char *buf, size_t cap, double x);
+/* The gates in evaluation order, then the exactness checks, as one sentence for the summaries
+ * (from tol.c's names, so it cannot drift from what rows name). */
+void rep_put_gate_order(FILE *f, void (*put)(FILE *, const char *));
 
 /* ---- summary (rep_summary.c) --------------------------------------------------------------- */
 

@@ -55,8 +55,10 @@ static int case_state(const rep_row *const *r, size_t n, const rep_row **first)
 
 static void put_row_line(FILE *f, const rep_row *r)
 {
+    char lab[REP_NAME_LEN];
+    rep_row_backend_label(r, lab);
     fprintf(f, "%s ", fc_dtype_name(r->dtype));
-    rep_put_xml(f, r->backend);
+    rep_put_xml(f, lab);
     fputc(' ', f);
     rep_put_xml(f, r->builder);
     fputs(": ", f);
@@ -86,8 +88,10 @@ static void write_case(FILE *f, const rep_row *const *r, size_t n)
             state == CASE_FAILURE ? rep_gate_name((rep_gate)first->first_fail) : "error");
     /* The message opens with the gate ("H1 max ratio: ..."), which is what a CI page shows. */
     rep_put_xml(f, first->reason);
+    char lab[REP_NAME_LEN];
+    rep_row_backend_label(first, lab);
     fprintf(f, " [%s ", fc_dtype_name(first->dtype));
-    rep_put_xml(f, first->backend);
+    rep_put_xml(f, lab);
     fputs("]\">", f);
     for (size_t i = 0; i < n; i++)
         if (r[i]->outcome != REP_ROW_PASS)

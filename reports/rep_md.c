@@ -56,7 +56,9 @@ static void write_listed(FILE *f, const rep_row *rows, size_t n, int skipped, co
         fputs("| ", f);
         rep_put_md(f, r->case_id);
         fprintf(f, " | %s | ", fc_dtype_name(r->dtype));
-        rep_put_md(f, r->backend);
+        char lab[REP_NAME_LEN];
+        rep_row_backend_label(r, lab);
+        rep_put_md(f, lab);
         fputs(" | ", f);
         rep_put_md(f, r->builder);
         fprintf(f, " | %s | ",
@@ -131,9 +133,8 @@ fc_status rep_write_markdown(FILE *f, const rep_row *rows, size_t n, fc_err *err
     fprintf(f, "# flexcheck tolerance report\n\n**%s**: %zu rows, %zu pass, %zu fail, %zu error, "
                "%zu skipped.\n\n",
             s.fail || s.error ? "FAIL" : "PASS", s.rows, s.pass, s.fail, s.error, s.skip);
-    fputs("Gates in the order they are checked: H6 sentinels, H3 non-finite, H4 empty rows, "
-          "H1 max ratio, H2 NMSE, H5 LSE, H7 determinism (spec/tolerance.md). The H1 ratio is "
-          "max|O - O_gold| / (c * e_lp_max + floor); a row passes H1 at ratio <= 1.\n\n", f);
+    rep_put_gate_order(f, rep_put_md);
+    fputs("\n\n", f);
     write_groups(f, &s);
     if (s.fail || s.error)
         write_listed(f, rows, n, 0, "Failures and errors");

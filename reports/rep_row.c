@@ -17,7 +17,8 @@ const rep_col rep_cols[] = {
     COL(lk, REP_COL_I32),         COL(d, REP_COL_I32),         COL(dv, REP_COL_I32),
     COL(causal, REP_COL_I32),     COL(window, REP_COL_I32),    COL(chunk, REP_COL_I32),
     COL(q_block, REP_COL_I32),    COL(kv_block, REP_COL_I32),  COL(builder, REP_COL_STR),
-    COL(backend, REP_COL_STR),    COL(dtype, REP_COL_DTYPE),   COL(max_err, REP_COL_F64),
+    COL(backend, REP_COL_STR),    COL(kernel, REP_COL_I32),    COL(dtype, REP_COL_DTYPE),
+    COL(max_err, REP_COL_F64),
     COL(mean_err, REP_COL_F64),   COL(rmse, REP_COL_F64),      COL(nmse, REP_COL_F64),
     COL(e_lp_max, REP_COL_F64),   COL(h1_ratio, REP_COL_F64),  COL(floor, REP_COL_F64),
     COL(lse_err, REP_COL_F64),    COL(s1, REP_COL_F64),        COL(s2, REP_COL_F64),
@@ -155,4 +156,17 @@ void rep_row_set_error(rep_row *row, const char *msg)
 void rep_row_set_skip(rep_row *row, const char *msg)
 {
     set_unjudged(row, REP_ROW_SKIP, msg);
+}
+
+void rep_row_backend_label(const rep_row *row, char out[REP_NAME_LEN])
+{
+    char buf[REP_NAME_LEN + 24];
+    if (row->kernel > 0)
+        snprintf(buf, sizeof buf, "%s kernel %d", row->backend, (int)row->kernel);
+    else
+        snprintf(buf, sizeof buf, "%s", row->backend);
+    size_t n = strlen(buf); /* truncates on purpose: labels are short */
+    n = n < REP_NAME_LEN ? n : REP_NAME_LEN - 1;
+    memcpy(out, buf, n);
+    out[n] = '\0';
 }

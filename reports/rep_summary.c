@@ -45,10 +45,18 @@ static int group_cmp(fc_dtype da, const char *ba, fc_dtype db, const char *bb)
     return strcmp(ba, bb);
 }
 
+/* Groups and pairs are per backend label ("emu kernel 2"): rows of different kernels never mix. */
+static int in_group(const rep_group *g, const rep_row *r)
+{
+    char lab[REP_NAME_LEN];
+    rep_row_backend_label(r, lab);
+    return !group_cmp(g->dtype, g->backend, r->dtype, lab);
+}
+
 static size_t find_group(const rep_summary *s, const rep_row *r)
 {
     for (size_t g = 0; g < s->ngroups; g++)
-        if (!group_cmp(s->groups[g].dtype, s->groups[g].backend, r->dtype, r->backend))
+        if (in_group(&s->groups[g], r))
             return g;
     return (size_t)-1;
 }
@@ -69,7 +77,7 @@ static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_e
             continue;
         rep_group *g = &s->groups[s->ngroups++];
         g->dtype = rows[i].dtype;
-        rep_set_str(g->backend, sizeof g->backend, rows[i].backend);
+        rep_row_backend_label(&rows[i], g->backend);
     }
     qsort(s->groups, s->ngroups, sizeof *s->groups, cmp_group);
 
@@ -100,8 +108,7 @@ static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_e
             return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
-            if (rep_row_judged(&rows[i]) &&
-                !group_cmp(g->dtype, g->backend, rows[i].dtype, rows[i].backend))
+            if (rep_row_judged(&rows[i]) && in_group(g, &rows[i]))
                 g->h1[m++] = isnan(rows[i].h1_ratio) ? INFINITY : rows[i].h1_ratio;
         qsort(g->h1, m, sizeof *g->h1, cmp_double);
         g->h1_median = median_of(g->h1, m);
@@ -158,6 +165,8 @@ static int cmp_pairing(const void *a, const void *b)
     if (!c)
         c = strcmp(x->backend, y->backend);
     if (!c)
+        c = (x->kernel > y->kernel) - (x->kernel < y->kernel);
+    if (!c)
         c = strcmp(x->builder, y->builder);
     if (!c)
         c = (x->dtype > y->dtype) - (x->dtype < y->dtype);
@@ -202,12 +211,14 @@ static fc_status make_pairs(const rep_row *rows, size_t n, rep_summary *s, fc_er
             continue;
         }
         if (!ref || strcmp(ref->case_id, r->case_id) || strcmp(ref->backend, r->backend) ||
-            strcmp(ref->builder, r->builder))
+            ref->kernel != r->kernel || strcmp(ref->builder, r->builder))
             continue;
-        rep_pairs *p = find_pairs(s, r->backend, r->dtype);
+        char lab[REP_NAME_LEN];
+        rep_row_backend_label(r, lab);
+        rep_pairs *p = find_pairs(s, lab, r->dtype);
         if (!p) {
             p = &s->pairs[s->npairs++];
-            rep_set_str(p->backend, sizeof p->backend, r->backend);
+            rep_set_str(p->backend, sizeof p->backend, lab);
             p->lp = r->dtype;
             p->ratio = malloc(m * sizeof *p->ratio);
             if (!p->ratio)
@@ -268,4 +279,19 @@ void rep_summary_free(rep_summary *s)
     free(s->by_w.vals);
     free(s->by_w.cell);
     memset(s, 0, sizeof *s);
+}
+
+void rep_put_gate_order(FILE *f, void (*put)(FILE *, const char *))
+{
+    put(f, "Gates in the order they are checked (spec/tolerance.md): ");
+    for (int g = 0; g < REP_NCHECKS; g++) {
+        char item[96];
+        const char *sep = g == 0 ? "" : g == REP_NGATES ? "; then, on the rows of their "
+                          "cases, the exactness checks " : ", ";
+        snprintf(item, sizeof item, g < REP_NGATES ? "%s%s %s" : "%s%s (%s)", sep,
+                 rep_gate_name((rep_gate)g), rep_gate_title((rep_gate)g));
+        put(f, item);
+    }
+    put(f, ". The H1 ratio is max|O - O_gold| / (c * e_lp_max + floor); a row passes H1 at "
+           "ratio <= 1.");
 }

@@ -325,13 +325,13 @@ Test(report, csv_has_the_header_and_one_record_per_row)
 {
     static const char header[] =
         "case_id,group,b,hq,hkv,lq,lk,d,dv,causal,window,chunk,q_block,kv_block,builder,"
-        "backend,dtype,max_err,mean_err,rmse,nmse,e_lp_max,h1_ratio,floor,lse_err,s1,s2,"
+        "backend,kernel,dtype,max_err,mean_err,rmse,nmse,e_lp_max,h1_ratio,floor,lse_err,s1,s2,"
         "degenerate,nan_count,inf_count,empty_rows,outcome,first_fail,gates,reason\r\n";
     make_tmpdir();
     write_report(tmpdir);
     char *s = slurp(tmpdir, REP_FILE_CSV);
     cr_expect(!strncmp(s, header, strlen(header)), "rows.csv header:\n%.400s", s);
-    cr_expect_eq(csv_records(s, 35, "rows.csv"), NROWS + 1, "rows.csv: record count");
+    cr_expect_eq(csv_records(s, 36, "rows.csv"), NROWS + 1, "rows.csv: record count");
     cr_expect(strstr(s, "\"m4-empty<&\"\"'>,|x\""), "rows.csv: nasty id not quoted");
     cr_expect(strstr(s, "\"H4 empty rows: row 2 \"\"quoted\"\", comma\nsecond line <b>&\""),
               "rows.csv: reason not quoted");
@@ -533,6 +533,40 @@ Test(summary, a_float32_error_of_zero_gives_no_ratio_and_is_counted)
     fclose(f);
     cr_expect(strstr(buf, "| emu | float16/float32 | 0 | - | - | 1 |"),
               "zero float32 error: ratio row:\n%s", buf);
+    free(buf);
+}
+
+Test(summary, rows_of_two_kernel_versions_are_grouped_apart)
+{
+    /* The same case on kernels 1 and 2: two groups, one failing row shown with its kernel. */
+    rep_row rows[2];
+    memset(rows, 0, sizeof rows);
+    for (int i = 0; i < 2; i++) {
+        rep_set_str(rows[i].case_id, sizeof rows[i].case_id, "k");
+        rep_set_str(rows[i].backend, sizeof rows[i].backend, "emu");
+        rep_set_str(rows[i].reason, sizeof rows[i].reason, "pass");
+        rows[i].first_fail = -1;
+        rows[i].dtype = FC_F16;
+        rows[i].kernel = i + 1;
+        rows[i].lk = 64;
+        rows[i].h1_ratio = 0.25 * (i + 1);
+    }
+    rows[1].outcome = REP_ROW_FAIL;
+    rows[1].first_fail = REP_H1;
+    rows[1].h1_ratio = 3.0;
+    rep_set_str(rows[1].reason, sizeof rows[1].reason, "H1 max ratio: planted");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream failed");
+    fc_err err = {{0}};
+    cr_expect_eq(rep_write_markdown(f, rows, 2, &err), FC_OK, "two kernels: %s", err.msg);
+    fclose(f);
+    cr_expect(strstr(buf, "| float16 | emu kernel 1 | 1 | 1 | 0 | 0 | 0 | 0.25 | 0.25 | 0.25 |"),
+              "kernel 1 group:\n%s", buf);
+    cr_expect(strstr(buf, "| float16 | emu kernel 2 | 1 | 0 | 1 | 0 | 0 | 3 | 3 | 3 |"),
+              "kernel 2 group:\n%s", buf);
+    cr_expect(strstr(buf, "| k | float16 | emu kernel 2 |"), "failing row:\n%s", buf);
     free(buf);
 }
 
