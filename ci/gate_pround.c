@@ -12,7 +12,7 @@
  *    by Q's zeros); every 16th key token (tk % 16 == 0) scores 0, the largest score, the others
  *    are dtype values in [ln 0.5, -0.05] whose p = exp(s) lies 0.40-0.48 (rounds down) or
  *    0.52-0.60 (rounds up) of a dtype ulp past the grid point below it. That margin to the
- *    rounding midpoint (>= 0.02 ulp = 2^-17 relative for bfloat16) is far above expf's error
+ *    rounding midpoint (>= 0.02 ulp, about 2^-17 relative for float16) is far above expf's error
  *    (a few 2^-24), so every kernel rounds every p the same way.
  *  - V[tk][0] = +1 when p rounds up, -1 when it rounds down (0 on the zero-score keys), chosen
  *    greedily so the running sum of V*p stays in (-1, 1): column 0 of the output is then small
@@ -105,7 +105,8 @@ static void pr_inputs(const fix_case *fc, const pr_cands *cand, uint64_t seed, f
                 /* V = -1 on a key whose p rounds down, +1 on one that rounds up: every
                  * rounding error adds to column 0; the sign pulls the running sum to 0. */
                 int down = run > 0.0;
-                float s = cand->s[!down][fix_rng_u64(&r) % (uint64_t)cand->n[!down]];
+                const int cls = down ? 0 : 1;
+                float s = cand->s[cls][fix_rng_u64(&r) % (uint64_t)cand->n[cls]];
                 kr[0] = s;
                 vr[0] = down ? -1.0f : 1.0f;
                 run += vr[0] * exp((double)s);
