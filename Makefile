@@ -6,7 +6,7 @@
 #   make bench    run the benchmarks (ratios, never pass/fail)
 #   make clean    remove build/
 #
-# Layout: every .c directly under masks/ ref/ fixtures/ reports/ ci/ goes into build/libflexcheck.a,
+# Layout: every .c directly under base/ masks/ ref/ judge/ fixtures/ reports/ ci/ ci/checks/ goes into build/libflexcheck.a,
 # cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. A
 # module with rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
 # Warnings are errors when CI=true.
@@ -29,13 +29,15 @@ ifeq ($(CI),true)
 WARN     += -Werror
 endif
 OPT      ?= -O2 -g
-CPPFLAGS := -Imasks -Iref -Ifixtures -Ireports -Igpu -Ici -D_POSIX_C_SOURCE=200809L
+# One include root: every include names its module (#include "masks/mask.h"), so each include
+# line shows its arrow (base <- masks <- ref, gpu, reports <- judge <- fixtures, ci <- cli).
+CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)
 CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PKG_CFLAGS)
 # hdf5's .pc names no high-level library; its -L directory holds libhdf5_hl.
 LDLIBS   = -lhdf5_hl $(PKG_LIBS) -lboost_context -lstdc++ -lpthread -lm
 
-LIB_SRCS  := $(wildcard masks/*.c ref/*.c fixtures/*.c reports/*.c ci/*.c)
+LIB_SRCS  := $(wildcard base/*.c masks/*.c ref/*.c judge/*.c fixtures/*.c reports/*.c ci/*.c ci/checks/*.c)
 CLI_SRCS  := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 
@@ -75,7 +77,7 @@ $(BIN): $(CLI_OBJS) $(LIB)
 
 $(BUILD)/tests/%: tests/%.c $(LIB) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -MMD -MP -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
 
 # Tests run with single-threaded OpenBLAS so results never depend on the thread count.
 # Each suite runs even if an earlier one failed; the target fails if any did.

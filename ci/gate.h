@@ -3,7 +3,7 @@
  * case on each backend under spec/tolerance.md.
  *
  * A case has a stable id that spells its parameters (so a failure can be rerun alone with
- * `flexcheck gate --filter ID`) and one `kind` saying which check it is. The matrix is a seeded
+ * `flexcheck gate --filter ID`) and the check it runs (ci/checks.h). The matrix is a seeded
  * pairwise design over the M1 factors plus the listed edge cases and the M2-M6 groups; the same
  * size and seed always give the same cases in the same order.
  */
@@ -12,30 +12,15 @@
 
 #include <stdint.h>
 
-#include "bmask.h"
-#include "fc.h"
-#include "fix.h"
-#include "gpu.h"
-#include "tol.h"
+#include "masks/bmask.h"
+#include "base/fc.h"
+#include "fixtures/fix.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef enum gate_size { GATE_QUICK = 0, GATE_DEFAULT = 1, GATE_FULL = 2 } gate_size;
-
-typedef enum gate_kind {
-    GK_NUMERIC = 0,  /* kernel vs oracle under H1-H7 (M1, M2, M5) */
-    GK_WINDOW_EDGE,  /* W-1, W, W+1 differ wherever a row's allowed set changes (M4) */
-    GK_POISON,       /* NaN / 1e30 in keys no query may see: output bitwise unchanged (M4) */
-    GK_LSE_MERGE,    /* two complementary key-tile subsets merged by LSE == the union (M4) */
-    GK_DECODE,       /* a decode row with causal window W == dense over its last W keys (M4) */
-    GK_BUILDERS,     /* slow == direct exactly, superset sound, outputs agree (M3) */
-    GK_LAYOUT,       /* hybrid layout through shared metadata == fresh builds (M6) */
-    GK_PAGED,        /* paged K/V bitwise equal to unpaged (M2) */
-    GK_PROUND,       /* fp16/bf16: P rounded to the input type before P.V (M4, kernel contract) */
-    GK_NKINDS
-} gate_kind;
 
 typedef enum gate_input {
     GI_NORMAL = 0,   /* standard normal */
@@ -47,7 +32,6 @@ typedef enum gate_input {
     GI_NINPUTS
 } gate_input;
 
-const char *gate_kind_name(gate_kind k);
 const char *gate_input_name(gate_input in);
 const char *gate_size_name(gate_size s);
 
@@ -56,13 +40,13 @@ const char *gate_size_name(gate_size s);
 typedef struct gate_case {
     char id[GATE_ID_MAX];
     char group[4];      /* "M1" ... "M6" */
-    gate_kind kind;
+    const struct gate_check *check; /* what is checked (ci/checks.h) */
     fix_gen_params gp;  /* shapes, dtype, mask, block sizes, packing, seed (name unused) */
     int all_dtypes;     /* run in float32, float16 and bfloat16 (gp.dtype ignored): one row
                          * per dtype under the same id, so reports can pair them */
     bmask_builder builder;
     gate_input input;
-    char layout[32];    /* GK_LAYOUT: layout name */
+    char layout[32];    /* the layout check: layout name */
     int32_t nlayers, scale_div;
 } gate_case;
 

@@ -14,15 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate.h"
-
-const char *gate_kind_name(gate_kind k)
-{
-    static const char *const names[] = {"numeric", "window-edge", "poison", "lse-merge",
-                                        "decode", "builders", "layout", "paged",
-                                        "p-round"};
-    return (unsigned)k < GK_NKINDS ? names[k] : "?";
-}
+#include "ci/checks.h"
+#include "ci/gate.h"
 
 const char *gate_input_name(gate_input in)
 {
@@ -115,7 +108,7 @@ static void make_id(gate_case *c, const char *extra)
     char mt[48];
     mask_tag(mt, sizeof mt, g->mask);
     int o = snprintf(c->id, sizeof c->id, "%c%c-%s-%s-d%d%s-h%dx%d-b%d-%dx%d-%s-q%dk%d-%s",
-                     c->group[0] + 32, c->group[1], gate_kind_name(c->kind),
+                     c->group[0] + 32, c->group[1], c->check->name,
                      c->all_dtypes ? "all" : dtype_tag(g->dtype),
                      (int)g->d, g->dv != g->d ? "v" : "", (int)g->hq, (int)g->hkv, (int)g->b,
                      (int)g->lq, (int)g->lk, mt, (int)g->qb, (int)g->kb, builder_tag(c->builder));
@@ -256,7 +249,8 @@ static fc_status add_m1_case(caselist *cl, const design *ds, const int *lv, uint
     const lengths *l = &ds->len[lv[F_LEN]];
     const mask_level *m = &ds->mask[lv[F_MASK]];
     strcpy(c->group, "M1");
-    c->kind = GK_NUMERIC;
+    if (!(c->check = gate_check_find("numeric")))
+        return FC_EINVAL;
     c->gp.dtype = FC_F32;
     c->all_dtypes = 1;
     c->gp.d = c->gp.dv = ds->d[lv[F_D]];
@@ -378,7 +372,7 @@ static fc_status m1_pairwise(caselist *cl, gate_size size, uint64_t seed, int *d
 
 typedef struct table_case {
     const char *group;
-    gate_kind kind;
+    const char *check; /* a name from ci/checks.c */
     fc_dtype dtype;
     int32_t b, hq, hkv, lq, lk, d, dv;
     mask_params mask;
@@ -402,72 +396,72 @@ typedef struct table_case {
 
 static const table_case tables[] = {
     /* M1 edge cases: one long case, empty first query tiles, reduced head dims. */
-    {"M1", GK_NUMERIC, FC_F16, 1, 6, 1, 4224, 4224, 64, 64, CW(513), 128, 128, BMASK_DIRECT,
+    {"M1", "numeric", FC_F16, 1, 6, 1, 4224, 4224, 64, 64, CW(513), 128, 128, BMASK_DIRECT,
      .min_size = GATE_DEFAULT, .extra = "long"},
-    {"M1", GK_NUMERIC, FC_F32, 1, 6, 2, 300, 100, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+    {"M1", "numeric", FC_F32, 1, 6, 2, 300, 100, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
      .extra = "emptytile"},
-    {"M1", GK_NUMERIC, FC_BF16, 2, 6, 6, 300, 100, 64, 64, CW(16), 128, 128, BMASK_SLOW,
+    {"M1", "numeric", FC_BF16, 2, 6, 6, 300, 100, 64, 64, CW(16), 128, 128, BMASK_SLOW,
      .extra = "emptytile"},
-    {"M1", GK_NUMERIC, FC_F32, 1, 6, 2, 113, 203, 32, 32, CW(17), 64, 64, BMASK_DIRECT},
-    {"M1", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 80, 80, CC(100), 128, 64, BMASK_SLOW},
-    {"M1", GK_NUMERIC, FC_BF16, 1, 6, 2, 113, 203, 96, 96, BW(64), 16, 16, BMASK_SUPERSET},
-    {"M1", GK_NUMERIC, FC_F16, 1, 6, 1, 256, 512, 256, 256, CAUSAL, 64, 128, BMASK_DIRECT},
-    {"M1", GK_NUMERIC, FC_F32, 1, 6, 3, 256, 512, 96, 64, CW(129), 128, 128, BMASK_SUPERSET_TRIM,
+    {"M1", "numeric", FC_F32, 1, 6, 2, 113, 203, 32, 32, CW(17), 64, 64, BMASK_DIRECT},
+    {"M1", "numeric", FC_F16, 1, 6, 2, 256, 512, 80, 80, CC(100), 128, 64, BMASK_SLOW},
+    {"M1", "numeric", FC_BF16, 1, 6, 2, 113, 203, 96, 96, BW(64), 16, 16, BMASK_SUPERSET},
+    {"M1", "numeric", FC_F16, 1, 6, 1, 256, 512, 256, 256, CAUSAL, 64, 128, BMASK_DIRECT},
+    {"M1", "numeric", FC_F32, 1, 6, 3, 256, 512, 96, 64, CW(129), 128, 128, BMASK_SUPERSET_TRIM,
      .extra = "dvne"},
-    {"M1", GK_NUMERIC, FC_BF16, 1, 6, 6, 256, 512, 256, 256, BW(17), 64, 64, BMASK_DIRECT,
+    {"M1", "numeric", FC_BF16, 1, 6, 6, 256, 512, 256, 256, BW(17), 64, 64, BMASK_DIRECT,
      .min_size = GATE_DEFAULT},
-    {"M1", GK_NUMERIC, FC_F16, 1, 6, 2, 113, 203, 80, 80, CW(15), 16, 16, BMASK_DIRECT,
+    {"M1", "numeric", FC_F16, 1, 6, 2, 113, 203, 80, 80, CW(15), 16, 16, BMASK_DIRECT,
      .min_size = GATE_DEFAULT},
-    {"M1", GK_NUMERIC, FC_F32, 1, 6, 2, 256, 512, 256, 256, CC(128), 128, 128, BMASK_SLOW,
+    {"M1", "numeric", FC_F32, 1, 6, 2, 256, 512, 256, 256, CC(128), 128, 128, BMASK_SLOW,
      .min_size = GATE_DEFAULT},
 
     /* M2 packed: random lengths with 0 and 1, boundaries inside blocks, decode, chunked
      * prefill (queries are the tail of a longer sequence), prefill mixed with decode. */
-    {"M2", GK_NUMERIC, FC_F16, 1, 6, 2, 0, 0, 64, 64, CW(64), 64, 64, BMASK_DIRECT, .nseq = 8,
+    {"M2", "numeric", FC_F16, 1, 6, 2, 0, 0, 64, 64, CW(64), 64, 64, BMASK_DIRECT, .nseq = 8,
      .cu_q = {0, 0, 1, 90, 91, 250, 250, 251, 400}, .cu_k = {0, 7, 8, 97, 98, 257, 257, 600, 749},
      .extra = "ragged"},
-    {"M2", GK_NUMERIC, FC_BF16, 1, 6, 1, 0, 0, 64, 64, CAUSAL, 64, 64, BMASK_SUPERSET_TRIM,
+    {"M2", "numeric", FC_BF16, 1, 6, 1, 0, 0, 64, 64, CAUSAL, 64, 64, BMASK_SUPERSET_TRIM,
      .nseq = 3, .cu_q = {0, 50, 130, 200}, .cu_k = {0, 50, 130, 200}, .extra = "boundaries"},
-    {"M2", GK_NUMERIC, FC_F32, 1, 6, 2, 0, 0, 64, 64, CW(128), 16, 16, BMASK_DIRECT, .nseq = 4,
+    {"M2", "numeric", FC_F32, 1, 6, 2, 0, 0, 64, 64, CW(128), 16, 16, BMASK_DIRECT, .nseq = 4,
      .cu_q = {0, 1, 2, 3, 4}, .cu_k = {0, 300, 301, 1078, 1142}, .extra = "decode"},
-    {"M2", GK_NUMERIC, FC_F16, 1, 6, 6, 0, 0, 128, 128, CC(128), 128, 64, BMASK_SLOW, .nseq = 2,
+    {"M2", "numeric", FC_F16, 1, 6, 6, 0, 0, 128, 128, CC(128), 128, 64, BMASK_SLOW, .nseq = 2,
      .cu_q = {0, 64, 164}, .cu_k = {0, 500, 800}, .extra = "chunkedprefill"},
-    {"M2", GK_NUMERIC, FC_BF16, 1, 6, 2, 0, 0, 64, 64, BW(33), 64, 128, BMASK_SUPERSET, .nseq = 5,
+    {"M2", "numeric", FC_BF16, 1, 6, 2, 0, 0, 64, 64, BW(33), 64, 128, BMASK_SUPERSET, .nseq = 5,
      .cu_q = {0, 200, 201, 202, 290, 291}, .cu_k = {0, 200, 450, 451, 541, 900}, .extra = "mixed"},
-    {"M2", GK_PAGED, FC_F16, 1, 6, 2, 0, 0, 64, 64, CW(64), 64, 64, BMASK_DIRECT, .nseq = 3,
+    {"M2", "paged", FC_F16, 1, 6, 2, 0, 0, 64, 64, CW(64), 64, 64, BMASK_DIRECT, .nseq = 3,
      .cu_q = {0, 1, 101, 102}, .cu_k = {0, 300, 400, 777}, .extra = "paged"},
 
     /* M3 builders: slow == direct, superset sound, outputs agree across builders. */
-    {"M3", GK_BUILDERS, FC_F32, 1, 2, 1, 2048, 2048, 64, 64, CAUSAL, 128, 128, BMASK_DIRECT,
+    {"M3", "builders", FC_F32, 1, 2, 1, 2048, 2048, 64, 64, CAUSAL, 128, 128, BMASK_DIRECT,
      .min_size = GATE_DEFAULT},
-    {"M3", GK_BUILDERS, FC_F16, 1, 2, 1, 1023, 1023, 64, 64, CW(300), 128, 64, BMASK_DIRECT},
-    {"M3", GK_BUILDERS, FC_BF16, 1, 2, 2, 2051, 2047, 64, 64, CC(100), 64, 128, BMASK_DIRECT,
+    {"M3", "builders", FC_F16, 1, 2, 1, 1023, 1023, 64, 64, CW(300), 128, 64, BMASK_DIRECT},
+    {"M3", "builders", FC_BF16, 1, 2, 2, 2051, 2047, 64, 64, CC(100), 64, 128, BMASK_DIRECT,
      .min_size = GATE_DEFAULT},
-    {"M3", GK_BUILDERS, FC_F16, 1, 2, 1, 0, 0, 64, 64, CW(17), 16, 16, BMASK_DIRECT, .nseq = 4,
+    {"M3", "builders", FC_F16, 1, 2, 1, 0, 0, 64, 64, CW(17), 16, 16, BMASK_DIRECT, .nseq = 4,
      .cu_q = {0, 30, 30, 131, 132}, .cu_k = {0, 30, 65, 166, 400}},
 
     /* M4 exactness invariants. */
-    {"M4", GK_WINDOW_EDGE, FC_F32, 1, 2, 1, 256, 256, 64, 64, CW(17), 64, 64, BMASK_DIRECT},
-    {"M4", GK_WINDOW_EDGE, FC_F16, 1, 2, 1, 256, 256, 64, 64, CW(128), 64, 64, BMASK_DIRECT},
-    {"M4", GK_WINDOW_EDGE, FC_BF16, 1, 2, 1, 300, 300, 64, 64, BW(64), 128, 128, BMASK_SLOW},
-    {"M4", GK_WINDOW_EDGE, FC_F16, 1, 2, 1, 256, 256, 64, 64, CW(129), 16, 16, BMASK_SUPERSET_TRIM,
+    {"M4", "window-edge", FC_F32, 1, 2, 1, 256, 256, 64, 64, CW(17), 64, 64, BMASK_DIRECT},
+    {"M4", "window-edge", FC_F16, 1, 2, 1, 256, 256, 64, 64, CW(128), 64, 64, BMASK_DIRECT},
+    {"M4", "window-edge", FC_BF16, 1, 2, 1, 300, 300, 64, 64, BW(64), 128, 128, BMASK_SLOW},
+    {"M4", "window-edge", FC_F16, 1, 2, 1, 256, 256, 64, 64, CW(129), 16, 16, BMASK_SUPERSET_TRIM,
      .min_size = GATE_DEFAULT},
-    {"M4", GK_POISON, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
+    {"M4", "poison", FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
     /* Poisoning needs keys no query sees: queries that are the tail of longer key sequences. */
-    {"M4", GK_POISON, FC_F32, 1, 6, 2, 100, 300, 64, 64, CC(100), 128, 128, BMASK_SUPERSET},
-    {"M4", GK_POISON, FC_BF16, 1, 6, 2, 0, 0, 64, 64, CW(32), 64, 64, BMASK_DIRECT, .nseq = 3,
+    {"M4", "poison", FC_F32, 1, 6, 2, 100, 300, 64, 64, CC(100), 128, 128, BMASK_SUPERSET},
+    {"M4", "poison", FC_BF16, 1, 6, 2, 0, 0, 64, 64, CW(32), 64, 64, BMASK_DIRECT, .nseq = 3,
      .cu_q = {0, 100, 101, 180}, .cu_k = {0, 100, 400, 480}},
-    {"M4", GK_LSE_MERGE, FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(200), 64, 64, BMASK_DIRECT},
-    {"M4", GK_LSE_MERGE, FC_F16, 2, 6, 1, 300, 300, 64, 64, CAUSAL, 64, 64, BMASK_SLOW},
-    {"M4", GK_DECODE, FC_F32, 1, 6, 2, 1, 1000, 64, 64, CW(1), 64, 64, BMASK_DIRECT},
-    {"M4", GK_DECODE, FC_F16, 1, 6, 2, 1, 1000, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
-    {"M4", GK_DECODE, FC_BF16, 1, 6, 2, 1, 1000, 128, 128, CW(129), 128, 128, BMASK_SUPERSET_TRIM},
+    {"M4", "lse-merge", FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(200), 64, 64, BMASK_DIRECT},
+    {"M4", "lse-merge", FC_F16, 2, 6, 1, 300, 300, 64, 64, CAUSAL, 64, 64, BMASK_SLOW},
+    {"M4", "decode", FC_F32, 1, 6, 2, 1, 1000, 64, 64, CW(1), 64, 64, BMASK_DIRECT},
+    {"M4", "decode", FC_F16, 1, 6, 2, 1, 1000, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
+    {"M4", "decode", FC_BF16, 1, 6, 2, 1, 1000, 128, 128, CW(129), 128, 128, BMASK_SUPERSET_TRIM},
     /* P rounded before P.V (kernel contract): causal and chunked rows all start at multiples of
-     * 16; the window case checks only the rows whose window does (see gate_pround.c). */
-    {"M4", GK_PROUND, FC_F16, 1, 2, 1, 256, 256, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT},
-    {"M4", GK_PROUND, FC_BF16, 2, 2, 2, 100, 300, 64, 64, {0}, 128, 128, BMASK_SLOW},
-    {"M4", GK_PROUND, FC_BF16, 1, 2, 1, 300, 300, 128, 128, CC(128), 16, 16, BMASK_DIRECT},
-    {"M4", GK_PROUND, FC_F16, 1, 2, 1, 300, 300, 64, 64, CW(64), 64, 64, BMASK_SUPERSET_TRIM,
+     * 16; the window case checks only the rows whose window does (see ci/checks/pround.c). */
+    {"M4", "p-round", FC_F16, 1, 2, 1, 256, 256, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT},
+    {"M4", "p-round", FC_BF16, 2, 2, 2, 100, 300, 64, 64, {0}, 128, 128, BMASK_SLOW},
+    {"M4", "p-round", FC_BF16, 1, 2, 1, 300, 300, 128, 128, CC(128), 16, 16, BMASK_DIRECT},
+    {"M4", "p-round", FC_F16, 1, 2, 1, 300, 300, 64, 64, CW(64), 64, 64, BMASK_SUPERSET_TRIM,
      .min_size = GATE_DEFAULT},
 
     /* M5 adversarial inputs, and long keys in the full run. Two combinations are left out
@@ -480,54 +474,54 @@ static const table_case tables[] = {
      *    reference) has ~0.4% weight error and NMSE ~3e-4, far above H2's fixed 1e-7.
      * float16 cannot hold scores of -1e5 at all (the baseline's rounded S overflows), so very
      * negative logits run in bfloat16. */
-    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
      GI_UNIFORM},
-    {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_BF16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
      GI_NEG_LOGITS},
-    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
      GI_PEAKED},
-    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
      GI_OUTLIERS},
-    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
      GI_FP16_LIMIT},
-    {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, BW(64), 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_BF16, 1, 6, 2, 256, 512, 64, 64, BW(64), 64, 64, BMASK_DIRECT,
      GI_NEG_LOGITS, .min_size = GATE_DEFAULT},
-    {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_BF16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
      GI_PEAKED, .min_size = GATE_DEFAULT},
-    {"M5", GK_NUMERIC, FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(64), 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(64), 64, 64, BMASK_DIRECT,
      GI_PEAKED, .min_size = GATE_DEFAULT},
-    {"M5", GK_NUMERIC, FC_BF16, 1, 6, 2, 256, 512, 64, 64, CC(100), 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_BF16, 1, 6, 2, 256, 512, 64, 64, CC(100), 64, 64, BMASK_DIRECT,
      GI_OUTLIERS, .min_size = GATE_DEFAULT},
-    {"M5", GK_NUMERIC, FC_F32, 1, 6, 2, 256, 512, 64, 64, BW(17), 64, 64, BMASK_DIRECT,
+    {"M5", "numeric", FC_F32, 1, 6, 2, 256, 512, 64, 64, BW(17), 64, 64, BMASK_DIRECT,
      GI_UNIFORM, .min_size = GATE_DEFAULT},
-    {"M5", GK_NUMERIC, FC_F16, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
+    {"M5", "numeric", FC_F16, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
      .min_size = GATE_FULL, .extra = "longkeys"},
-    {"M5", GK_NUMERIC, FC_BF16, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
+    {"M5", "numeric", FC_BF16, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
      .min_size = GATE_FULL, .extra = "longkeys"},
-    {"M5", GK_NUMERIC, FC_F32, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
+    {"M5", "numeric", FC_F32, 1, 2, 1, 16, 16384, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT,
      .min_size = GATE_FULL, .extra = "longkeys"},
 
     /* M6 hybrid layouts, scaled so windows are ~33-64 and sequences longer than them; a packed
      * batch mixes prefill and decode. */
-    {"M6", GK_LAYOUT, FC_F16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
+    {"M6", "layout", FC_F16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
      .layout = "modernbert", .nlayers = 6, .scale_div = 2},
-    {"M6", GK_LAYOUT, FC_BF16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SUPERSET_TRIM,
+    {"M6", "layout", FC_BF16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SUPERSET_TRIM,
      .layout = "embeddinggemma", .nlayers = 12, .scale_div = 8},
-    {"M6", GK_LAYOUT, FC_F16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_DIRECT, .nseq = 3,
+    {"M6", "layout", FC_F16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_DIRECT, .nseq = 3,
      .cu_q = {0, 200, 201, 290}, .cu_k = {0, 200, 450, 540}, .layout = "gemma2", .nlayers = 4,
      .scale_div = 64},
-    {"M6", GK_LAYOUT, FC_F32, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SLOW,
+    {"M6", "layout", FC_F32, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SLOW,
      .layout = "gemma3", .nlayers = 12, .scale_div = 8},
-    {"M6", GK_LAYOUT, FC_F16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_SUPERSET_TRIM, .nseq = 3,
+    {"M6", "layout", FC_F16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_SUPERSET_TRIM, .nseq = 3,
      .cu_q = {0, 200, 201, 290}, .cu_k = {0, 200, 450, 540}, .layout = "gemma3", .nlayers = 12,
      .scale_div = 8},
-    {"M6", GK_LAYOUT, FC_BF16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
+    {"M6", "layout", FC_BF16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
      .layout = "llama4", .nlayers = 8, .scale_div = 64},
-    {"M6", GK_LAYOUT, FC_F16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SUPERSET,
+    {"M6", "layout", FC_F16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_SUPERSET,
      .layout = "mistral", .nlayers = 3, .scale_div = 64},
-    {"M6", GK_LAYOUT, FC_F32, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
+    {"M6", "layout", FC_F32, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT,
      .layout = "modernbert-legacy", .nlayers = 6, .scale_div = 2, .min_size = GATE_DEFAULT},
-    {"M6", GK_LAYOUT, FC_BF16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_DIRECT, .nseq = 3,
+    {"M6", "layout", FC_BF16, 1, 2, 1, 0, 0, 64, 64, {0}, 64, 64, BMASK_DIRECT, .nseq = 3,
      .cu_q = {0, 200, 201, 290}, .cu_k = {0, 200, 450, 540}, .layout = "llama4", .nlayers = 8,
      .scale_div = 64, .min_size = GATE_DEFAULT},
 };
@@ -538,7 +532,8 @@ static fc_status add_table_case(caselist *cl, const table_case *t, uint64_t seed
     if (!c)
         return FC_ENOMEM;
     snprintf(c->group, sizeof c->group, "%s", t->group);
-    c->kind = t->kind;
+    if (!(c->check = gate_check_find(t->check)))
+        return FC_EINVAL;
     c->gp.dtype = t->dtype;
     c->gp.b = t->b;
     c->gp.hq = t->hq;
@@ -623,6 +618,9 @@ fc_status gate_matrix(gate_size size, uint64_t seed, gate_case **cases, int *nca
             st = add_table_case(&cl, &tables[i], seed + 100000 + i);
     if (st) {
         free(cl.v);
+        if (st == FC_EINVAL)
+            return fc_errf(err, st, "the %s matrix names a check that ci/checks.c does not list",
+                           gate_size_name(size));
         return fc_errf(err, st, "out of memory building the %s matrix", gate_size_name(size));
     }
     if (dedup_ids(&cl)) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {

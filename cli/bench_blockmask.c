@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "bmask.h"
-#include "cli.h"
-#include "seq.h"
+#include "masks/bmask.h"
+#include "cli/cli.h"
+#include "masks/seq.h"
 
 static const char *const CMD = "bench blockmask";
 

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "emu/emu_bench.h"
-#include "fix.h"
-#include "gate_run.h"
-#include "ref.h"
+#include "cli/cli.h"
+#include "gpu/emu/emu_bench.h"
+#include "fixtures/fix.h"
+#include "judge/judge.h"
+#include "ref/ref.h"
 
 static const char *const CMD = "bench kernel";
 
@@ -64,13 +64,14 @@ static int run_shape(const kshape *s, gpu_backend be, int kernel, int reps)
         return cli_usage_error(CMD, "%s", err.msg);
     }
     int rc = CLI_PASS;
-    gate_opts op = {.backends = {be}, .nbackends = 1, .kernel = kernel};
+    judge_opts jo = {.kernel = kernel};
+    judge_case jc = fix_judge_case(&fc);
     rep_row row;
     memset(&row, 0, sizeof row);
     size_t no = attn_o_elems(&fc.prob);
     float *o = malloc(sizeof(float) * (no + 1));
     float *lse = malloc(sizeof(float) * (attn_lse_elems(&fc.prob) + 1));
-    if (!o || !lse || gate_judge_fixture(&op, be, &fc, &bm, &row, NULL, NULL, NULL) != 1) {
+    if (!o || !lse || judge_case_run(&jo, be, &jc, &bm, &row, NULL, NULL, NULL) != 1) {
         printf("  %-40s kernel %d FAILS the gates: %s\n", s->name, kernel, row.reason);
         rc = CLI_FAIL;
         goto done;

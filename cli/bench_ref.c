@@ -22,9 +22,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "problem.h"
-#include "ref.h"
+#include "cli/cli.h"
+#include "masks/problem.h"
+#include "ref/ref.h"
 
 #define CMD "bench ref"
 #define SGEMM_ROWS 2048

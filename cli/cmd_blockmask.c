@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bmask.h"
-#include "cli.h"
-#include "layout.h"
-#include "problem.h"
-#include "seq.h"
+#include "masks/bmask.h"
+#include "cli/cli.h"
+#include "masks/layout.h"
+#include "masks/problem.h"
+#include "masks/seq.h"
 
 static const char *const CMD = "blockmask";
 

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "fix.h"
-#include "gate_run.h"
+#include "cli/cli.h"
+#include "fixtures/fix.h"
+#include "judge/judge.h"
 
 static const char *const CMD = "check";
 
@@ -76,7 +76,8 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
  * kernel refuses (FC_EUNSUP) sets *skipped and the reason instead. */
 static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r, int *skipped)
 {
-    gate_opts op = {.backends = {o->be}, .nbackends = 1, .kernel = o->kernel};
+    judge_opts jo = {.kernel = o->kernel};
+    judge_case jc = fix_judge_case(c);
     bmask direct;
     fc_err err;
     if (bmask_build(&direct, BMASK_DIRECT, c->prob.mask, &c->prob.seq, c->q_block_size,
@@ -92,7 +93,7 @@ static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r, 
             continue;
         rep_row row;
         memset(&row, 0, sizeof row);
-        if (gate_judge_fixture(&op, o->be, c, masks[i], &row, NULL, NULL, NULL) == 1)
+        if (judge_case_run(&jo, o->be, &jc, masks[i], &row, NULL, NULL, NULL) == 1)
             continue;
         if (row.outcome == REP_ROW_SKIP) {
             *skipped = 1;

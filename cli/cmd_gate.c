@@ -10,10 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "gate.h"
-#include "gate_run.h"
-#include "rep.h"
+#include "cli/cli.h"
+#include "ci/gate.h"
+#include "ci/checks.h"
+#include "ci/gate_run.h"
+#include "reports/rep.h"
 
 static const char *const CMD = "gate";
 
@@ -138,7 +139,7 @@ static void *worker(void *arg)
         rs->st[i] = gate_run_case(&rs->cases[i], rs->opts, &rs->rows[i], &rs->errs[i]);
         int bad = rs->st[i] != FC_OK;
         for (size_t r = 0; r < rs->rows[i].n; r++)
-            bad |= gate_row_failed(&rs->rows[i].v[r]);
+            bad |= rep_row_failed(&rs->rows[i].v[r]);
         pthread_mutex_lock(&rs->mu);
         rs->done++;
         rs->failed += bad;
@@ -227,7 +228,7 @@ int cmd_gate(int argc, char **argv)
     if (parse(argc, argv, &g))
         return CLI_BADINPUT;
     memset(&opts, 0, sizeof opts);
-    opts.kernel = g.kernel;
+    opts.run.kernel = g.kernel;
     opts.cache_key = GATE_CACHE_FULL;
     gate_case *all;
     int nall, dropped;
@@ -272,16 +273,19 @@ int cmd_gate(int argc, char **argv)
                 break;
             }
             *row = rows[i].v[r];
-            failed += gate_row_failed(row);
+            failed += rep_row_failed(row);
             skipped += row->outcome == REP_ROW_SKIP;
         }
     int rc = CLI_PASS;
-    if (hard < 0 || rep_write_all(g.report_dir, flat.v, flat.n, &err)) {
+    rep_check checks[GATE_MAX_CHECKS];
+    rep_set set = {.rows = flat.v, .n = flat.n, .checks = checks};
+    set.nchecks = gate_check_report_list(checks);
+    if (hard < 0 || rep_write_all(g.report_dir, &set, &err)) {
         fprintf(stderr, "flexcheck gate: %s\n", hard < 0 ? "out of memory" : err.msg);
         rc = CLI_BADINPUT;
     } else {
         for (size_t r = 0; r < flat.n; r++)
-            if (gate_row_failed(&flat.v[r]))
+            if (rep_row_failed(&flat.v[r]))
                 printf("FAIL %s [%s %s]: %s\n", flat.v[r].case_id, flat.v[r].backend,
                        fc_dtype_name(flat.v[r].dtype), flat.v[r].reason);
         printf("gate: %zu rows from %d cases in %.1f s: %zu passed, %zu failed, %zu skipped; "

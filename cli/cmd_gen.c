@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "fix.h"
-#include "layout.h"
+#include "cli/cli.h"
+#include "fixtures/fix.h"
+#include "masks/layout.h"
 
 static const char *const CMD = "gen";
 

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "layout.h"
+#include "cli/cli.h"
+#include "masks/layout.h"
 
 static const char *const CMD = "layout";
 

@@ -10,14 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bmask.h"
-#include "cli.h"
-#include "fix.h"
-#include "gate_run.h"
-#include "gpu.h"
-#include "lowp.h"
-#include "ref.h"
-#include "tol.h"
+#include "masks/bmask.h"
+#include "cli/cli.h"
+#include "fixtures/fix.h"
+#include "judge/judge.h"
+#include "gpu/gpu.h"
+#include "base/lowp.h"
+#include "ref/ref.h"
+#include "reports/tol.h"
 
 static const char *const CMD = "repro";
 
@@ -176,7 +176,7 @@ static int change_dtype(fix_case *c, fc_dtype dt, fc_err *err)
     float *t[3] = {c->q, c->k, c->v};
     for (int a = 0; a < 3; a++)
         for (size_t i = 0; i < n[a]; i++)
-            t[a][i] = ref_round(t[a][i], dt);
+            t[a][i] = fc_round(t[a][i], dt);
     c->dtype = dt;
     return ref_attention_f64(&c->prob, c->q, c->k, c->v, c->out, c->lse, err) ? -1 : 0;
 }
@@ -219,11 +219,12 @@ static int run(const repro_opts *ro, fix_case *c, gpu_backend be)
     if (bmask_check_sound(bm, p->mask, &p->seq, &err))
         printf("  block mask NOT SOUND: %s\n", err.msg);
     printf("  backend %s, kernel %d\n", gpu_backend_name(be), (int)ro->kernel);
-    gate_opts op = {.backends = {be}, .nbackends = 1, .kernel = ro->kernel};
+    judge_opts jo = {.kernel = ro->kernel};
+    judge_case jc = fix_judge_case(c);
     rep_row row;
     rep_verdict v;
     memset(&row, 0, sizeof row);
-    if (gate_judge_fixture(&op, be, c, bm, &row, o, lse, &v) < 0) {
+    if (judge_case_run(&jo, be, &jc, bm, &row, o, lse, &v) < 0) {
         cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, row.reason);
         goto done;
     }

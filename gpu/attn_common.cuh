@@ -6,11 +6,11 @@
 #ifndef FLEXCHECK_ATTN_COMMON_CUH
 #define FLEXCHECK_ATTN_COMMON_CUH
 
-#include "gpu_rt.h"
+#include "gpu/gpu_rt.h"
 
-#include "bmask.h"
-#include "gpu.h"
-#include "mask.h"
+#include "masks/bmask.h"
+#include "gpu/gpu.h"
+#include "masks/mask.h"
 
 namespace FC_GPU_NS {
 

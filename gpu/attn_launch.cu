@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "attn_v1.cuh"
-#include "attn_v2.cuh"
-#include "tol.h"
+#include "gpu/attn_v1.cuh"
+#include "gpu/attn_v2.cuh"
+#include "base/guard.h"
 
 
 namespace FC_GPU_NS {
@@ -22,7 +22,7 @@ namespace FC_GPU_NS {
 /* Output buffers are [guard][data][guard] with reports/tol.h's guard pattern (H6), and every
  * data byte starts as 0xFF, which reads as NaN in float, half and bfloat16: an element the
  * kernel forgot to write fails the non-finite gate. */
-static const size_t GUARD = REP_GUARD_BYTES;
+static const size_t GUARD = FC_GUARD_BYTES;
 static const unsigned char UNWRITTEN_BYTE = 0xFF;
 
 /* Every CUDA call goes through this: on failure it records the call site and the error. */
@@ -98,7 +98,7 @@ static unsigned char *guarded_host(size_t n)
 {
     unsigned char *h = (unsigned char *)malloc(n + 2 * GUARD);
     if (h) {
-        rep_guard_fill(h, n);
+        fc_guard_fill(h, n);
         memset(h + GUARD, UNWRITTEN_BYTE, n);
     }
     return h;
@@ -345,8 +345,8 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     GPU_TRY(cudaMemcpy(hl, dlse, nl * sizeof(float) + 2 * GUARD, cudaMemcpyDeviceToHost));
     if (res) {
         ptrdiff_t bo = 0, bl = 0;
-        int okl = rep_guard_intact(hl, nl * sizeof(float), &bl);
-        res->sentinels_ok = rep_guard_intact(ho, no * es, &bo) && okl;
+        int okl = fc_guard_intact(hl, nl * sizeof(float), &bl);
+        res->sentinels_ok = fc_guard_intact(ho, no * es, &bo) && okl;
         res->sentinel_bad_offset = bo ? bo : bl;
     }
     for (size_t i = 0; i < no; i++)

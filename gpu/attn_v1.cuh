@@ -19,7 +19,7 @@
 #ifndef FLEXCHECK_ATTN_V1_CUH
 #define FLEXCHECK_ATTN_V1_CUH
 
-#include "attn_common.cuh"
+#include "gpu/attn_common.cuh"
 
 namespace FC_GPU_NS {
 

@@ -39,8 +39,8 @@
 
 #include <type_traits>
 
-#include "attn_common.cuh"
-#include "ptx.cuh"
+#include "gpu/attn_common.cuh"
+#include "gpu/ptx.cuh"
 
 namespace FC_GPU_NS {
 

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 
 fc_status gpu_attention_emu(const gpu_call *c, float *o, float *lse, gpu_result *res, fc_err *err);
 int gpu_device_count_emu(fc_err *err);

@@ -15,9 +15,9 @@
 
 #include <stddef.h>
 
-#include "bmask.h"
-#include "fc.h"
-#include "problem.h"
+#include "masks/bmask.h"
+#include "base/fc.h"
+#include "masks/problem.h"
 
 #ifdef __cplusplus
 extern "C" {

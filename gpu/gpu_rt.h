@@ -11,7 +11,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "emu/emu_compat.h"
+#include "gpu/emu/emu_compat.h"
 
 /* Both builds of one source link into one library: their C++ symbols live in different
  * namespaces so template instantiations (weak symbols) can never be merged across builds. */

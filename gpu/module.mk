@@ -1,7 +1,7 @@
 # gpu/module.mk - build rules of gpu/ (included by the top Makefile):
 #   - the emu runtime (gpu/emu/) and every gpu/*.cu compiled by g++ against it, into the library;
 #   - the emu self-tests: tests/test_emu (emulated) and tests/test_emu_gpu (nvcc, native; skips
-#     without nvcc or a device), both over the kernels of gpu/emu/tests/;
+#     without nvcc or a device), both over the kernels of tests/emu/;
 #   - make test steps: emu-nvcc (nvcc -c of every .cu for sm_80 and sm_90, registers and spills
 #     printed; skipped with a message when nvcc is missing) and emu-sanitize (the ASan/UBSan and
 #     race-check builds run the self-test kernels and must stay silent);
@@ -10,14 +10,15 @@
 # spelled out in prerequisites, where make expands them at once.
 
 EMU_DIR    := gpu/emu
+EMUT_DIR   := tests/emu
 EMU_STAMP  := $(BUILD)/.deps-installed
 EMU_LIB    := $(BUILD)/libflexcheck.a
-EMU_HDRS   := $(wildcard $(EMU_DIR)/*.h $(EMU_DIR)/include/*.h $(EMU_DIR)/tests/*.h)
+EMU_HDRS   := $(wildcard $(EMU_DIR)/*.h $(EMU_DIR)/include/*.h $(EMUT_DIR)/*.h)
 # No fp contraction: g++ must not fuse what the kernel author did not write as fmaf.
 EMU_CXXFLAGS = -std=c++17 $(WARN) $(OPT) -ffp-contract=off
 EMU_CUFLAGS  = $(EMU_CXXFLAGS) -x c++ -include $(EMU_DIR)/emu.h -I$(EMU_DIR)/include
 GPU_CU     := $(wildcard gpu/*.cu)
-EMUT_CU    := $(wildcard $(EMU_DIR)/tests/*.cu)
+EMUT_CU    := $(wildcard $(EMUT_DIR)/*.cu)
 
 GPU_HDRS   := $(wildcard gpu/*.h gpu/*.cuh)
 NVCC_BIN   := $(or $(shell command -v $(NVCC) 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
@@ -44,12 +45,12 @@ $(BUILD)/obj/%.emu.o: %.cu $(EMU_HDRS) $(GPU_HDRS) | $(EMU_STAMP)
 
 # The toolkit's host half/bf16 code as a reference, when the toolkit is there.
 EMU_TOOLKIT_INC := $(if $(wildcard $(CUDA_HOME)/include/cuda_fp16.h),-I$(CUDA_HOME)/include,-DEMUT_NO_TOOLKIT)
-$(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o: $(EMU_DIR)/tests/emut_fp16_ref.cc $(EMU_HDRS) | $(EMU_STAMP)
+$(BUILD)/obj/tests/emu/emut_fp16_ref.o: $(EMUT_DIR)/emut_fp16_ref.cc $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(EMU_TOOLKIT_INC) -c $< -o $@
 
-EMUT_OBJS := $(EMUT_CU:%.cu=$(BUILD)/obj/%.emu.o) $(BUILD)/obj/gpu/emu/tests/emut_check.o \
-             $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o
+EMUT_OBJS := $(EMUT_CU:%.cu=$(BUILD)/obj/%.emu.o) $(BUILD)/obj/tests/emu/emut_check.o \
+             $(BUILD)/obj/tests/emu/emut_fp16_ref.o
 
 # ---- sanitizer builds: the same kernels, runtime and checks, in two instrumented variants ----
 EMU_ASAN_DIR  := $(BUILD)/emu-asan
@@ -74,7 +75,7 @@ $(EMU_ASAN_DIR)/%.o: %.c $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(EMU_ASAN_FLAGS) -MMD -MP -c $< -o $@
 $(EMUT_ASAN_BIN): $(addprefix $(EMU_ASAN_DIR)/,$(EMUT_CU:.cu=.o) gpu/emu/emu_runtime.o \
-                  gpu/emu/tests/emut_check.o gpu/emu/tests/emut_main.o) $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o
+                  tests/emu/emut_check.o tests/emu/emut_main.o) $(BUILD)/obj/tests/emu/emut_fp16_ref.o
 	$(CXX) -fsanitize=address,undefined -o $@ $^ -lboost_context -lpthread -lm
 
 $(EMU_RACE_DIR)/%.o: %.cu $(EMU_HDRS) | $(EMU_STAMP)
@@ -84,14 +85,14 @@ $(EMU_RACE_DIR)/%.o: %.cc $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -DEMU_RACE -MMD -MP -c $< -o $@
 $(EMUT_RACE_BIN): $(addprefix $(EMU_RACE_DIR)/,$(EMUT_CU:.cu=.o) gpu/emu/emu_runtime.o gpu/emu/emu_race.o) \
-                  $(BUILD)/obj/gpu/emu/tests/emut_check.o $(BUILD)/obj/gpu/emu/tests/emut_main.o \
-                  $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o
+                  $(BUILD)/obj/tests/emu/emut_check.o $(BUILD)/obj/tests/emu/emut_main.o \
+                  $(BUILD)/obj/tests/emu/emut_fp16_ref.o
 	$(CXX) -o $@ $^ -lboost_context -lpthread -lm
 
 # ---- the Criterion suites ----
 $(BUILD)/tests/test_emu: tests/test_emu.c $(EMUT_OBJS) $(EMU_LIB) $(EMUT_ASAN_BIN) $(EMUT_RACE_BIN) | $(EMU_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -DEMUT_ASAN_BIN='"$(abspath $(EMUT_ASAN_BIN))"' \
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_ASAN_BIN='"$(abspath $(EMUT_ASAN_BIN))"' \
 	    -DEMUT_RACE_BIN='"$(abspath $(EMUT_RACE_BIN))"' -MMD -MP -o $@ $< $(EMUT_OBJS) $(EMU_LIB) $(CRITERION_LIBS) $(LDLIBS)
 
 # ---- nvcc: compile-only resource report, and the native build of the self-tests ----
@@ -113,12 +114,12 @@ emu-nvcc: $(NVCC_OBJS)
 	@echo "== nvcc resource usage (registers, spills) per kernel"
 	@for f in $(NVCC_OBJS:=.res); do echo "-- $$f"; cat $$f; done
 
-$(BUILD)/obj/gpu/emu/tests/emut_check.cuda.o: $(EMU_DIR)/tests/emut_check.c $(EMU_HDRS) | $(EMU_STAMP)
+$(BUILD)/obj/tests/emu/emut_check.cuda.o: $(EMUT_DIR)/emut_check.c $(EMU_HDRS) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_CUDA -c $< -o $@
 
 $(BUILD)/tests/test_emu_gpu: tests/test_emu_gpu.c $(patsubst %.cu,$(BUILD)/nvcc/%.o,$(EMUT_CU)) \
-                             $(BUILD)/obj/gpu/emu/tests/emut_check.cuda.o $(BUILD)/obj/gpu/emu/tests/emut_fp16_ref.o | $(EMU_STAMP)
+                             $(BUILD)/obj/tests/emu/emut_check.cuda.o $(BUILD)/obj/tests/emu/emut_fp16_ref.o | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_CUDA -MMD -MP -o $@ $< $(filter %.o,$^) $(CRITERION_LIBS) $(LDLIBS)
 else
@@ -136,7 +137,7 @@ emu-sanitize: $(EMUT_ASAN_BIN) $(EMUT_RACE_BIN)
 	@echo "== emu race-check build over the self-test kernels"
 	@$(EMUT_RACE_BIN) all
 
-$(BUILD)/emu/emu-bench: $(EMU_DIR)/tests/emut_bench.c $(EMUT_OBJS) $(EMU_LIB) | $(EMU_STAMP)
+$(BUILD)/emu/emu-bench: $(EMUT_DIR)/emut_bench.c $(EMUT_OBJS) $(EMU_LIB) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(EMUT_OBJS) $(EMU_LIB) $(LDLIBS)
 emu-bench: $(BUILD)/emu/emu-bench

@@ -35,7 +35,7 @@
 #ifndef FLEXCHECK_PTX_CUH
 #define FLEXCHECK_PTX_CUH
 
-#include "gpu_rt.h"
+#include "gpu/gpu_rt.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bmask.h"
+#include "masks/bmask.h"
 
 static const char *const builder_names[] = {"slow", "direct", "superset", "superset-trim"};
 

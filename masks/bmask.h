@@ -15,9 +15,9 @@
 #ifndef FLEXCHECK_BMASK_H
 #define FLEXCHECK_BMASK_H
 
-#include "fc.h"
-#include "mask.h"
-#include "seq.h"
+#include "base/fc.h"
+#include "masks/mask.h"
+#include "masks/seq.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bmask.h"
-#include "problem.h"
+#include "masks/bmask.h"
+#include "masks/problem.h"
 
 /* Every builder starts here: checked parameters, an empty mask of the right shape. */
 static fc_status build_alloc(bmask *out, mask_params m, const seq_info *s, int32_t qb,

@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "layout.h"
+#include "masks/layout.h"
 
 int32_t layout_modernbert_window(int32_t local_attention, int legacy)
 {

@@ -5,8 +5,8 @@
 #ifndef FLEXCHECK_LAYOUT_H
 #define FLEXCHECK_LAYOUT_H
 
-#include "fc.h"
-#include "mask.h"
+#include "base/fc.h"
+#include "masks/mask.h"
 
 #ifdef __cplusplus
 extern "C" {

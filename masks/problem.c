@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "problem.h"
+#include "masks/problem.h"
 
 fc_status mask_params_check(const mask_params *m, fc_err *err)
 {

@@ -7,9 +7,9 @@
 #ifndef FLEXCHECK_PROBLEM_H
 #define FLEXCHECK_PROBLEM_H
 
-#include "fc.h"
-#include "mask.h"
-#include "seq.h"
+#include "base/fc.h"
+#include "masks/mask.h"
+#include "masks/seq.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "seq.h"
+#include "masks/seq.h"
 
 static fc_status seq_alloc(seq_info *s, int32_t nseq, fc_err *err)
 {

@@ -8,8 +8,8 @@
 #ifndef FLEXCHECK_SEQ_H
 #define FLEXCHECK_SEQ_H
 
-#include "fc.h"
-#include "mask.h"
+#include "base/fc.h"
+#include "masks/mask.h"
 
 #ifdef __cplusplus
 extern "C" {

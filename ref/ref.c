@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_internal.h"
+#include "ref/ref_internal.h"
 
 /* NULL is fine for a tensor with no elements (callers may pass malloc(0)). */
 static fc_status check_tensor(const char *name, const void *ptr, size_t elems, fc_err *err)

@@ -30,8 +30,8 @@
 #ifndef FLEXCHECK_REF_H
 #define FLEXCHECK_REF_H
 
-#include "fc.h"
-#include "problem.h"
+#include "base/fc.h"
+#include "masks/problem.h"
 
 #ifdef __cplusplus
 extern "C" {

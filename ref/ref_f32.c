@@ -11,8 +11,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "lowp.h"
-#include "ref_internal.h"
+#include "base/lowp.h"
+#include "ref/ref_internal.h"
 
 /* lp: the keys of the hull, scaled in fp32 and rounded to dt (spec: scale applied to K). */
 static const float *scaled_keys(ref_call *c, const float *k, int32_t n)
@@ -20,7 +20,7 @@ static const float *scaled_keys(ref_call *c, const float *k, int32_t n)
     float *out = c->kbuf, scale = (float)c->p->scale;
     size_t count = (size_t)n * (size_t)c->p->d;
     for (size_t i = 0; i < count; i++)
-        out[i] = ref_round(scale * k[i], c->dt);
+        out[i] = fc_round(scale * k[i], c->dt);
     return out;
 }
 
@@ -101,7 +101,7 @@ static int softmax_row(float *s, const uint8_t *allowed, int32_t n, fc_dtype dt,
     }
     if (dt != FC_F32)
         for (int32_t j = 0; j < n; j++)
-            s[j] = ref_round(s[j], dt); /* lp: S is rounded before the softmax */
+            s[j] = fc_round(s[j], dt); /* lp: S is rounded before the softmax */
     float mx = mask_and_max(s, allowed, n);
     float sum = exp_and_sum(s, n, mx);
     /* sum >= 1 (the max term is exp(0)) unless it is NaN, and then the row is NaN anyway;
@@ -115,7 +115,7 @@ static int softmax_row(float *s, const uint8_t *allowed, int32_t n, fc_dtype dt,
         s[j] *= inv;
     if (dt != FC_F32)
         for (j = 0; j < n; j++)
-            s[j] = ref_round(s[j], dt); /* lp: P is rounded before the P.V product */
+            s[j] = fc_round(s[j], dt); /* lp: P is rounded before the P.V product */
     *lse = mx + logf(sum);
     return 1;
 }
@@ -180,6 +180,6 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
         }
         recompute_if_nonfinite(orow, s + (size_t)i * n, pn->allowed + (size_t)i * n, v, n, dv);
         for (int32_t x = 0; c->dt != FC_F32 && x < dv; x++)
-            orow[x] = ref_round(orow[x], c->dt);
+            orow[x] = fc_round(orow[x], c->dt);
     }
 }

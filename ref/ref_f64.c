@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ref_internal.h"
+#include "ref/ref_internal.h"
 
 static void widen(double *dst, const float *src, size_t count)
 {

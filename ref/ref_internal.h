@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "ref.h"
+#include "ref/ref.h"
 
 /* Query rows per panel. Large enough that both gemms run near the machine's sgemm rate,
  * small enough that a panel of scores stays a few MB even at Lk = 64k. */

@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fc.h"
-#include "tol.h"
+#include "base/fc.h"
+#include "reports/tol.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,7 +48,7 @@ typedef struct rep_row {
     int32_t degenerate;            /* H1 was element-wise (degenerate baseline) */
     uint64_t nan_count, inf_count, empty_rows;
     rep_outcome outcome;
-    int first_fail;                /* a rep_gate, or -1 */
+    char first_fail[REP_NAME_LEN]; /* the first failing gate ("H1") or exactness check, "" */
     char gates[REP_NGATES + 1];    /* per gate in rep_gate order: P pass, F fail, - not run */
     char reason[REP_WHY_LEN];      /* one line: the first failing gate's, "pass", or the error */
 } rep_row;
@@ -70,18 +70,33 @@ const char *rep_outcome_name(rep_outcome o);
 /* Safe copy into a fixed field: truncates, always terminates. */
 void rep_set_str(char *dst, size_t cap, const char *src);
 
-/* Writers: FC_OK, or FC_EIO when the stream reports an error, FC_ENOMEM. */
-fc_status rep_write_markdown(FILE *f, const rep_row *rows, size_t n, fc_err *err);
-fc_status rep_write_json(FILE *f, const rep_row *rows, size_t n, fc_err *err);
-fc_status rep_write_csv(FILE *f, const rep_row *rows, size_t n, fc_err *err);
-fc_status rep_write_junit(FILE *f, const rep_row *rows, size_t n, fc_err *err);
-fc_status rep_write_html(FILE *f, const rep_row *rows, size_t n, fc_err *err);
+/* An exactness check that rows may name as their failing gate, with the title the summaries
+ * show after the hard gates. */
+typedef struct rep_check {
+    const char *name, *title;
+} rep_check;
 
-typedef fc_status (*rep_writer)(FILE *f, const rep_row *rows, size_t n, fc_err *err);
+/* What a report is written from: the rows, and the exactness checks of the run that made them
+ * in the order they are listed. The runner gives the checks (reports know no producer). */
+typedef struct rep_set {
+    const rep_row *rows;
+    size_t n;
+    const rep_check *checks;
+    size_t nchecks;
+} rep_set;
+
+/* Writers: FC_OK, or FC_EIO when the stream reports an error, FC_ENOMEM. */
+fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err);
+fc_status rep_write_json(FILE *f, const rep_set *set, fc_err *err);
+fc_status rep_write_csv(FILE *f, const rep_set *set, fc_err *err);
+fc_status rep_write_junit(FILE *f, const rep_set *set, fc_err *err);
+fc_status rep_write_html(FILE *f, const rep_set *set, fc_err *err);
+
+typedef fc_status (*rep_writer)(FILE *f, const rep_set *set, fc_err *err);
 
 /* dir/name written atomically (temporary file in dir, then rename); dir created if needed. */
-fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const rep_row *rows,
-                         size_t n, fc_err *err);
+fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const rep_set *set,
+                         fc_err *err);
 
 /* The file names rep_write_all uses. */
 #define REP_FILE_MD "summary.md"
@@ -91,7 +106,9 @@ fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const 
 #define REP_FILE_HTML "report.html"
 
 /* Every format into dir. */
-fc_status rep_write_all(const char *dir, const rep_row *rows, size_t n, fc_err *err);
+fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err);
+/* 1 iff the row counts as a gate failure (fail or error). */
+int rep_row_failed(const rep_row *row);
 
 #ifdef __cplusplus
 }

@@ -3,10 +3,12 @@
  * line per row. Non-finite numbers are written nan, inf, -inf; the gate of a passing row is
  * empty. Lines end in CRLF as the RFC says, which every CSV reader accepts.
  */
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
-fc_status rep_write_csv(FILE *f, const rep_row *rows, size_t n, fc_err *err)
+fc_status rep_write_csv(FILE *f, const rep_set *set, fc_err *err)
 {
+    const rep_row *rows = set->rows;
+    size_t n = set->n;
     char buf[REP_WHY_LEN + 32];
     for (size_t c = 0; c < rep_ncols; c++) {
         if (c)

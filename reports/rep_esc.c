@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
 void rep_put_json(FILE *f, const char *s)
 {

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
 /* mkdir -p: every missing component, each allowed to appear concurrently (EEXIST). */
 static fc_status make_dirs(const char *dir, fc_err *err)
@@ -38,8 +38,8 @@ static fc_status make_dirs(const char *dir, fc_err *err)
     return st;
 }
 
-fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const rep_row *rows,
-                         size_t n, fc_err *err)
+fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const rep_set *set,
+                         fc_err *err)
 {
     if (!dir || !*dir || !name || !*name || strchr(name, '/'))
         return fc_errf(err, FC_EINVAL, "report file: need a directory and a plain file name");
@@ -71,7 +71,7 @@ fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const 
         unlink(tmp);
         goto cleanup;
     }
-    st = w(f, rows, n, err);
+    st = w(f, set, err);
     if (st == FC_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
         st = fc_errf(err, FC_EIO, "report file %s: write failed: %s", final, strerror(errno));
     if (fclose(f) != 0 && st == FC_OK)
@@ -86,7 +86,7 @@ cleanup:
     return st;
 }
 
-fc_status rep_write_all(const char *dir, const rep_row *rows, size_t n, fc_err *err)
+fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err)
 {
     static const struct {
         const char *name;
@@ -97,7 +97,7 @@ fc_status rep_write_all(const char *dir, const rep_row *rows, size_t n, fc_err *
         {REP_FILE_HTML, rep_write_html},
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        fc_status st = rep_write_file(dir, files[i].name, files[i].w, rows, n, err);
+        fc_status st = rep_write_file(dir, files[i].name, files[i].w, set, err);
         if (st != FC_OK)
             return st;
     }

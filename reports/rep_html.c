@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
 #define LABEL_LEN (REP_NAME_LEN + 24)
 
@@ -23,7 +23,7 @@ static void group_label(char *buf, size_t cap, const rep_group *g)
     snprintf(buf, cap, "%s/%s", fc_dtype_name(g->dtype), g->backend);
 }
 
-static void write_head(FILE *f, const rep_summary *s)
+static void write_head(FILE *f, const rep_set *set, const rep_summary *s)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<title>flexcheck tolerance report</title>\n<style>\n"
@@ -37,7 +37,7 @@ static void write_head(FILE *f, const rep_summary *s)
             s->fail || s->error ? "fail" : "pass", s->fail || s->error ? "FAIL" : "PASS",
             s->rows, s->pass, s->fail, s->error, s->skip);
     fputs("<p>", f);
-    rep_put_gate_order(f, rep_put_xml);
+    rep_put_gate_order(f, set, rep_put_xml);
     fputs("</p>\n", f);
 }
 
@@ -203,13 +203,15 @@ static void write_rows(FILE *f, const rep_row *rows, size_t n)
     fputs("</table>\n", f);
 }
 
-fc_status rep_write_html(FILE *f, const rep_row *rows, size_t n, fc_err *err)
+fc_status rep_write_html(FILE *f, const rep_set *set, fc_err *err)
 {
+    const rep_row *rows = set->rows;
+    size_t n = set->n;
     rep_summary s;
     fc_status st = rep_summarize(rows, n, &s, err);
     if (st != FC_OK)
         return st;
-    write_head(f, &s);
+    write_head(f, set, &s);
     write_groups(f, &s);
     st = chart_h1(f, &s, err);
     if (st == FC_OK)

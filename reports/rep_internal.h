@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "rep.h"
+#include "reports/rep.h"
 
 /* ---- columns (rep_row.c): one table drives the CSV header, CSV rows and JSON keys ------- */
 
@@ -19,7 +19,7 @@ typedef enum rep_col_kind {
     REP_COL_F64,
     REP_COL_DTYPE,   /* fc_dtype, written by name */
     REP_COL_OUTCOME, /* rep_outcome, written by name */
-    REP_COL_GATE,    /* int first_fail, written "H1".."H7" or empty/null */
+    REP_COL_GATE,    /* first_fail: a gate or check name, or empty/null when none */
 } rep_col_kind;
 
 typedef struct rep_col {
@@ -45,9 +45,9 @@ void rep_put_csv(FILE *f, const char *s);   /* quoted only when needed (RFC 4180
 void rep_put_md(FILE *f, const char *s);    /* inside a table cell */
 /* A short human number: %.3g, or "nan"/"inf", "-" for a missing value (NaN marks those). */
 void rep_fmt_num(char *buf, size_t cap, double x);
-/* The gates in evaluation order, then the exactness checks, as one sentence for the summaries
- * (from tol.c's names, so it cannot drift from what rows name). */
-void rep_put_gate_order(FILE *f, void (*put)(FILE *, const char *));
+/* The gates in evaluation order, then the set's exactness checks, as one sentence for the
+ * summaries (from tol.c's names and the runner's check list, the names rows carry). */
+void rep_put_gate_order(FILE *f, const rep_set *set, void (*put)(FILE *, const char *));
 
 /* ---- summary (rep_summary.c) --------------------------------------------------------------- */
 

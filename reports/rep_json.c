@@ -3,10 +3,12 @@
  * "pass": p, "fail": f, "error": e, "skip": s}. Keys are the column names of rep_row.c (the CSV header);
  * non-finite numbers and "no failing gate" are null, since JSON has no NaN or infinity.
  */
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
-fc_status rep_write_json(FILE *f, const rep_row *rows, size_t n, fc_err *err)
+fc_status rep_write_json(FILE *f, const rep_set *set, fc_err *err)
 {
+    const rep_row *rows = set->rows;
+    size_t n = set->n;
     size_t pass = 0, fail = 0, error = 0, skip = 0;
     char buf[REP_WHY_LEN + 32];
     fputs("{\"rows\": [", f);

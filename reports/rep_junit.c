@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
 static const char *group_of(const rep_row *r)
 {
@@ -85,7 +85,7 @@ static void write_case(FILE *f, const rep_row *const *r, size_t n)
     }
     const char *tag = state == CASE_FAILURE ? "failure" : "error";
     fprintf(f, "      <%s type=\"%s\" message=\"", tag,
-            state == CASE_FAILURE ? rep_gate_name((rep_gate)first->first_fail) : "error");
+            state == CASE_FAILURE ? first->first_fail : "error");
     /* The message opens with the gate ("H1 max ratio: ..."), which is what a CI page shows. */
     rep_put_xml(f, first->reason);
     char lab[REP_NAME_LEN];
@@ -121,8 +121,10 @@ static counts count_suite(const rep_row *const *r, size_t n)
     return c;
 }
 
-fc_status rep_write_junit(FILE *f, const rep_row *rows, size_t n, fc_err *err)
+fc_status rep_write_junit(FILE *f, const rep_set *set, fc_err *err)
 {
+    const rep_row *rows = set->rows;
+    size_t n = set->n;
     const rep_row **by = malloc((n ? n : 1) * sizeof *by);
     if (!by)
         return fc_errf(err, FC_ENOMEM, "JUnit report: out of memory");

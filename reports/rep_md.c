@@ -5,7 +5,7 @@
  */
 #include <math.h>
 
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
 static void put_num(FILE *f, double x)
 {
@@ -62,7 +62,7 @@ static void write_listed(FILE *f, const rep_row *rows, size_t n, int skipped, co
         fputs(" | ", f);
         rep_put_md(f, r->builder);
         fprintf(f, " | %s | ",
-                r->outcome == REP_ROW_FAIL ? rep_gate_name((rep_gate)r->first_fail)
+                r->outcome == REP_ROW_FAIL ? r->first_fail
                                            : rep_outcome_name(r->outcome));
         rep_put_md(f, r->reason);
         fputs(" |\n", f);
@@ -124,8 +124,10 @@ static void write_pairs(FILE *f, const rep_summary *s)
     fputc('\n', f);
 }
 
-fc_status rep_write_markdown(FILE *f, const rep_row *rows, size_t n, fc_err *err)
+fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err)
 {
+    const rep_row *rows = set->rows;
+    size_t n = set->n;
     rep_summary s;
     fc_status st = rep_summarize(rows, n, &s, err);
     if (st != FC_OK)
@@ -133,7 +135,7 @@ fc_status rep_write_markdown(FILE *f, const rep_row *rows, size_t n, fc_err *err
     fprintf(f, "# flexcheck tolerance report\n\n**%s**: %zu rows, %zu pass, %zu fail, %zu error, "
                "%zu skipped.\n\n",
             s.fail || s.error ? "FAIL" : "PASS", s.rows, s.pass, s.fail, s.error, s.skip);
-    rep_put_gate_order(f, rep_put_md);
+    rep_put_gate_order(f, set, rep_put_md);
     fputs("\n\n", f);
     write_groups(f, &s);
     if (s.fail || s.error)

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
 #define COL(name, kind) {#name, kind, offsetof(rep_row, name)}
 
@@ -74,12 +74,9 @@ rep_val rep_col_value(const rep_col *c, const rep_row *r, char *buf, size_t cap)
         snprintf(buf, cap, "%s", rep_outcome_name(o));
         return REP_VAL_TEXT;
     }
-    case REP_COL_GATE: {
-        int g;
-        memcpy(&g, p, sizeof g);
-        snprintf(buf, cap, "%s", g >= 0 ? rep_gate_name((rep_gate)g) : "");
-        return g >= 0 ? REP_VAL_TEXT : REP_VAL_NONE;
-    }
+    case REP_COL_GATE:
+        snprintf(buf, cap, "%s", p);
+        return *p ? REP_VAL_TEXT : REP_VAL_NONE;
     }
     buf[0] = 0;
     return REP_VAL_NONE;
@@ -122,7 +119,8 @@ void rep_row_set_verdict(rep_row *row, const rep_verdict *v)
     row->inf_count = v->inf_count;
     row->empty_rows = v->empty_rows;
     row->outcome = v->pass ? REP_ROW_PASS : REP_ROW_FAIL;
-    row->first_fail = v->first_fail;
+    rep_set_str(row->first_fail, sizeof row->first_fail,
+                v->first_fail >= 0 ? rep_gate_name((rep_gate)v->first_fail) : "");
     for (int g = 0; g < REP_NGATES; g++)
         row->gates[g] = (unsigned)v->gate[g] <= REP_FAIL ? state_char[v->gate[g]] : '?';
     row->gates[REP_NGATES] = 0;
@@ -142,7 +140,7 @@ static void set_unjudged(rep_row *row, rep_outcome o, const char *msg)
     row->nan_count = row->inf_count = row->empty_rows = 0;
     row->degenerate = 0;
     row->outcome = o;
-    row->first_fail = -1;
+    row->first_fail[0] = 0;
     memset(row->gates, '-', REP_NGATES);
     row->gates[REP_NGATES] = 0;
     rep_set_str(row->reason, sizeof row->reason, msg);
@@ -169,4 +167,9 @@ void rep_row_backend_label(const rep_row *row, char out[REP_NAME_LEN])
     n = n < REP_NAME_LEN ? n : REP_NAME_LEN - 1;
     memcpy(out, buf, n);
     out[n] = '\0';
+}
+
+int rep_row_failed(const rep_row *row)
+{
+    return row->outcome == REP_ROW_FAIL || row->outcome == REP_ROW_ERROR;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -281,15 +281,19 @@ void rep_summary_free(rep_summary *s)
     memset(s, 0, sizeof *s);
 }
 
-void rep_put_gate_order(FILE *f, void (*put)(FILE *, const char *))
+void rep_put_gate_order(FILE *f, const rep_set *set, void (*put)(FILE *, const char *))
 {
     put(f, "Gates in the order they are checked (spec/tolerance.md): ");
-    for (int g = 0; g < REP_NCHECKS; g++) {
+    for (size_t g = 0; g < REP_NGATES + set->nchecks; g++) {
         char item[96];
         const char *sep = g == 0 ? "" : g == REP_NGATES ? "; then, on the rows of their "
                           "cases, the exactness checks " : ", ";
-        snprintf(item, sizeof item, g < REP_NGATES ? "%s%s %s" : "%s%s (%s)", sep,
-                 rep_gate_name((rep_gate)g), rep_gate_title((rep_gate)g));
+        if (g < REP_NGATES)
+            snprintf(item, sizeof item, "%s%s %s", sep, rep_gate_name((rep_gate)g),
+                     rep_gate_title((rep_gate)g));
+        else
+            snprintf(item, sizeof item, "%s%s (%s)", sep, set->checks[g - REP_NGATES].name,
+                     set->checks[g - REP_NGATES].title);
         put(f, item);
     }
     put(f, ". The H1 ratio is max|O - O_gold| / (c * e_lp_max + floor); a row passes H1 at "

@@ -5,7 +5,7 @@
  */
 #include <math.h>
 
-#include "rep_internal.h"
+#include "reports/rep_internal.h"
 
 #define W_SVG 760.0
 #define TOP 34.0

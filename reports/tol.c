@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lowp.h"
-#include "tol.h"
+#include "base/lowp.h"
+#include "reports/tol.h"
 
 static const rep_tol tol_table[] = {
     [FC_F32] = {.c = 10, .nmse_max = 1e-7, .lse_atol = 1e-5, .lse_rtol = 1e-5,
@@ -22,31 +22,23 @@ static const rep_tol tol_table[] = {
                  .deg_atol = 1e-2, .deg_rtol = 1.6e-2, .deg_frac = 1e-4, .s1_max = 1.1, .s2_max = 1.2},
 };
 
-static const char *const gate_names[REP_NCHECKS] = {
+static const char *const gate_names[REP_NGATES] = {
     [REP_H6] = "H6", [REP_H3] = "H3", [REP_H4] = "H4", [REP_H1] = "H1",
     [REP_H2] = "H2", [REP_H5] = "H5", [REP_H7] = "H7",
-    [REP_X_EDGE] = "window-edge", [REP_X_POISON] = "poison",
-    [REP_X_MERGE] = "lse-merge", [REP_X_DECODE] = "decode", [REP_X_BUILDERS] = "builders",
-    [REP_X_LAYOUT] = "layout", [REP_X_PAGED] = "paged",
-    [REP_X_PROUND] = "p-round",
 };
-static const char *const gate_titles[REP_NCHECKS] = {
+static const char *const gate_titles[REP_NGATES] = {
     [REP_H6] = "sentinels", [REP_H3] = "non-finite", [REP_H4] = "empty rows",
     [REP_H1] = "max ratio", [REP_H2] = "NMSE", [REP_H5] = "LSE", [REP_H7] = "determinism",
-    [REP_X_EDGE] = "window edges differ", [REP_X_POISON] = "masked-key poisoning",
-    [REP_X_MERGE] = "LSE merge", [REP_X_DECODE] = "decode equals dense",
-    [REP_X_BUILDERS] = "builders agree", [REP_X_LAYOUT] = "layout equals fresh builds",
-    [REP_X_PAGED] = "paged equals unpaged", [REP_X_PROUND] = "P rounded to the input type",
 };
 
 const char *rep_gate_name(rep_gate g)
 {
-    return (unsigned)g < REP_NCHECKS ? gate_names[g] : "?";
+    return (unsigned)g < REP_NGATES ? gate_names[g] : "?";
 }
 
 const char *rep_gate_title(rep_gate g)
 {
-    return (unsigned)g < REP_NCHECKS ? gate_titles[g] : "?";
+    return (unsigned)g < REP_NGATES ? gate_titles[g] : "?";
 }
 
 fc_status rep_tol_for(fc_dtype dt, rep_tol *out, fc_err *err)
@@ -63,9 +55,9 @@ double rep_floor_term(fc_dtype dt, double gold)
         return 0;
     /* The additions happen in float and only their results are rounded to dt, which is how
      * PyTorch evaluates `out + 0.3 - 0.3` on a half tensor. */
-    float g = ref_round((float)gold, dt);
-    float up = ref_round(g + 0.3f, dt);
-    float back = ref_round(up - 0.3f, dt);
+    float g = fc_round((float)gold, dt);
+    float up = fc_round(g + 0.3f, dt);
+    float back = fc_round(up - 0.3f, dt);
     return fabs((double)back - (double)g);
 }
 
@@ -168,10 +160,10 @@ static void gate_h6(const rep_inputs *in, rep_verdict *v)
     if (!in->o_buf && in->sentinels == REP_SENTINELS_UNCHECKED)
         return;
     ptrdiff_t bad = 0;
-    if (in->o_buf && !rep_guarded_intact(in->o_buf, &bad))
+    if (in->o_buf && !fc_guarded_intact(in->o_buf, &bad))
         fail(v, REP_H6, "guard byte of O changed at byte offset %td (O is %zu bytes)", bad,
              in->o_buf->nbytes);
-    if (in->lse_buf && !rep_guarded_intact(in->lse_buf, &bad))
+    if (in->lse_buf && !fc_guarded_intact(in->lse_buf, &bad))
         fail(v, REP_H6, "guard byte of LSE changed at byte offset %td (LSE is %zu bytes)", bad,
              in->lse_buf->nbytes);
     if (in->sentinels == REP_SENTINELS_DAMAGED)

@@ -46,7 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fc.h"
+#include "base/fc.h"
+#include "base/guard.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,25 +62,14 @@ typedef enum rep_gate {
     REP_H2,     /* NMSE */
     REP_H5,     /* LSE */
     REP_H7,     /* determinism */
-    REP_NGATES,
-    /* The exactness checks of spec/tolerance.md (and the M4/M6 invariants of spec/matrix.md),
-     * judged by the gate runner rather than rep_evaluate: codes after the hard gates so a report
-     * row's first_fail can name either kind. */
-    REP_X_EDGE = REP_NGATES,        /* W-1, W, W+1 differ where a row's allowed set changes */
-    REP_X_POISON,                   /* masked keys poisoned: output bitwise unchanged */
-    REP_X_MERGE,                    /* complementary masks merged by LSE == the union */
-    REP_X_DECODE,                   /* decode row with window W == dense over its last W keys */
-    REP_X_BUILDERS,                 /* slow == direct exactly, superset sound, outputs agree */
-    REP_X_LAYOUT,                   /* hybrid layout through shared metadata == fresh builds */
-    REP_X_PAGED,                    /* paged == unpaged bitwise */
-    REP_X_PROUND,                   /* fp16/bf16: P rounded to the input type before P.V */
-    REP_NCHECKS
+    REP_NGATES
 } rep_gate;
 
 typedef enum rep_gate_state { REP_NOT_RUN = 0, REP_PASS = 1, REP_FAIL = 2 } rep_gate_state;
 
-/* "H1".."H7" or the exactness check's name ("window-edge", ...) and a short title
- * ("max ratio", ...); "?" for anything else. */
+/* "H1".."H7" and a short title ("max ratio", ...); "?" for anything else. The exactness checks
+ * are named by whoever runs them (the gate's check table, ci/checks.h): reports take their names
+ * as strings (rep_row.first_fail, rep_set.checks). */
 const char *rep_gate_name(rep_gate g);
 const char *rep_gate_title(rep_gate g);
 
@@ -101,30 +91,6 @@ fc_status rep_tol_for(fc_dtype dt, rep_tol *out, fc_err *err);
  * 1e-6 * max(1, max|O_gold|) instead. */
 double rep_floor_term(fc_dtype dt, double gold);
 
-/* ---- H6: output buffers with guard bytes ---------------------------------------------- */
-
-#define REP_GUARD_BYTES 64
-
-/* [REP_GUARD_BYTES guard][nbytes data][REP_GUARD_BYTES guard] in one allocation. */
-typedef struct rep_guarded {
-    unsigned char *base; /* the allocation */
-    void *data;          /* base + REP_GUARD_BYTES: what the kernel writes */
-    size_t nbytes;
-} rep_guarded;
-
-/* Allocates and fills the guards with the known pattern, and the data with 0xff bytes (a NaN
- * in every float): an element the kernel never writes then fails H3. */
-fc_status rep_guarded_alloc(rep_guarded *g, size_t nbytes, fc_err *err);
-void rep_guarded_free(rep_guarded *g);
-/* 1 iff both guards still hold the pattern; else 0 and *bad (may be NULL) = offset of the
- * first changed byte relative to data (negative: before it, >= nbytes: after it). */
-int rep_guarded_intact(const rep_guarded *g, ptrdiff_t *bad);
-
-/* The same on a caller-owned region of nbytes + 2 * REP_GUARD_BYTES bytes (for example the
- * host copy of a guarded device buffer). rep_guard_fill writes only the two guards. */
-void rep_guard_fill(unsigned char *region, size_t nbytes);
-int rep_guard_intact(const unsigned char *region, size_t nbytes, ptrdiff_t *bad);
-
 /* ---- one case ------------------------------------------------------------------------- */
 
 /* H6 evidence from a launcher that guards its own (device) buffers. */
@@ -142,7 +108,7 @@ typedef struct rep_inputs {
     const float *o, *lse;              /* the tested output, required */
     const double *o_gold, *lse_gold;   /* float64 oracle; LSE_gold == -inf marks an empty row */
     const float *o_lp;                 /* naive same-precision baseline */
-    const rep_guarded *o_buf, *lse_buf; /* H6, optional: the buffers o and lse live in */
+    const fc_guarded *o_buf, *lse_buf; /* H6, optional: the buffers o and lse live in */
     rep_sentinels sentinels;           /* H6, optional: the launcher's own guard check */
     const float *o_rerun, *lse_rerun;  /* H7, optional: a second run of the same backend */
 } rep_inputs;

@@ -15,13 +15,13 @@ $(BUILD)/mutants/attn_launch_m%.o: gpu/attn_launch.cu $(EMU_HDRS) $(GPU_HDRS) | 
 
 $(BUILD)/tests/test_gate: tests/test_gate.c $(MUTANT_OBJS) $(LIB) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -MMD -MP -o $@ $< $(MUTANT_OBJS) $(LIB) \
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(MUTANT_OBJS) $(LIB) \
 	    $(CRITERION_LIBS) $(LDLIBS)
 
-# ---- kernel version 2 (gpu/attn_v2.cuh): the PTX-wrapper test kernels of gpu/v2tests/, built
+# ---- kernel version 2 (gpu/attn_v2.cuh): the PTX-wrapper test kernels of tests/v2/, built
 # for the emu (the CPU twins) and, with nvcc, natively (the instructions, run when a device is
 # present), linked into tests/test_kernel_v2_ptx.c. ----
-V2T_CU    := $(wildcard gpu/v2tests/*.cu)
+V2T_CU    := $(wildcard tests/v2/*.cu)
 V2T_OBJS  := $(V2T_CU:%.cu=$(BUILD)/obj/%.emu.o)
 ifneq ($(NVCC_BIN),)
 V2T_OBJS  += $(V2T_CU:%.cu=$(BUILD)/nvcc/%.o)
@@ -31,18 +31,18 @@ endif
 
 $(BUILD)/tests/test_kernel_v2_ptx: tests/test_kernel_v2_ptx.c $(V2T_OBJS) $(LIB) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(V2T_FLAGS) -Itests -MMD -MP -o $@ $< $(V2T_OBJS) $(LIB) \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(V2T_FLAGS) -MMD -MP -o $@ $< $(V2T_OBJS) $(LIB) \
 	    $(CRITERION_LIBS) $(LDLIBS)
 
 # Kernel version 2 under the emu's ASan/UBSan and race-checker builds (gpu/module.mk's pattern
 # rules compile gpu/attn_launch.cu and the runtime for each), driven by
-# gpu/v2tests/v2_sanitize_main.c; a make test step.
+# tests/v2/v2_sanitize_main.c; a make test step.
 V2_ASAN_BIN := $(EMU_ASAN_DIR)/v2-sanitize
 V2_RACE_BIN := $(EMU_RACE_DIR)/v2-sanitize
-$(V2_ASAN_BIN): $(EMU_ASAN_DIR)/gpu/v2tests/v2_sanitize_main.o $(EMU_ASAN_DIR)/gpu/attn_launch.o \
+$(V2_ASAN_BIN): $(EMU_ASAN_DIR)/tests/v2/v2_sanitize_main.o $(EMU_ASAN_DIR)/gpu/attn_launch.o \
                 $(EMU_ASAN_DIR)/gpu/emu/emu_runtime.o $(LIB)
 	$(CXX) -fsanitize=address,undefined -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS)
-$(V2_RACE_BIN): $(BUILD)/obj/gpu/v2tests/v2_sanitize_main.o $(EMU_RACE_DIR)/gpu/attn_launch.o \
+$(V2_RACE_BIN): $(BUILD)/obj/tests/v2/v2_sanitize_main.o $(EMU_RACE_DIR)/gpu/attn_launch.o \
                 $(EMU_RACE_DIR)/gpu/emu/emu_runtime.o $(EMU_RACE_DIR)/gpu/emu/emu_race.o $(LIB)
 	$(CXX) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS)
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bmask.h"
-#include "seq.h"
+#include "masks/bmask.h"
+#include "masks/seq.h"
 
 /* ---- the oracle: spec/semantics.md section 2 read literally ---- */
 

@@ -1,6 +1,6 @@
 /*
  * test_emu.c - the emu backend (gpu/emu/): every primitive against its documented meaning
- * (gpu/emu/tests/emut_check.c, run on the emulated kernels of gpu/emu/tests/), and the
+ * (tests/emu/emut_check.c, run on the emulated kernels of tests/emu/), and the
  * sanitizer builds catching planted bugs, each run as a child process so this suite sees the
  * failure: ASan/UBSan on out-of-bounds writes, the race checker on a missing barrier.
  *
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "emu/tests/emut.h"
+#include "tests/emu/emut.h"
 
 ParameterizedTestParameters(emu, primitive_matches_documented_meaning)
 {

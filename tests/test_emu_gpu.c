@@ -1,6 +1,6 @@
 /*
  * test_emu_gpu.c - the emu self-test kernels built by nvcc and run natively, held to the same
- * checks as the emulation (gpu/emu/tests/emut_check.c with -DEMUT_CUDA). Every test skips,
+ * checks as the emulation (tests/emu/emut_check.c with -DEMUT_CUDA). Every test skips,
  * saying why, when nvcc was missing at build time or no CUDA device is present.
  *
  *   make test   (gpu/module.mk links this against the nvcc objects and libcudart)
@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "emu/tests/emut.h"
+#include "tests/emu/emut.h"
 
 /* Skips are silent in Criterion's summary; say once, on stderr, why nothing ran. */
 ReportHook(PRE_ALL)(struct criterion_test_set *set)

@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fix.h"
-#include "lowp.h"
+#include "fixtures/fix.h"
+#include "base/lowp.h"
 
 /* ---- scratch files ---- */
 
@@ -611,13 +611,13 @@ Test(fixture_reader, reads_float16_storage_exactly_including_subnormals)
     const char *p = write_base("half.h5", FC_F16, 0);
     float want[2 * 20 * 4];
     for (int i = 0; i < 2 * 20 * 4; i++)
-        want[i] = ref_round((float)(i - 80) / 16.0f, FC_F16);
+        want[i] = fc_round((float)(i - 80) / 16.0f, FC_F16);
     want[0] = 0x1p-24f;
     want[1] = 65504.0f;
     want[2] = -0.0f;
     uint16_t h[2 * 20 * 4];
     for (int i = 0; i < 2 * 20 * 4; i++)
-        h[i] = ref_f32_to_f16(want[i]);
+        h[i] = fc_f32_to_f16(want[i]);
     hid_t f = open_rw(p);
     hid_t ht = H5Tcopy(H5T_IEEE_F32LE);
     H5Tset_fields(ht, 15, 10, 5, 0, 10);

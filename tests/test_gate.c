@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate.h"
-#include "gate_run.h"
+#include "ci/checks.h"
+#include "ci/gate.h"
+#include "ci/gate_run.h"
 
 static gate_case *matrix(gate_size size, int *n, int *dropped)
 {
@@ -161,7 +162,7 @@ static gate_case layout_case(const char *name, int32_t len, int32_t scale_div)
     memset(&c, 0, sizeof c);
     snprintf(c.id, sizeof c.id, "test-%s-%d", name, (int)len);
     strcpy(c.group, "M6");
-    c.kind = GK_LAYOUT;
+    c.check = gate_check_find("layout");
     c.gp.dtype = FC_F32;
     c.gp.b = 1;
     c.gp.hq = 2;
@@ -178,20 +179,21 @@ static gate_case layout_case(const char *name, int32_t len, int32_t scale_div)
 }
 
 /* Runs the layout case with a cache key mode; returns the failed rows' count and the first
- * failed row's gate in *gate. */
-static int run_layout(const gate_case *c, gate_cache_key key, int *gate, char *reason)
+ * failed row's gate in gate[REP_NAME_LEN] ("" when none failed). */
+static int run_layout(const gate_case *c, gate_cache_key key, char *gate, char *reason)
 {
-    gate_opts o = {.backends = {GPU_BACKEND_EMU}, .nbackends = 1, .kernel = 1, .cache_key = key};
+    gate_opts o = {.run = {.kernel = 1}, .backends = {GPU_BACKEND_EMU}, .nbackends = 1,
+                   .cache_key = key};
     gate_rows rows = {0};
     fc_err err;
     cr_assert_eq(gate_run_case(c, &o, &rows, &err), FC_OK, "%s: %s", c->id, err.msg);
     int failed = 0;
-    *gate = -1;
+    gate[0] = 0;
     for (size_t i = 0; i < rows.n; i++) {
         cr_assert_neq(rows.v[i].outcome, REP_ROW_ERROR, "%s: %s", rows.v[i].case_id,
                       rows.v[i].reason);
-        if (gate_row_failed(&rows.v[i]) && failed++ == 0) {
-            *gate = rows.v[i].first_fail;
+        if (rep_row_failed(&rows.v[i]) && failed++ == 0) {
+            snprintf(gate, REP_NAME_LEN, "%s", rows.v[i].first_fail);
             snprintf(reason, REP_WHY_LEN, "%s", rows.v[i].reason);
         }
     }
@@ -215,15 +217,14 @@ Test(layout_cache, a_key_missing_parameters_fails_when_sequences_exceed_the_wind
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gate_case c = layout_case(cases[i].layout, 200, cases[i].scale_div);
-        int gate;
-        char reason[REP_WHY_LEN] = "";
-        int failed = run_layout(&c, cases[i].key, &gate, reason);
+        char gate[REP_NAME_LEN], reason[REP_WHY_LEN] = "";
+        int failed = run_layout(&c, cases[i].key, gate, reason);
         cr_expect_gt(failed, 0, "%s key %d: the stale cache went unnoticed", c.id,
                      cases[i].key);
         /* The numeric gates themselves see it (keys dropped or leaked), before the structural
          * comparison with a fresh build does. */
-        cr_expect(gate == REP_H1 || gate == REP_H2 || gate == REP_H5,
-                  "%s key %d: first failure %d (%s)", c.id, cases[i].key, gate, reason);
+        cr_expect(!strcmp(gate, "H1") || !strcmp(gate, "H2") || !strcmp(gate, "H5"),
+                  "%s key %d: first failure %s (%s)", c.id, cases[i].key, gate, reason);
         cr_log_info("%s, key mode %d: %d layers fail, first: %s", c.id, cases[i].key, failed,
                     reason);
     }
@@ -238,9 +239,8 @@ Test(layout_cache, the_same_bug_hides_when_sequences_are_shorter_than_the_window
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gate_case c = layout_case(cases[i].layout, 24, cases[i].scale_div);
-        int gate;
-        char reason[REP_WHY_LEN] = "";
-        cr_expect_eq(run_layout(&c, cases[i].key, &gate, reason), 0, "%s: %s", c.id, reason);
+        char gate[REP_NAME_LEN], reason[REP_WHY_LEN] = "";
+        cr_expect_eq(run_layout(&c, cases[i].key, gate, reason), 0, "%s: %s", c.id, reason);
     }
 }
 
@@ -253,9 +253,8 @@ Test(layout_cache, the_full_key_passes_every_layout)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gate_case c = layout_case(cases[i].layout, 200, cases[i].scale_div);
-        int gate;
-        char reason[REP_WHY_LEN] = "";
-        cr_expect_eq(run_layout(&c, cases[i].key, &gate, reason), 0, "%s: %s", c.id, reason);
+        char gate[REP_NAME_LEN], reason[REP_WHY_LEN] = "";
+        cr_expect_eq(run_layout(&c, cases[i].key, gate, reason), 0, "%s: %s", c.id, reason);
     }
 }
 
@@ -295,52 +294,54 @@ typedef struct mutant_case {
     const char *name;
     int mutant;            /* 1..6: gpu_attention_mutant<N>; 0: the real kernel */
     int drop_last_tile;    /* the broken builder */
-    int expect;            /* the first failing gate the gate must name (-1: passes) */
+    const char *expect;    /* the first failing gate the gate must name ("": passes) */
     fc_dtype dtype;
     int32_t lq, lk, qb, kb;
     mask_params mask;
-    gate_kind kind;
+    const char *check;     /* the case's check (ci/checks.c) */
 } mutant_case;
 
-static const gate_attention_fn mutant_fn[] = {
+static const judge_attention_fn mutant_fn[] = {
     NULL, gpu_attention_mutant1, gpu_attention_mutant2, gpu_attention_mutant3,
     gpu_attention_mutant4, gpu_attention_mutant5, gpu_attention_mutant6,
 };
 
 static const mutant_case mutants[] = {
     /* One extra key at distance W: weight ~1/17, far above any tolerance. */
-    {"window off by one", 1, 0, REP_H1, FC_F16, 200, 200, 64, 64,
-     {.causal = 1, .sliding_window = 17}, GK_NUMERIC},
+    {"window off by one", 1, 0, "H1", FC_F16, 200, 200, 64, 64,
+     {.causal = 1, .sliding_window = 17}, "numeric"},
     /* The diagonal tiles skip the mask: future keys leak in. */
-    {"partial block listed as full", 2, 0, REP_H1, FC_F32, 200, 200, 64, 64, {.causal = 1}, GK_NUMERIC},
+    {"partial block listed as full", 2, 0, "H1", FC_F32, 200, 200, 64, 64, {.causal = 1}, "numeric"},
     /* Sixteen-key tiles, so the running max moves often and stale weights pile up. */
-    {"no online-softmax rescale", 3, 0, REP_H1, FC_BF16, 200, 200, 16, 16, {.causal = 1}, GK_NUMERIC},
+    {"no online-softmax rescale", 3, 0, "H1", FC_BF16, 200, 200, 16, 16, {.causal = 1}, "numeric"},
     /* 0 * (1/0) = NaN in the rows no key may reach; H3 comes before H4. */
-    {"empty row yields NaN", 5, 0, REP_H3, FC_F32, 300, 100, 64, 64, {.causal = 1}, GK_NUMERIC},
+    {"empty row yields NaN", 5, 0, "H3", FC_F32, 300, 100, 64, 64, {.causal = 1}, "numeric"},
     /* Row 0 loses its only tile: its LSE is -inf where the oracle's is finite. */
-    {"direct builder drops the last tile", 0, 1, REP_H3, FC_F16, 200, 200, 64, 64,
-     {.causal = 1}, GK_NUMERIC},
+    {"direct builder drops the last tile", 0, 1, "H3", FC_F16, 200, 200, 64, 64,
+     {.causal = 1}, "numeric"},
     /* One element past the last row lands in the guard bytes after O: H6, checked first. */
-    {"write past the output", 6, 0, REP_H6, FC_F16, 200, 200, 64, 64, {.causal = 1}, GK_NUMERIC},
+    {"write past the output", 6, 0, "H6", FC_F16, 200, 200, 64, 64, {.causal = 1}, "numeric"},
     /* Keeping P in fp32 makes the kernel MORE accurate than the contract: it passes every
      * tolerance gate (the main row here) and only the p-round check can name it. */
-    {"P not rounded (bfloat16)", 4, 0, REP_X_PROUND, FC_BF16, 200, 200, 64, 64, {.causal = 1},
-     GK_PROUND},
-    {"P not rounded (float16)", 4, 0, REP_X_PROUND, FC_F16, 300, 300, 16, 16,
-     {.causal = 1, .chunk_size = 128}, GK_PROUND},
+    {"P not rounded (bfloat16)", 4, 0, "p-round", FC_BF16, 200, 200, 64, 64, {.causal = 1},
+     "p-round"},
+    {"P not rounded (float16)", 4, 0, "p-round", FC_F16, 300, 300, 16, 16,
+     {.causal = 1, .chunk_size = 128}, "p-round"},
     /* The same defect on a plain numeric case: closer to the oracle, so no gate fails. This
      * is why the p-round check exists. */
-    {"P not rounded, tolerance gates only", 4, 0, -1, FC_BF16, 200, 200, 64, 64,
-     {.causal = 1}, GK_NUMERIC},
+    {"P not rounded, tolerance gates only", 4, 0, "", FC_BF16, 200, 200, 64, 64,
+     {.causal = 1}, "numeric"},
 };
 
-static int run_mutant(const mutant_case *mc, int kernel, char *reason)
+/* The first failing gate of the mutant's case into gate[REP_NAME_LEN] ("" when it passed). */
+static void run_mutant(const mutant_case *mc, int kernel, char *gate, char *reason)
 {
     gate_case c;
     memset(&c, 0, sizeof c);
     snprintf(c.id, sizeof c.id, "mutant-%d-%d", mc->mutant, mc->drop_last_tile);
     strcpy(c.group, "M1");
-    c.kind = mc->kind;
+    c.check = gate_check_find(mc->check);
+    cr_assert(c.check, "%s: no check named %s", mc->name, mc->check);
     c.gp.dtype = mc->dtype;
     c.gp.b = 1;
     c.gp.hq = 2;
@@ -353,17 +354,16 @@ static int run_mutant(const mutant_case *mc, int kernel, char *reason)
     c.gp.mask = mc->mask;
     c.gp.seed = 11;
     c.builder = BMASK_DIRECT;
-    gate_opts o = {.backends = {GPU_BACKEND_EMU}, .nbackends = 1, .kernel = kernel,
-                   .attention_fn = mutant_fn[mc->mutant],
-                   .bmask_fn = mc->drop_last_tile ? build_drop_last : NULL};
+    gate_opts o = {.run = {.kernel = kernel, .attention_fn = mutant_fn[mc->mutant],
+                           .bmask_fn = mc->drop_last_tile ? build_drop_last : NULL},
+                   .backends = {GPU_BACKEND_EMU}, .nbackends = 1};
     gate_rows rows = {0};
     fc_err err;
     cr_assert_eq(gate_run_case(&c, &o, &rows, &err), FC_OK, "%s: %s", mc->name, err.msg);
     cr_assert_eq(rows.n, 1, "%s", mc->name);
-    int gate = gate_row_failed(&rows.v[0]) ? rows.v[0].first_fail : -1;
+    snprintf(gate, REP_NAME_LEN, "%s", rep_row_failed(&rows.v[0]) ? rows.v[0].first_fail : "");
     snprintf(reason, REP_WHY_LEN, "%s", rows.v[0].reason);
     gate_rows_free(&rows);
-    return gate;
 }
 
 Test(selftest, every_broken_variant_fails_with_its_expected_gate)
@@ -371,11 +371,11 @@ Test(selftest, every_broken_variant_fails_with_its_expected_gate)
     /* Each mutant build holds both kernels with the same defect (gpu/attn_common.cuh). */
     for (int kernel = 1; kernel <= GPU_MAX_KERNEL; kernel++)
         for (size_t i = 0; i < sizeof mutants / sizeof mutants[0]; i++) {
-            char reason[REP_WHY_LEN];
-            int gate = run_mutant(&mutants[i], kernel, reason);
-            cr_expect_eq(gate, mutants[i].expect, "kernel %d, %s: first failing gate %d, "
-                         "expected %d (%s)", kernel, mutants[i].name, gate, mutants[i].expect,
-                         reason);
+            char gate[REP_NAME_LEN], reason[REP_WHY_LEN];
+            run_mutant(&mutants[i], kernel, gate, reason);
+            cr_expect_str_eq(gate, mutants[i].expect, "kernel %d, %s: first failing gate '%s', "
+                             "expected '%s' (%s)", kernel, mutants[i].name, gate,
+                             mutants[i].expect, reason);
             cr_log_info("kernel %d, %s: %s", kernel, mutants[i].name, reason);
         }
 }
@@ -387,9 +387,10 @@ Test(selftest, the_unbroken_kernel_passes_the_same_cases)
             mutant_case mc = mutants[i];
             mc.mutant = 0;
             mc.drop_last_tile = 0;
-            char reason[REP_WHY_LEN];
-            cr_expect_eq(run_mutant(&mc, kernel, reason), -1, "kernel %d, %s without the "
-                         "defect: %s", kernel, mc.name, reason);
+            char gate[REP_NAME_LEN], reason[REP_WHY_LEN];
+            run_mutant(&mc, kernel, gate, reason);
+            cr_expect_str_eq(gate, "", "kernel %d, %s without the defect: %s", kernel, mc.name,
+                             reason);
         }
 }
 
@@ -398,14 +399,32 @@ Test(selftest, the_unbroken_kernel_passes_the_same_cases)
  * under the emu; kernel 2 carries the same defects and is checked on the chosen cases above).
  * Each defect must fail rows, some with its expected gate; the tally is logged. */
 
-static void sweep(const char *name, int mutant, int drop_last_tile, int expect)
+/* Tally of first failing gates by name (hard gates and checks alike). */
+typedef struct tally {
+    char name[16][REP_NAME_LEN];
+    size_t count[16];
+    int n;
+} tally;
+
+static size_t *tally_slot(tally *t, const char *name)
+{
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->name[i], name))
+            return &t->count[i];
+    cr_assert_lt(t->n, 16, "more than 16 distinct failing gates");
+    snprintf(t->name[t->n], REP_NAME_LEN, "%s", name);
+    return &t->count[t->n++];
+}
+
+static void sweep(const char *name, int mutant, int drop_last_tile, const char *expect)
 {
     int n, d, m1 = 0;
     gate_case *cases = matrix(GATE_QUICK, &n, &d);
-    gate_opts o = {.backends = {GPU_BACKEND_EMU}, .nbackends = 1, .kernel = 1,
-                   .attention_fn = mutant_fn[mutant],
-                   .bmask_fn = drop_last_tile ? build_drop_last : NULL};
-    size_t by_gate[REP_NCHECKS] = {0}, nrows = 0, failed = 0, errors = 0;
+    gate_opts o = {.run = {.kernel = 1, .attention_fn = mutant_fn[mutant],
+                           .bmask_fn = drop_last_tile ? build_drop_last : NULL},
+                   .backends = {GPU_BACKEND_EMU}, .nbackends = 1};
+    tally by_gate = {0};
+    size_t nrows = 0, failed = 0, errors = 0;
     for (int i = 0; i < n; i++) {
         if (!strcmp(cases[i].group, "M1") && m1++ % 2)
             continue;
@@ -417,32 +436,32 @@ static void sweep(const char *name, int mutant, int drop_last_tile, int expect)
             nrows++;
             if (rows.v[r].outcome == REP_ROW_FAIL) {
                 failed++;
-                cr_assert(rows.v[r].first_fail >= 0 && rows.v[r].first_fail < REP_NCHECKS);
-                by_gate[rows.v[r].first_fail]++;
+                cr_assert(rows.v[r].first_fail[0], "%s: a failed row names no gate",
+                          rows.v[r].case_id);
+                (*tally_slot(&by_gate, rows.v[r].first_fail))++;
             } else if (rows.v[r].outcome == REP_ROW_ERROR) {
                 errors++;
             }
         }
         gate_rows_free(&rows);
     }
-    char tally[512] = "";
+    char text[512] = "";
     size_t len = 0;
-    for (int g = 0; g < REP_NCHECKS; g++)
-        if (by_gate[g] && len < sizeof tally)
-            len += (size_t)snprintf(tally + len, sizeof tally - len, "%s%s %zu", len ? ", " : "",
-                                    rep_gate_name((rep_gate)g), by_gate[g]);
-    cr_log_info("%s: %zu of %zu rows fail (%s), %zu errors", name, failed, nrows, tally, errors);
-    cr_expect_gt(by_gate[expect], 0, "%s: no row of the quick matrix fails with %s (%zu of "
-                 "%zu rows fail: %s)", name, rep_gate_name((rep_gate)expect), failed, nrows,
-                 tally);
+    for (int g = 0; g < by_gate.n; g++)
+        if (len < sizeof text)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s%s %zu", len ? ", " : "",
+                                    by_gate.name[g], by_gate.count[g]);
+    cr_log_info("%s: %zu of %zu rows fail (%s), %zu errors", name, failed, nrows, text, errors);
+    cr_expect_gt(*tally_slot(&by_gate, expect), 0, "%s: no row of the quick matrix fails with "
+                 "%s (%zu of %zu rows fail: %s)", name, expect, failed, nrows, text);
     cr_expect_eq(errors, 0, "%s: %zu rows could not be judged", name, errors);
     free(cases);
 }
 
-Test(mutant_sweep, window_off_by_one) { sweep("window off by one", 1, 0, REP_H1); }
-Test(mutant_sweep, partial_block_as_full) { sweep("partial block listed as full", 2, 0, REP_H1); }
-Test(mutant_sweep, no_rescale) { sweep("no online-softmax rescale", 3, 0, REP_H1); }
-Test(mutant_sweep, p_not_rounded) { sweep("P not rounded", 4, 0, REP_X_PROUND); }
-Test(mutant_sweep, empty_row_nan) { sweep("empty row yields NaN", 5, 0, REP_H3); }
-Test(mutant_sweep, builder_drops_last_tile) { sweep("direct builder drops the last tile", 0, 1, REP_H3); }
-Test(mutant_sweep, write_past_output) { sweep("write past the output", 6, 0, REP_H6); }
+Test(mutant_sweep, window_off_by_one) { sweep("window off by one", 1, 0, "H1"); }
+Test(mutant_sweep, partial_block_as_full) { sweep("partial block listed as full", 2, 0, "H1"); }
+Test(mutant_sweep, no_rescale) { sweep("no online-softmax rescale", 3, 0, "H1"); }
+Test(mutant_sweep, p_not_rounded) { sweep("P not rounded", 4, 0, "p-round"); }
+Test(mutant_sweep, empty_row_nan) { sweep("empty row yields NaN", 5, 0, "H3"); }
+Test(mutant_sweep, builder_drops_last_tile) { sweep("direct builder drops the last tile", 0, 1, "H3"); }
+Test(mutant_sweep, write_past_output) { sweep("write past the output", 6, 0, "H6"); }

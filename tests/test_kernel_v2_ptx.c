@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fix.h"
-#include "gpu.h"
-#include "lowp.h"
-#include "v2tests/v2t.h"
+#include "fixtures/fix.h"
+#include "gpu/gpu.h"
+#include "base/lowp.h"
+#include "tests/v2/v2t.h"
 
 typedef int (*mma_fn)(int, const float *, const float *, const float *, float *);
 typedef int (*ldm_fn)(int, const uint16_t *, const int *, const int *, uint32_t *);
@@ -34,7 +34,7 @@ static const backend_fns EMU = {"emu twin", 1, v2t_mma_emu, v2t_ldmatrix_emu, v2
 
 static float rnd(fix_rng *r, fc_dtype dt, double scale)
 {
-    return ref_round((float)(scale * fix_rng_normal(r)), dt);
+    return fc_round((float)(scale * fix_rng_normal(r)), dt);
 }
 
 static void check_mma(const backend_fns *be)

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "lowp.h"
+#include "base/lowp.h"
 
 static uint32_t bits(float x)
 {
@@ -122,12 +122,12 @@ Test(f16, every_bit_pattern_decodes_exactly_and_round_trips)
 {
     for (uint32_t c = 0; c < 65536; c++) {
         uint16_t h = (uint16_t)c;
-        float f = ref_f16_to_f32(h);
+        float f = fc_f16_to_f32(h);
         double want = f16_value(h);
         int is_nan = ((h >> 10) & 31) == 31 && (h & 1023);
         if (is_nan) {
             /* NaN: stays NaN, keeps its sign and payload, comes back quiet */
-            uint16_t back = ref_f32_to_f16(f);
+            uint16_t back = fc_f32_to_f16(f);
             if (!isnan(f) || (bits(f) >> 31) != (c >> 15) || back != (h | 0x200))
                 cr_assert_fail("f16 NaN 0x%04x: decoded bits 0x%08x, back 0x%04x", c, bits(f),
                                back);
@@ -135,9 +135,9 @@ Test(f16, every_bit_pattern_decodes_exactly_and_round_trips)
         }
         if (!((double)f == want) || !signbit(f) != !signbit(want))
             cr_assert_fail("f16 0x%04x decodes to %a, want %a", c, (double)f, want);
-        if (ref_f32_to_f16(f) != h)
-            cr_assert_fail("f16 0x%04x round-trips to 0x%04x", c, ref_f32_to_f16(f));
-        if (!ref_representable(f, FC_F16))
+        if (fc_f32_to_f16(f) != h)
+            cr_assert_fail("f16 0x%04x round-trips to 0x%04x", c, fc_f32_to_f16(f));
+        if (!fc_representable(f, FC_F16))
             cr_assert_fail("f16 0x%04x: its own value is not representable", c);
     }
 }
@@ -146,11 +146,11 @@ Test(bf16, every_bit_pattern_decodes_exactly_and_round_trips)
 {
     for (uint32_t c = 0; c < 65536; c++) {
         uint16_t h = (uint16_t)c;
-        float f = ref_bf16_to_f32(h);
+        float f = fc_bf16_to_f32(h);
         double want = bf16_value(h);
         int is_nan = ((h >> 7) & 255) == 255 && (h & 127);
         if (is_nan) {
-            uint16_t back = ref_f32_to_bf16(f);
+            uint16_t back = fc_f32_to_bf16(f);
             if (!isnan(f) || (bits(f) >> 31) != (c >> 15) || back != (h | 0x40))
                 cr_assert_fail("bf16 NaN 0x%04x: decoded bits 0x%08x, back 0x%04x", c, bits(f),
                                back);
@@ -158,9 +158,9 @@ Test(bf16, every_bit_pattern_decodes_exactly_and_round_trips)
         }
         if (!((double)f == want) || !signbit(f) != !signbit(want))
             cr_assert_fail("bf16 0x%04x decodes to %a, want %a", c, (double)f, want);
-        if (ref_f32_to_bf16(f) != h)
-            cr_assert_fail("bf16 0x%04x round-trips to 0x%04x", c, ref_f32_to_bf16(f));
-        if (!ref_representable(f, FC_BF16))
+        if (fc_f32_to_bf16(f) != h)
+            cr_assert_fail("bf16 0x%04x round-trips to 0x%04x", c, fc_f32_to_bf16(f));
+        if (!fc_representable(f, FC_BF16))
             cr_assert_fail("bf16 0x%04x: its own value is not representable", c);
     }
 }
@@ -174,7 +174,7 @@ static void check_f16_rounding(float x, const char *what)
 {
     if (isnan(x))
         return;
-    uint16_t got = ref_f32_to_f16(x), want = f16_nearest(x);
+    uint16_t got = fc_f32_to_f16(x), want = f16_nearest(x);
     if (got != want)
         cr_assert_fail("f16 rounding of %a (%s, bits 0x%08x): got 0x%04x, want 0x%04x",
                        (double)x, what, bits(x), got, want);
@@ -220,15 +220,15 @@ Test(f16, rounding_matches_nearest_even_at_ties_subnormals_and_overflow)
         {.name = "1 + 3 * 2^-11 ties to even: 1 + 2^-9", .x = 0x1.006p0f, .want = 0x3c02},
     };
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
-        cr_assert_eq(ref_f32_to_f16(edges[i].x), edges[i].want, "%s: got 0x%04x, want 0x%04x",
-                     edges[i].name, ref_f32_to_f16(edges[i].x), edges[i].want);
+        cr_assert_eq(fc_f32_to_f16(edges[i].x), edges[i].want, "%s: got 0x%04x, want 0x%04x",
+                     edges[i].name, fc_f32_to_f16(edges[i].x), edges[i].want);
 }
 
 static void check_bf16_rounding(float x, const char *what)
 {
     if (isnan(x))
         return;
-    uint16_t got = ref_f32_to_bf16(x), want = bf16_nearest(x);
+    uint16_t got = fc_f32_to_bf16(x), want = bf16_nearest(x);
     if (got != want)
         cr_assert_fail("bf16 rounding of %a (%s, bits 0x%08x): got 0x%04x, want 0x%04x",
                        (double)x, what, bits(x), got, want);
@@ -254,8 +254,8 @@ Test(bf16, rounding_matches_nearest_even_at_ties_subnormals_and_overflow)
         {.name = "-0 keeps its sign", .x = -0.0f, .want = 0x8000},
     };
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
-        cr_assert_eq(ref_f32_to_bf16(edges[i].x), edges[i].want, "%s: got 0x%04x, want 0x%04x",
-                     edges[i].name, ref_f32_to_bf16(edges[i].x), edges[i].want);
+        cr_assert_eq(fc_f32_to_bf16(edges[i].x), edges[i].want, "%s: got 0x%04x, want 0x%04x",
+                     edges[i].name, fc_f32_to_bf16(edges[i].x), edges[i].want);
 }
 
 Test(lowp, nan_stays_nan_with_its_sign_and_becomes_quiet)
@@ -267,17 +267,17 @@ Test(lowp, nan_stays_nan_with_its_sign_and_becomes_quiet)
     };
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
         float x = from_bits(nans[i].bits);
-        uint16_t h = ref_f32_to_f16(x), b = ref_f32_to_bf16(x);
+        uint16_t h = fc_f32_to_f16(x), b = fc_f32_to_bf16(x);
         cr_assert((h & 0x7c00) == 0x7c00 && (h & 0x0200), "%s: f16 0x%04x is not a quiet NaN",
                   nans[i].name, h);
         cr_assert((b & 0x7f80) == 0x7f80 && (b & 0x0040), "%s: bf16 0x%04x is not a quiet NaN",
                   nans[i].name, b);
         cr_assert_eq(h >> 15, nans[i].bits >> 31, "%s: f16 lost the sign", nans[i].name);
         cr_assert_eq(b >> 15, nans[i].bits >> 31, "%s: bf16 lost the sign", nans[i].name);
-        cr_assert(isnan(ref_round(x, FC_F16)) && isnan(ref_round(x, FC_BF16)) &&
-                      isnan(ref_round(x, FC_F32)),
-                  "%s: ref_round lost the NaN", nans[i].name);
-        cr_assert(ref_representable(x, FC_F16) && ref_representable(x, FC_BF16),
+        cr_assert(isnan(fc_round(x, FC_F16)) && isnan(fc_round(x, FC_BF16)) &&
+                      isnan(fc_round(x, FC_F32)),
+                  "%s: fc_round lost the NaN", nans[i].name);
+        cr_assert(fc_representable(x, FC_F16) && fc_representable(x, FC_BF16),
                   "%s: NaN counts as representable", nans[i].name);
     }
 }
@@ -300,13 +300,13 @@ Test(lowp, round_and_representable_agree_with_the_conversions)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         float x = cases[i].x;
-        cr_assert_eq(ref_representable(x, FC_F16), cases[i].f16, "%s: f16", cases[i].name);
-        cr_assert_eq(ref_representable(x, FC_BF16), cases[i].bf16, "%s: bf16", cases[i].name);
-        cr_assert(ref_representable(x, FC_F32), "%s: every float is a float", cases[i].name);
-        cr_assert_eq(bits(ref_round(x, FC_F16)), bits(ref_f16_to_f32(ref_f32_to_f16(x))),
-                     "%s: ref_round f16", cases[i].name);
-        cr_assert_eq(bits(ref_round(x, FC_BF16)), bits(ref_bf16_to_f32(ref_f32_to_bf16(x))),
-                     "%s: ref_round bf16", cases[i].name);
-        cr_assert_eq(bits(ref_round(x, FC_F32)), bits(x), "%s: ref_round f32", cases[i].name);
+        cr_assert_eq(fc_representable(x, FC_F16), cases[i].f16, "%s: f16", cases[i].name);
+        cr_assert_eq(fc_representable(x, FC_BF16), cases[i].bf16, "%s: bf16", cases[i].name);
+        cr_assert(fc_representable(x, FC_F32), "%s: every float is a float", cases[i].name);
+        cr_assert_eq(bits(fc_round(x, FC_F16)), bits(fc_f16_to_f32(fc_f32_to_f16(x))),
+                     "%s: fc_round f16", cases[i].name);
+        cr_assert_eq(bits(fc_round(x, FC_BF16)), bits(fc_bf16_to_f32(fc_f32_to_bf16(x))),
+                     "%s: fc_round bf16", cases[i].name);
+        cr_assert_eq(bits(fc_round(x, FC_F32)), bits(x), "%s: fc_round f32", cases[i].name);
     }
 }

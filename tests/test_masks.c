@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bmask.h"
-#include "layout.h"
-#include "mask.h"
-#include "problem.h"
-#include "seq.h"
+#include "masks/bmask.h"
+#include "masks/layout.h"
+#include "masks/mask.h"
+#include "masks/problem.h"
+#include "masks/seq.h"
 
 #define MAXTOK 8
 

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lowp.h"
-#include "problem.h"
-#include "ref.h"
+#include "base/lowp.h"
+#include "masks/problem.h"
+#include "ref/ref.h"
 
 /* ---- cases and inputs ---- */
 
@@ -69,7 +69,7 @@ static void fill_normal(float *x, size_t n, uint64_t seed, fc_dtype dt)
     for (size_t i = 0; i < n; i++) {
         double u1 = ((double)(rng_next(&seed) >> 11) + 0.5) * 0x1p-53;
         double u2 = (double)(rng_next(&seed) >> 11) * 0x1p-53;
-        x[i] = ref_round((float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)), dt);
+        x[i] = fc_round((float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)), dt);
     }
 }
 
@@ -262,7 +262,7 @@ static void check_against_brute(const char *name, variant var, const attn_proble
             if (!(e <= to))
                 cr_assert_fail("%s/%s: row %zu out[%d] = %.17g, want %.17Lg (err %g > tol %g)",
                                name, vn, row, (int)x, o[x], ow[x], e, to);
-            if (var >= V_F16 && !ref_representable((float)o[x], variant_dtype[var]))
+            if (var >= V_F16 && !fc_representable((float)o[x], variant_dtype[var]))
                 cr_assert_fail("%s/%s: row %zu out[%d] = %.9g is not a %s value", name, vn,
                                row, (int)x, o[x], fc_dtype_name(variant_dtype[var]));
         }
@@ -400,10 +400,10 @@ static void lp_emulate(const attn_problem *p, fc_dtype dt, const tensors *t, flo
                         continue;
                     long double dot = 0;
                     for (int32_t x = 0; x < d; x++) {
-                        kp[x] = ref_round((float)p->scale * t->k[(kv + j) * d + x], dt);
+                        kp[x] = fc_round((float)p->scale * t->k[(kv + j) * d + x], dt);
                         dot += (long double)t->q[row * d + x] * kp[x];
                     }
-                    sc[j] = ref_round((float)dot, dt);
+                    sc[j] = fc_round((float)dot, dt);
                     mx = sc[j] > mx ? sc[j] : mx;
                 }
                 long double sum = 0, acc[64] = {0};
@@ -413,12 +413,12 @@ static void lp_emulate(const attn_problem *p, fc_dtype dt, const tensors *t, flo
                 for (int32_t j = 0; j < lk; j++) {
                     if (!mask_pair_allowed(p->mask, view, i, j))
                         continue;
-                    float pj = ref_round((float)(expl((long double)sc[j] - mx) / sum), dt);
+                    float pj = fc_round((float)(expl((long double)sc[j] - mx) / sum), dt);
                     for (int32_t x = 0; x < dv; x++)
                         acc[x] += (long double)pj * t->v[(kv + j) * dv + x];
                 }
                 for (int32_t x = 0; x < dv; x++)
-                    out[row * dv + x] = ref_round((float)acc[x], dt);
+                    out[row * dv + x] = fc_round((float)acc[x], dt);
             }
     free(sc);
     free(kp);

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rep.h"
+#include "reports/rep.h"
 
 /* A name with every character some format must escape. */
 #define NASTY_ID "m4-empty<&\"'>,|x"
@@ -82,10 +82,22 @@ static void make_rows(rep_row *rows)
         r->mean_err = s->max_err / 4;
         r->rmse = s->max_err / 3;
         r->outcome = s->outcome;
-        r->first_fail = s->gate;
+        rep_set_str(r->first_fail, sizeof r->first_fail,
+                    s->gate >= 0 ? rep_gate_name((rep_gate)s->gate) : "");
         memcpy(r->gates, s->outcome == REP_ROW_FAIL ? "PPFPPP-" : "PPPPPP-", REP_NGATES + 1);
         rep_set_str(r->reason, sizeof r->reason, s->reason);
     }
+}
+
+/* The exactness checks a test report lists after the gates (reports take them from the
+ * runner; these two stand for the gate's table). */
+static const rep_check test_checks[] = {{"window-edge", "window edges differ"},
+                                        {"p-round", "P rounded to the input type"}};
+
+static rep_set set_of(const rep_row *rows, size_t n)
+{
+    rep_set set = {rows, n, test_checks, sizeof test_checks / sizeof test_checks[0]};
+    return set;
 }
 
 /* ---- a small temporary directory ------------------------------------------------------- */
@@ -148,7 +160,8 @@ static void write_report(const char *dir)
     rep_row rows[NROWS];
     make_rows(rows);
     fc_err err = {{0}};
-    cr_assert_eq(rep_write_all(dir, rows, NROWS, &err), FC_OK, "rep_write_all: %s", err.msg);
+    cr_assert_eq(rep_write_all(dir, &(rep_set){rows, NROWS, test_checks, 2}, &err), FC_OK,
+                 "rep_write_all: %s", err.msg);
 }
 
 /* ---- a validating JSON parser (RFC 8259 grammar, no values kept) ------------------------- */
@@ -459,7 +472,8 @@ Test(files, are_written_atomically_into_a_created_directory)
     rep_row rows[NROWS];
     make_rows(rows);
     fc_err err = {{0}};
-    cr_expect_eq(rep_write_all(blocked, rows, NROWS, &err), FC_EIO, "blocked dir: not EIO");
+    cr_expect_eq(rep_write_all(blocked, &(rep_set){rows, NROWS, test_checks, 2}, &err), FC_EIO,
+                 "blocked dir: not EIO");
     cr_expect(strstr(err.msg, REP_FILE_MD), "blocked dir: message '%s' names no path", err.msg);
     remove_tree(tmpdir);
 }
@@ -468,7 +482,8 @@ Test(files, an_empty_run_still_writes_valid_files)
 {
     make_tmpdir();
     fc_err err = {{0}};
-    cr_assert_eq(rep_write_all(tmpdir, NULL, 0, &err), FC_OK, "empty run: %s", err.msg);
+    cr_assert_eq(rep_write_all(tmpdir, &(rep_set){NULL, 0, test_checks, 2}, &err), FC_OK,
+                 "empty run: %s", err.msg);
     char *s = slurp(tmpdir, REP_FILE_JSON);
     cr_expect(json_valid(s), "empty rows.json does not parse: %s", s);
     free(s);
@@ -503,7 +518,7 @@ Test(rows, take_metrics_gates_and_reason_from_a_verdict)
     cr_assert_eq(rep_evaluate(&in, &v, &err), FC_OK, "NaN row: %s", err.msg);
     rep_row_set_verdict(&r, &v);
     cr_expect_str_eq(r.gates, "-FPPPP-", "NaN row: gates");
-    cr_expect_eq(r.first_fail, REP_H3, "NaN row: first gate");
+    cr_expect_str_eq(r.first_fail, "H3", "NaN row: first gate");
     cr_expect_eq(r.nan_count, 1, "NaN row: nan count");
     cr_expect(!strncmp(r.reason, "H3 non-finite: O is NaN at row 0 col 1", 38), "NaN row: %s",
               r.reason);
@@ -518,7 +533,7 @@ Test(summary, a_float32_error_of_zero_gives_no_ratio_and_is_counted)
         rep_set_str(rows[i].case_id, sizeof rows[i].case_id, "z");
         rep_set_str(rows[i].backend, sizeof rows[i].backend, "emu");
         rep_set_str(rows[i].reason, sizeof rows[i].reason, "pass");
-        rows[i].first_fail = -1;
+        rows[i].first_fail[0] = 0;
         rows[i].lk = 64;
     }
     rows[0].dtype = FC_F32;
@@ -529,7 +544,7 @@ Test(summary, a_float32_error_of_zero_gives_no_ratio_and_is_counted)
     FILE *f = open_memstream(&buf, &len);
     cr_assert(f, "open_memstream failed");
     fc_err err = {{0}};
-    cr_expect_eq(rep_write_markdown(f, rows, 2, &err), FC_OK, "zero float32 error: %s", err.msg);
+    cr_expect_eq(rep_write_markdown(f, &(rep_set){rows, 2, test_checks, 2}, &err), FC_OK, "zero float32 error: %s", err.msg);
     fclose(f);
     cr_expect(strstr(buf, "| emu | float16/float32 | 0 | - | - | 1 |"),
               "zero float32 error: ratio row:\n%s", buf);
@@ -545,14 +560,14 @@ Test(summary, rows_of_two_kernel_versions_are_grouped_apart)
         rep_set_str(rows[i].case_id, sizeof rows[i].case_id, "k");
         rep_set_str(rows[i].backend, sizeof rows[i].backend, "emu");
         rep_set_str(rows[i].reason, sizeof rows[i].reason, "pass");
-        rows[i].first_fail = -1;
+        rows[i].first_fail[0] = 0;
         rows[i].dtype = FC_F16;
         rows[i].kernel = i + 1;
         rows[i].lk = 64;
         rows[i].h1_ratio = 0.25 * (i + 1);
     }
     rows[1].outcome = REP_ROW_FAIL;
-    rows[1].first_fail = REP_H1;
+    rep_set_str(rows[1].first_fail, sizeof rows[1].first_fail, "H1");
     rows[1].h1_ratio = 3.0;
     rep_set_str(rows[1].reason, sizeof rows[1].reason, "H1 max ratio: planted");
     char *buf = NULL;
@@ -560,7 +575,7 @@ Test(summary, rows_of_two_kernel_versions_are_grouped_apart)
     FILE *f = open_memstream(&buf, &len);
     cr_assert(f, "open_memstream failed");
     fc_err err = {{0}};
-    cr_expect_eq(rep_write_markdown(f, rows, 2, &err), FC_OK, "two kernels: %s", err.msg);
+    cr_expect_eq(rep_write_markdown(f, &(rep_set){rows, 2, test_checks, 2}, &err), FC_OK, "two kernels: %s", err.msg);
     fclose(f);
     cr_expect(strstr(buf, "| float16 | emu kernel 1 | 1 | 1 | 0 | 0 | 0 | 0.25 | 0.25 | 0.25 |"),
               "kernel 1 group:\n%s", buf);
@@ -573,8 +588,36 @@ Test(summary, rows_of_two_kernel_versions_are_grouped_apart)
 Test(files, reject_a_file_name_with_a_directory_part)
 {
     fc_err err = {{0}};
-    cr_expect_eq(rep_write_file("/tmp", "../x.md", rep_write_markdown, NULL, 0, &err), FC_EINVAL,
+    cr_expect_eq(rep_write_file("/tmp", "../x.md", rep_write_markdown, &(rep_set){0}, &err), FC_EINVAL,
                  "../x.md: accepted");
-    cr_expect_eq(rep_write_file("", "x.md", rep_write_markdown, NULL, 0, &err), FC_EINVAL,
+    cr_expect_eq(rep_write_file("", "x.md", rep_write_markdown, &(rep_set){0}, &err), FC_EINVAL,
                  "empty directory: accepted");
+}
+
+Test(summary, lists_the_runners_exactness_checks_after_the_hard_gates)
+{
+    rep_row rows[NROWS];
+    make_rows(rows);
+    rep_set set = set_of(rows, NROWS);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream failed");
+    fc_err err = {{0}};
+    cr_assert_eq(rep_write_markdown(f, &set, &err), FC_OK, "markdown: %s", err.msg);
+    fclose(f);
+    const char *gates = strstr(buf, "H7 determinism; then, on the rows of their cases, the "
+                                    "exactness checks window-edge (window edges differ), "
+                                    "p-round (P rounded to the input type).");
+    cr_expect(gates, "gate order sentence:\n%s", buf);
+    free(buf);
+    set.nchecks = 0;
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream failed");
+    cr_assert_eq(rep_write_markdown(f, &set, &err), FC_OK, "markdown: %s", err.msg);
+    fclose(f);
+    cr_expect(strstr(buf, "H7 determinism. The H1 ratio") && !strstr(buf, "exactness checks"),
+              "no checks given, none listed:\n%s", buf);
+    free(buf);
 }

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tol.h"
+#include "reports/tol.h"
 
 #define ROWS 3
 #define DV 4
@@ -518,7 +518,7 @@ Test(h2, zero_gold_gives_nmse_zero_or_infinity)
 
 typedef struct guarded_case {
     tcase c;
-    rep_guarded o, lse;
+    fc_guarded o, lse;
 } guarded_case;
 
 /* The clean case, with O and LSE copied into guarded buffers as a kernel would write them. */
@@ -526,8 +526,8 @@ static void guarded_setup(guarded_case *g, fc_dtype dt)
 {
     fc_err err = {{0}};
     clean_case(&g->c, dt);
-    cr_assert_eq(rep_guarded_alloc(&g->o, sizeof g->c.o, &err), FC_OK, "alloc O: %s", err.msg);
-    cr_assert_eq(rep_guarded_alloc(&g->lse, sizeof g->c.lse, &err), FC_OK, "alloc LSE: %s",
+    cr_assert_eq(fc_guarded_alloc(&g->o, sizeof g->c.o, &err), FC_OK, "alloc O: %s", err.msg);
+    cr_assert_eq(fc_guarded_alloc(&g->lse, sizeof g->c.lse, &err), FC_OK, "alloc LSE: %s",
                  err.msg);
     memcpy(g->o.data, g->c.o, sizeof g->c.o);
     memcpy(g->lse.data, g->c.lse, sizeof g->c.lse);
@@ -552,8 +552,8 @@ Test(h6, intact_guards_pass_and_a_byte_past_either_end_fails_first)
     } cases[] = {
         {"O one byte before", 0, -1},
         {"O first byte after", 0, N * 4},
-        {"O last guard byte", 0, N * 4 + REP_GUARD_BYTES - 1},
-        {"LSE first guard byte", 1, -REP_GUARD_BYTES},
+        {"O last guard byte", 0, N * 4 + FC_GUARD_BYTES - 1},
+        {"LSE first guard byte", 1, -FC_GUARD_BYTES},
         {"LSE one byte after", 1, ROWS * 4},
     };
     guarded_case g;
@@ -561,8 +561,8 @@ Test(h6, intact_guards_pass_and_a_byte_past_either_end_fails_first)
     rep_inputs in = guarded_inputs(&g);
     rep_verdict v = judge_inputs("intact guards", &in);
     cr_expect(v.pass && v.gate[REP_H6] == REP_PASS, "intact guards: %s", rep_verdict_reason(&v));
-    rep_guarded_free(&g.o);
-    rep_guarded_free(&g.lse);
+    fc_guarded_free(&g.o);
+    fc_guarded_free(&g.lse);
 
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         guarded_setup(&g, FC_F16);
@@ -572,14 +572,14 @@ Test(h6, intact_guards_pass_and_a_byte_past_either_end_fails_first)
         p[cases[k].offset] ^= 0x01;
         in = guarded_inputs(&g);
         ptrdiff_t bad = 0;
-        cr_expect(!rep_guarded_intact(cases[k].lse ? &g.lse : &g.o, &bad), "%s: intact",
+        cr_expect(!fc_guarded_intact(cases[k].lse ? &g.lse : &g.o, &bad), "%s: intact",
                   cases[k].name);
         cr_expect_eq(bad, cases[k].offset, "%s: bad offset %td", cases[k].name, bad);
         v = judge_inputs(cases[k].name, &in);
         cr_expect_eq(v.first_fail, REP_H6, "%s: first %s", cases[k].name, first_gate_name(&v));
         cr_expect_eq(v.gate[REP_H3], REP_FAIL, "%s: the NaN was not seen", cases[k].name);
-        rep_guarded_free(&g.o);
-        rep_guarded_free(&g.lse);
+        fc_guarded_free(&g.o);
+        fc_guarded_free(&g.lse);
     }
 }
 
@@ -613,28 +613,28 @@ Test(h6, a_launcher_guard_report_decides_h6_without_host_buffers)
     rep_verdict v = judge_inputs("host intact, device damaged", &in);
     cr_expect_eq(v.first_fail, REP_H6, "host intact, device damaged: first %s",
                  first_gate_name(&v));
-    rep_guarded_free(&g.o);
-    rep_guarded_free(&g.lse);
+    fc_guarded_free(&g.o);
+    fc_guarded_free(&g.lse);
 }
 
 Test(h6, an_element_the_kernel_never_wrote_reads_as_nan)
 {
     guarded_case g;
     guarded_setup(&g, FC_BF16);
-    memset((float *)g.o.data + 5, 0xff, sizeof(float)); /* as rep_guarded_alloc left it */
+    memset((float *)g.o.data + 5, 0xff, sizeof(float)); /* as fc_guarded_alloc left it */
     cr_expect(isnan(((float *)g.o.data)[5]), "unwritten element: 0xff bytes are not NaN");
     fc_err err = {{0}};
-    rep_guarded fresh;
-    cr_assert_eq(rep_guarded_alloc(&fresh, 8, &err), FC_OK, "fresh alloc: %s", err.msg);
+    fc_guarded fresh;
+    cr_assert_eq(fc_guarded_alloc(&fresh, 8, &err), FC_OK, "fresh alloc: %s", err.msg);
     cr_expect(isnan(((float *)fresh.data)[0]) && isnan(((float *)fresh.data)[1]),
               "fresh guarded buffer: data not NaN-filled");
-    cr_expect(rep_guarded_intact(&fresh, NULL), "fresh guarded buffer: guards not intact");
+    cr_expect(fc_guarded_intact(&fresh, NULL), "fresh guarded buffer: guards not intact");
     rep_inputs in = guarded_inputs(&g);
     rep_verdict v = judge_inputs("unwritten element", &in);
     cr_expect_eq(v.first_fail, REP_H3, "unwritten element: first %s", first_gate_name(&v));
-    rep_guarded_free(&fresh);
-    rep_guarded_free(&g.o);
-    rep_guarded_free(&g.lse);
+    fc_guarded_free(&fresh);
+    fc_guarded_free(&g.o);
+    fc_guarded_free(&g.lse);
 }
 
 Test(h7, identical_reruns_pass_and_one_flipped_bit_fails)
@@ -785,11 +785,8 @@ Test(tables, constants_are_those_of_the_page)
               "f32 constants");
     cr_expect_str_eq(rep_gate_name(REP_H6), "H6", "gate names");
     cr_expect_str_eq(rep_gate_name(REP_H1), "H1", "gate names");
-    cr_expect_str_eq(rep_gate_name(REP_X_POISON), "poison", "exactness check names");
-    cr_expect_str_eq(rep_gate_name(REP_X_PAGED), "paged", "exactness check names");
-    cr_expect_str_eq(rep_gate_name(REP_X_PROUND), "p-round", "the contract check");
-    cr_expect_str_eq(rep_gate_name(REP_NCHECKS), "?", "past the last check");
-    for (int g = 0; g < REP_NCHECKS; g++)
+    cr_expect_str_eq(rep_gate_name(REP_NGATES), "?", "past the last gate");
+    for (int g = 0; g < REP_NGATES; g++)
         cr_expect(strcmp(rep_gate_name((rep_gate)g), "?") && strcmp(rep_gate_title((rep_gate)g), "?"),
-                  "check %d has no name or title", g);
+                  "gate %d has no name or title", g);
 }

@@ -124,7 +124,7 @@ struct dim3 {
     constexpr operator uint3() const { return uint3{x, y, z}; }
 };
 
-#include "emu_fp16.h"
+#include "gpu/emu/emu_fp16.h"
 
 /* ------------------------------------------------------------------------------------------
  * The runtime's side (gpu/emu/emu_runtime.cc).

@@ -4,8 +4,8 @@
  *
  *   g++ -std=c++17 -O2 -Igpu/emu -c gpu/emu/emu_bench.cc   (part of build/libflexcheck.a)
  */
-#include "emu.h"
-#include "emu_bench.h"
+#include "gpu/emu/emu.h"
+#include "gpu/emu/emu_bench.h"
 
 #include <time.h>
 

@@ -21,8 +21,8 @@
  * Limits: partial-mask collectives do not order (conservative); 1-byte accesses are
  * treated as their whole granule; atomics are not checked (they run out of line).
  */
-#include "emu.h"
-#include "emu_internal.h"
+#include "gpu/emu/emu.h"
+#include "gpu/emu/emu_internal.h"
 
 #include <dlfcn.h>
 #include <map>

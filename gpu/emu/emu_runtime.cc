@@ -16,8 +16,8 @@
  * __syncthreads (what sm_70+ does); a warp collective naming an exited lane is an error.
  * When no fiber can run but some are alive, the block is deadlocked: reported, not hung.
  */
-#include "emu.h"
-#include "emu_internal.h"
+#include "gpu/emu/emu.h"
+#include "gpu/emu/emu_internal.h"
 
 #include <boost/context/fiber.hpp>
 

@@ -1,3 +1,3 @@
 /* cuda.h - stand-in for the CUDA toolkit header in the emu build (see gpu/emu/emu.h, rule 1).
  * Everything lives in emu.h, which the build forces in front of every .cu. */
-#include "../emu.h"
+#include "gpu/emu/emu.h"

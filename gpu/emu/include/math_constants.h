@@ -1,6 +1,6 @@
 /* math_constants.h - stand-in for the CUDA toolkit header in the emu build (see gpu/emu/emu.h, rule 1).
  * Everything lives in emu.h, which the build forces in front of every .cu. */
-#include "../emu.h"
+#include "gpu/emu/emu.h"
 #ifndef FLEXCHECK_EMU_MATH_CONSTANTS_H
 #define FLEXCHECK_EMU_MATH_CONSTANTS_H
 #define CUDART_INF_F __int_as_float(0x7f800000)

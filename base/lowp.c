@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "lowp.h"
+#include "base/lowp.h"
 
 static uint32_t f32_bits(float x)
 {
@@ -35,7 +35,7 @@ static uint32_t shift_rne(uint32_t n, int shift)
     return q;
 }
 
-uint16_t ref_f32_to_f16(float x)
+uint16_t fc_f32_to_f16(float x)
 {
     uint32_t u = f32_bits(x);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
@@ -61,7 +61,7 @@ uint16_t ref_f32_to_f16(float x)
     return (uint16_t)(sign | shift_rne(mf, -e - 1));
 }
 
-float ref_f16_to_f32(uint16_t h)
+float fc_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, man = h & 0x3ffu;
@@ -75,7 +75,7 @@ float ref_f16_to_f32(uint16_t h)
     return bits_f32(sign | ((e - 15u + 127u) << 23) | (man << 13));
 }
 
-uint16_t ref_f32_to_bf16(float x)
+uint16_t fc_f32_to_bf16(float x)
 {
     uint32_t u = f32_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: truncate the payload, set the quiet bit */
@@ -87,7 +87,7 @@ uint16_t ref_f32_to_bf16(float x)
     return (uint16_t)((u + 0x7fffu + lsb) >> 16);
 }
 
-float ref_bf16_to_f32(uint16_t h)
+float fc_bf16_to_f32(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
     if ((u & 0x7fffffffu) > 0x7f800000u)
@@ -95,23 +95,23 @@ float ref_bf16_to_f32(uint16_t h)
     return bits_f32(u);
 }
 
-float ref_round(float x, fc_dtype dt)
+float fc_round(float x, fc_dtype dt)
 {
     switch (dt) {
     case FC_F16:
-        return ref_f16_to_f32(ref_f32_to_f16(x));
+        return fc_f16_to_f32(fc_f32_to_f16(x));
     case FC_BF16:
-        return ref_bf16_to_f32(ref_f32_to_bf16(x));
+        return fc_bf16_to_f32(fc_f32_to_bf16(x));
     case FC_F32:
     default:
         return x;
     }
 }
 
-int ref_representable(float x, fc_dtype dt)
+int fc_representable(float x, fc_dtype dt)
 {
     if (x != x)
         return 1;
-    float r = ref_round(x, dt);
+    float r = fc_round(x, dt);
     return f32_bits(r) == f32_bits(x);
 }

@@ -4,9 +4,9 @@
  * Shared by tests/test_emu.c (emu build), tests/test_emu_gpu.c (-DEMUT_CUDA, native build)
  * and the sanitizer driver emut_main.c, so the ASan and race builds run the same kernels.
  *
- *   cc -std=c11 -Igpu -c gpu/emu/tests/emut_check.c [-DEMUT_CUDA]
+ *   cc -std=c11 -I. -c tests/emu/emut_check.c [-DEMUT_CUDA]
  */
-#include "emu/tests/emut.h"
+#include "tests/emu/emut.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bmask.h"
-#include "fix.h"
-#include "gpu.h"
-#include "ref.h"
-#include "tol.h"
+#include "masks/bmask.h"
+#include "fixtures/fix.h"
+#include "gpu/gpu.h"
+#include "ref/ref.h"
+#include "reports/tol.h"
 
 typedef struct san_case {
     const char *name;

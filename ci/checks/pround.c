@@ -1,5 +1,5 @@
 /*
- * gate_pround.c - the P-rounding conformance check of the kernel contract (spec/semantics.md
+ * pround.c - the P-rounding conformance check of the kernel contract (spec/semantics.md
  * section 5: for float16/bfloat16 the probabilities are rounded to the input type before P.V,
  * as FlexAttention does).
  *
@@ -36,10 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate_internal.h"
-#include "lowp.h"
-#include "ref.h"
+#include "ci/checks.h"
+#include "ci/gate_case.h"
+#include "base/lowp.h"
+#include "ref/ref.h"
 
+#define CHECK "p-round"
 #define PR_GROUP 16  /* key tokens per zero-score group */
 #define PR_MAXCAND 512
 
@@ -70,7 +72,7 @@ static void pr_candidates(fc_dtype dt, pr_cands *c)
     memset(c, 0, sizeof *c);
     float last = 0.0f;
     for (double x = -0.05; x >= log(0.5); x -= 0x1p-16) {
-        float s = ref_round((float)x, dt);
+        float s = fc_round((float)x, dt);
         if (s == last || s > -0.05f || s < (float)log(0.5))
             continue;
         last = s;
@@ -112,7 +114,7 @@ static void pr_inputs(const fix_case *fc, const pr_cands *cand, uint64_t seed, f
                 run += vr[0] * exp((double)s);
             }
             for (int32_t j = 1; j < p->d; j++)
-                kr[j] = ref_round((float)((double)(fix_rng_u64(&r) >> 11) * 0x1p-52 - 1.0),
+                kr[j] = fc_round((float)((double)(fix_rng_u64(&r) >> 11) * 0x1p-52 - 1.0),
                                   fc->dtype);
             for (int32_t j = 1; j < p->dv; j++)
                 vr[j] = vals[fix_rng_u64(&r) % 6];
@@ -122,10 +124,10 @@ static void pr_inputs(const fix_case *fc, const pr_cands *cand, uint64_t seed, f
 
 /* Judges the designed run's output o; 1 pass, 0 fail (msg says why). pk and pr: scratch for
  * Lk values each. */
-static int pr_judge(const fix_case *fc, const float *k, const float *v, const float *o,
+static int pr_judge(const judge_case *jc, const float *k, const float *v, const float *o,
                     double *pk, double *pr, char *msg, size_t cap)
 {
-    const attn_problem *p = &fc->prob;
+    const attn_problem *p = jc->prob;
     seq_view sv = seq_info_view(&p->seq);
     const double unit = 0x1p-23;
     size_t checked = 0;
@@ -135,7 +137,7 @@ static int pr_judge(const fix_case *fc, const float *k, const float *v, const fl
             const float *vb = v + bh * p->seq.lk * p->dv;
             for (int32_t tk = 0; tk < p->seq.lk; tk++) { /* p = exp(s - 0) and rnd(p) per key */
                 pk[tk] = exp((double)k[(bh * p->seq.lk + tk) * p->d]);
-                pr[tk] = ref_round((float)pk[tk], fc->dtype);
+                pr[tk] = fc_round((float)pk[tk], jc->dtype);
             }
             for (int32_t tq = 0; tq < p->seq.lq; tq++) {
                 int32_t lo, hi;
@@ -159,7 +161,7 @@ static int pr_judge(const fix_case *fc, const float *k, const float *v, const fl
                     double oc = nc / l, ou = nu / l, gamma = (n + 4) * unit / (1 - (n + 4) * unit);
                     double nb = gamma * (abs_sum / l + 2 * fabs(oc)) +
                                 fabs(oc) * (0x1p-20 + fabs(lr - l) / l);
-                    double slack = nb + dt_ulp(fabs(oc) + nb, fc->dtype);
+                    double slack = nb + dt_ulp(fabs(oc) + nb, jc->dtype);
                     if (!(fabs(oc - ou) >= 4 * slack))
                         continue;
                     checked++;
@@ -169,7 +171,7 @@ static int pr_judge(const fix_case *fc, const float *k, const float *v, const fl
                                "%.6g, but P rounded to %s gives %.6g (allowed +-%.2g) and P "
                                "kept in fp32 gives %.6g: P is not rounded to the input type "
                                "before P.V", row, (int)tq, (int)c, (int)lo, (int)hi, got,
-                               fc_dtype_name(fc->dtype), oc, slack, ou);
+                               fc_dtype_name(jc->dtype), oc, slack, ou);
                         return 0;
                     }
                 }
@@ -183,12 +185,12 @@ static int pr_judge(const fix_case *fc, const float *k, const float *v, const fl
     return 1;
 }
 
-fc_status gate_run_pround(const gate_case *c, const gate_opts *op, gate_rows *rows, fc_err *err)
+static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, fc_err *err)
 {
     if (c->gp.dtype != FC_F16 && c->gp.dtype != FC_BF16)
         return gate_case_error(c, op, rows, "p-round case needs float16 or bfloat16 (float32 "
                                "keeps P in fp32)", err);
-    gate_bufs b;
+    judge_bufs b;
     memset(&b, 0, sizeof b);
     fix_case fc;
     bmask bm;
@@ -198,12 +200,13 @@ fc_status gate_run_pround(const gate_case *c, const gate_opts *op, gate_rows *ro
         return gate_case_error(c, op, rows, e.msg, err);
     pr_cands *cand = malloc(sizeof *cand);
     const attn_problem *p = &fc.prob;
+    judge_case jc = fix_judge_case(&fc);
     float *q = malloc(sizeof(float) * (attn_q_elems(p) + 1));
     float *k = malloc(sizeof(float) * (attn_k_elems(p) + 1));
     float *v = malloc(sizeof(float) * (attn_v_elems(p) + 1));
     double *pk = malloc(sizeof(double) * (2 * (size_t)p->seq.lk + 1));
     fc_status st = FC_OK;
-    if (!cand || !q || !k || !v || !pk || gate_bufs_alloc(&b, &fc, &e)) {
+    if (!cand || !q || !k || !v || !pk || judge_bufs_alloc(&b, &jc, &e)) {
         st = fc_errf(err, FC_ENOMEM, "out of memory for the p-round inputs");
         goto done;
     }
@@ -212,41 +215,43 @@ fc_status gate_run_pround(const gate_case *c, const gate_opts *op, gate_rows *ro
         st = gate_case_error(c, op, rows, "p-round: too few score candidates", err);
         goto done;
     }
-    if (ref_attention_lp(p, fc.dtype, fc.q, fc.k, fc.v, b.o_lp, NULL, &e) ||
-        gate_build_mask(op, &bm, c->builder, p->mask, &p->seq, c->gp.qb, c->gp.kb, &e)) {
+    if (judge_baseline(&jc, b.o_lp, &e) ||
+        judge_build_mask(&op->run, &bm, c->builder, p->mask, &p->seq, c->gp.qb, c->gp.kb, &e)) {
         st = gate_case_error(c, op, rows, e.msg, err);
         goto done;
     }
     pr_inputs(&fc, cand, c->gp.seed, q, k, v);
-    fix_case dc = fc; /* shallow: same problem and sequences, designed inputs, scale 1 */
-    dc.prob.scale = 1.0f;
+    attn_problem dp = fc.prob; /* same sequences (shared), scale 1 */
+    dp.scale = 1.0f;
+    judge_case dc = jc; /* designed inputs */
+    dc.prob = &dp;
     dc.q = q;
     dc.k = k;
     dc.v = v;
     for (int i = 0; i < op->nbackends; i++) {
         rep_row *row = gate_rows_push(rows);
         if (!row) {
-            st = fc_errf(err, FC_ENOMEM, "out of memory for report rows");
+            st = gate_rows_oom(err);
             goto done;
         }
         gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op,
                           op->backends[i], NULL);
-        gate_judge_in in = {.op = op, .fc = &fc, .bm = &bm, .backend = op->backends[i],
-                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
-        gate_judge(&in, row);
+        judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = &bm,
+                           .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+        judge_run(&in, row);
         if (row->outcome != REP_ROW_PASS)
             continue; /* failed, skipped or unrunnable already */
-        if (gate_kernel(op, op->backends[i], &dc, &bm, b.o, b.lse, NULL, &e)) {
-            gate_row_fail_check(row, REP_X_PROUND, "designed run: %s", e.msg);
+        if (judge_kernel(&op->run, op->backends[i], &dc, &bm, NULL, 0, b.o, b.lse, NULL, &e)) {
+            judge_row_fail_check(row, CHECK, "designed run: %s", e.msg);
             continue;
         }
         char msg[REP_WHY_LEN];
         if (!pr_judge(&dc, k, v, b.o, pk, pk + p->seq.lk, msg, sizeof msg))
-            gate_row_fail_check(row, REP_X_PROUND, "%s", msg);
+            judge_row_fail_check(row, CHECK, "%s", msg);
     }
 done:
     bmask_free(&bm);
-    gate_bufs_free(&b);
+    judge_bufs_free(&b);
     free(cand);
     free(q);
     free(k);
@@ -255,3 +260,5 @@ done:
     fix_case_free(&fc);
     return st;
 }
+
+const gate_check gate_check_pround = {CHECK, "P rounded to the input type", run};

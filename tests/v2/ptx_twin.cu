@@ -5,9 +5,9 @@
  * fragment layouts and a scalar product. Not part of the library (gpu/module.mk builds the .cu
  * files directly under gpu/ only); tests/module.mk builds it in both ways.
  */
-#include "attn_common.cuh"
-#include "ptx.cuh"
-#include "v2tests/v2t.h"
+#include "gpu/attn_common.cuh"
+#include "gpu/ptx.cuh"
+#include "tests/v2/v2t.h"
 
 namespace FC_GPU_NS {
 

@@ -1,5 +1,5 @@
 /*
- * gate_layout.c - hybrid layer layouts through one shared metadata object (spec/semantics.md
+ * layout.c - hybrid layer layouts through one shared metadata object (spec/semantics.md
  * section 6, spec/matrix.md M6).
  *
  * Like vLLM's FlexAttention backend, the runner keeps one metadata object (the sequences and a
@@ -16,9 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate_internal.h"
-#include "layout.h"
-#include "ref.h"
+#include "ci/checks.h"
+#include "ci/gate_case.h"
+#include "masks/layout.h"
+
+#define CHECK "layout"
+#include "ref/ref.h"
 
 typedef struct meta_key {
     mask_params mask;
@@ -61,7 +64,7 @@ static const bmask *meta_get(layer_meta *meta, const gate_opts *op, mask_params 
     if (meta->valid)
         bmask_free(&meta->bm);
     meta->valid = 0;
-    if (gate_build_mask(op, &meta->bm, builder, m, s, qb, kb, err))
+    if (judge_build_mask(&op->run, &meta->bm, builder, m, s, qb, kb, err))
         return NULL;
     meta->valid = 1;
     meta->key = k;
@@ -76,14 +79,15 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, m
     gate_case lc = *c;
     lc.gp.seed = c->gp.seed + (uint64_t)l; /* each layer its own activations */
     fix_case fc;
-    gate_bufs b;
+    judge_bufs b;
     bmask fresh;
     fc_err e;
     char suffix[16];
     snprintf(suffix, sizeof suffix, "@L%02d", (int)l);
     if (gate_case_inputs(&lc, &m, &fc, &e))
         return gate_case_error(c, op, rows, e.msg, err);
-    fc_status st = gate_bufs_alloc(&b, &fc, err);
+    judge_case jc = fix_judge_case(&fc);
+    fc_status st = judge_bufs_alloc(&b, &jc, err);
     if (st) {
         fix_case_free(&fc);
         return st;
@@ -91,18 +95,18 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, m
     memset(&fresh, 0, sizeof fresh);
     const bmask *shared = NULL;
     float *of = malloc(sizeof(float) * (attn_o_elems(&fc.prob) + 1));
-    float *lf = malloc(sizeof(float) * (gate_rows_of(&fc) + 1));
+    float *lf = malloc(sizeof(float) * (judge_rows(&jc) + 1));
     int ok = of && lf &&
-             !ref_attention_lp(&fc.prob, fc.dtype, fc.q, fc.k, fc.v, b.o_lp, NULL, &e) &&
+             !judge_baseline(&jc, b.o_lp, &e) &&
              (shared = meta_get(meta, op, m, &fc.prob.seq, c->gp.qb, c->gp.kb, c->builder,
                                 &e)) != NULL &&
-             !gate_build_mask(op, &fresh, c->builder, m, &fc.prob.seq, c->gp.qb, c->gp.kb, &e);
+             !judge_build_mask(&op->run, &fresh, c->builder, m, &fc.prob.seq, c->gp.qb, c->gp.kb, &e);
     if (!of || !lf)
         snprintf(e.msg, sizeof e.msg, "out of memory");
     for (int i = 0; i < op->nbackends; i++) {
         rep_row *row = gate_rows_push(rows);
         if (!row) {
-            st = fc_errf(err, FC_ENOMEM, "out of memory for report rows");
+            st = gate_rows_oom(err);
             break;
         }
         gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op,
@@ -111,18 +115,18 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, m
             rep_row_set_error(row, e.msg);
             continue;
         }
-        gate_judge_in in = {.op = op, .fc = &fc, .bm = shared, .backend = op->backends[i],
-                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
-        gate_judge(&in, row);
-        if (gate_kernel(op, op->backends[i], &fc, &fresh, of, lf, NULL, &e)) {
-            gate_row_fail_check(row, REP_X_LAYOUT, "fresh-mask run: %s", e.msg);
+        judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = shared,
+                           .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+        judge_run(&in, row);
+        if (judge_kernel(&op->run, op->backends[i], &jc, &fresh, NULL, 0, of, lf, NULL, &e)) {
+            judge_row_fail_check(row, CHECK, "fresh-mask run: %s", e.msg);
             continue;
         }
-        size_t nl = gate_rows_of(&fc), dv = (size_t)fc.prob.dv;
+        size_t nl = judge_rows(&jc), dv = (size_t)fc.prob.dv;
         for (size_t r = 0; r < nl; r++)
             if (memcmp(of + r * dv, b.o + r * dv, dv * sizeof(float)) ||
                 memcmp(&lf[r], &b.lse[r], sizeof(float))) {
-                gate_row_fail_check(row, REP_X_LAYOUT,
+                judge_row_fail_check(row, CHECK,
                                     "layer %d: output row %zu with the shared block mask differs "
                                     "from a fresh build (stale cache key?)", (int)l, r);
                 break;
@@ -131,12 +135,12 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, m
     free(of);
     free(lf);
     bmask_free(&fresh);
-    gate_bufs_free(&b);
+    judge_bufs_free(&b);
     fix_case_free(&fc);
     return st;
 }
 
-fc_status gate_run_layout(const gate_case *c, const gate_opts *op, gate_rows *rows, fc_err *err)
+static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, fc_err *err)
 {
     layout_layer layers[LAYOUT_MAX_LAYERS];
     int32_t n;
@@ -152,3 +156,5 @@ fc_status gate_run_layout(const gate_case *c, const gate_opts *op, gate_rows *ro
         bmask_free(&meta.bm);
     return st;
 }
+
+const gate_check gate_check_layout = {CHECK, "layout equals fresh builds", run};

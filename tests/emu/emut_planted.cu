@@ -10,8 +10,8 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
-#include "emu/emu_compat.h"
-#include "emu/tests/emut.h"
+#include "gpu/emu/emu_compat.h"
+#include "tests/emu/emut.h"
 
 /* Every thread publishes a value and reads its neighbour's: correct only with the barrier. */
 __global__ void k_neighbour(int sync, int *out)

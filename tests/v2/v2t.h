@@ -1,5 +1,5 @@
 /*
- * v2t.h - C entry points of the PTX-wrapper test kernels (gpu/v2tests/ptx_twin.cu), one per
+ * v2t.h - C entry points of the PTX-wrapper test kernels (tests/v2/ptx_twin.cu), one per
  * wrapper of gpu/ptx.cuh. Each exists once per build: name_emu (the CPU twin, g++ against
  * gpu/emu/) and name_cuda (the instruction, nvcc). They take host buffers and return a
  * cudaError_t as int (0 = success). tests/test_kernel_v2_ptx.c holds both to one meaning.

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fc.h"
+#include "base/fc.h"
 
 fc_status fc_errf(fc_err *err, fc_status st, const char *fmt, ...)
 {

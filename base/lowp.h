@@ -7,21 +7,21 @@
 #define FLEXCHECK_LOWP_H
 
 #include <stdint.h>
-#include "fc.h"
+#include "base/fc.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-uint16_t ref_f32_to_f16(float x);   /* RNE; overflow -> +-inf; NaN stays NaN (quiet) */
-float ref_f16_to_f32(uint16_t h);   /* exact */
-uint16_t ref_f32_to_bf16(float x);  /* RNE; NaN stays NaN (quiet) */
-float ref_bf16_to_f32(uint16_t h);  /* exact */
+uint16_t fc_f32_to_f16(float x);   /* RNE; overflow -> +-inf; NaN stays NaN (quiet) */
+float fc_f16_to_f32(uint16_t h);   /* exact */
+uint16_t fc_f32_to_bf16(float x);  /* RNE; NaN stays NaN (quiet) */
+float fc_bf16_to_f32(uint16_t h);  /* exact */
 
 /* x rounded to dt and widened back (identity for FC_F32). */
-float ref_round(float x, fc_dtype dt);
+float fc_round(float x, fc_dtype dt);
 /* 1 iff x is exactly representable in dt (NaN/inf count as representable). */
-int ref_representable(float x, fc_dtype dt);
+int fc_representable(float x, fc_dtype dt);
 
 #ifdef __cplusplus
 }

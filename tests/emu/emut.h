@@ -1,5 +1,5 @@
 /*
- * emut.h - C entry points of the emu self-test kernels (gpu/emu/tests/emut_kernels.cu,
+ * emut.h - C entry points of the emu self-test kernels (tests/emu/emut_kernels.cu,
  * emut_planted.cu) and of their checks (emut_check.c). Each kernel entry point exists once per
  * build: name_emu (g++ against gpu/emu/) and name_cuda (nvcc); EMUT(name) picks the one this
  * translation unit tests (-DEMUT_CUDA for the native build). Entry points return a

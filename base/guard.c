@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tol.h"
+#include "base/guard.h"
 
 /* Byte i of the guard region (leading guard 0..63, trailing 64..127). Position-dependent, so
  * a shifted or partial copy of the guard is still caught, and no byte is 0x00 or 0xff (the
@@ -16,26 +16,26 @@ static unsigned char guard_byte(size_t i)
     return (unsigned char)(0x40u + ((i * 37u + 11u) % 128u));
 }
 
-void rep_guard_fill(unsigned char *region, size_t nbytes)
+void fc_guard_fill(unsigned char *region, size_t nbytes)
 {
-    unsigned char *after = region + REP_GUARD_BYTES + nbytes;
-    for (size_t i = 0; i < REP_GUARD_BYTES; i++) {
+    unsigned char *after = region + FC_GUARD_BYTES + nbytes;
+    for (size_t i = 0; i < FC_GUARD_BYTES; i++) {
         region[i] = guard_byte(i);
-        after[i] = guard_byte(REP_GUARD_BYTES + i);
+        after[i] = guard_byte(FC_GUARD_BYTES + i);
     }
 }
 
-int rep_guard_intact(const unsigned char *region, size_t nbytes, ptrdiff_t *bad)
+int fc_guard_intact(const unsigned char *region, size_t nbytes, ptrdiff_t *bad)
 {
-    const unsigned char *after = region + REP_GUARD_BYTES + nbytes;
-    for (size_t i = 0; i < REP_GUARD_BYTES; i++)
+    const unsigned char *after = region + FC_GUARD_BYTES + nbytes;
+    for (size_t i = 0; i < FC_GUARD_BYTES; i++)
         if (region[i] != guard_byte(i)) {
             if (bad)
-                *bad = (ptrdiff_t)i - REP_GUARD_BYTES;
+                *bad = (ptrdiff_t)i - FC_GUARD_BYTES;
             return 0;
         }
-    for (size_t i = 0; i < REP_GUARD_BYTES; i++)
-        if (after[i] != guard_byte(REP_GUARD_BYTES + i)) {
+    for (size_t i = 0; i < FC_GUARD_BYTES; i++)
+        if (after[i] != guard_byte(FC_GUARD_BYTES + i)) {
             if (bad)
                 *bad = (ptrdiff_t)(nbytes + i);
             return 0;
@@ -43,22 +43,22 @@ int rep_guard_intact(const unsigned char *region, size_t nbytes, ptrdiff_t *bad)
     return 1;
 }
 
-fc_status rep_guarded_alloc(rep_guarded *g, size_t nbytes, fc_err *err)
+fc_status fc_guarded_alloc(fc_guarded *g, size_t nbytes, fc_err *err)
 {
     memset(g, 0, sizeof *g);
-    if (nbytes > SIZE_MAX - 2 * (size_t)REP_GUARD_BYTES)
+    if (nbytes > SIZE_MAX - 2 * (size_t)FC_GUARD_BYTES)
         return fc_errf(err, FC_ENOMEM, "guarded buffer of %zu bytes: size overflows", nbytes);
-    g->base = malloc(nbytes + 2 * (size_t)REP_GUARD_BYTES);
+    g->base = malloc(nbytes + 2 * (size_t)FC_GUARD_BYTES);
     if (!g->base)
         return fc_errf(err, FC_ENOMEM, "guarded buffer of %zu bytes: out of memory", nbytes);
-    g->data = g->base + REP_GUARD_BYTES;
+    g->data = g->base + FC_GUARD_BYTES;
     g->nbytes = nbytes;
     memset(g->data, 0xff, nbytes);
-    rep_guard_fill(g->base, nbytes);
+    fc_guard_fill(g->base, nbytes);
     return FC_OK;
 }
 
-void rep_guarded_free(rep_guarded *g)
+void fc_guarded_free(fc_guarded *g)
 {
     if (!g)
         return;
@@ -66,7 +66,7 @@ void rep_guarded_free(rep_guarded *g)
     memset(g, 0, sizeof *g);
 }
 
-int rep_guarded_intact(const rep_guarded *g, ptrdiff_t *bad)
+int fc_guarded_intact(const fc_guarded *g, ptrdiff_t *bad)
 {
-    return rep_guard_intact(g->base, g->nbytes, bad);
+    return fc_guard_intact(g->base, g->nbytes, bad);
 }

@@ -1,10 +1,10 @@
 /*
  * emut_kernels.cu - self-test kernels of the emu backend: one small kernel per primitive, each
- * behind a C entry point (gpu/emu/tests/emut.h) that takes host buffers. The same source is
+ * behind a C entry point (tests/emu/emut.h) that takes host buffers. The same source is
  * built by g++ against gpu/emu/ (entry points *_emu) and by nvcc (*_cuda), so the checks in
  * emut_check.c can hold the emulation and, where a GPU exists, the hardware to one meaning.
  *
- *   emu:  g++ -std=c++17 -x c++ -include gpu/emu/emu.h -Igpu/emu/include -Igpu -c emut_kernels.cu
+ *   emu:  g++ -std=c++17 -x c++ -include gpu/emu/emu.h -Igpu/emu/include -I. -c emut_kernels.cu
  *   gpu:  nvcc -std=c++17 -Igpu -arch=sm_80 -c emut_kernels.cu
  */
 #include <cuda_runtime.h>
@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "emu/emu_compat.h"
-#include "emu/tests/emut.h"
+#include "gpu/emu/emu_compat.h"
+#include "tests/emu/emut.h"
 
 /* Device buffer of n elements, filled with 0xff bytes so unwritten results are visible. */
 template <class T> static cudaError_t dev_alloc(T **p, size_t n)

@@ -4,8 +4,8 @@
  * small flash-attention kernel of emut_kernels.cu at S=512, D=64, one head (set EMU_THREADS=1
  * for the one-core figure).
  */
-#include "emu/emu_bench.h"
-#include "emu/tests/emut.h"
+#include "gpu/emu/emu_bench.h"
+#include "tests/emu/emut.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,9 +4,9 @@
  * toolkit headers when $(CUDA_HOME)/include/cuda_fp16.h exists; with -DEMUT_NO_TOOLKIT the
  * check that uses it reports the reference unavailable and relies on its own.
  *
- *   g++ -std=c++17 -I$CUDA_HOME/include -Igpu -c gpu/emu/tests/emut_fp16_ref.cc
+ *   g++ -std=c++17 -I$CUDA_HOME/include -I. -c tests/emu/emut_fp16_ref.cc
  */
-#include "emu/tests/emut.h"
+#include "tests/emu/emut.h"
 
 #ifndef EMUT_NO_TOOLKIT
 #include <cuda_bf16.h>

@@ -5,7 +5,7 @@
  *   emut all             every check of emut_check.c (the clean kernels); exit 1 if one fails
  *   emut planted NAME    one planted bug of emut_planted.cu; a sanitizer should stop it first
  */
-#include "emu/tests/emut.h"
+#include "tests/emu/emut.h"
 
 #include <stdio.h>
 #include <string.h>

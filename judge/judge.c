@@ -1,0 +1,161 @@
+/* judge.c - one case judged: buffers, kernel runs, baseline and gates (judge.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "judge/judge.h"
+#include "ref/ref.h"
+
+size_t judge_rows(const judge_case *jc)
+{
+    return attn_lse_elems(jc->prob);
+}
+
+/* One spare element each: a zero-size case still gets distinct, freeable buffers. */
+fc_status judge_bufs_alloc(judge_bufs *b, const judge_case *jc, fc_err *err)
+{
+    size_t no = attn_o_elems(jc->prob) + 1, nl = judge_rows(jc) + 1;
+    b->o = malloc(sizeof(float) * no);
+    b->lse = malloc(sizeof(float) * nl);
+    b->o_lp = malloc(sizeof(float) * no);
+    if (!b->o || !b->lse || !b->o_lp) {
+        judge_bufs_free(b);
+        return fc_errf(err, FC_ENOMEM, "out of memory for %zu outputs", no);
+    }
+    return FC_OK;
+}
+
+void judge_bufs_free(judge_bufs *b)
+{
+    free(b->o);
+    free(b->lse);
+    free(b->o_lp);
+    memset(b, 0, sizeof *b);
+}
+
+fc_status judge_baseline(const judge_case *jc, float *o_lp, fc_err *err)
+{
+    return ref_attention_lp(jc->prob, jc->dtype, jc->q, jc->k, jc->v, o_lp, NULL, err);
+}
+
+fc_status judge_kernel(const judge_opts *jo, gpu_backend be, const judge_case *jc,
+                       const bmask *bm, const int32_t *page_table, int32_t num_pages, float *o,
+                       float *lse, gpu_result *res, fc_err *err)
+{
+    gpu_call call = {
+        .p = jc->prob, .dtype = jc->dtype, .q = jc->q, .k = jc->k, .v = jc->v,
+        .bm = bm, .kernel = jo->kernel, .backend = be,
+        .page_table = page_table, .num_pages = num_pages,
+    };
+    return (jo->attention_fn ? jo->attention_fn : gpu_attention)(&call, o, lse, res, err);
+}
+
+fc_status judge_build_mask(const judge_opts *jo, bmask *out, bmask_builder b, mask_params m,
+                           const seq_info *s, int32_t qb, int32_t kb, fc_err *err)
+{
+    return (jo->bmask_fn ? jo->bmask_fn : bmask_build)(out, b, m, s, qb, kb, err);
+}
+
+int judge_run(const judge_run_in *in, rep_row *row)
+{
+    const judge_case *jc = in->jc;
+    size_t rows = judge_rows(jc), no = attn_o_elems(jc->prob);
+    float *o2 = malloc(sizeof(float) * (no + 1)), *l2 = malloc(sizeof(float) * (rows + 1));
+    fc_err err;
+    gpu_result r1, r2;
+    int passed = 0;
+    if (!o2 || !l2) {
+        rep_row_set_error(row, "out of memory");
+        goto done;
+    }
+    fc_status st = judge_kernel(in->jo, in->backend, jc, in->bm, NULL, 0, in->o, in->lse, &r1,
+                                &err);
+    if (!st && in->rerun)
+        st = judge_kernel(in->jo, in->backend, jc, in->bm, NULL, 0, o2, l2, &r2, &err);
+    if (st) {
+        if (st == FC_EUNSUP)
+            rep_row_set_skip(row, err.msg);
+        else
+            rep_row_set_error(row, err.msg);
+        goto done;
+    }
+    rep_inputs ri = {
+        .dtype = jc->dtype, .rows = rows, .dv = (size_t)jc->prob->dv,
+        .o = in->o, .lse = in->lse, .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = in->o_lp,
+        .sentinels = (r1.sentinels_ok && (!in->rerun || r2.sentinels_ok)) ? REP_SENTINELS_INTACT
+                                                                          : REP_SENTINELS_DAMAGED,
+        .o_rerun = in->rerun ? o2 : NULL, .lse_rerun = in->rerun ? l2 : NULL,
+    };
+    rep_verdict v;
+    if (rep_evaluate(&ri, &v, &err)) {
+        rep_row_set_error(row, err.msg);
+        goto done;
+    }
+    rep_row_set_verdict(row, &v);
+    if (in->verdict)
+        *in->verdict = v;
+    passed = v.pass;
+done:
+    free(o2);
+    free(l2);
+    return passed;
+}
+
+int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
+                   const bmask *bm, rep_row *row, float *o, float *lse, rep_verdict *v)
+{
+    judge_bufs b;
+    fc_err e;
+    if (judge_bufs_alloc(&b, jc, &e)) {
+        rep_row_set_error(row, e.msg);
+        return -1;
+    }
+    int pass = -1;
+    if (judge_baseline(jc, b.o_lp, &e)) {
+        rep_row_set_error(row, e.msg);
+    } else {
+        judge_run_in in = {.jo = jo, .backend = be, .jc = jc, .bm = bm, .o_lp = b.o_lp,
+                           .o = b.o, .lse = b.lse, .rerun = 1, .verdict = v};
+        pass = judge_run(&in, row);
+        if (row->outcome == REP_ROW_ERROR || row->outcome == REP_ROW_SKIP)
+            pass = -1;
+        if (o)
+            memcpy(o, b.o, sizeof(float) * attn_o_elems(jc->prob));
+        if (lse)
+            memcpy(lse, b.lse, sizeof(float) * judge_rows(jc));
+    }
+    judge_bufs_free(&b);
+    return pass;
+}
+
+int judge_outputs(const judge_case *jc, const float *o, const float *lse, const float *o_lp,
+                  rep_verdict *v, fc_err *err)
+{
+    rep_inputs ri = {
+        .dtype = jc->dtype, .rows = judge_rows(jc), .dv = (size_t)jc->prob->dv,
+        .o = o, .lse = lse, .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = o_lp,
+    };
+    if (rep_evaluate(&ri, v, err))
+        return -1;
+    return v->pass;
+}
+
+void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)
+{
+    if (row->outcome != REP_ROW_PASS)
+        return;
+    va_list ap;
+    char msg[REP_WHY_LEN];
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    row->outcome = REP_ROW_FAIL;
+    rep_set_str(row->first_fail, sizeof row->first_fail, check);
+    fc_fmt(row->reason, sizeof row->reason, "%s: %s", check, msg);
+}
+
+int judge_bitwise_equal(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}

@@ -1,0 +1,120 @@
+/*
+ * judge.h - the verdict on one attention case: buffers, a kernel run (or an output someone
+ * else produced), the same-precision baseline, and the gates of spec/tolerance.md turned into a
+ * report row. `flexcheck check`, `repro`, `bench` and the gate (ci/) all judge through here.
+ *
+ * The judge knows one case at a time and nothing about matrices, fixtures files or report
+ * sets: it depends on masks/ (problem, block masks), ref/ (the baseline), gpu/ (the kernels)
+ * and reports/ (the gates and the row they fill), and nothing above them.
+ *
+ *   judge_case jc = {.prob = &p, .dtype = FC_F16, .q = q, .k = k, .v = v,
+ *                    .out = oracle_o, .lse = oracle_lse};
+ *   rep_row row = {0};
+ *   int pass = judge_case_run(&jo, GPU_BACKEND_EMU, &jc, &bm, &row, NULL, NULL, NULL);
+ */
+#ifndef FLEXCHECK_JUDGE_H
+#define FLEXCHECK_JUDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/fc.h"
+#include "gpu/gpu.h"
+#include "masks/bmask.h"
+#include "masks/problem.h"
+#include "reports/rep.h"
+#include "reports/tol.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One attention call with its float64 oracle. Views: the caller owns every array. Inputs are
+ * float arrays holding values representable in dtype (problem.h layouts). */
+typedef struct judge_case {
+    const attn_problem *prob;
+    fc_dtype dtype;
+    const float *q, *k, *v;
+    const double *out, *lse; /* the float64 oracle; lse -inf marks a row with no allowed key */
+} judge_case;
+
+/* Test hooks: a deliberately broken kernel or builder, to prove the gates catch it. */
+typedef fc_status (*judge_attention_fn)(const gpu_call *c, float *o, float *lse,
+                                        gpu_result *res, fc_err *err);
+typedef fc_status (*judge_bmask_fn)(bmask *out, bmask_builder builder, mask_params m,
+                                    const seq_info *s, int32_t qb, int32_t kb, fc_err *err);
+
+/* What runs: the kernel version, and outside tests nothing else. */
+typedef struct judge_opts {
+    int kernel;                      /* kernel version (gpu.h) */
+    judge_attention_fn attention_fn; /* NULL outside tests: gpu_attention */
+    judge_bmask_fn bmask_fn;         /* NULL outside tests: bmask_build */
+} judge_opts;
+
+/* Rows of O / LSE: B * Hq * Lq. */
+size_t judge_rows(const judge_case *jc);
+
+/* Output buffers of one case: the kernel's O and LSE and the same-precision baseline. */
+typedef struct judge_bufs {
+    float *o, *lse, *o_lp;
+} judge_bufs;
+
+fc_status judge_bufs_alloc(judge_bufs *b, const judge_case *jc, fc_err *err);
+void judge_bufs_free(judge_bufs *b);
+
+/* The same-precision baseline O_lp of spec/tolerance.md (ref_attention_lp). */
+fc_status judge_baseline(const judge_case *jc, float *o_lp, fc_err *err);
+
+/* One kernel run (jo's kernel version, or its test hook); page_table NULL: contiguous K/V,
+ * else paged as gpu.h describes. res may be NULL. */
+fc_status judge_kernel(const judge_opts *jo, gpu_backend be, const judge_case *jc,
+                       const bmask *bm, const int32_t *page_table, int32_t num_pages, float *o,
+                       float *lse, gpu_result *res, fc_err *err);
+/* One block-mask build (bmask_build, or jo's test hook). */
+fc_status judge_build_mask(const judge_opts *jo, bmask *out, bmask_builder b, mask_params m,
+                           const seq_info *s, int32_t qb, int32_t kb, fc_err *err);
+
+/* A kernel run judged under the gates. */
+typedef struct judge_run_in {
+    const judge_opts *jo;
+    gpu_backend backend;
+    const judge_case *jc;
+    const bmask *bm;
+    const float *o_lp;    /* the baseline (judge_baseline) */
+    float *o, *lse;       /* receive the (first) run's outputs */
+    int rerun;            /* run twice: H7 determinism */
+    rep_verdict *verdict; /* may be NULL: receives the full verdict */
+} judge_run_in;
+
+/* Runs the kernel (twice with rerun) and fills row's verdict columns (the caller fills its
+ * identity); 1 iff it passed. A configuration the kernel refuses before launch (FC_EUNSUP, a
+ * head dim it is not built for) is not a wrong answer: the row is skipped with the kernel's
+ * reason. Any other run failure makes the row an error. */
+int judge_run(const judge_run_in *in, rep_row *row);
+
+/* The whole judgement of one case on backend be with block mask bm: the baseline, two kernel
+ * runs (H6 sentinels, H7 determinism) and every gate. o / lse / v (each may be NULL) receive
+ * the first run's outputs and the full verdict. 1 pass, 0 fail, -1 the case could not be
+ * judged: row->outcome is REP_ROW_SKIP when the kernel refuses the configuration, REP_ROW_ERROR
+ * otherwise; row->reason says why. */
+int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
+                   const bmask *bm, rep_row *row, float *o, float *lse, rep_verdict *v);
+
+/* Judges outputs that are not a plain kernel run (a merge of two runs, a decode slice, another
+ * producer's output) against jc's oracle. 1 pass, 0 fail, -1 error (message in err). */
+int judge_outputs(const judge_case *jc, const float *o, const float *lse, const float *o_lp,
+                  rep_verdict *v, fc_err *err);
+
+/* Fails row on the exactness check named `check` unless it already failed: the first failure
+ * names the row ("<check>: <message>"). */
+void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 1 iff a and b hold the same n floats bit for bit (NaN payloads and signed zeros included). */
+int judge_bitwise_equal(const float *a, const float *b, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
