@@ -25,9 +25,7 @@ void gate_row_identity(rep_row *row, const gate_case *c, const fix_case *fc, con
     row->lk = p->seq.lk;
     row->d = p->d;
     row->dv = p->dv;
-    row->causal = p->mask.causal;
-    row->window = p->mask.sliding_window;
-    row->chunk = p->mask.chunk_size;
+    row->mask = p->mask;
     row->q_block = c->gp.qb;
     row->kv_block = c->gp.kb;
     rep_set_str(row->builder, sizeof row->builder, builder);

@@ -89,24 +89,12 @@ static const char *builder_tag(bmask_builder b)
     return (unsigned)b < 4 ? t[b] : "?";
 }
 
-/* "none", "c", "cw17", "bw64", "cc100", "cw2c16" ... */
-static void mask_tag(char *buf, size_t n, mask_params m)
-{
-    int o = snprintf(buf, n, "%s", m.causal ? "c" : "b");
-    if (m.sliding_window)
-        o += snprintf(buf + o, n - (size_t)o, "w%d", (int)m.sliding_window);
-    if (m.chunk_size)
-        o += snprintf(buf + o, n - (size_t)o, "c%d", (int)m.chunk_size);
-    if (!m.causal && !m.sliding_window && !m.chunk_size)
-        snprintf(buf, n, "none");
-}
-
 /* Spells the case's parameters; the caller appends a kind-specific suffix. */
 static void make_id(gate_case *c, const char *extra)
 {
     const fix_gen_params *g = &c->gp;
     char mt[48];
-    mask_tag(mt, sizeof mt, g->mask);
+    mask_params_text(mt, sizeof mt, &g->mask, MASK_TEXT_ID); /* "cw17", "bw64", "none" */
     int o = snprintf(c->id, sizeof c->id, "%c%c-%s-%s-d%d%s-h%dx%d-b%d-%dx%d-%s-q%dk%d-%s",
                      c->group[0] + 32, c->group[1], c->check->name,
                      c->all_dtypes ? "all" : dtype_tag(g->dtype),

@@ -89,12 +89,13 @@ static void print_ids(const int32_t *ids, int32_t n)
 
 static void print_json(const bmask *bm, const char *builder, mask_params m)
 {
+    char mask[192];
+    mask_params_text(mask, sizeof mask, &m, MASK_TEXT_JSON);
     printf("{\"builder\":\"%s\",\"lq\":%d,\"lk\":%d,\"q_block_size\":%d,\"kv_block_size\":%d,"
-           "\"causal\":%d,\"sliding_window\":%d,\"chunk_size\":%d,\"nqb\":%d,\"nkb\":%d,"
-           "\"partial\":%lld,\"full\":%lld,\"rows\":[",
-           builder, (int)bm->lq, (int)bm->lk, (int)bm->q_block_size, (int)bm->kv_block_size,
-           (int)m.causal, (int)m.sliding_window, (int)m.chunk_size, (int)bm->nqb, (int)bm->nkb,
-           (long long)bmask_count_partial(bm), (long long)bmask_count_full(bm));
+           "%s,\"nqb\":%d,\"nkb\":%d,\"partial\":%lld,\"full\":%lld,\"rows\":[",
+           builder, (int)bm->lq, (int)bm->lk, (int)bm->q_block_size, (int)bm->kv_block_size, mask,
+           (int)bm->nqb, (int)bm->nkb, (long long)bmask_count_partial(bm),
+           (long long)bmask_count_full(bm));
     for (int32_t r = 0; r < bm->nqb; r++) {
         size_t row = bmask_row(bm, 0, 0, r);
         printf("%s{\"partial\":", r ? "," : "");
@@ -225,9 +226,10 @@ int cmd_blockmask(int argc, char **argv)
     if (o.json)
         print_json(&a, bmask_builder_name(o.builder), o.m);
     else {
-        printf("builder %s: Lq %d Lk %d, blocks %dx%d, causal %d W %d C %d: %lld partial, %lld "
-               "full\n", bmask_builder_name(o.builder), (int)s.lq, (int)s.lk, (int)o.qb,
-               (int)o.kb, (int)o.m.causal, (int)o.m.sliding_window, (int)o.m.chunk_size,
+        char mask[128];
+        mask_params_text(mask, sizeof mask, &o.m, MASK_TEXT_LABEL);
+        printf("builder %s: Lq %d Lk %d, blocks %dx%d, %s: %lld partial, %lld full\n",
+               bmask_builder_name(o.builder), (int)s.lq, (int)s.lk, (int)o.qb, (int)o.kb, mask,
                (long long)bmask_count_partial(&a), (long long)bmask_count_full(&a));
     }
     if (o.have_diff) {

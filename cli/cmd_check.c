@@ -54,10 +54,10 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
 {
     if (r->passed && o->quiet) /* --quiet: failures only; skips are counted in the summary */
         return;
-    const mask_params *m = &c->prob.mask;
-    printf("%s %s %s %s causal=%d W=%d C=%d",
-           !r->passed ? "FAIL" : skipped ? "SKIP" : "PASS", path, c->name,
-           fc_dtype_name(c->dtype), (int)m->causal, (int)m->sliding_window, (int)m->chunk_size);
+    char mask[128];
+    mask_params_text(mask, sizeof mask, &c->prob.mask, MASK_TEXT_LABEL_EQ);
+    printf("%s %s %s %s %s", !r->passed ? "FAIL" : skipped ? "SKIP" : "PASS", path, c->name,
+           fc_dtype_name(c->dtype), mask);
     if (!r->passed || skipped) {
         printf(": %s\n", r->detail);
         return;

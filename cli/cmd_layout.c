@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "masks/layout.h"
+#include "masks/params.h"
 
 static const char *const CMD = "layout";
 
@@ -61,10 +62,18 @@ int cmd_layout(int argc, char **argv)
     fc_err err;
     if (layout_get(name, nlayers, scale_div, layers, LAYOUT_MAX_LAYERS, &n, &err))
         return cli_usage_error(CMD, "%s", err.msg);
-    printf("layer  kind     causal  window  chunk\n");
-    for (int32_t l = 0; l < n; l++)
-        printf("%5d  %-7s  %6d  %6d  %5d\n", (int)l, layers[l].global ? "full" : "local",
-               (int)layers[l].mask.causal, (int)layers[l].mask.sliding_window,
-               (int)layers[l].mask.chunk_size);
+    /* One column per mask term, as wide as its name (at least 5 characters). */
+    printf("layer  %-7s", "kind");
+    for (int i = 0; i < MASK_NPARAMS; i++)
+        printf("  %5s", mask_param_table[i].opt);
+    printf("\n");
+    for (int32_t l = 0; l < n; l++) {
+        printf("%5d  %-7s", (int)l, layers[l].global ? "full" : "local");
+        for (int i = 0; i < MASK_NPARAMS; i++)
+            printf("  %*d", (int)strlen(mask_param_table[i].opt) > 5
+                                ? (int)strlen(mask_param_table[i].opt) : 5,
+                   (int)mask_param_get(&layers[l].mask, i));
+        printf("\n");
+    }
     return CLI_PASS;
 }

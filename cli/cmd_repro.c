@@ -211,8 +211,9 @@ static int run(const repro_opts *ro, fix_case *c, gpu_backend be)
     printf("  B %d, Hq %d, Hkv %d, Lq %d, Lk %d, D %d, Dv %d, scale %g, %s%s\n",
            (int)p->seq.batch, (int)p->hq, (int)p->hkv, (int)p->seq.lq, (int)p->seq.lk, (int)p->d,
            (int)p->dv, p->scale, fc_dtype_name(c->dtype), p->seq.packed ? ", packed" : "");
-    printf("  mask: causal %d, sliding_window %d, chunk_size %d\n", (int)p->mask.causal,
-           (int)p->mask.sliding_window, (int)p->mask.chunk_size);
+    char mask[160];
+    mask_params_text(mask, sizeof mask, &p->mask, MASK_TEXT_NAME);
+    printf("  mask: %s\n", mask);
     printf("  block mask: %s, %dx%d, %lld partial + %lld full\n", bm_name,
            (int)bm->q_block_size, (int)bm->kv_block_size, (long long)bmask_count_partial(bm),
            (long long)bmask_count_full(bm));

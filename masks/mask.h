@@ -30,14 +30,46 @@
  * index products stay far from int32/int64 limits. */
 #define MASK_MAX_LEN (1 << 28)
 
-/* The mask parameters of one attention call. 0 switches a term off. */
+/*
+ * The mask parameters, spelled once. Everything that moves them around (the struct below,
+ * validation, fixture attributes, CLI options, case ids, printouts, report columns) is driven
+ * by this list; adding a term means one line here plus its meaning (mask_allowed and
+ * mask_row_range below, and whatever reference or kernel code the term needs).
+ *
+ *   X(field, name, opt, label, tag, off_tag, max, help)
+ *   field    member of mask_params (int32; 0 switches the term off)
+ *   name     fixture attribute, JSON key and long printout name ("sliding_window")
+ *   opt      CLI option (--opt) and report column ("window"); a flag when max is 1
+ *   label    short printout label ("W")
+ *   tag      case-id fragment when set ("w" + value; a flag shows the tag alone)
+ *   off_tag  case-id fragment of a flag that is off ("" for valued terms)
+ *   max      largest accepted value (the smallest is 0)
+ *   help     one line for --help
+ */
+#define MASK_PARAMS(X)                                                                         \
+    X(causal, "causal", "causal", "causal", "c", "b", 1,                                       \
+      "causal: key position <= query position")                                                \
+    X(sliding_window, "sliding_window", "window", "W", "w", "", INT32_MAX,                     \
+      "sliding window W: |query - key position| < W (0 = off)")                                \
+    X(chunk_size, "chunk_size", "chunk", "C", "c", "", INT32_MAX,                              \
+      "chunked local attention C: same chunk of C positions (0 = off)")
+
+/* The mask parameters of one attention call, one int32 per entry of MASK_PARAMS:
+ *   causal          1: allowed iff p_k <= p_q
+ *   sliding_window  W >= 1: allowed iff |p_q - p_k| < W (causal: W keys; else 2W-1)
+ *   chunk_size      C >= 1: allowed iff floor(p_q / C) == floor(p_k / C)
+ * 0 switches a term off. */
 typedef struct mask_params {
-    int32_t causal;         /* 1: allowed iff p_k <= p_q */
-    int32_t sliding_window; /* W >= 1: allowed iff |p_q - p_k| < W (causal: W keys; else 2W-1) */
-    int32_t chunk_size;     /* C >= 1: allowed iff floor(p_q / C) == floor(p_k / C) */
-    int32_t reserved;       /* 0; keeps the layout 16 bytes on host and device */
+#define MASK_FIELD(field, ...) int32_t field;
+    MASK_PARAMS(MASK_FIELD)
+#undef MASK_FIELD
+    int32_t reserved; /* 0; keeps the layout 16 bytes on host and device */
 } mask_params;
 MASK_STATIC_ASSERT(sizeof(mask_params) == 16, "mask_params must be 16 bytes on host and device");
+
+#define MASK_COUNT(...) +1
+/* Number of entries of MASK_PARAMS. */
+#define MASK_NPARAMS (0 MASK_PARAMS(MASK_COUNT))
 
 /* Floor division for b > 0, negatives included (C's / truncates toward zero). */
 MASK_HD int64_t mask_floordiv(int64_t a, int64_t b)

@@ -4,21 +4,6 @@
 
 #include "masks/problem.h"
 
-fc_status mask_params_check(const mask_params *m, fc_err *err)
-{
-    if (m->causal != 0 && m->causal != 1)
-        return fc_errf(err, FC_EINVAL, "causal = %d: must be 0 or 1", (int)m->causal);
-    if (m->sliding_window < 0)
-        return fc_errf(err, FC_EINVAL, "sliding_window = %d: must be >= 0 (0 = off)",
-                       (int)m->sliding_window);
-    if (m->chunk_size < 0)
-        return fc_errf(err, FC_EINVAL, "chunk_size = %d: must be >= 0 (0 = off)",
-                       (int)m->chunk_size);
-    if (m->reserved != 0)
-        return fc_errf(err, FC_EINVAL, "mask_params.reserved = %d: must be 0", (int)m->reserved);
-    return FC_OK;
-}
-
 /* Every tensor's element count must fit in int64 (the kernels' 64-bit offsets) and size_t. */
 static fc_status check_elems(const char *name, size_t a, size_t b, size_t c, size_t d,
                              fc_err *err)

@@ -9,6 +9,7 @@
 
 #include "base/fc.h"
 #include "masks/mask.h"
+#include "masks/params.h"
 #include "masks/seq.h"
 
 #ifdef __cplusplus
@@ -30,8 +31,6 @@ typedef struct attn_problem {
 /* Checks every field and that every tensor's element count fits in size_t and int64
  * (64-bit offsets), with a message naming the field and its value. */
 fc_status attn_problem_check(const attn_problem *p, fc_err *err);
-/* Mask parameters alone: causal 0/1, window >= 0, chunk >= 0, reserved 0. */
-fc_status mask_params_check(const mask_params *m, fc_err *err);
 
 /* Element counts (valid after attn_problem_check succeeded). */
 size_t attn_q_elems(const attn_problem *p);

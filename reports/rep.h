@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "base/fc.h"
+#include "masks/mask.h"
 #include "reports/tol.h"
 
 #ifdef __cplusplus
@@ -39,7 +40,7 @@ typedef struct rep_row {
     char case_id[REP_ID_LEN];  /* the matrix's stable id, the same across dtypes */
     char group[REP_NAME_LEN];  /* matrix group ("M1", ...): JUnit classname */
     int32_t b, hq, hkv, lq, lk, d, dv;
-    int32_t causal, window, chunk; /* mask parameters, 0 = off */
+    mask_params mask;              /* columns named by MASK_PARAMS (masks/mask.h) */
     int32_t q_block, kv_block;
     char builder[REP_NAME_LEN], backend[REP_NAME_LEN];
     int32_t kernel;                /* kernel version that ran (0: none, e.g. the reference) */

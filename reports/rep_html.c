@@ -187,7 +187,7 @@ static void write_rows(FILE *f, const rep_row *rows, size_t n)
         fputs("</td><td>", f);
         rep_put_xml(f, r->builder);
         fprintf(f, "</td><td class=\"n\">%ld</td><td class=\"n\">%ld</td><td class=\"n\">%ld</td>",
-                (long)r->lq, (long)r->lk, (long)r->window);
+                (long)r->lq, (long)r->lk, (long)r->mask.sliding_window);
         const double m[4] = {r->max_err, r->h1_ratio, r->nmse, r->lse_err};
         for (int k = 0; k < 4; k++) {
             fputs("<td class=\"n\">", f);

@@ -15,7 +15,10 @@ const rep_col rep_cols[] = {
     COL(case_id, REP_COL_STR),    COL(group, REP_COL_STR),     COL(b, REP_COL_I32),
     COL(hq, REP_COL_I32),         COL(hkv, REP_COL_I32),       COL(lq, REP_COL_I32),
     COL(lk, REP_COL_I32),         COL(d, REP_COL_I32),         COL(dv, REP_COL_I32),
-    COL(causal, REP_COL_I32),     COL(window, REP_COL_I32),    COL(chunk, REP_COL_I32),
+    /* one column per mask term, named as its CLI option ("window") */
+#define MASK_COL(field, name, opt, ...) {opt, REP_COL_I32, offsetof(rep_row, mask.field)},
+    MASK_PARAMS(MASK_COL)
+#undef MASK_COL
     COL(q_block, REP_COL_I32),    COL(kv_block, REP_COL_I32),  COL(builder, REP_COL_STR),
     COL(backend, REP_COL_STR),    COL(kernel, REP_COL_I32),    COL(dtype, REP_COL_DTYPE),
     COL(max_err, REP_COL_F64),

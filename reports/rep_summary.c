@@ -127,9 +127,9 @@ static fc_status make_axis(const rep_row *rows, size_t n, const rep_summary *s, 
         return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!rep_row_judged(&rows[i]) || (by_window && rows[i].window <= 0))
+        if (!rep_row_judged(&rows[i]) || (by_window && rows[i].mask.sliding_window <= 0))
             continue;
-        a->vals[m++] = by_window ? rows[i].window : rows[i].lk;
+        a->vals[m++] = by_window ? rows[i].mask.sliding_window : rows[i].lk;
     }
     qsort(a->vals, m, sizeof *a->vals, cmp_i32);
     a->nvals = 0;
@@ -145,9 +145,9 @@ static fc_status make_axis(const rep_row *rows, size_t n, const rep_summary *s, 
         a->cell[c] = NAN;
     for (size_t i = 0; i < n; i++) {
         const rep_row *r = &rows[i];
-        if (!rep_row_judged(r) || (by_window && r->window <= 0))
+        if (!rep_row_judged(r) || (by_window && r->mask.sliding_window <= 0))
             continue;
-        int32_t key = by_window ? r->window : r->lk;
+        int32_t key = by_window ? r->mask.sliding_window : r->lk;
         const int32_t *hit = bsearch(&key, a->vals, a->nvals, sizeof *a->vals, cmp_i32);
         double *c = &a->cell[(size_t)(hit - a->vals) * s->ngroups + find_group(s, r)];
         if (isnan(*c) || r->max_err > *c || isnan(r->max_err))

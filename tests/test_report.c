@@ -71,7 +71,7 @@ static void make_rows(rep_row *rows)
         rep_set_str(r->backend, sizeof r->backend, s->backend);
         rep_set_str(r->builder, sizeof r->builder, "direct");
         r->b = 1, r->hq = 6, r->hkv = 2, r->lq = r->lk = s->lk, r->d = r->dv = 64;
-        r->causal = 1, r->window = s->window, r->q_block = r->kv_block = 128;
+        r->mask.causal = 1, r->mask.sliding_window = s->window, r->q_block = r->kv_block = 128;
         r->dtype = s->dt;
         if (s->outcome == REP_ROW_ERROR || s->outcome == REP_ROW_SKIP) {
             (s->outcome == REP_ROW_ERROR ? rep_row_set_error : rep_row_set_skip)(r, s->reason);
