@@ -13,7 +13,8 @@
     X(builders)    /* slow == direct exactly, superset sound, outputs agree (M3) */            \
     X(layout)      /* hybrid layout through shared metadata == fresh builds (M6) */            \
     X(paged)       /* paged K/V bitwise equal to contiguous (M2) */                            \
-    X(pround)      /* fp16/bf16: P rounded to the input type before P.V (M4) */
+    X(pround)      /* fp16/bf16: P rounded to the input type before P.V (M4) */            \
+    /* a new check: one line above this one */
 
 #define DECLARE(n) extern const gate_check gate_check_##n;
 GATE_CHECKS(DECLARE)

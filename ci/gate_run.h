@@ -1,6 +1,6 @@
 /*
  * gate_run.h - running gate cases: the options of a run (backends, kernel, the layout cache's
- * key), the growable row list, and one case judged on every backend through its check
+ * key) and one case judged on every backend through its check
  * (ci/checks.h). Single cases are judged by judge/; this is the matrix side.
  */
 #ifndef FLEXCHECK_GATE_RUN_H
@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "ci/gate.h"
+#include "ci/gate_rows.h"
 #include "judge/judge.h"
 #include "reports/rep.h"
 
@@ -30,16 +31,6 @@ typedef struct gate_opts {
     int nbackends;
     gate_cache_key cache_key; /* GATE_CACHE_FULL outside tests */
 } gate_opts;
-
-/* Growable array of report rows. */
-typedef struct gate_rows {
-    rep_row *v;
-    size_t n, cap;
-} gate_rows;
-
-void gate_rows_free(gate_rows *r);
-/* Appends a zeroed row (no failing gate); NULL when out of memory. */
-rep_row *gate_rows_push(gate_rows *r);
 
 /* Judges case c on every backend of o through its check and appends one row per backend (the
  * builders check: one per builder and backend; layouts: one per layer and backend). FC_OK
