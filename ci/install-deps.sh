@@ -5,7 +5,8 @@
 # network call at all.
 set -eu
 
-PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev"
+# python3-pytest: the tests of ci/check_arrows.py (tests/python/), run by Debian's python3.
+PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev python3-pytest"
 
 missing=""
 for p in $PKGS; do

@@ -1,6 +1,7 @@
-# ci/module.mk - the quick gate as `make test` steps (the gate's own suite is tests/test_gate.c):
+# ci/module.mk - make test steps of ci/: the quick gate (the gate's own suite is tests/test_gate.c),
 # once with kernel 2 (the default, the kernel people would ship) and once with kernel 1 (the
-# second opinion), each writing its report under $(BUILD)/ so `make gate`'s stays separate.
+# second opinion), each writing its report under $(BUILD)/ so `make gate`'s stays separate; and
+# `arrows`, the module layering checked on every include line (ci/check_arrows.py).
 
 .PHONY: gate-quick gate-quick-k1
 TEST_STEPS += gate-quick gate-quick-k1
@@ -10,3 +11,14 @@ gate-quick: $(BIN)
 
 gate-quick-k1: $(BIN)
 	OPENBLAS_NUM_THREADS=1 $(BIN) gate --quick --kernel 1 --jobs 2 --report-dir $(BUILD)/reports-quick-k1
+
+# The module layering (base <- masks <- ref, gpu, reports <- judge <- fixtures, ci <- cli) on
+# every include line, and the checker's own tests on small temporary trees. Debian's python3,
+# where there is one: the installer's python3-pytest is installed for it, and a python3 found
+# first on PATH (pyenv, a venv) would not see it. No bytecode or pytest cache in the tree.
+PYTHON3 ?= $(or $(wildcard /usr/bin/python3),python3)
+.PHONY: arrows
+TEST_STEPS += arrows
+arrows: | $(DEPS_STAMP)
+	$(PYTHON3) ci/check_arrows.py
+	PYTHONDONTWRITEBYTECODE=1 $(PYTHON3) -m pytest -q -p no:cacheprovider tests/python
