@@ -11,6 +11,11 @@
 # module with rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
 # Warnings are errors when CI=true.
 
+# No built-in rules: with them make tries to "remake" each included .d file through the
+# link rule `%: %.o`, and build/mutants/attn_launch_m1.d.o matches the mutant pattern rule.
+MAKEFLAGS += --no-builtin-rules
+.SUFFIXES:
+
 BUILD    ?= build
 CC       := gcc
 CXX      := g++

@@ -16,7 +16,7 @@
  * RULES for kernel authors, so that one source serves both builds:
  *  1. Include only <cuda_runtime.h>, <cuda_fp16.h>, <cuda_bf16.h>, <math_constants.h>, the C/C++
  *     standard headers and project headers; gpu/emu/include/ has stand-ins for the CUDA ones.
- *     Include "emu/emu_compat.h" in both builds (or gpu/gpu_rt.h, which includes it).
+ *     Include "gpu/emu/emu_compat.h" in both builds (or gpu/gpu_rt.h, which includes it).
  *  2. Launch with cudaLaunchKernelEx (or GPU_LAUNCH from emu_compat.h, which wraps it), never
  *     with <<<...>>>, which g++ cannot parse. Check every launch (GPU_CHECK). Launches here are
  *     synchronous: a kernel error comes back from the launch itself and, once, from the next
