@@ -106,39 +106,41 @@ done:
     return rc;
 }
 
+static int parse_backend(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    if (gpu_backend_parse(v, dst))
+        return cli_usage_error(cmd, "%s '%s': emu or gpu", opt, v), -1;
+    return 0;
+}
+
 int bench_kernel(int argc, char **argv)
 {
     gpu_backend be = GPU_BACKEND_EMU;
     int32_t kernel = 0, reps = 3; /* 0: every version, side by side */
     int gpu_set = 0;
     fc_err err;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: flexcheck bench kernel [--backend emu|gpu] [--kernel K] [--reps N] "
-                   "[--gpu-shapes]\n"
-                   "  every kernel version unless --kernel names one; --gpu-shapes: the GPU\n"
-                   "  targets (fp16 causal L=8k D=128; causal W=1024 and dense at L=16k)\n"
-                   "  kernel time (launch + synchronize, best of N) next to the fp32 reference\n"
-                   "  on the same inputs, after checking the kernel passes the gates\n");
-            return CLI_PASS;
-        }
-        if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
-            if (r < 0 || gpu_backend_parse(v, &be))
-                return r < 0 ? CLI_BADINPUT : cli_usage_error(CMD, "--backend '%s': emu or gpu", v);
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, GPU_MAX_KERNEL, &kernel))
-                return CLI_BADINPUT;
-        } else if (!strcmp(argv[i], "--gpu-shapes")) {
-            gpu_set = 1;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--reps", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--reps", v, 1, 1000, &reps))
-                return CLI_BADINPUT;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s'", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        CLI_FN("backend", "B", "emu (default) or gpu", parse_backend, &be),
+        CLI_INT("kernel", "K", "one kernel version, 1 or 2 (default: every version)", &kernel, 1,
+                GPU_MAX_KERNEL),
+        CLI_INT("reps", "N", "best of N runs (default 3)", &reps, 1, 1000),
+        CLI_FLAG("gpu-shapes", "the GPU targets (fp16 causal L=8k D=128; causal W=1024 and\n"
+                 "dense at L=16k) instead of the small emu shapes", &gpu_set, 1),
+    };
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck bench kernel [--backend emu|gpu] [--kernel K] [--reps N] "
+                 "[--gpu-shapes]\n",
+        .intro = "Kernel time (launch + synchronize, best of N) next to the fp32 reference on the\n"
+                 "same inputs, after checking the kernel passes the gates.\n",
+        .opts = opts,
+        .nopts = sizeof opts / sizeof opts[0],
+        .unknown = "unknown option '%s'",
+        .exit_status = "exit status: 0 measured, 1 a kernel failed the gates, 2 bad input.",
+    };
+    int nops, prc = cli_parse(&spec, argc, argv, &nops);
+    if (prc != CLI_GO)
+        return prc;
     if (!gpu_backend_available(be, &err))
         return cli_usage_error(CMD, "--backend %s: %s", gpu_backend_name(be), err.msg);
     const char *threads = getenv("EMU_THREADS");

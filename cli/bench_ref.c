@@ -155,65 +155,50 @@ static int run_cfg(const bench_cfg *c, int32_t reps)
     return rc;
 }
 
-static void usage(FILE *f)
+static int parse_mask(const char *cmd, const char *opt, const char *v, void *dst)
 {
-    fprintf(f, "usage: flexcheck bench ref [--quick] [--L N] [--D N] [--mask dense|causal]\n"
-               "                           [--reps N] [--threads N]\n\n"
-               "fp32 reference attention GFLOP/s next to plain sgemm of the same sizes.\n"
-               "  --quick       only L = 4096, D = 128 (the 60%% target), dense and causal\n"
-               "  --L N         one sequence length instead of {1024, 4096, 16384}\n"
-               "  --D N         one head dim instead of {64, 128}\n"
-               "  --mask M      dense or causal only\n"
-               "  --reps N      best of N runs (default 3)\n"
-               "  --threads N   OpenBLAS threads for both sides (default: OpenBLAS's own)\n");
+    if (strcmp(v, "dense") && strcmp(v, "causal"))
+        return cli_usage_error(cmd, "%s: '%s' is not dense or causal", opt, v), -1;
+    *(int *)dst = !strcmp(v, "causal");
+    return 0;
 }
 
+/* Returns CLI_GO or the exit status (help printed, or bad input). */
 static int parse_opts(int argc, char **argv, bench_opts *o)
 {
     *o = (bench_opts){.reps = 3, .mask = -1};
-    for (int i = 1; i < argc; i++) {
-        const char *val = NULL;
-        int m;
-        if (!strcmp(argv[i], "--quick")) {
-            o->quick = 1;
-        } else if ((m = cli_opt(CMD, argc, argv, &i, "--L", &val)) != 0) {
-            if (m < 0 || cli_parse_i32(CMD, "--L", val, 1, 1 << 17, &o->l))
-                return -1;
-        } else if ((m = cli_opt(CMD, argc, argv, &i, "--D", &val)) != 0) {
-            if (m < 0 || cli_parse_i32(CMD, "--D", val, 1, 1024, &o->d))
-                return -1;
-        } else if ((m = cli_opt(CMD, argc, argv, &i, "--reps", &val)) != 0) {
-            if (m < 0 || cli_parse_i32(CMD, "--reps", val, 1, 1000, &o->reps))
-                return -1;
-        } else if ((m = cli_opt(CMD, argc, argv, &i, "--threads", &val)) != 0) {
-            if (m < 0 || cli_parse_i32(CMD, "--threads", val, 1, 1024, &o->threads))
-                return -1;
-        } else if ((m = cli_opt(CMD, argc, argv, &i, "--mask", &val)) != 0) {
-            if (m < 0)
-                return -1;
-            if (strcmp(val, "dense") && strcmp(val, "causal")) {
-                cli_usage_error(CMD, "--mask: '%s' is not dense or causal", val);
-                return -1;
-            }
-            o->mask = !strcmp(val, "causal");
-        } else {
-            usage(stderr);
-            cli_usage_error(CMD, "unknown option '%s'", argv[i]);
-            return -1;
-        }
-    }
-    return 0;
+    const cli_opt opts[] = {
+        CLI_FLAG("quick", "only L = 4096, D = 128 (the 60% target), dense and causal", &o->quick,
+                 1),
+        CLI_INT("L", "N", "one sequence length instead of {1024, 4096, 16384}", &o->l, 1,
+                1 << 17),
+        CLI_INT("D", "N", "one head dim instead of {64, 128}", &o->d, 1, 1024),
+        CLI_FN("mask", "M", "dense or causal only (default both)", parse_mask, &o->mask),
+        CLI_INT("reps", "N", "best of N runs (default 3)", &o->reps, 1, 1000),
+        CLI_INT("threads", "N", "OpenBLAS threads for both sides (default: OpenBLAS's own)",
+                &o->threads, 1, 1024),
+    };
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck bench ref [--quick] [--L N] [--D N] [--mask dense|causal]\n"
+                 "                           [--reps N] [--threads N]\n",
+        .intro = "fp32 reference attention GFLOP/s next to plain sgemm of the same sizes.\n",
+        .opts = opts,
+        .nopts = sizeof opts / sizeof opts[0],
+        .unknown = "unknown option '%s'",
+        .exit_status = "exit status: 0 measured, 1 the reference failed or ran out of memory, "
+                       "2 bad input.",
+    };
+    int nops;
+    return cli_parse(&spec, argc, argv, &nops);
 }
 
 int bench_ref(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return CLI_PASS;
-    }
     bench_opts o;
-    if (parse_opts(argc, argv, &o))
-        return CLI_BADINPUT;
+    int prc = parse_opts(argc, argv, &o);
+    if (prc != CLI_GO)
+        return prc;
     if (o.threads)
         openblas_set_num_threads(o.threads);
     static const int32_t sweep_l[] = {1024, 4096, 16384}, sweep_d[] = {64, 128};

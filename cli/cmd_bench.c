@@ -21,9 +21,10 @@ static const bench_part parts[] = {
 };
 #define NPARTS (sizeof parts / sizeof parts[0])
 
-static void usage(FILE *f)
+/* The parts, for --help. */
+static void print_parts(FILE *f)
 {
-    fprintf(f, "usage: flexcheck bench [PART] [options]\n\nparts (default: all):\n");
+    fprintf(f, "parts (default: all):\n");
     for (size_t i = 0; i < NPARTS; i++)
         fprintf(f, "  %-10s %s\n", parts[i].name, parts[i].summary);
     fprintf(f, "\n'flexcheck bench PART --help' lists each part's options.\n");
@@ -31,10 +32,6 @@ static void usage(FILE *f)
 
 int cmd_bench(int argc, char **argv)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        usage(stdout);
-        return CLI_PASS;
-    }
     if (argc < 2 || !strcmp(argv[1], "all")) {
         int rc = CLI_PASS;
         for (size_t i = 0; i < NPARTS; i++) {
@@ -48,6 +45,15 @@ int cmd_bench(int argc, char **argv)
     for (size_t i = 0; i < NPARTS; i++)
         if (!strcmp(argv[1], parts[i].name))
             return parts[i].run(argc - 1, argv + 1);
-    usage(stderr);
-    return cli_usage_error("bench", "unknown part '%s'", argv[1]);
+    /* Not a part: --help, or a mistake. bench has no options of its own, so the table is
+     * empty and every argument is an unknown part (a lone "--" too, which cli_parse passes). */
+    const cli_spec spec = {
+        .cmd = "bench",
+        .usage = "usage: flexcheck bench [PART] [options]\n",
+        .more = print_parts,
+        .unknown = "unknown part '%s'",
+        .exit_status = "exit status: 0 measured, 1 a benchmark's own check failed, 2 bad input.",
+    };
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    return rc != CLI_GO ? rc : cli_usage_error("bench", "unknown part '%s'", argv[1]);
 }

@@ -15,23 +15,6 @@
 
 static const char *const CMD = "blockmask";
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: flexcheck blockmask [options]\n\n"
-            "  --lq N --lk N         query and key lengths (dense, default 1024 each)\n"
-            "  --cu-q LIST --cu-k LIST  packed sequences, e.g. --cu-q 0,100,101 --cu-k 0,100,612\n"
-            "  --qb N --kb N         block sizes, powers of two in [16, 256] (default 128)\n"
-            "  --causal              causal term\n"
-            "  --window W            sliding window (allowed iff |p_q - p_k| < W)\n"
-            "  --chunk C             chunked local attention\n"
-            "  --layout NAME --layer I [--scale-div N]  take the mask of a model layer instead\n"
-            "  --builder B           slow | direct | superset | superset-trim (default direct)\n"
-            "  --diff B              compare with builder B; exit 1 if they differ\n"
-            "  --sound               also check the mask is sound for the predicate\n"
-            "  --json                JSON: totals and per-row lists instead of the grid\n");
-}
-
 /* "0,3,7" -> array; returns count or -1 (message printed). */
 static int parse_list(const char *opt, const char *s, int32_t *out, int max)
 {
@@ -107,15 +90,35 @@ static void print_json(const bmask *bm, const char *builder, mask_params m)
     printf("]}\n");
 }
 
+/* A packed-sequence list, cu_seqlens style (--cu-q, --cu-k). */
+typedef struct cu_list {
+    int32_t v[1025];
+    int n;
+} cu_list;
+
 typedef struct opts {
     int32_t lq, lk, qb, kb, layer, scale_div;
-    int32_t cu_q[1025], cu_k[1025];
-    int ncu_q, ncu_k, json, sound, have_diff;
+    cu_list cu_q, cu_k;
+    int json, sound, have_diff;
     const char *layout;
     mask_params m;
     bmask_builder builder, diff;
 } opts;
 
+static int parse_cu(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    cu_list *l = dst;
+    return (l->n = parse_list(opt, v, l->v, 1025)) < 0 ? -1 : 0;
+}
+
+static int parse_builder(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    if (bmask_builder_parse(v, dst))
+        return cli_usage_error(cmd, "%s: unknown builder '%s'", opt, v), -1;
+    return 0;
+}
+
+/* Returns CLI_GO or the exit status (help printed, or bad input). */
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -124,55 +127,45 @@ static int parse(int argc, char **argv, opts *o)
     o->layer = -1;
     o->scale_div = 1;
     o->builder = BMASK_DIRECT;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-#define I32(name, field, lo, hi)                                                                \
-    if ((r = cli_opt(CMD, argc, argv, &i, name, &v)) != 0) {                                    \
-        if (r < 0 || cli_parse_i32(CMD, name, v, lo, hi, &o->field)) return -1;                 \
-        continue;                                                                               \
-    }
-        I32("--lq", lq, 0, MASK_MAX_LEN)
-        I32("--lk", lk, 0, MASK_MAX_LEN)
-        I32("--qb", qb, 1, 1 << 20)
-        I32("--kb", kb, 1, 1 << 20)
-        I32("--window", m.sliding_window, 0, INT32_MAX)
-        I32("--chunk", m.chunk_size, 0, INT32_MAX)
-        I32("--layer", layer, 0, LAYOUT_MAX_LAYERS - 1)
-        I32("--scale-div", scale_div, 1, 1 << 20)
-#undef I32
-        if ((r = cli_opt(CMD, argc, argv, &i, "--cu-q", &v)) != 0) {
-            if (r < 0 || (o->ncu_q = parse_list("--cu-q", v, o->cu_q, 1025)) < 0) return -1;
-            continue;
-        }
-        if ((r = cli_opt(CMD, argc, argv, &i, "--cu-k", &v)) != 0) {
-            if (r < 0 || (o->ncu_k = parse_list("--cu-k", v, o->cu_k, 1025)) < 0) return -1;
-            continue;
-        }
-        if ((r = cli_opt(CMD, argc, argv, &i, "--layout", &v)) != 0) {
-            if (r < 0) return -1;
-            o->layout = v;
-            continue;
-        }
-        if ((r = cli_opt(CMD, argc, argv, &i, "--builder", &v)) != 0) {
-            if (r < 0) return -1;
-            if (bmask_builder_parse(v, &o->builder))
-                return cli_usage_error(CMD, "--builder: unknown builder '%s'", v), -1;
-            continue;
-        }
-        if ((r = cli_opt(CMD, argc, argv, &i, "--diff", &v)) != 0) {
-            if (r < 0) return -1;
-            if (bmask_builder_parse(v, &o->diff))
-                return cli_usage_error(CMD, "--diff: unknown builder '%s'", v), -1;
-            o->have_diff = 1;
-            continue;
-        }
-        if (!strcmp(argv[i], "--causal")) o->m.causal = 1;
-        else if (!strcmp(argv[i], "--json")) o->json = 1;
-        else if (!strcmp(argv[i], "--sound")) o->sound = 1;
-        else return cli_usage_error(CMD, "unknown option '%s' (--help lists them)", argv[i]), -1;
-    }
-    return 0;
+    const cli_opt table[] = {
+        CLI_INT("lq", "N", "query length (dense, default 1024)", &o->lq, 0, MASK_MAX_LEN),
+        CLI_INT("lk", "N", "key length (dense, default 1024)", &o->lk, 0, MASK_MAX_LEN),
+        CLI_FN("cu-q", "LIST", "packed sequences: query offsets, e.g. --cu-q 0,100,101\n"
+               "(with --cu-k, same length)", parse_cu, &o->cu_q),
+        CLI_FN("cu-k", "LIST", "packed sequences: key offsets, e.g. --cu-k 0,100,612",
+               parse_cu, &o->cu_k),
+        CLI_INT("qb", "N", "query block size, a power of two in [16, 256] (default 128)",
+                &o->qb, 1, 1 << 20),
+        CLI_INT("kb", "N", "key block size, a power of two in [16, 256] (default 128)", &o->kb,
+                1, 1 << 20),
+        CLI_MASK_OPTS(&o->m),
+        CLI_STR("layout", "NAME", "take the mask of a model layer instead (with --layer)",
+                &o->layout),
+        CLI_INT("layer", "I", "with --layout: which layer (required with it)", &o->layer, 0,
+                LAYOUT_MAX_LAYERS - 1),
+        CLI_INT("scale-div", "N", "with --layout: divide the config window/chunk by N "
+                "(default 1)", &o->scale_div, 1, 1 << 20),
+        CLI_FN("builder", "B", "slow | direct | superset | superset-trim (default direct)",
+               parse_builder, &o->builder),
+        {.name = "diff", .arg = "B", .help = "compare with builder B; exit 1 if they differ",
+         .kind = CLI_K_FN, .fn = parse_builder, .dst = &o->diff, .seen = &o->have_diff},
+        CLI_FLAG("sound", "also check the mask is sound for the predicate", &o->sound, 1),
+        CLI_FLAG("json", "JSON: totals and per-row lists instead of the grid", &o->json, 1),
+    };
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck blockmask [options]\n",
+        .intro = "Builds a block mask and prints it as a grid, one line per query block: F full,\n"
+                 "P partial, . empty; with --diff, cells where builder B differs show its kind\n"
+                 "in lower case (f, p, - for empty).\n",
+        .opts = table,
+        .nopts = sizeof table / sizeof table[0],
+        .unknown = "unknown option '%s' (--help lists them)",
+        .exit_status = "exit status: 0 done, 1 --diff found a difference or --sound failed, "
+                       "2 bad input.",
+    };
+    int nops;
+    return cli_parse(&spec, argc, argv, &nops);
 }
 
 /* The mask and sequences the options describe. */
@@ -189,9 +182,9 @@ static int setup(opts *o, seq_info *s)
                                    o->layout, (int)n - 1), -1;
         o->m = layers[o->layer].mask;
     }
-    if ((o->ncu_q > 0) != (o->ncu_k > 0) || o->ncu_q != o->ncu_k)
+    if ((o->cu_q.n > 0) != (o->cu_k.n > 0) || o->cu_q.n != o->cu_k.n)
         return cli_usage_error(CMD, "--cu-q and --cu-k must be given together, same length"), -1;
-    fc_status st = o->ncu_q ? seq_init_packed(s, o->ncu_q - 1, o->cu_q, o->cu_k, &err)
+    fc_status st = o->cu_q.n ? seq_init_packed(s, o->cu_q.n - 1, o->cu_q.v, o->cu_k.v, &err)
                             : seq_init_dense(s, 1, o->lq, o->lk, &err);
     if (st)
         return cli_usage_error(CMD, "%s", err.msg), -1;
@@ -208,14 +201,13 @@ static int build(const opts *o, const seq_info *s, bmask_builder b, bmask *bm)
 
 int cmd_blockmask(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return CLI_PASS;
-    }
     opts o;
     seq_info s;
     bmask a, b;
-    if (parse(argc, argv, &o) || setup(&o, &s))
+    int prc = parse(argc, argv, &o);
+    if (prc != CLI_GO)
+        return prc;
+    if (setup(&o, &s))
         return CLI_BADINPUT;
     if (build(&o, &s, o.builder, &a)) {
         seq_free(&s);

@@ -17,25 +17,6 @@
 
 static const char *const CMD = "check";
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
-               "[--case NAME] [--quiet] "
-               "FILE...\n\n"
-               "Validates each fixture file (spec/fixtures.md), recomputes the float64 reference\n"
-               "from its inputs and compares it with the stored out/lse (relative %.0e), and\n"
-               "checks any stored block mask: sound for the case's mask always, equal to the slow\n"
-               "builder's sets with --exact-blocks.\n\n"
-               "  --backend B      ref: the reference checks only (default); emu or gpu: also\n"
-               "                   run the kernel on each case and judge it under the gates\n"
-               "  --kernel K       kernel version for emu/gpu, 1 or 2 (default 2)\n"
-               "  --exact-blocks   a stored block mask must equal the slow builder's (as sets)\n"
-               "  --case NAME      only the case NAME of each file\n"
-               "  --quiet          print failures and the summary only\n\n"
-               "exit status: 0 all passed, 1 a check failed, 2 a file was rejected.\n",
-            FIX_CHECK_RTOL);
-}
-
 typedef struct opts {
     fix_backend backend;
     int exact_blocks, quiet;
@@ -163,57 +144,60 @@ static void check_file(const char *path, const opts *o, tally *t)
     fix_close(&f);
 }
 
+/* --backend: ref alone, or emu/gpu (which must be present) to run the kernel too. */
+static int parse_backend(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    opts *o = dst;
+    fc_err err;
+    if (!gpu_backend_parse(v, &o->be)) {
+        if (!gpu_backend_available(o->be, &err))
+            return cli_usage_error(cmd, "%s %s: %s", opt, v, err.msg), -1;
+        o->kernel_backend = 1;
+    } else if (fix_backend_parse(v, &o->backend)) {
+        return cli_usage_error(cmd, "%s '%s': ref, emu or gpu", opt, v), -1;
+    }
+    return 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return CLI_PASS;
-    }
     opts o = {FIX_BACKEND_REF, 0, 0, NULL, 0, GPU_BACKEND_EMU, GPU_DEFAULT_KERNEL};
-    int nfiles = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r;
-        if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
-            if (r < 0)
-                return CLI_BADINPUT;
-            fc_err err;
-            if (!gpu_backend_parse(v, &o.be)) {
-                if (!gpu_backend_available(o.be, &err))
-                    return cli_usage_error(CMD, "--backend %s: %s", v, err.msg);
-                o.kernel_backend = 1;
-            } else if (fix_backend_parse(v, &o.backend)) {
-                return cli_usage_error(CMD, "--backend '%s': ref, emu or gpu", v);
-            }
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, GPU_MAX_KERNEL, &o.kernel))
-                return CLI_BADINPUT;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--case", &v)) != 0) {
-            if (r < 0)
-                return CLI_BADINPUT;
-            o.only_case = v;
-        } else if (!strcmp(argv[i], "--exact-blocks")) {
-            o.exact_blocks = 1;
-        } else if (!strcmp(argv[i], "--quiet")) {
-            o.quiet = 1;
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error(CMD, "unknown option '%s' (--help)", argv[i]);
-        } else {
-            nfiles++;
-        }
-    }
+    const cli_opt table[] = {
+        CLI_FN("backend", "B", "ref: the reference checks only (default); emu or gpu: also\n"
+               "run the kernel on each case and judge it under the gates", parse_backend, &o),
+        CLI_INT("kernel", "K", "kernel version for emu/gpu, 1 or 2 (default 2)", &o.kernel, 1,
+                GPU_MAX_KERNEL),
+        CLI_FLAG("exact-blocks", "a stored block mask must equal the slow builder's (as sets)",
+                 &o.exact_blocks, 1),
+        CLI_STR("case", "NAME", "only the case NAME of each file", &o.only_case),
+        CLI_FLAG("quiet", "print failures and the summary only", &o.quiet, 1),
+    };
+    char intro[512];
+    snprintf(intro, sizeof intro,
+             "Validates each fixture file (spec/fixtures.md), recomputes the float64 reference\n"
+             "from its inputs and compares it with the stored out/lse (relative %.0e), and\n"
+             "checks any stored block mask: sound for the case's mask always, equal to the slow\n"
+             "builder's sets with --exact-blocks. Options may follow the files.\n",
+             FIX_CHECK_RTOL);
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
+                 "[--case NAME] [--quiet] FILE...\n",
+        .intro = intro,
+        .opts = table,
+        .nopts = sizeof table / sizeof table[0],
+        .max_operands = CLI_ANY,
+        .unknown = "unknown option '%s' (--help)",
+        .exit_status = "exit status: 0 all passed, 1 a check failed, 2 a file was rejected.",
+    };
+    int nfiles, rc = cli_parse(&spec, argc, argv, &nfiles);
+    if (rc != CLI_GO)
+        return rc;
     if (nfiles == 0)
         return cli_usage_error(CMD, "no fixture files given (--help)");
     tally t = {0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--backend") || !strcmp(argv[i], "--case") ||
-            !strcmp(argv[i], "--kernel")) {
-            i++;
-            continue;
-        }
-        if (argv[i][0] != '-')
-            check_file(argv[i], &o, &t);
-    }
+    for (int i = 1; i <= nfiles; i++) /* cli_parse moved the files to argv[1..nfiles] */
+        check_file(argv[i], &o, &t);
     printf("check: %d files, %d rejected; %d cases, %d passed, %d failed", t.files, t.rejected,
            t.cases, t.passed, t.failed);
     if (t.skipped)

@@ -18,80 +18,69 @@
 
 static const char *const CMD = "gate";
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: flexcheck gate [options]\n\n"
-            "  --quick | --full      matrix size (default: the default size)\n"
-            "  --filter PATTERN      only case ids matching (substring, or a glob with * ? [])\n"
-            "  --shard I/N           the I-th of N disjoint parts (1 <= I <= N), for fan-out\n"
-            "  --backend B           emu | gpu | all (default: every backend present)\n"
-            "  --kernel K            kernel version, 1 or 2 (default 2)\n"
-            "  --jobs N              cases run in parallel (default 1)\n"
-            "  --seed S              matrix seed (default 1)\n"
-            "  --report-dir DIR      where the report goes (default build/reports)\n"
-            "  --list                print the selected case ids and exit\n\n"
-            "exit status: 0 every gate held, 1 a case failed, 2 bad input.\n");
-}
-
 typedef struct gate_cfg {
-    gate_size size;
+    int size; /* gate_size */
     const char *filter, *report_dir;
-    int32_t shard_i, shard_n, jobs, kernel;
-    uint64_t seed;
+    int32_t shard[2], jobs, kernel, seed; /* shard: I, N */
     int list;
     const char *backend;
 } gate_cfg;
 
-static int parse_shard(const char *s, int32_t *i, int32_t *n)
+static int parse_backend(const char *cmd, const char *opt, const char *v, void *dst)
 {
-    char extra;
-    if (sscanf(s, "%d/%d%c", i, n, &extra) != 2 || *n < 1 || *i < 1 || *i > *n)
-        return cli_usage_error(CMD, "--shard '%s': expected I/N with 1 <= I <= N", s), -1;
+    if (strcmp(v, "emu") && strcmp(v, "gpu") && strcmp(v, "all"))
+        return cli_usage_error(cmd, "%s '%s': emu, gpu or all", opt, v), -1;
+    *(const char **)dst = v;
     return 0;
 }
 
+static int parse_shard(const char *cmd, const char *opt, const char *s, void *dst)
+{
+    int32_t *in = dst;
+    char extra;
+    if (sscanf(s, "%d/%d%c", &in[0], &in[1], &extra) != 2 || in[1] < 1 || in[0] < 1 ||
+        in[0] > in[1])
+        return cli_usage_error(cmd, "%s '%s': expected I/N with 1 <= I <= N", opt, s), -1;
+    return 0;
+}
+
+/* Returns CLI_GO or the exit status (help printed, or bad input). */
 static int parse(int argc, char **argv, gate_cfg *g)
 {
     memset(g, 0, sizeof *g);
     g->size = GATE_DEFAULT;
     g->report_dir = "build/reports";
-    g->shard_i = g->shard_n = 1;
+    g->shard[0] = g->shard[1] = 1;
     g->jobs = 1;
     g->kernel = GPU_DEFAULT_KERNEL;
     g->seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r;
-        if (!strcmp(argv[i], "--quick")) g->size = GATE_QUICK;
-        else if (!strcmp(argv[i], "--full")) g->size = GATE_FULL;
-        else if (!strcmp(argv[i], "--list")) g->list = 1;
-        else if ((r = cli_opt(CMD, argc, argv, &i, "--filter", &v)) != 0) {
-            if (r < 0) return -1;
-            g->filter = v;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--report-dir", &v)) != 0) {
-            if (r < 0) return -1;
-            g->report_dir = v;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
-            if (r < 0) return -1;
-            if (strcmp(v, "emu") && strcmp(v, "gpu") && strcmp(v, "all"))
-                return cli_usage_error(CMD, "--backend '%s': emu, gpu or all", v), -1;
-            g->backend = v;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--shard", &v)) != 0) {
-            if (r < 0 || parse_shard(v, &g->shard_i, &g->shard_n)) return -1;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--jobs", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--jobs", v, 1, 256, &g->jobs)) return -1;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, GPU_MAX_KERNEL, &g->kernel)) return -1;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--seed", &v)) != 0) {
-            int32_t s;
-            if (r < 0 || cli_parse_i32(CMD, "--seed", v, 0, INT32_MAX, &s)) return -1;
-            g->seed = (uint64_t)s;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s' (--help lists them)", argv[i]), -1;
-        }
-    }
-    return 0;
+    const cli_opt opts[] = {
+        CLI_FLAG("quick", "the quick matrix (default: the default size)", &g->size, GATE_QUICK),
+        CLI_FLAG("full", "the full matrix (default: the default size)", &g->size, GATE_FULL),
+        CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
+                &g->filter),
+        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N), for fan-out",
+               parse_shard, g->shard),
+        CLI_FN("backend", "B", "emu | gpu | all (default: every backend present)",
+               parse_backend, &g->backend),
+        CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &g->kernel, 1,
+                GPU_MAX_KERNEL),
+        CLI_INT("jobs", "N", "cases run in parallel (default 1)", &g->jobs, 1, 256),
+        CLI_INT("seed", "S", "matrix seed (default 1)", &g->seed, 0, INT32_MAX),
+        CLI_STR("report-dir", "DIR", "where the report goes (default build/reports)",
+                &g->report_dir),
+        CLI_FLAG("list", "print the selected case ids and exit", &g->list, 1),
+    };
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck gate [options]\n",
+        .opts = opts,
+        .nopts = sizeof opts / sizeof opts[0],
+        .unknown = "unknown option '%s' (--help lists them)",
+        .exit_status = "exit status: 0 every gate held, 1 a case failed, 2 bad input.",
+    };
+    int nops;
+    return cli_parse(&spec, argc, argv, &nops);
 }
 
 /* Backends to run: the one asked for, or every one present. */
@@ -219,23 +208,20 @@ static int run_all(const gate_case *cases, int n, const gate_opts *opts, int job
 
 int cmd_gate(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return CLI_PASS;
-    }
     gate_cfg g;
     gate_opts opts;
-    if (parse(argc, argv, &g))
-        return CLI_BADINPUT;
+    int rc = parse(argc, argv, &g);
+    if (rc != CLI_GO)
+        return rc;
     memset(&opts, 0, sizeof opts);
     opts.run.kernel = g.kernel;
     opts.cache_key = GATE_CACHE_FULL;
     gate_case *all;
     int nall, dropped;
     fc_err err;
-    if (gate_matrix(g.size, g.seed, &all, &nall, &dropped, &err))
+    if (gate_matrix((gate_size)g.size, (uint64_t)g.seed, &all, &nall, &dropped, &err))
         return cli_usage_error(CMD, "%s", err.msg);
-    int n = gate_select(all, nall, g.filter, g.shard_i, g.shard_n);
+    int n = gate_select(all, nall, g.filter, g.shard[0], g.shard[1]);
     if (g.list) {
         for (int i = 0; i < n; i++)
             printf("%s\n", all[i].id);
@@ -251,8 +237,8 @@ int cmd_gate(int argc, char **argv)
         return CLI_BADINPUT;
     }
     fprintf(stderr, "flexcheck gate: %s matrix, seed %llu, shard %d/%d: %d cases on %s%s "
-            "(kernel %d)%s\n", gate_size_name(g.size), (unsigned long long)g.seed,
-            (int)g.shard_i, (int)g.shard_n, n, gpu_backend_name(opts.backends[0]),
+            "(kernel %d)%s\n", gate_size_name((gate_size)g.size), (unsigned long long)g.seed,
+            (int)g.shard[0], (int)g.shard[1], n, gpu_backend_name(opts.backends[0]),
             opts.nbackends > 1 ? "+gpu" : "", g.kernel,
             dropped ? "; some M1 factor pairs exceed this size's work budget" : "");
     gate_rows *rows = calloc((size_t)n, sizeof *rows);
@@ -276,7 +262,7 @@ int cmd_gate(int argc, char **argv)
             failed += rep_row_failed(row);
             skipped += row->outcome == REP_ROW_SKIP;
         }
-    int rc = CLI_PASS;
+    rc = CLI_PASS;
     rep_check checks[GATE_MAX_CHECKS];
     rep_set set = {.rows = flat.v, .n = flat.n, .checks = checks};
     set.nchecks = gate_check_report_list(checks);

@@ -7,7 +7,6 @@
  * is never overwritten without --force, and a failed run leaves no file behind.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,33 +16,6 @@
 #include "masks/layout.h"
 
 static const char *const CMD = "gen";
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: flexcheck gen --set small --out-dir DIR [--force]\n"
-            "       flexcheck gen --case --out FILE [--force] [options]\n\n"
-            "  --set NAME        write the named set (small: the committed fixtures/sets/)\n"
-            "  --case            one case described by the options below\n"
-            "  --out FILE        the file to write (--case); --out-dir DIR for --set\n"
-            "  --force           overwrite an existing file\n"
-            "  --name NAME       case name (default c0001)\n"
-            "  --b N --hq N --hkv N --lq N --lk N --d N --dv N\n"
-            "                    shapes (defaults 1, 2, Hq, 128, Lq, 64, D)\n"
-            "  --dtype T         float32 (default), float16 or bfloat16\n"
-            "  --causal          causal mask\n"
-            "  --window W        sliding window (0 = off)\n"
-            "  --chunk C         chunked local attention (0 = off)\n"
-            "  --qb N --kb N     block sizes of the stored block mask (default 128)\n"
-            "  --packed LIST     packed batch: cu_seqlens for q and k, e.g. \"0,3,7\" (B = 1)\n"
-            "  --packed-k LIST   cu_seqlens_k when it differs from cu_seqlens_q\n"
-            "  --scale S         softmax scale (default 1/sqrt(D))\n"
-            "  --seed N          PRNG seed (default 0)\n"
-            "  --no-block-mask   do not store the slow builder's block mask\n"
-            "  --layout NAME     a layout file: the case through every layer of NAME\n"
-            "  --layers N        with --layout: first N layers (default the model's)\n"
-            "  --scale-div N     with --layout: divide the config window/chunk by N\n");
-}
 
 /* "0,3,7" -> cu[0..n), n <= FIX_GEN_MAX_SEQ + 1. */
 static int parse_cu(const char *opt, const char *s, int32_t *cu, int32_t *n)
@@ -75,110 +47,48 @@ typedef struct gen_opts {
     fix_gen_params gp;
     const char *set, *out, *out_dir, *layout;
     int is_case, force;
-    int32_t lk_set, hkv_set, dv_set, nk, layers, scale_div;
+    int lk_set, hkv_set, dv_set;
+    int32_t nk, layers, scale_div;
 } gen_opts;
 
-typedef struct int_opt {
-    const char *name;
-    size_t off; /* offsetof into gen_opts */
-    int32_t lo, hi;
-} int_opt;
-
-#define GO(f) offsetof(gen_opts, f)
-static const int_opt int_opts[] = {
-    {"--b", GO(gp.b), 1, 1 << 16},
-    {"--hq", GO(gp.hq), 1, ATTN_MAX_HEADS},
-    {"--hkv", GO(gp.hkv), 1, ATTN_MAX_HEADS},
-    {"--lq", GO(gp.lq), 0, MASK_MAX_LEN},
-    {"--lk", GO(gp.lk), 0, MASK_MAX_LEN},
-    {"--d", GO(gp.d), 1, ATTN_MAX_HEAD_DIM},
-    {"--dv", GO(gp.dv), 1, ATTN_MAX_HEAD_DIM},
-    {"--window", GO(gp.mask.sliding_window), 0, INT32_MAX},
-    {"--chunk", GO(gp.mask.chunk_size), 0, INT32_MAX},
-    {"--qb", GO(gp.qb), BMASK_MIN_BLOCK, BMASK_MAX_BLOCK},
-    {"--kb", GO(gp.kb), BMASK_MIN_BLOCK, BMASK_MAX_BLOCK},
-    {"--layers", GO(layers), 1, LAYOUT_MAX_LAYERS},
-    {"--scale-div", GO(scale_div), 1, 1 << 20},
-};
-
-/* 1 matched, 0 not an int option, -1 error. */
-static int parse_int_opt(gen_opts *o, int argc, char **argv, int *i)
+static int parse_dtype(const char *cmd, const char *opt, const char *v, void *dst)
 {
-    for (size_t k = 0; k < sizeof int_opts / sizeof int_opts[0]; k++) {
-        const char *v;
-        int r = cli_opt(CMD, argc, argv, i, int_opts[k].name, &v);
-        if (r == 0)
-            continue;
-        int32_t *dst = (int32_t *)((char *)o + int_opts[k].off);
-        if (r < 0 || cli_parse_i32(CMD, int_opts[k].name, v, int_opts[k].lo, int_opts[k].hi, dst))
-            return -1;
-        o->lk_set |= !strcmp(int_opts[k].name, "--lk");
-        o->hkv_set |= !strcmp(int_opts[k].name, "--hkv");
-        o->dv_set |= !strcmp(int_opts[k].name, "--dv");
-        return 1;
-    }
+    if (fc_dtype_parse(v, dst))
+        return cli_usage_error(cmd, "%s '%s': float32, float16 or bfloat16", opt, v), -1;
     return 0;
 }
 
-/* Options with values that are not plain int32. 1 matched, 0 not, -1 error. */
-static int parse_other_opt(gen_opts *o, int argc, char **argv, int *i)
+static int parse_scale(const char *cmd, const char *opt, const char *v, void *dst)
 {
-    const char *v;
-    int r;
-    if ((r = cli_opt(CMD, argc, argv, i, "--set", &v)) != 0)
-        return r < 0 ? -1 : (o->set = v, 1);
-    if ((r = cli_opt(CMD, argc, argv, i, "--out", &v)) != 0)
-        return r < 0 ? -1 : (o->out = v, 1);
-    if ((r = cli_opt(CMD, argc, argv, i, "--out-dir", &v)) != 0)
-        return r < 0 ? -1 : (o->out_dir = v, 1);
-    if ((r = cli_opt(CMD, argc, argv, i, "--name", &v)) != 0)
-        return r < 0 ? -1 : (o->gp.name = v, 1);
-    if ((r = cli_opt(CMD, argc, argv, i, "--layout", &v)) != 0)
-        return r < 0 ? -1 : (o->layout = v, 1);
-    if ((r = cli_opt(CMD, argc, argv, i, "--dtype", &v)) != 0) {
-        if (r < 0)
-            return -1;
-        if (fc_dtype_parse(v, &o->gp.dtype))
-            return cli_usage_error(CMD, "--dtype '%s': float32, float16 or bfloat16", v), -1;
-        return 1;
-    }
-    if ((r = cli_opt(CMD, argc, argv, i, "--scale", &v)) != 0) {
-        if (r < 0 || cli_parse_f64(CMD, "--scale", v, &o->gp.scale))
-            return -1;
-        if (!(o->gp.scale > 0))
-            return cli_usage_error(CMD, "--scale %s: must be > 0", v), -1;
-        return 1;
-    }
-    if ((r = cli_opt(CMD, argc, argv, i, "--seed", &v)) != 0) {
-        char *end;
-        errno = 0;
-        if (r < 0)
-            return -1;
-        o->gp.seed = strtoull(v, &end, 10);
-        if (errno || end == v || *end || v[0] == '-')
-            return cli_usage_error(CMD, "--seed '%s': not an unsigned integer", v), -1;
-        return 1;
-    }
-    if ((r = cli_opt(CMD, argc, argv, i, "--packed", &v)) != 0)
-        return r < 0 || parse_cu("--packed", v, o->gp.cu_q, &o->gp.nseq) ? -1 : 1;
-    if ((r = cli_opt(CMD, argc, argv, i, "--packed-k", &v)) != 0)
-        return r < 0 || parse_cu("--packed-k", v, o->gp.cu_k, &o->nk) ? -1 : 1;
+    double *scale = dst;
+    if (cli_parse_f64(cmd, opt, v, scale))
+        return -1;
+    if (!(*scale > 0))
+        return cli_usage_error(cmd, "%s %s: must be > 0", opt, v), -1;
     return 0;
 }
 
-static int parse_flag(gen_opts *o, const char *a)
+/* The seed is a full uint64 (fixtures record it), wider than CLI_K_I32. */
+static int parse_seed(const char *cmd, const char *opt, const char *v, void *dst)
 {
-    if (!strcmp(a, "--case"))
-        o->is_case = 1;
-    else if (!strcmp(a, "--force"))
-        o->force = 1;
-    else if (!strcmp(a, "--causal"))
-        o->gp.mask.causal = 1;
-    else if (!strcmp(a, "--no-block-mask"))
-        o->gp.with_bmask = 0;
-    else
-        return 0;
-    return 1;
+    char *end;
+    errno = 0;
+    *(uint64_t *)dst = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-')
+        return cli_usage_error(cmd, "%s '%s': not an unsigned integer", opt, v), -1;
+    return 0;
+}
+
+static int parse_packed(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    gen_opts *o = dst;
+    return parse_cu(opt, v, o->gp.cu_q, &o->gp.nseq);
+}
+
+static int parse_packed_k(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    gen_opts *o = dst;
+    return parse_cu(opt, v, o->gp.cu_k, &o->nk);
 }
 
 /* Fills derived defaults (Lk = Lq, Hkv = Hq, Dv = D) and the packed layout. */
@@ -232,26 +142,67 @@ static int run(const gen_opts *o)
 
 int cmd_gen(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return CLI_PASS;
-    }
     gen_opts o;
     memset(&o, 0, sizeof o);
     o.gp = (fix_gen_params){.name = "c0001", .dtype = FC_F32, .b = 1, .hq = 2, .lq = 128,
                             .d = 64, .with_bmask = 1};
     o.scale_div = 1;
-    for (int i = 1; i < argc; i++) {
-        int r = parse_flag(&o, argv[i]);
-        if (!r)
-            r = parse_int_opt(&o, argc, argv, &i);
-        if (!r)
-            r = parse_other_opt(&o, argc, argv, &i);
-        if (r < 0)
-            return CLI_BADINPUT;
-        if (!r)
-            return cli_usage_error(CMD, "unexpected argument '%s' (--help)", argv[i]);
-    }
+    fix_gen_params *gp = &o.gp;
+    /* --hkv, --lk and --dv note that they were given: unless they were, Hkv, Lk and Dv follow
+     * Hq, Lq and D (finish_case). */
+    const cli_opt opts[] = {
+        CLI_STR("set", "NAME", "write the named set (small: the committed fixtures/sets/)",
+                &o.set),
+        CLI_FLAG("case", "one case described by the options below", &o.is_case, 1),
+        CLI_STR("out", "FILE", "the file to write (--case)", &o.out),
+        CLI_STR("out-dir", "DIR", "the directory to write the set into (--set)", &o.out_dir),
+        CLI_FLAG("force", "overwrite an existing file", &o.force, 1),
+        CLI_STR("name", "NAME", "case name (default c0001)", &gp->name),
+        CLI_INT("b", "N", "batch size (default 1)", &gp->b, 1, 1 << 16),
+        CLI_INT("hq", "N", "query heads (default 2)", &gp->hq, 1, ATTN_MAX_HEADS),
+        {.name = "hkv", .arg = "N", .help = "key/value heads (default Hq)", .kind = CLI_K_I32,
+         .dst = &gp->hkv, .lo = 1, .hi = ATTN_MAX_HEADS, .seen = &o.hkv_set},
+        CLI_INT("lq", "N", "query length (default 128)", &gp->lq, 0, MASK_MAX_LEN),
+        {.name = "lk", .arg = "N", .help = "key length (default Lq)", .kind = CLI_K_I32,
+         .dst = &gp->lk, .lo = 0, .hi = MASK_MAX_LEN, .seen = &o.lk_set},
+        CLI_INT("d", "N", "head dim of q and k (default 64)", &gp->d, 1, ATTN_MAX_HEAD_DIM),
+        {.name = "dv", .arg = "N", .help = "head dim of v (default D)", .kind = CLI_K_I32,
+         .dst = &gp->dv, .lo = 1, .hi = ATTN_MAX_HEAD_DIM, .seen = &o.dv_set},
+        CLI_FN("dtype", "T", "float32 (default), float16 or bfloat16", parse_dtype, &gp->dtype),
+        CLI_MASK_OPTS(&gp->mask),
+        CLI_INT("qb", "N", "query block size of the stored block mask (default 128)", &gp->qb,
+                BMASK_MIN_BLOCK, BMASK_MAX_BLOCK),
+        CLI_INT("kb", "N", "key block size of the stored block mask (default 128)", &gp->kb,
+                BMASK_MIN_BLOCK, BMASK_MAX_BLOCK),
+        CLI_FN("packed", "LIST", "packed batch: cu_seqlens for q and k, e.g. \"0,3,7\" (B = 1)",
+               parse_packed, &o),
+        CLI_FN("packed-k", "LIST", "cu_seqlens_k when it differs from cu_seqlens_q",
+               parse_packed_k, &o),
+        CLI_FN("scale", "S", "softmax scale (default 1/sqrt(D))", parse_scale, &gp->scale),
+        CLI_FN("seed", "N", "PRNG seed (default 0)", parse_seed, &gp->seed),
+        CLI_FLAG("no-block-mask", "do not store the slow builder's block mask", &gp->with_bmask,
+                 0),
+        CLI_STR("layout", "NAME", "a layout file: the case through every layer of NAME",
+                &o.layout),
+        CLI_INT("layers", "N", "with --layout: first N layers (default the model's)", &o.layers,
+                1, LAYOUT_MAX_LAYERS),
+        CLI_INT("scale-div", "N", "with --layout: divide the config window/chunk by N (default 1)",
+                &o.scale_div, 1, 1 << 20),
+    };
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck gen --set small --out-dir DIR [--force]\n"
+                 "       flexcheck gen --case --out FILE [--force] [options]\n",
+        .intro = "Writes fixtures (spec/fixtures.md) with the float64 oracle, reproducibly: the\n"
+                 "same options give the same bytes. An existing file is kept unless --force.\n",
+        .opts = opts,
+        .nopts = sizeof opts / sizeof opts[0],
+        .unknown = "unexpected argument '%s' (--help)",
+        .exit_status = "exit status: 0 written, 2 bad input or the file could not be written.",
+    };
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    if (rc != CLI_GO)
+        return rc;
     if (!o.set == !o.is_case)
         return cli_usage_error(CMD, "give exactly one of --set NAME or --case (--help)");
     if (o.is_case && finish_case(&o))

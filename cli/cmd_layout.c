@@ -11,14 +11,6 @@
 
 static const char *const CMD = "layout";
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: flexcheck layout NAME [--layers N] [--scale-div N]\n"
-               "       flexcheck layout --list\n\n"
-               "  --layers N      first N layers (default: the model's count)\n"
-               "  --scale-div N   divide the config's window/chunk value by N before converting\n");
-}
-
 static void list(void)
 {
     int n;
@@ -28,35 +20,46 @@ static void list(void)
                infos[i].model);
 }
 
+/* --list answers at once: the rest of the line is not read (as it never was). */
+static int parse_list(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    *(int *)dst = 1;
+    return 1;
+}
+
 int cmd_layout(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
+    int32_t nlayers = 0, scale_div = 1;
+    int want_list = 0;
+    const cli_opt opts[] = {
+        CLI_FN("list", NULL, "name every layout, with its layer count and model", parse_list,
+               &want_list),
+        CLI_INT("layers", "N", "first N layers (default: the model's count)", &nlayers, 1,
+                LAYOUT_MAX_LAYERS),
+        CLI_INT("scale-div", "N", "divide the config's window/chunk value by N before converting\n"
+                "(default 1)", &scale_div, 1, 1 << 20),
+    };
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck layout NAME [--layers N] [--scale-div N]\n"
+                 "       flexcheck layout --list\n",
+        .intro = "The layer plan of a model layout: one line per layer with its mask terms.\n",
+        .opts = opts,
+        .nopts = sizeof opts / sizeof opts[0],
+        .max_operands = 1,
+        .unknown = "unexpected argument '%s' (--help)",
+        .exit_status = "exit status: 0 printed, 2 bad input.",
+    };
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    if (rc != CLI_GO)
+        return rc;
+    if (want_list) {
+        list();
         return CLI_PASS;
     }
-    const char *name = NULL;
-    int32_t nlayers = 0, scale_div = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r;
-        if (!strcmp(argv[i], "--list")) {
-            list();
-            return CLI_PASS;
-        }
-        if ((r = cli_opt(CMD, argc, argv, &i, "--layers", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--layers", v, 1, LAYOUT_MAX_LAYERS, &nlayers))
-                return CLI_BADINPUT;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--scale-div", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--scale-div", v, 1, 1 << 20, &scale_div))
-                return CLI_BADINPUT;
-        } else if (argv[i][0] == '-' || name) {
-            return cli_usage_error(CMD, "unexpected argument '%s' (--help)", argv[i]);
-        } else {
-            name = argv[i];
-        }
-    }
-    if (!name)
+    if (nops == 0)
         return cli_usage_error(CMD, "which layout? (flexcheck layout --list)");
+    const char *name = argv[1];
     layout_layer layers[LAYOUT_MAX_LAYERS];
     int32_t n;
     fc_err err;

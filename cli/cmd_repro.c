@@ -21,58 +21,44 @@
 
 static const char *const CMD = "repro";
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: flexcheck repro FILE --case NAME [options]\n\n"
-            "  --backend B     emu (default) or gpu\n"
-            "  --kernel K      kernel version, 1 or 2 (default 2)\n"
-            "  --builder B     slow | direct | superset | superset-trim; default: the block mask\n"
-            "                  stored in the case, else direct\n"
-            "  --dtype T       float32 | float16 | bfloat16: rerun in another precision (inputs\n"
-            "                  rounded to it, oracle recomputed)\n"
-            "  --worst N       how many worst elements to list (default 5)\n\n"
-            "exit status: 0 the case passes, 1 it fails a gate, 2 bad input.\n");
-}
-
 typedef struct repro_opts {
     const char *file, *name, *builder_s, *dtype_s, *backend_s;
     int32_t kernel, worst;
 } repro_opts;
 
+/* Returns CLI_GO or the exit status (help printed, or bad input). */
 static int parse(int argc, char **argv, repro_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->kernel = GPU_DEFAULT_KERNEL;
     o->worst = 5;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r;
-        if ((r = cli_opt(CMD, argc, argv, &i, "--case", &v)) != 0) {
-            if (r < 0) return -1;
-            o->name = v;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--builder", &v)) != 0) {
-            if (r < 0) return -1;
-            o->builder_s = v;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--dtype", &v)) != 0) {
-            if (r < 0) return -1;
-            o->dtype_s = v;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--backend", &v)) != 0) {
-            if (r < 0) return -1;
-            o->backend_s = v;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--kernel", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--kernel", v, 1, GPU_MAX_KERNEL, &o->kernel)) return -1;
-        } else if ((r = cli_opt(CMD, argc, argv, &i, "--worst", &v)) != 0) {
-            if (r < 0 || cli_parse_i32(CMD, "--worst", v, 1, 1000, &o->worst)) return -1;
-        } else if (argv[i][0] == '-' || o->file) {
-            return cli_usage_error(CMD, "unexpected argument '%s' (--help)", argv[i]), -1;
-        } else {
-            o->file = argv[i];
-        }
-    }
+    const cli_opt opts[] = {
+        CLI_STR("case", "NAME", "the case to tell (required)", &o->name),
+        CLI_STR("backend", "B", "emu (default) or gpu", &o->backend_s),
+        CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &o->kernel, 1,
+                GPU_MAX_KERNEL),
+        CLI_STR("builder", "B", "slow | direct | superset | superset-trim; default: the block\n"
+                "mask stored in the case, else direct", &o->builder_s),
+        CLI_STR("dtype", "T", "float32 | float16 | bfloat16: rerun in another precision (inputs\n"
+                "rounded to it, oracle recomputed)", &o->dtype_s),
+        CLI_INT("worst", "N", "how many worst elements to list (default 5)", &o->worst, 1, 1000),
+    };
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck repro FILE --case NAME [options]\n",
+        .opts = opts,
+        .nopts = sizeof opts / sizeof opts[0],
+        .max_operands = 1,
+        .unknown = "unexpected argument '%s' (--help)",
+        .exit_status = "exit status: 0 the case passes, 1 it fails a gate, 2 bad input.",
+    };
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    if (rc != CLI_GO)
+        return rc;
+    o->file = nops ? argv[1] : NULL;
     if (!o->file || !o->name)
-        return cli_usage_error(CMD, "need FILE and --case NAME (--help)"), -1;
-    return 0;
+        return cli_usage_error(CMD, "need FILE and --case NAME (--help)");
+    return CLI_GO;
 }
 
 /* Where row index i = (b*Hq + h)*Lq + tq sits, with its sequence position. */
@@ -256,13 +242,10 @@ done:
 
 int cmd_repro(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return CLI_PASS;
-    }
     repro_opts o;
-    if (parse(argc, argv, &o))
-        return CLI_BADINPUT;
+    int prc = parse(argc, argv, &o);
+    if (prc != CLI_GO)
+        return prc;
     gpu_backend be = GPU_BACKEND_EMU;
     fc_err err;
     if (o.backend_s && gpu_backend_parse(o.backend_s, &be))

@@ -1,0 +1,261 @@
+/* opts.c - the table-driven argument parser over getopt_long and the --help printer (opts.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "masks/params.h"
+
+/* Options of one command after CLI_MASK_OPTS rows are expanded (gen has about 30). */
+#define CLI_MAX_OPTS 64
+/* getopt_long's `val` of option k is CLI_VAL0 + k: clear of 1 (an operand), '?' and ':'. */
+#define CLI_VAL0 256
+/* The help column: option names wider than this put their help on the next line. */
+#define CLI_HELP_COL 24
+
+/* The message for an unknown option or an unexpected operand. */
+static int unknown(const cli_spec *s, const char *arg)
+{
+    return cli_usage_error(s->cmd, s->unknown ? s->unknown : "unknown option '%s'", arg);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "flexcheck %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_BADINPUT;
+}
+
+int cli_parse_i32(const char *cmd, const char *opt, const char *s, int32_t lo, int32_t hi,
+                  int32_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s: '%s' is not an integer in [%d, %d]", opt, s, (int)lo, (int)hi);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+int cli_parse_f64(const char *cmd, const char *opt, const char *s, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v)) {
+        cli_usage_error(cmd, "%s: '%s' is not a finite number", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* One option as parsed and printed: a table row, or one mask term of a CLI_MASK_OPTS row. */
+typedef struct resolved {
+    const cli_opt *row;
+    int mask_i; /* the MASK_PARAMS entry, -1 for a plain row */
+    const char *name, *arg, *help;
+} resolved;
+
+/* Expands s's table into r[0..n); returns n, or -1 if it exceeds CLI_MAX_OPTS. */
+static int resolve(const cli_spec *s, resolved *r)
+{
+    int n = 0;
+    for (int k = 0; k < s->nopts; k++) {
+        const cli_opt *o = &s->opts[k];
+        if (o->kind != CLI_K_MASKS) {
+            if (n >= CLI_MAX_OPTS)
+                return -1;
+            r[n++] = (resolved){o, -1, o->name, o->arg, o->help};
+            continue;
+        }
+        for (int i = 0; i < MASK_NPARAMS; i++) {
+            const mask_param_info *p = &mask_param_table[i];
+            if (n >= CLI_MAX_OPTS)
+                return -1;
+            r[n++] = (resolved){o, i, p->opt, mask_param_is_flag(i) ? NULL : p->label, p->help};
+        }
+    }
+    return n;
+}
+
+/* 1 iff the argument `elem` spells option `name` in full: "--name" or "--name=...". */
+static int spelled_out(const char *elem, const char *name)
+{
+    size_t len = strlen(name);
+    return !strncmp(elem, "--", 2) && !strncmp(elem + 2, name, len) &&
+           (elem[2 + len] == '\0' || elem[2 + len] == '=');
+}
+
+/* Stores option r's value (NULL for a flag). Returns 0, -1 (message printed) or 1 (stop). */
+static int store(const cli_spec *s, const resolved *r, const char *value)
+{
+    char opt[80];
+    snprintf(opt, sizeof opt, "--%s", r->name);
+    const cli_opt *o = r->row;
+    int rc = 0;
+    if (r->mask_i >= 0) {
+        int32_t v = 1;
+        if (value && cli_parse_i32(s->cmd, opt, value, 0, mask_param_table[r->mask_i].max, &v))
+            return -1;
+        mask_param_set(o->dst, r->mask_i, v);
+    } else {
+        switch (o->kind) {
+        case CLI_K_FLAG:
+            *(int *)o->dst = (int)o->lo;
+            break;
+        case CLI_K_I32:
+            rc = cli_parse_i32(s->cmd, opt, value, o->lo, o->hi, o->dst);
+            break;
+        case CLI_K_STR:
+            *(const char **)o->dst = value;
+            break;
+        case CLI_K_FN:
+            rc = o->fn(s->cmd, opt, value, o->dst);
+            break;
+        case CLI_K_MASKS: /* expanded by resolve() */
+            break;
+        }
+    }
+    if (rc >= 0 && o->seen)
+        *o->seen = 1;
+    return rc;
+}
+
+int cli_parse(const cli_spec *s, int argc, char **argv, int *noperands)
+{
+    /* Help wins wherever it stands, even after a bad option or as an option's value: someone
+     * who typed it wants the help, not an error about the rest of the line. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            cli_print_help(s, stdout);
+            return CLI_PASS;
+        }
+    resolved r[CLI_MAX_OPTS];
+    struct option lo[CLI_MAX_OPTS + 1];
+    int n = resolve(s, r);
+    if (n < 0)
+        return cli_usage_error(s->cmd, "more than %d options (CLI_MAX_OPTS)", CLI_MAX_OPTS);
+    for (int k = 0; k < n; k++)
+        lo[k] = (struct option){r[k].name, r[k].arg ? required_argument : no_argument, NULL,
+                                CLI_VAL0 + k};
+    lo[n] = (struct option){0};
+    int nops = 0;
+    /* "-": operands come back in order as 1, so nothing is permuted and each call reads the
+     * element argv[optind] pointed at before it (the argument an error names); ":": a missing
+     * value returns ':' instead of '?'. optind = 0 restarts glibc's scanner for each parse. */
+    opterr = 0;
+    optind = 0;
+    for (;;) {
+        int at = optind ? optind : 1;
+        int c = getopt_long(argc, argv, "-:", lo, NULL);
+        if (c == -1)
+            break;
+        const char *elem = argv[at];
+        int k = c - CLI_VAL0;
+        if (c == 1) {
+            /* "-" (stdin by convention) names nothing a command can read; it stays the
+             * unknown option it always was. */
+            if (!strcmp(elem, "-") || (s->max_operands != CLI_ANY && nops >= s->max_operands))
+                return unknown(s, elem);
+            /* Safe: getopt never looks back at slots it has passed. */
+            argv[1 + nops++] = (char *)elem;
+            continue;
+        }
+        if (c == ':' && optopt >= CLI_VAL0 && optopt < CLI_VAL0 + n &&
+            spelled_out(elem, r[optopt - CLI_VAL0].name))
+            return cli_usage_error(s->cmd, "--%s needs a value", r[optopt - CLI_VAL0].name);
+        if (k < 0 || k >= n || !spelled_out(elem, r[k].name))
+            return unknown(s, elem);
+        int rc = store(s, &r[k], r[k].arg ? optarg : NULL);
+        if (rc < 0)
+            return CLI_BADINPUT;
+        if (rc > 0) {
+            *noperands = nops;
+            return CLI_GO;
+        }
+    }
+    for (int i = optind; i < argc; i++) { /* after "--" */
+        if (s->max_operands != CLI_ANY && nops >= s->max_operands)
+            return unknown(s, argv[i]);
+        argv[1 + nops++] = argv[i];
+    }
+    *noperands = nops;
+    return CLI_GO;
+}
+
+/* "  --name ARG" of option r. */
+static void left_column(char *buf, size_t cap, const resolved *r)
+{
+    snprintf(buf, cap, "  --%s%s%s", r->name, r->arg ? " " : "", r->arg ? r->arg : "");
+}
+
+/* One help entry: the left column, then the help lines under one another. */
+static void print_entry(FILE *f, const char *left, const char *help, int col)
+{
+    int len = (int)strlen(left);
+    if (len > col)
+        fprintf(f, "%s\n%*s", left, col + 2, "");
+    else
+        fprintf(f, "%-*s  ", col, left);
+    for (const char *p = help; *p;) {
+        size_t line = strcspn(p, "\n");
+        fprintf(f, "%.*s\n", (int)line, p);
+        p += line;
+        if (*p == '\n' && *++p)
+            fprintf(f, "%*s", col + 2, "");
+    }
+}
+
+void cli_print_help(const cli_spec *s, FILE *f)
+{
+    static const char help_left[] = "  -h, --help";
+    resolved r[CLI_MAX_OPTS];
+    int n = resolve(s, r);
+    if (n < 0)
+        n = 0;
+    char left[96];
+    int col = (int)strlen(help_left);
+    for (int k = 0; k < n; k++) {
+        left_column(left, sizeof left, &r[k]);
+        int len = (int)strlen(left);
+        if (len > col && len <= CLI_HELP_COL)
+            col = len;
+    }
+    fputs(s->usage, f);
+    if (s->intro)
+        fprintf(f, "\n%s", s->intro);
+    if (s->more) {
+        fputc('\n', f);
+        s->more(f);
+    }
+    fputc('\n', f);
+    for (int k = 0; k < n; k++) {
+        left_column(left, sizeof left, &r[k]);
+        if (r[k].mask_i < 0) {
+            print_entry(f, left, r[k].help, col);
+            continue;
+        }
+        /* A mask term's help line comes from MASK_PARAMS; its default is what the command
+         * put in the mask before parsing (help is printed before any option is stored). */
+        char help[256];
+        int32_t v = mask_param_get(r[k].row->dst, r[k].mask_i);
+        if (mask_param_is_flag(r[k].mask_i))
+            snprintf(help, sizeof help, "%s (default %s)", r[k].help, v ? "on" : "off");
+        else
+            snprintf(help, sizeof help, "%s (default %d)", r[k].help, (int)v);
+        print_entry(f, left, help, col);
+    }
+    print_entry(f, help_left, "print this help and exit", col);
+    fprintf(f, "\n%s\n", s->exit_status);
+}

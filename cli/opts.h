@@ -1,0 +1,92 @@
+/*
+ * opts.h - the one argument parser of every subcommand: each command declares a table of its
+ * options (cli_opt), cli_parse() reads argv with getopt_long from that table, and the --help
+ * text is printed from the same table, so an option cannot exist without its help line.
+ *
+ * Accepted forms: --name VALUE and --name=VALUE; flags as --name. Long names must be spelled
+ * in full: getopt_long would take an unambiguous abbreviation, but a later option sharing the
+ * prefix would silently change what an old command line means, so cli_parse refuses them.
+ * Options and operands mix freely and are read in order (an error names the first bad
+ * argument); "--" ends the options. -h or --help anywhere prints the help and exits 0.
+ */
+#ifndef FLEXCHECK_CLI_OPTS_H
+#define FLEXCHECK_CLI_OPTS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "masks/mask.h"
+
+/* What an option's value is, and where it goes (dst). */
+typedef enum cli_kind {
+    CLI_K_FLAG,  /* no value: *(int *)dst = val */
+    CLI_K_I32,   /* decimal int32 in [lo, hi]: *(int32_t *)dst */
+    CLI_K_STR,   /* the text itself: *(const char **)dst (points into argv) */
+    CLI_K_FN,    /* fn(cmd, "--name", value, dst) parses and stores; flag when arg is NULL */
+    CLI_K_MASKS, /* one option per MASK_PARAMS entry into *(mask_params *)dst, see below */
+} cli_kind;
+
+/* A custom parser: value is NULL for a flag. Returns 0 stored, -1 bad (one line printed via
+ * cli_usage_error), 1 stored and stop reading the command line (layout --list). */
+typedef int (*cli_parse_fn)(const char *cmd, const char *opt, const char *value, void *dst);
+
+typedef struct cli_opt {
+    const char *name; /* long name without the dashes */
+    const char *arg;  /* metavar shown in --help ("N", "FILE"); NULL: a flag */
+    const char *help; /* one line; '\n' continues it, indented under the first */
+    cli_kind kind;
+    void *dst;
+    int32_t lo, hi; /* CLI_K_I32: the accepted range; CLI_K_FLAG: lo is the value stored */
+    cli_parse_fn fn;
+    int *seen; /* if not NULL, set to 1 when the option is given */
+} cli_opt;
+
+/* Table rows, one macro per kind. */
+#define CLI_FLAG(name, help, dst, value) {name, NULL, help, CLI_K_FLAG, dst, value, 0, NULL, NULL}
+#define CLI_INT(name, arg, help, dst, lo, hi) {name, arg, help, CLI_K_I32, dst, lo, hi, NULL, NULL}
+#define CLI_STR(name, arg, help, dst) {name, arg, help, CLI_K_STR, dst, 0, 0, NULL, NULL}
+#define CLI_FN(name, arg, help, fn, dst) {name, arg, help, CLI_K_FN, dst, 0, 0, fn, NULL}
+/* The mask options, driven by mask_param_table (masks/params.h): --<opt> for every entry, a
+ * flag when mask_param_is_flag(i) and an int32 in [0, max] otherwise, metavar its label, help
+ * its help line plus the value *dst holds before parsing as the default, stored with
+ * mask_param_set. A term added to MASK_PARAMS gets its option and help line in every command
+ * that lists this row, with no edit here or in the commands. */
+#define CLI_MASK_OPTS(dst) {NULL, NULL, NULL, CLI_K_MASKS, dst, 0, 0, NULL, NULL}
+
+/* One command's parse and help. */
+typedef struct cli_spec {
+    const char *cmd;     /* "gate", "bench ref": the prefix of every message */
+    const char *usage;   /* the usage line(s), "usage: flexcheck gate [options]\n" */
+    const char *intro;   /* what the command does, or NULL */
+    void (*more)(FILE *f); /* text the intro cannot hold (bench: its parts), or NULL */
+    const cli_opt *opts;
+    int nopts;
+    int max_operands;    /* operands accepted: 0, 1, ... or CLI_ANY */
+    /* printf format, one %s: an unknown option or an operand beyond max_operands (each
+     * command keeps the wording it always had) */
+    const char *unknown;
+    const char *exit_status; /* the closing line, "exit status: 0 ..., 2 bad input." */
+} cli_spec;
+
+#define CLI_ANY (-1)
+/* cli_parse's answer when the command should go on (any other value is its exit status). */
+#define CLI_GO (-1)
+
+/* Parses argv[1..argc) against s: stores every option in order, moves the operands to
+ * argv[1..*noperands] (in order) and returns CLI_GO; or prints the help to stdout and returns
+ * CLI_PASS; or prints one line "flexcheck CMD: ..." to stderr and returns CLI_BADINPUT. */
+int cli_parse(const cli_spec *s, int argc, char **argv, int *noperands);
+
+/* The help text, as -h/--help prints it. */
+void cli_print_help(const cli_spec *s, FILE *f);
+
+/* Prints "flexcheck <cmd>: <message>" to stderr and returns CLI_BADINPUT. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a decimal int32 in [lo, hi] for option `opt`; on failure prints one line and returns -1. */
+int cli_parse_i32(const char *cmd, const char *opt, const char *s, int32_t lo, int32_t hi,
+                  int32_t *out);
+/* Parses a finite number for option `opt`; on failure prints one line and returns -1. */
+int cli_parse_f64(const char *cmd, const char *opt, const char *s, double *out);
+
+#endif

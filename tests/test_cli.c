@@ -1,0 +1,293 @@
+/*
+ * test_cli.c - the flexcheck command line (cli/opts.c and every subcommand's option table),
+ * run as a child process (FLEXCHECK_BIN, set by make test).
+ *
+ * Each subcommand's --help must exit 0 and list every option of its table; the mask options of
+ * gen and blockmask are expected from mask_param_table, so a term added to MASK_PARAMS is
+ * checked here without an edit. Bad input exits 2 with one line on stderr naming the option
+ * (unknown, missing value, out of range), options may follow check's files, long names must be
+ * spelled in full, --name=VALUE works, and the mask options store what they are given.
+ */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "masks/params.h"
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/clitest-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+TestSuite(cli, .init = make_dir, .fini = remove_dir);
+
+/* Output of one run, big enough for the longest --help. */
+typedef struct run_out {
+    int status;
+    char out[16384], err[4096];
+} run_out;
+
+static void slurp(const char *name, char *buf, size_t cap)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *fp = fopen(p, "r");
+    size_t n = fp ? fread(buf, 1, cap - 1, fp) : 0;
+    buf[n] = '\0';
+    if (fp)
+        fclose(fp);
+}
+
+/* Runs `flexcheck ARGS` with stdout and stderr captured. */
+static void run_cli(run_out *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void run_cli(run_out *r, const char *fmt, ...)
+{
+    const char *bin = getenv("FLEXCHECK_BIN");
+    if (!bin)
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    char args[1024], cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s >'%s/stdout' 2>'%s/stderr'", bin,
+             args, dir, dir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "%s did not exit normally", cmd);
+    r->status = WEXITSTATUS(st);
+    slurp("stdout", r->out, sizeof r->out);
+    slurp("stderr", r->err, sizeof r->err);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* 1 iff the help text has an option line "  --name" (then " ARG" or the help) for `name`,
+ * with metavar `arg` when not NULL. */
+static int lists_option(const char *help, const char *name, const char *arg)
+{
+    char want[96];
+    snprintf(want, sizeof want, "\n  --%s%s%s", name, arg ? " " : "", arg ? arg : "");
+    size_t len = strlen(want);
+    for (const char *p = strstr(help, want); p; p = strstr(p + 1, want))
+        if (p[len] == ' ' || p[len] == '\n')
+            return 1;
+    return 0;
+}
+
+/* Every option of each subcommand's table, with its metavar (NULL: a flag). The mask options
+ * are not listed: they come from mask_param_table (with_mask). */
+typedef struct opt_name {
+    const char *name, *arg;
+} opt_name;
+
+typedef struct cmd_opts {
+    const char *cmd;
+    int with_mask;
+    opt_name opts[32];
+} cmd_opts;
+
+static const cmd_opts commands[] = {
+    {"gate", 0, {{"quick", NULL}, {"full", NULL}, {"filter", "PATTERN"}, {"shard", "I/N"},
+                 {"backend", "B"}, {"kernel", "K"}, {"jobs", "N"}, {"seed", "S"},
+                 {"report-dir", "DIR"}, {"list", NULL}}},
+    {"check", 0, {{"backend", "B"}, {"kernel", "K"}, {"exact-blocks", NULL}, {"case", "NAME"},
+                  {"quiet", NULL}}},
+    {"repro", 0, {{"case", "NAME"}, {"backend", "B"}, {"kernel", "K"}, {"builder", "B"},
+                  {"dtype", "T"}, {"worst", "N"}}},
+    {"gen", 1, {{"set", "NAME"}, {"case", NULL}, {"out", "FILE"}, {"out-dir", "DIR"},
+                {"force", NULL}, {"name", "NAME"}, {"b", "N"}, {"hq", "N"}, {"hkv", "N"},
+                {"lq", "N"}, {"lk", "N"}, {"d", "N"}, {"dv", "N"}, {"dtype", "T"}, {"qb", "N"},
+                {"kb", "N"}, {"packed", "LIST"}, {"packed-k", "LIST"}, {"scale", "S"},
+                {"seed", "N"}, {"no-block-mask", NULL}, {"layout", "NAME"}, {"layers", "N"},
+                {"scale-div", "N"}}},
+    {"blockmask", 1, {{"lq", "N"}, {"lk", "N"}, {"cu-q", "LIST"}, {"cu-k", "LIST"},
+                      {"qb", "N"}, {"kb", "N"}, {"layout", "NAME"}, {"layer", "I"},
+                      {"scale-div", "N"}, {"builder", "B"}, {"diff", "B"}, {"sound", NULL},
+                      {"json", NULL}}},
+    {"layout", 0, {{"list", NULL}, {"layers", "N"}, {"scale-div", "N"}}},
+    {"bench", 0, {{NULL, NULL}}},
+    {"bench blockmask", 0, {{"quick", NULL}, {"l", "N"}}},
+    {"bench ref", 0, {{"quick", NULL}, {"L", "N"}, {"D", "N"}, {"mask", "M"}, {"reps", "N"},
+                      {"threads", "N"}}},
+    {"bench kernel", 0, {{"backend", "B"}, {"kernel", "K"}, {"reps", "N"},
+                         {"gpu-shapes", NULL}}},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+Test(cli, every_help_exits_0_and_lists_every_option)
+{
+    run_out r;
+    for (size_t c = 0; c < NCOMMANDS; c++) {
+        const cmd_opts *co = &commands[c];
+        run_cli(&r, "%s --help", co->cmd);
+        cr_assert_eq(r.status, 0, "%s --help: status %d\n%s", co->cmd, r.status, r.err);
+        cr_assert(!strncmp(r.out, "usage: flexcheck ", 17), "%s --help:\n%s", co->cmd, r.out);
+        cr_assert(strstr(r.out, "\nexit status: "), "%s --help names its exit statuses:\n%s",
+                  co->cmd, r.out);
+        cr_assert(strstr(r.out, "\n  -h, --help "), "%s", r.out);
+        for (int k = 0; co->opts[k].name; k++)
+            cr_assert(lists_option(r.out, co->opts[k].name, co->opts[k].arg),
+                      "%s --help lacks --%s %s:\n%s", co->cmd, co->opts[k].name,
+                      co->opts[k].arg ? co->opts[k].arg : "", r.out);
+        for (int i = 0; co->with_mask && i < MASK_NPARAMS; i++) {
+            const mask_param_info *p = &mask_param_table[i];
+            const char *arg = mask_param_is_flag(i) ? NULL : p->label;
+            cr_assert(lists_option(r.out, p->opt, arg),
+                      "%s --help lacks the mask option --%s:\n%s", co->cmd, p->opt, r.out);
+            cr_assert(strstr(r.out, p->help), "%s --help lacks the help of --%s (%s)", co->cmd,
+                      p->opt, p->help);
+        }
+        /* -h is the same, and help wins over a bad option anywhere on the line. */
+        char first[sizeof r.out];
+        strcpy(first, r.out);
+        run_cli(&r, "%s --no-such-option -h", co->cmd);
+        cr_assert_eq(r.status, 0, "%s --no-such-option -h: %s", co->cmd, r.err);
+        cr_assert_str_eq(r.out, first);
+    }
+}
+
+Test(cli, an_unknown_option_exits_2_with_one_line_naming_it)
+{
+    run_out r;
+    for (size_t c = 0; c < NCOMMANDS; c++) {
+        run_cli(&r, "%s --no-such-option", commands[c].cmd);
+        cr_assert_eq(r.status, 2, "%s: status %d\n%s%s", commands[c].cmd, r.status, r.out,
+                     r.err);
+        cr_assert_eq(count_lines(r.err), 1, "%s: one line:\n%s", commands[c].cmd, r.err);
+        cr_assert(strstr(r.err, "'--no-such-option'"), "%s: %s", commands[c].cmd, r.err);
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "flexcheck %s: ", commands[c].cmd);
+        cr_assert(!strncmp(r.err, prefix, strlen(prefix)), "%s", r.err);
+    }
+}
+
+Test(cli, a_missing_value_exits_2_naming_the_option)
+{
+    static const char *const lines[][2] = {
+        {"gate --filter", "--filter"},      {"check --case", "--case"},
+        {"repro x.h5 --case", "--case"},    {"gen --case --out", "--out"},
+        {"blockmask --lq", "--lq"},         {"layout --layers", "--layers"},
+        {"bench blockmask --l", "--l"},     {"bench ref --reps", "--reps"},
+        {"bench kernel --reps", "--reps"},
+    };
+    run_out r;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, "%s", lines[i][0]);
+        cr_assert_eq(r.status, 2, "%s: status %d\n%s", lines[i][0], r.status, r.err);
+        cr_assert_eq(count_lines(r.err), 1, "%s: %s", lines[i][0], r.err);
+        char want[64];
+        snprintf(want, sizeof want, "%s needs a value", lines[i][1]);
+        cr_assert(strstr(r.err, want), "%s: %s", lines[i][0], r.err);
+    }
+}
+
+Test(cli, an_out_of_range_integer_exits_2_naming_option_value_and_range)
+{
+    static const char *const lines[][3] = {
+        {"gate --jobs 0", "--jobs", "'0' is not an integer in [1, 256]"},
+        {"check --kernel 9 x.h5", "--kernel", "'9' is not an integer in [1, "},
+        {"repro x.h5 --case c --worst 1001", "--worst", "'1001' is not an integer in [1, 1000]"},
+        {"gen --case --out x.h5 --lq -1", "--lq", "'-1' is not an integer in [0, "},
+        {"blockmask --qb 12x", "--qb", "'12x' is not an integer in [1, "},
+        {"layout gemma3 --scale-div 0", "--scale-div", "'0' is not an integer in [1, "},
+        {"bench ref --L 0", "--L", "'0' is not an integer in [1, "},
+    };
+    run_out r;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, "%s", lines[i][0]);
+        cr_assert_eq(r.status, 2, "%s: status %d\n%s", lines[i][0], r.status, r.err);
+        cr_assert_eq(count_lines(r.err), 1, "%s: %s", lines[i][0], r.err);
+        cr_assert(strstr(r.err, lines[i][1]) && strstr(r.err, lines[i][2]), "%s: %s",
+                  lines[i][0], r.err);
+    }
+    /* Every valued mask term, in both commands that take them: below 0 is out of range. */
+    static const char *const mask_cmds[] = {"gen --case --out x.h5", "blockmask"};
+    for (size_t c = 0; c < 2; c++)
+        for (int i = 0; i < MASK_NPARAMS; i++) {
+            if (mask_param_is_flag(i))
+                continue;
+            run_cli(&r, "%s --%s -1", mask_cmds[c], mask_param_table[i].opt);
+            char want[128];
+            snprintf(want, sizeof want, "--%s: '-1' is not an integer in [0, %d]",
+                     mask_param_table[i].opt, (int)mask_param_table[i].max);
+            cr_assert_eq(r.status, 2, "%s --%s -1: %s", mask_cmds[c], mask_param_table[i].opt,
+                         r.err);
+            cr_assert(strstr(r.err, want) && count_lines(r.err) == 1, "%s", r.err);
+        }
+}
+
+Test(cli, long_names_are_spelled_in_full_and_take_name_equals_value)
+{
+    run_out r;
+    run_cli(&r, "gate --qui --list");
+    cr_assert_eq(r.status, 2, "an abbreviation is refused: %s", r.err);
+    cr_assert(strstr(r.err, "'--qui'") && count_lines(r.err) == 1, "%s", r.err);
+    run_cli(&r, "layout gemma3 --layers 3");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char spaced[sizeof r.out];
+    strcpy(spaced, r.out);
+    run_cli(&r, "layout --layers=3 gemma3");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, spaced, "--layers=3 is --layers 3");
+    run_cli(&r, "gate --list=1");
+    cr_assert_eq(r.status, 2, "a flag takes no value: %s", r.err);
+}
+
+Test(cli, check_takes_options_after_its_files)
+{
+    run_out r;
+    run_cli(&r, "gen --case --lq 8 --d 4 --qb 16 --kb 16 --out '%s/a.h5'", dir);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_cli(&r, "gen --case --lq 9 --d 4 --qb 16 --kb 16 --causal --out '%s/b.h5'", dir);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_cli(&r, "check --quiet --exact-blocks '%s/a.h5' '%s/b.h5'", dir, dir);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    char before[sizeof r.out];
+    strcpy(before, r.out);
+    cr_assert(strstr(before, "2 files, 0 rejected; 2 cases, 2 passed") && !strstr(before, "PASS"),
+              "--quiet: the summary only: %s", before);
+    run_cli(&r, "check '%s/a.h5' --quiet '%s/b.h5' --exact-blocks", dir, dir);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_assert_str_eq(r.out, before, "options after and between the files act the same");
+    run_cli(&r, "check '%s/a.h5' --case nope", dir);
+    cr_assert_eq(r.status, 2, "--case after the file applies to it: %s%s", r.out, r.err);
+    cr_assert(strstr(r.err, "no case named 'nope'"), "%s", r.err);
+}
+
+Test(cli, the_mask_options_store_what_they_are_given)
+{
+    /* blockmask --json prints every mask term by name: each option lands in its own term. */
+    run_out r;
+    for (int i = 0; i < MASK_NPARAMS; i++) {
+        const mask_param_info *p = &mask_param_table[i];
+        int flag = mask_param_is_flag(i);
+        run_cli(&r, "blockmask --lq 64 --lk 64 --qb 16 --kb 16 --json --%s%s", p->opt,
+                flag ? "" : " 7");
+        cr_assert_eq(r.status, 0, "--%s: %s", p->opt, r.err);
+        for (int j = 0; j < MASK_NPARAMS; j++) {
+            char want[96];
+            snprintf(want, sizeof want, "\"%s\":%d", mask_param_table[j].name,
+                     j != i ? 0 : flag ? 1 : 7);
+            cr_assert(strstr(r.out, want), "--%s: want %s in %.300s", p->opt, want, r.out);
+        }
+    }
+}
