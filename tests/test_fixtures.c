@@ -170,6 +170,38 @@ static void put_attr_scalar_i64(hid_t f, const char *obj, const char *name, long
     H5Sclose(s);
 }
 
+/* A one-value enum attribute over `base` with one member per value given (name "V<value>",
+ * or FALSE/TRUE for 0 and 1 over int8: exactly what h5py writes for Python bool). */
+static void put_attr_enum(hid_t f, const char *obj, const char *name, hid_t base, long long v)
+{
+    drop_attr(f, obj, name);
+    hid_t t = H5Tenum_create(base);
+    cr_assert(t >= 0, "enum type for %s", name);
+    long long members[3] = {0, 1, v};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2 && (v == 0 || v == 1))
+            break;
+        char mname[32];
+        snprintf(mname, sizeof mname, "%s", members[i] == 0 ? "FALSE" : members[i] == 1 ? "TRUE"
+                                                                                          : "V");
+        unsigned char raw[8];
+        int64_t m = members[i];
+        memcpy(raw, &m, sizeof m);
+        cr_assert(H5Tconvert(H5T_NATIVE_INT64, base, 1, raw, NULL, H5P_DEFAULT) >= 0, "member");
+        cr_assert(H5Tenum_insert(t, mname, raw) >= 0, "enum member %s of %s", mname, name);
+    }
+    unsigned char val[8];
+    int64_t vv = v;
+    memcpy(val, &vv, sizeof vv);
+    cr_assert(H5Tconvert(H5T_NATIVE_INT64, base, 1, val, NULL, H5P_DEFAULT) >= 0, "value");
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, t, val) >= 0, "enum attr %s", name);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+}
+
 /* Reads dataset obj (any float type) as float32; n elements. */
 static float *get_f32(hid_t f, const char *obj, size_t n)
 {
@@ -446,6 +478,32 @@ Test(fixture_reader, accepts_strings_and_integers_the_way_h5py_writes_them)
     cr_assert_eq(c.prob.mask.causal, 1);
     fix_case_free(&c);
     fix_close(&ff);
+}
+
+Test(fixture_reader, accepts_integers_stored_as_hdf5_booleans_and_enums)
+{
+    /* causal as h5py's bool (enum of int8, FALSE/TRUE), sliding_window as an enum over a
+     * big-endian int16 (a member of value 300), chunk_size as h5py's False. */
+    BROKEN("enums.h5", FC_F32, 0, put_attr_enum(f, C0, "causal", H5T_NATIVE_INT8, 1);
+           put_attr_enum(f, C0, "sliding_window", H5T_STD_I16BE, 300);
+           put_attr_enum(f, C0, "chunk_size", H5T_NATIVE_INT8, 0));
+    expect_accepted(p);
+    fix_file ff;
+    fix_case c;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(&ff, 0, &c, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(c.prob.mask.causal, 1, "causal from a bool enum");
+    cr_expect_eq(c.prob.mask.sliding_window, 300, "window from a big-endian int16 enum");
+    cr_expect_eq(c.prob.mask.chunk_size, 0, "chunk from a bool enum");
+    fix_case_free(&c);
+    fix_close(&ff);
+}
+
+Test(fixture_reader, range_checks_an_enum_value_like_an_integer)
+{
+    BROKEN("enum2.h5", FC_F32, 0, put_attr_enum(f, C0, "causal", H5T_NATIVE_INT8, 2));
+    expect_rejected(p, C0, "attribute 'causal' = 2: must be in [0, 1]");
 }
 
 Test(fixture_reader, defaults_absent_block_sizes_to_128)
