@@ -61,20 +61,8 @@ template <typename T> __host__ __device__ inline float round_like(float x)
     return to_f32(from_f32<T>(x));
 }
 
-/* Test-only mutants: tests/module.mk compiles the kernels again with ATTN_MUTANT = one of these
- * to prove the gate catches each defect in either kernel (tests/test_gate.c). Every real build
- * has 0, and the constant conditions in the kernels compile away. */
-#ifndef ATTN_MUTANT
-#define ATTN_MUTANT 0
-#endif
-enum {
-    ATTN_MUT_WINDOW_OFF_BY_ONE = 1, /* the kernel evaluates W + 1 */
-    ATTN_MUT_PARTIAL_AS_FULL = 2,   /* partial blocks skip the mask */
-    ATTN_MUT_NO_RESCALE = 3,        /* the online softmax forgets to rescale */
-    ATTN_MUT_P_NOT_ROUNDED = 4,     /* P stays fp32 before P.V */
-    ATTN_MUT_EMPTY_ROW_NAN = 5,     /* an empty row divides 0 by 0 */
-    ATTN_MUT_WRITE_PAST_END = 6,    /* the last row writes one element past the output */
-};
+/* The test-only defects (ATTN_MUTANT) the gate self-test seeds into the kernels, and the hooks
+ * the kernels call for them, are in gpu/attn_mutants.cuh. */
 
 } /* namespace FC_GPU_NS */
 

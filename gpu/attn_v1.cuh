@@ -15,11 +15,15 @@
  *   - rows with no allowed key write 0 and LSE = -inf.
  * No shared memory and no barriers: nothing here can race, and under the emu backend each
  * thread runs start to finish without a fiber switch.
+ *
+ * The mutant_*() calls are the seams where the gate's self-test seeds a defect
+ * (gpu/attn_mutants.cuh); in every real build each is the identity or nothing.
  */
 #ifndef FLEXCHECK_ATTN_V1_CUH
 #define FLEXCHECK_ATTN_V1_CUH
 
 #include "gpu/attn_common.cuh"
+#include "gpu/attn_mutants.cuh"
 
 namespace FC_GPU_NS {
 
@@ -43,12 +47,11 @@ __global__ void attn_v1_kernel(attn_args a)
     float m = -INFINITY, l = 0.0f;
 
     mask_params mask = a.mask;
-    if (ATTN_MUTANT == ATTN_MUT_WINDOW_OFF_BY_ONE && mask.sliding_window > 0)
-        mask.sliding_window += 1;
+    mutant_window(mask); /* seam: window off by one */
     const int64_t row = attn_bmask_row(a, b, h, r);
     for (int pass = 0; pass < 2; pass++) {
         /* partial blocks first, then full ones */
-        const int full = pass == 1 || ATTN_MUTANT == ATTN_MUT_PARTIAL_AS_FULL;
+        const int full = mutant_tile_is_full(pass == 1); /* seam: partial block as full */
         const int32_t n = (pass == 1 ? a.full_num : a.kv_num)[row];
         const int32_t *ids = (pass == 1 ? a.full_idx : a.kv_idx) + row * a.width;
         for (int32_t t = 0; t < n; t++) {
@@ -73,10 +76,9 @@ __global__ void attn_v1_kernel(attn_args a)
                 continue; /* nothing allowed in this tile: m, l and acc stay as they are */
             const float m_new = fmaxf(m, tile_max);
             /* m == -inf means nothing was accumulated yet: alpha is irrelevant, use 0 rather
-             * than exp(-inf - m_new) so no NaN can appear even if m_new were -inf. */
-            float alpha = m == -INFINITY ? 0.0f : expf(m - m_new);
-            if (ATTN_MUTANT == ATTN_MUT_NO_RESCALE && m != -INFINITY)
-                alpha = 1.0f;
+             * than exp(-inf - m_new) so no NaN can appear even if m_new were -inf (seam: no
+             * online-softmax rescale). */
+            const float alpha = m == -INFINITY ? 0.0f : mutant_rescale(expf(m - m_new));
             l *= alpha;
             for (int32_t i = 0; i < a.dv; i++)
                 acc[i] *= alpha;
@@ -85,8 +87,8 @@ __global__ void attn_v1_kernel(attn_args a)
                     continue;
                 const float p = expf(s[j] - m_new);
                 l += p;
-                /* P in the input type before P.V */
-                const float pr = ATTN_MUTANT == ATTN_MUT_P_NOT_ROUNDED ? p : round_like<T>(p);
+                /* P in the input type before P.V (seam: P not rounded) */
+                const float pr = mutant_p(p, round_like<T>(p));
                 const T *vr = v + (int64_t)(k0 + j) * a.dv;
                 for (int32_t i = 0; i < a.dv; i++)
                     acc[i] = fmaf(pr, to_f32(vr[i]), acc[i]);
@@ -96,14 +98,11 @@ __global__ void attn_v1_kernel(attn_args a)
     }
 
     T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq) * a.dv;
-    float inv = l > 0.0f ? 1.0f / l : 0.0f; /* empty row: exactly 0 */
-    if (ATTN_MUTANT == ATTN_MUT_EMPTY_ROW_NAN)
-        inv = 1.0f / l;
+    /* empty row: exactly 0 (seam: empty row yields NaN) */
+    const float inv = mutant_inv_l(l > 0.0f ? 1.0f / l : 0.0f, l);
     for (int32_t i = 0; i < a.dv; i++)
         o[i] = from_f32<T>(acc[i] * inv);
-    if (ATTN_MUTANT == ATTN_MUT_WRITE_PAST_END && tq == a.lq - 1 && h == a.hq - 1 &&
-        b == a.batch - 1)
-        o[a.dv] = from_f32<T>(0.0f);
+    mutant_write_past_end(o, a.dv, a, b, h, tq, true); /* seam: write past the end */
     a.lse[((int64_t)b * a.hq + h) * a.lq + tq] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 

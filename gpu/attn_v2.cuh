@@ -33,6 +33,9 @@
  * v2_head_dims_ok), BK (16, or v2_traits<T>::bk_max = 64 for fp16/bf16 when KB >= 64 and both
  * head dims are at most 128). Q fragments live in registers for D <= 128 and are re-read from
  * shared memory (ldmatrix) for larger D, which keeps D = 256 free of register spills.
+ *
+ * The mutant_*() calls are the seams where the gate's self-test seeds a defect
+ * (gpu/attn_mutants.cuh); in every real build each is the identity or nothing.
  */
 #ifndef FLEXCHECK_ATTN_V2_CUH
 #define FLEXCHECK_ATTN_V2_CUH
@@ -40,6 +43,7 @@
 #include <type_traits>
 
 #include "gpu/attn_common.cuh"
+#include "gpu/attn_mutants.cuh"
 #include "gpu/ptx.cuh"
 
 namespace FC_GPU_NS {
@@ -171,8 +175,7 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
     const int32_t hk = h / (a.hq / a.hkv);
     const int64_t row = attn_bmask_row(a, b, h, q0 / a.qb); /* bq divides qb: one mask row */
     mask_params mask = a.mask;
-    if (ATTN_MUTANT == ATTN_MUT_WINDOW_OFF_BY_ONE && mask.sliding_window > 0)
-        mask.sliding_window += 1;
+    mutant_window(mask); /* seam: window off by one */
 
     EMU_DYNAMIC_SHARED(T, smem);
     T *sq = smem, *sk = sq + bq * SROW, *sv = sk + BK * SROW;
@@ -276,7 +279,7 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
         /* Scale, then the mask: evaluated per element on partial tiles; full tiles only mask
          * keys past Lk (a full tile never holds rows past Lq). A masked score is -inf whatever
          * K held there, so NaN or inf in masked keys cannot reach the max or the sum. */
-        const bool partial = cur.pass == 0 && ATTN_MUTANT != ATTN_MUT_PARTIAL_AS_FULL;
+        const bool partial = !mutant_tile_is_full(cur.pass != 0); /* seam: partial block as full */
         float tile_max[2] = {-INFINITY, -INFINITY};
         V2_UNROLL
         for (int j = 0; j < NJ; j++)
@@ -295,9 +298,8 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
         V2_UNROLL
         for (int i = 0; i < 2; i++) {
             const float m_new = fmaxf(m[i], v2_quad_max(tile_max[i]));
-            float alpha = m[i] == -INFINITY ? 0.0f : expf(m[i] - m_new);
-            if (ATTN_MUTANT == ATTN_MUT_NO_RESCALE && m[i] != -INFINITY)
-                alpha = 1.0f;
+            /* seam: no online-softmax rescale */
+            const float alpha = m[i] == -INFINITY ? 0.0f : mutant_rescale(expf(m[i] - m_new));
             l[i] *= alpha;
             V2_UNROLL
             for (int n = 0; n < ND; n++) {
@@ -351,20 +353,6 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
                     if (((r0 | r1) & 0x7fffu) != 0)
                         live |= 1u << (4 * kk + c);
                 }
-            /* Mutant: P kept (nearly) fp32 as rounded P plus its rounded residual, a second
-             * product with the same V fragments. */
-            constexpr bool split_p = ATTN_MUTANT == ATTN_MUT_P_NOT_ROUNDED;
-            uint32_t plo[split_p ? BK / 16 : 1][4];
-            if constexpr (split_p) {
-                V2_UNROLL
-                for (int kk = 0; kk < BK / 16; kk++)
-                    V2_UNROLL
-                    for (int c = 0; c < 4; c++) {
-                        const float *sj = s[2 * kk + (c >> 1)];
-                        const float x0 = sj[2 * (c & 1)], x1 = sj[2 * (c & 1) + 1];
-                        plo[kk][c] = pack2_rn<T>(x0 - round_like<T>(x0), x1 - round_like<T>(x1));
-                    }
-            }
             live |= __shfl_xor_sync(0xffffffffu, live, 4);
             live |= __shfl_xor_sync(0xffffffffu, live, 8);
             live |= __shfl_xor_sync(0xffffffffu, live, 16);
@@ -385,10 +373,9 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
                     vf[3] &= keep1;
                     mma_m16n8k16<T>(acc[2 * dp], pa[kk], vf);
                     mma_m16n8k16<T>(acc[2 * dp + 1], pa[kk], vf + 2);
-                    if constexpr (split_p) {
-                        mma_m16n8k16<T>(acc[2 * dp], plo[kk], vf);
-                        mma_m16n8k16<T>(acc[2 * dp + 1], plo[kk], vf + 2);
-                    }
+                    /* seam: P not rounded (adds the residual of P to the product) */
+                    mutant_p_residual<T>(acc[2 * dp], acc[2 * dp + 1], s[2 * kk], s[2 * kk + 1],
+                                         vf);
                 }
             }
         } else {
@@ -429,18 +416,15 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
         const float lsum = v2_quad_sum(l[i]);
         if (!valid[i])
             continue;
-        float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-        if (ATTN_MUTANT == ATTN_MUT_EMPTY_ROW_NAN)
-            inv = 1.0f / lsum;
+        /* seam: empty row yields NaN */
+        const float inv = mutant_inv_l(lsum > 0.0f ? 1.0f / lsum : 0.0f, lsum);
         T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq[i]) * DV;
         V2_UNROLL
         for (int n = 0; n < ND; n++) {
             o[n * 8 + 2 * t] = from_f32<T>(acc[n][2 * i] * inv);
             o[n * 8 + 2 * t + 1] = from_f32<T>(acc[n][2 * i + 1] * inv);
         }
-        if (ATTN_MUTANT == ATTN_MUT_WRITE_PAST_END && tq[i] == a.lq - 1 && h == a.hq - 1 &&
-            b == a.batch - 1 && t == 0)
-            o[DV] = from_f32<T>(0.0f);
+        mutant_write_past_end(o, DV, a, b, h, tq[i], t == 0); /* seam: write past the end */
         if (t == 0)
             a.lse[((int64_t)b * a.hq + h) * a.lq + tq[i]] = lsum > 0.0f ? m[i] + logf(lsum) : -INFINITY;
     }

@@ -1,7 +1,7 @@
 # tests/module.mk - test-only builds (included by the top Makefile).
 #
 # The gate self-test (tests/test_gate.c) links deliberately broken kernels: gpu/attn_launch.cu
-# compiled again for the emu backend with ATTN_MUTANT = 1..6 (see gpu/attn_common.cuh; both
+# compiled again for the emu backend with ATTN_MUTANT = 1..6 (see gpu/attn_mutants.cuh; both
 # kernels carry each defect), each in its
 # own namespace with entry point gpu_attention_mutant<N>. They never enter the library.
 
