@@ -368,7 +368,7 @@ static void run_mutant(const mutant_case *mc, int kernel, char *gate, char *reas
 
 Test(selftest, every_broken_variant_fails_with_its_expected_gate)
 {
-    /* Each mutant build holds both kernels with the same defect (gpu/attn_common.cuh). */
+    /* Each mutant build holds both kernels with the same defect (gpu/attn_mutants.cuh). */
     for (int kernel = 1; kernel <= GPU_MAX_KERNEL; kernel++)
         for (size_t i = 0; i < sizeof mutants / sizeof mutants[0]; i++) {
             char gate[REP_NAME_LEN], reason[REP_WHY_LEN];
