@@ -36,6 +36,9 @@
  *   oracle with a nonzero output is an infinite relative error.
  * - S1 with e_lp_mean == 0 and S2 with rmse(O_lp) == 0 follow the same 0/0 = 0, x/0 = +inf rule.
  * - No rows (or no non-empty rows): every metric is 0 and the numeric gates pass.
+ * - The tested LSE is optional (another producer may not give it): without it H5 is REP_NOT_RUN,
+ *   and H3 and H4 look at O alone. H7 compares O with o_rerun, and LSE with lse_rerun when that
+ *   is given too (a stored rerun of another producer has no LSE).
  * - H6 and H7 need evidence the caller may not have (guarded buffers or a launcher's guard
  *   check, a second run); without it they are REP_NOT_RUN, which does not fail the verdict but
  *   is shown in every report (the row's gates column).
@@ -105,12 +108,12 @@ typedef enum rep_sentinels {
 typedef struct rep_inputs {
     fc_dtype dtype;
     size_t rows, dv;
-    const float *o, *lse;              /* the tested output, required */
+    const float *o, *lse;              /* the tested output (required) and LSE (may be NULL) */
     const double *o_gold, *lse_gold;   /* float64 oracle; LSE_gold == -inf marks an empty row */
     const float *o_lp;                 /* naive same-precision baseline */
     const fc_guarded *o_buf, *lse_buf; /* H6, optional: the buffers o and lse live in */
     rep_sentinels sentinels;           /* H6, optional: the launcher's own guard check */
-    const float *o_rerun, *lse_rerun;  /* H7, optional: a second run of the same backend */
+    const float *o_rerun, *lse_rerun;  /* H7, optional: a second run (lse_rerun needs both) */
 } rep_inputs;
 
 #define REP_WHY_LEN 192

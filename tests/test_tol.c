@@ -674,6 +674,55 @@ Test(h7, identical_reruns_pass_and_one_flipped_bit_fails)
     }
 }
 
+Test(gates, without_a_tested_lse_h5_is_not_run_and_the_rest_judge_o_alone)
+{
+    tcase c;
+    clean_case(&c, FC_F16);
+    float o2[N];
+    memcpy(o2, c.o, sizeof o2);
+    rep_inputs in = inputs_of(&c);
+    in.lse = NULL;
+    in.o_rerun = o2;
+    rep_verdict v = judge_inputs("no lse", &in);
+    cr_expect(v.pass, "no lse, clean O: %s", rep_verdict_reason(&v));
+    cr_expect_eq(v.gate[REP_H5], REP_NOT_RUN, "no lse: H5 state %d", (int)v.gate[REP_H5]);
+    cr_expect_eq(v.gate[REP_H4], REP_PASS, "no lse: H4 on O alone");
+    cr_expect_eq(v.gate[REP_H7], REP_PASS, "no lse: H7 on O alone");
+
+    c.o[2 * DV + 1] = 1e-3f; /* the empty row: H4 still sees O */
+    in = inputs_of(&c);
+    in.lse = NULL;
+    v = judge_inputs("no lse, empty row written", &in);
+    cr_expect_eq(v.first_fail, REP_H4, "no lse, empty row written: first %s", first_gate_name(&v));
+
+    clean_case(&c, FC_F16);
+    c.o[1] = NAN;
+    in = inputs_of(&c);
+    in.lse = NULL;
+    v = judge_inputs("no lse, NaN", &in);
+    cr_expect_eq(v.first_fail, REP_H3, "no lse, NaN: first %s", first_gate_name(&v));
+
+    /* A stored rerun of another producer has O only: H7 compares O, the LSE still counts. */
+    clean_case(&c, FC_F16);
+    memcpy(o2, c.o, sizeof o2);
+    in = inputs_of(&c);
+    in.o_rerun = o2;
+    v = judge_inputs("lse, O rerun only", &in);
+    cr_expect(v.pass && v.gate[REP_H7] == REP_PASS && v.gate[REP_H5] == REP_PASS,
+              "lse, O rerun only: %s", rep_verdict_reason(&v));
+    o2[5] = nextafterf(o2[5], 2.0f);
+    v = judge_inputs("lse, O rerun one ulp off", &in);
+    cr_expect_eq(v.first_fail, REP_H7, "O rerun one ulp off: first %s", first_gate_name(&v));
+
+    clean_case(&c, FC_F16);
+    in = inputs_of(&c);
+    in.lse = NULL;
+    in.lse_rerun = c.lse;
+    in.o_rerun = c.o;
+    fc_err err = {{0}};
+    cr_expect_eq(rep_evaluate(&in, &v, &err), FC_EINVAL, "lse_rerun without lse accepted");
+}
+
 /* ---- soft signals ------------------------------------------------------------------------- */
 
 Test(soft, s1_and_s2_flag_without_failing)
@@ -745,11 +794,10 @@ Test(edges, unusable_references_are_input_errors)
         {"baseline overflowed to inf", 3},
         {"nonzero O_gold in an empty row", 4},
         {"unknown dtype", 5},
-        {"only one of the rerun arrays", 6},
+        {"an LSE rerun without an O rerun", 6},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         tcase c;
-        float o2[N];
         clean_case(&c, FC_F16);
         rep_inputs in = inputs_of(&c);
         switch (cases[k].what) {
@@ -759,7 +807,7 @@ Test(edges, unusable_references_are_input_errors)
         case 3: c.o_lp[4] = INFINITY; break;
         case 4: c.o_gold[2 * DV] = 0.5; break;
         case 5: in.dtype = (fc_dtype)7; break;
-        case 6: in.o_rerun = o2; break;
+        case 6: in.lse_rerun = c.lse; break;
         }
         rep_verdict v;
         fc_err err = {{0}};
