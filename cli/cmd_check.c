@@ -9,6 +9,7 @@
  * (or bad arguments).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -28,6 +29,7 @@ typedef struct opts {
 
 typedef struct tally {
     int files, rejected, cases, passed, failed, skipped;
+    int tested, tested_passed, tested_failed; /* outputs under test (tested/<label>) */
 } tally;
 
 static void print_case(const char *path, const fix_case *c, const fix_check_result *r,
@@ -89,6 +91,61 @@ static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r, 
     bmask_free(&direct);
 }
 
+/* Where flat row index `row` (= (b * Hq + h) * Lq + q) sits, as "(b, h, q, d) = (..)". */
+static void coords(char *buf, size_t cap, const attn_problem *p, size_t row, size_t col)
+{
+    size_t lq = (size_t)p->seq.lq, hq = (size_t)p->hq;
+    fc_fmt(buf, cap, "(b, h, q, d) = (%zu, %zu, %zu, %zu)", row / (lq * hq), row / lq % hq,
+           row % lq, col);
+}
+
+/* Every output under test of case c, judged under the gates against the case's oracle, once
+ * that oracle is confirmed (oracle_ok: our float64 reference reproduced the stored out/lse). */
+static void check_tested(const char *path, const fix_case *c, int oracle_ok, const opts *o,
+                         tally *t)
+{
+    judge_case jc = fix_judge_case(c);
+    float *o_lp = malloc(sizeof(float) * (attn_o_elems(&c->prob) + 1));
+    fc_err err;
+    int base_ok = o_lp && oracle_ok && !judge_baseline(&jc, o_lp, &err);
+    if (!o_lp)
+        fc_fmt(err.msg, sizeof err.msg, "out of memory");
+    for (int i = 0; i < c->ntested; i++) {
+        const fix_tested *tt = &c->tested[i];
+        rep_verdict v;
+        int pass = -1;
+        char detail[REP_WHY_LEN + 128];
+        if (!oracle_ok)
+            fc_fmt(detail, sizeof detail, "not judged: the stored out/lse are not what our "
+                   "float64 oracle computes from the inputs (see the case's line)");
+        else if (!base_ok)
+            fc_fmt(detail, sizeof detail, "not judged: baseline: %s", err.msg);
+        else if ((pass = judge_given(&jc, tt->out, tt->lse, tt->out_rerun, o_lp, &v, &err)) < 0)
+            fc_fmt(detail, sizeof detail, "not judged: %s", err.msg);
+        t->tested++;
+        if (pass == 1) {
+            t->tested_passed++;
+            if (o->quiet)
+                continue;
+            fc_fmt(detail, sizeof detail, "passes the gates (H1 ratio %.3g%s%s)", v.h1_ratio,
+                   tt->lse ? "" : "; no LSE stored, H5 not run",
+                   tt->out_rerun ? "; rerun bitwise equal" : "");
+        } else {
+            t->tested_failed++;
+            if (pass == 0) {
+                char at[96];
+                coords(at, sizeof at, &c->prob, v.worst_row, v.worst_col);
+                fc_fmt(detail, sizeof detail, "%s; largest |err| %.3g at %s",
+                       rep_verdict_reason(&v), v.max_err, at);
+            }
+        }
+        printf("%s %s %s tested/%s %s (%s, out stored as %s): %s\n", pass == 1 ? "PASS" : "FAIL",
+               path, c->name, tt->label, fc_dtype_name(c->dtype), tt->producer, tt->encoding,
+               detail);
+    }
+    free(o_lp);
+}
+
 /* Checks every case of an already validated file. Returns 0, or 2 if a read failed anyway. */
 static int check_cases(const fix_file *f, const opts *o, tally *t)
 {
@@ -111,6 +168,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
         if (o->kernel_backend && r.passed)
             check_kernel(&c, o, &r, &skipped);
         print_case(f->path, &c, &r, o, skipped);
+        check_tested(f->path, &c, !st && r.oracle_ok, o, t);
         t->cases++;
         if (!r.passed)
             t->failed++;
@@ -177,7 +235,9 @@ int cmd_check(int argc, char **argv)
              "Validates each fixture file (spec/fixtures.md), recomputes the float64 reference\n"
              "from its inputs and compares it with the stored out/lse (relative %.0e), and\n"
              "checks any stored block mask: sound for the case's mask always, equal to the slow\n"
-             "builder's sets with --exact-blocks. Options may follow the files.\n",
+             "builder's sets with --exact-blocks. Outputs other producers stored under\n"
+             "tested/<label> are judged under the gates against the confirmed oracle, one line\n"
+             "each. Options may follow the files.\n",
              FIX_CHECK_RTOL);
     const cli_spec spec = {
         .cmd = CMD,
@@ -202,7 +262,10 @@ int cmd_check(int argc, char **argv)
            t.cases, t.passed, t.failed);
     if (t.skipped)
         printf(", %d skipped (the kernel refuses their configuration)", t.skipped);
+    if (t.tested)
+        printf("; %d outputs under test, %d passed, %d failed", t.tested, t.tested_passed,
+               t.tested_failed);
     printf("\n");
     fflush(stdout);
-    return t.rejected ? CLI_BADINPUT : t.failed ? CLI_FAIL : CLI_PASS;
+    return t.rejected ? CLI_BADINPUT : t.failed || t.tested_failed ? CLI_FAIL : CLI_PASS;
 }

@@ -132,9 +132,16 @@ int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
 int judge_outputs(const judge_case *jc, const float *o, const float *lse, const float *o_lp,
                   rep_verdict *v, fc_err *err)
 {
+    return judge_given(jc, o, lse, NULL, o_lp, v, err);
+}
+
+int judge_given(const judge_case *jc, const float *o, const float *lse, const float *o_rerun,
+                const float *o_lp, rep_verdict *v, fc_err *err)
+{
     rep_inputs ri = {
         .dtype = jc->dtype, .rows = judge_rows(jc), .dv = (size_t)jc->prob->dv,
         .o = o, .lse = lse, .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = o_lp,
+        .o_rerun = o_rerun,
     };
     if (rep_evaluate(&ri, v, err))
         return -1;

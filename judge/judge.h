@@ -104,6 +104,10 @@ int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
  * producer's output) against jc's oracle. 1 pass, 0 fail, -1 error (message in err). */
 int judge_outputs(const judge_case *jc, const float *o, const float *lse, const float *o_lp,
                   rep_verdict *v, fc_err *err);
+/* The same with what another producer may store: lse may be NULL (H5 not run), o_rerun a
+ * second run (H7 compares it with o bitwise; NULL: H7 not run). */
+int judge_given(const judge_case *jc, const float *o, const float *lse, const float *o_rerun,
+                const float *o_lp, rep_verdict *v, fc_err *err);
 
 /* Fails row on the exactness check named `check` unless it already failed: the first failure
  * names the row ("<check>: <message>"). */

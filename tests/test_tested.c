@@ -1,0 +1,349 @@
+/*
+ * test_tested.c - outputs under test from another producer (/cases/<name>/tested/<label>,
+ * spec/fixtures.md): the reader's validation and encodings, and `flexcheck check` judging them.
+ *
+ * The engine's dump of the scenario: a float16 causal window-17 case whose tested outputs are
+ * the same-precision naive computation (a correct float16 kernel), the same with rows 40-43 of
+ * head 1 computed with W + 1, and the same with a NaN in row 90 of head 0. Expected verdicts
+ * follow from the construction, not from running the judge: the correct one passes, the window
+ * one fails H1 at a row in 40-43 of head 1, the NaN one fails H3 naming that row.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "base/lowp.h"
+#include "fixtures/fix.h"
+#include "fixtures/fix_h5.h"
+#include "ref/ref.h"
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/testedtest-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+    fix_h5_quiet();
+}
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+TestSuite(tested, .init = make_dir, .fini = remove_dir);
+
+enum { B = 1, HQ = 2, HKV = 1, L = 96, D = 16, W = 17, NO = B * HQ * L * D, NL = B * HQ * L };
+
+static const char *path_of(const char *name)
+{
+    static char p[4][128];
+    static int k;
+    char *s = p[k++ % 4];
+    snprintf(s, 128, "%s/%s", dir, name);
+    return s;
+}
+
+/* The case (inputs and oracle) written by our generator, and its float16 outputs computed the
+ * naive same-precision way with window w (what a correct float16 kernel returns, near enough). */
+static void base_case(fix_case *c)
+{
+    fix_gen_params gp = {.name = "c0", .dtype = FC_F16, .b = B, .hq = HQ, .hkv = HKV, .lq = L,
+                         .lk = L, .d = D, .dv = D, .mask = {.causal = 1, .sliding_window = W},
+                         .qb = 16, .kb = 16, .seed = 21};
+    fc_err err;
+    cr_assert_eq(fix_gen_case(&gp, c, &err), FC_OK, "%s", err.msg);
+}
+
+static void lp_outputs(const fix_case *c, int32_t w, float *o, float *lse)
+{
+    attn_problem p = c->prob; /* shares the sequences; only the mask differs */
+    p.mask.sliding_window = w;
+    fc_err err;
+    cr_assert_eq(ref_attention_lp(&p, c->dtype, c->q, c->k, c->v, o, lse, &err), FC_OK, "%s",
+                 err.msg);
+}
+
+static hid_t open_rw(const char *p)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert(f >= 0, "open %s", p);
+    return f;
+}
+
+static hid_t group(hid_t f, const char *path)
+{
+    hid_t g = H5Gopen2(f, path, H5P_DEFAULT);
+    if (g < 0)
+        g = H5Gcreate2(f, path, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(g >= 0, "group %s", path);
+    return g;
+}
+
+typedef enum store { AS_F16, AS_F32, AS_F64, AS_BF16_BITS, AS_U16_PLAIN } store;
+
+/* Writes n values (dims[rank]) as `name` in group g, stored as `how`. */
+static void put(hid_t g, const char *name, int rank, const hsize_t *dims, const float *x,
+                store how)
+{
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    hid_t sp = H5Screate_simple(rank, dims, NULL);
+    hid_t ds = -1;
+    if (how == AS_F32 || how == AS_F64) {
+        ds = H5Dcreate2(g, name, how == AS_F32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE, sp, H5P_DEFAULT,
+                        H5P_DEFAULT, H5P_DEFAULT);
+        cr_assert(ds >= 0 && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0,
+                  "write %s", name);
+    } else {
+        uint16_t *bits = malloc(n * sizeof *bits + 1);
+        for (size_t i = 0; i < n; i++)
+            bits[i] = how == AS_F16 ? fc_f32_to_f16(x[i]) : fc_f32_to_bf16(x[i]);
+        hid_t ht = how == AS_F16 ? fix_h5_half_type() : H5Tcopy(H5T_STD_U16LE);
+        ds = H5Dcreate2(g, name, ht, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        cr_assert(ds >= 0 && H5Dwrite(ds, how == AS_F16 ? ht : H5T_NATIVE_UINT16, H5S_ALL,
+                                      H5S_ALL, H5P_DEFAULT, bits) >= 0, "write %s", name);
+        if (how == AS_BF16_BITS)
+            cr_assert(H5LTset_attribute_string(g, name, "encoding", "bfloat16") >= 0);
+        H5Tclose(ht);
+        free(bits);
+    }
+    H5Dclose(ds);
+    H5Sclose(sp);
+}
+
+static const hsize_t odims[4] = {B, HQ, L, D}, ldims[3] = {B, HQ, L};
+
+/* tested/<label> with a producer (NULL: none), out (as `how`), optional lse and rerun. */
+static void add_tested(const char *p, const char *label, const char *producer, const float *o,
+                       store how, const float *lse, const float *rerun, store rerun_how)
+{
+    hid_t f = open_rw(p);
+    hid_t t = group(f, "/cases/c0/tested");
+    hid_t g = H5Gcreate2(t, label, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(g >= 0, "label %s", label);
+    if (producer)
+        cr_assert(H5LTset_attribute_string(g, ".", "producer", producer) >= 0);
+    put(g, "out", 4, odims, o, how);
+    if (lse)
+        put(g, "lse", 3, ldims, lse, AS_F32);
+    if (rerun)
+        put(g, "out_rerun", 4, odims, rerun, rerun_how);
+    H5Gclose(g);
+    H5Gclose(t);
+    H5Fclose(f);
+}
+
+static const char *write_case(const char *name)
+{
+    const char *p = path_of(name);
+    fix_case c;
+    base_case(&c);
+    fc_err err;
+    cr_assert_eq(fix_write(p, NULL, &c, 1, 0, &err), FC_OK, "%s", err.msg);
+    fix_case_free(&c);
+    return p;
+}
+
+/* Runs `flexcheck check FILE` (FLEXCHECK_BIN); stdout and stderr into out/errs. */
+static int run_check(const char *p, char *out, size_t cap, char *errs, size_t ecap)
+{
+    const char *bin = getenv("FLEXCHECK_BIN");
+    if (!bin)
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s check '%s' >'%s/o' 2>'%s/e'", bin, p,
+             dir, dir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "%s", cmd);
+    const char *names[2] = {"o", "e"};
+    char *bufs[2] = {out, errs};
+    size_t caps[2] = {cap, ecap};
+    for (int i = 0; i < 2; i++) {
+        char q[128];
+        snprintf(q, sizeof q, "%s/%s", dir, names[i]);
+        FILE *fp = fopen(q, "r");
+        size_t n = fp ? fread(bufs[i], 1, caps[i] - 1, fp) : 0;
+        bufs[i][n] = 0;
+        if (fp)
+            fclose(fp);
+    }
+    return WEXITSTATUS(st);
+}
+
+/* The line of `label` in check's output. */
+static const char *line_of(const char *out, const char *label, char *buf, size_t cap)
+{
+    char key[96];
+    snprintf(key, sizeof key, " tested/%s ", label);
+    const char *s = strstr(out, key);
+    cr_assert(s, "no line for %s in:\n%s", label, out);
+    while (s > out && s[-1] != '\n')
+        s--;
+    size_t n = strcspn(s, "\n");
+    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    return buf;
+}
+
+Test(tested, an_engine_dump_is_judged_and_each_defect_named_by_row)
+{
+    const char *p = write_case("dump.h5");
+    fix_case c;
+    base_case(&c);
+    static float good[NO], lse[NL], wide[NO], widel[NL], nanrow[NO];
+    lp_outputs(&c, W, good, lse);
+    lp_outputs(&c, W + 1, wide, widel);
+    memcpy(nanrow, good, sizeof nanrow);
+    float *win = malloc(sizeof good);
+    memcpy(win, good, sizeof good);
+    for (int q = 40; q <= 43; q++) /* head 1, rows 40..43 computed with W + 1 */
+        memcpy(win + ((size_t)1 * L + q) * D, wide + ((size_t)1 * L + q) * D, D * sizeof(float));
+    nanrow[(size_t)90 * D + 3] = NAN; /* head 0, row 90 */
+    add_tested(p, "engine-ok", "test engine 1.0, float16", good, AS_F16, lse, good, AS_F16);
+    add_tested(p, "engine-window", "test engine 1.0, window W+1 on rows 40-43", win, AS_F16, lse,
+               NULL, AS_F16);
+    add_tested(p, "engine-nan", "test engine 1.0, NaN in row 90", nanrow, AS_F32, NULL, NULL,
+               AS_F32);
+    struct stat before, after;
+    cr_assert_eq(stat(p, &before), 0);
+    char out[8192], errs[2048], ln[1024];
+    int rc = run_check(p, out, sizeof out, errs, sizeof errs);
+    cr_expect_eq(rc, 1, "a failing tested output exits 1:\n%s\n%s", out, errs);
+    cr_log_info("check of the engine dump:\n%s", out);
+    cr_expect(strstr(out, "3 outputs under test, 1 passed, 2 failed"), "summary:\n%s", out);
+
+    line_of(out, "engine-ok", ln, sizeof ln);
+    cr_expect(!strncmp(ln, "PASS ", 5) && strstr(ln, "rerun bitwise equal") &&
+                  strstr(ln, "test engine 1.0, float16") && strstr(ln, "stored as float16"),
+              "correct output: %s", ln);
+
+    line_of(out, "engine-window", ln, sizeof ln);
+    cr_expect(!strncmp(ln, "FAIL ", 5) && strstr(ln, ": H1 "), "window W+1: %s", ln);
+    int b, h, q, d;
+    const char *at = strstr(ln, "(b, h, q, d) = (");
+    cr_assert(at && sscanf(at, "(b, h, q, d) = (%d, %d, %d, %d)", &b, &h, &q, &d) == 4,
+              "window W+1 names no coordinates: %s", ln);
+    cr_expect(b == 0 && h == 1 && q >= 40 && q <= 43 && d >= 0 && d < D,
+              "window W+1: worst element (%d, %d, %d, %d) outside head 1 rows 40-43: %s", b, h,
+              q, d, ln);
+
+    line_of(out, "engine-nan", ln, sizeof ln);
+    cr_expect(!strncmp(ln, "FAIL ", 5) && strstr(ln, ": H3 ") && strstr(ln, "row 90 col 3") &&
+                  strstr(ln, "no LSE") == NULL,
+              "NaN row: %s", ln);
+    cr_assert_eq(stat(p, &after), 0);
+    cr_expect(before.st_size == after.st_size && before.st_mtime == after.st_mtime,
+              "check modified the file");
+    free(win);
+    fix_case_free(&c);
+}
+
+Test(tested, a_correct_output_without_lse_passes_with_h5_not_run)
+{
+    const char *p = write_case("nolse.h5");
+    fix_case c;
+    base_case(&c);
+    static float good[NO], lse[NL];
+    lp_outputs(&c, W, good, lse);
+    add_tested(p, "no_lse.1", "test engine", good, AS_F64, NULL, NULL, AS_F64);
+    char out[4096], errs[1024], ln[1024];
+    cr_expect_eq(run_check(p, out, sizeof out, errs, sizeof errs), 0, "%s\n%s", out, errs);
+    line_of(out, "no_lse.1", ln, sizeof ln);
+    cr_expect(!strncmp(ln, "PASS ", 5) && strstr(ln, "no LSE stored, H5 not run") &&
+                  strstr(ln, "stored as float64"),
+              "%s", ln);
+    fix_case_free(&c);
+}
+
+Test(tested, bfloat16_bit_patterns_decode_exactly)
+{
+    const char *p = write_case("bits.h5");
+    static float x[NO];
+    for (size_t i = 0; i < NO; i++) /* every value representable in bfloat16 */
+        x[i] = fc_round((float)((double)i * 0.013 - 7.0), FC_BF16);
+    x[5] = INFINITY; /* non-finite values are allowed here */
+    add_tested(p, "bits", "bit patterns", x, AS_BF16_BITS, NULL, NULL, AS_F32);
+    fix_file f;
+    fix_case c;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &f, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(&f, 0, &c, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(c.ntested, 1);
+    cr_expect_str_eq(c.tested[0].label, "bits");
+    cr_expect_str_eq(c.tested[0].encoding, "bfloat16");
+    cr_expect(c.tested[0].lse == NULL && c.tested[0].out_rerun == NULL, "absent fields");
+    size_t bad = NO;
+    for (size_t i = 0; i < NO && bad == NO; i++)
+        if (memcmp(&c.tested[0].out[i], &x[i], sizeof(float)))
+            bad = i;
+    cr_expect_eq(bad, NO, "element %zu: %g, wrote %g", bad, (double)c.tested[0].out[bad % NO],
+                 (double)x[bad % NO]);
+    fix_case_free(&c);
+    fix_close(&f);
+}
+
+/* ---- bad input: exit 2, one line naming file, case, label and field; file untouched ---- */
+
+typedef struct bad_case {
+    const char *name, *label, *producer;
+    store how, rerun_how;
+    int rerun, wrong_shape;
+    const char *expect; /* in the message besides file and case */
+} bad_case;
+
+static const bad_case bads[] = {
+    {"label with a space", "bad label", "p", AS_F16, AS_F16, 0, 0, "label 'bad label'"},
+    {"label too long",
+     "L0123456789012345678901234567890123456789012345678901234567890123456789", "p", AS_F16,
+     AS_F16, 0, 0, "must match [A-Za-z0-9._-]{1,64}"},
+    {"no producer", "np", NULL, AS_F16, AS_F16, 0, 0, "missing required attribute 'producer'"},
+    {"wrong shape", "ws", "p", AS_F16, AS_F16, 0, 1, "tested/ws/out: shape [1, 2, 96, 8]"},
+    {"uint16 without encoding", "u16", "p", AS_U16_PLAIN, AS_F16, 0, 0,
+     "only uint16 bit patterns with attribute encoding"},
+    {"rerun stored differently", "rr", "p", AS_F16, AS_F32, 1, 0,
+     "out_rerun is float32 but out is float16"},
+};
+
+Test(tested, bad_outputs_are_rejected_naming_file_case_label_and_field)
+{
+    static float x[NO];
+    for (size_t k = 0; k < sizeof bads / sizeof bads[0]; k++) {
+        char file[64];
+        snprintf(file, sizeof file, "bad%zu.h5", k);
+        const char *p = write_case(file);
+        const bad_case *bc = &bads[k];
+        if (bc->wrong_shape) {
+            hid_t f = open_rw(p);
+            hid_t t = group(f, "/cases/c0/tested");
+            hid_t g = H5Gcreate2(t, bc->label, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            cr_assert(H5LTset_attribute_string(g, ".", "producer", bc->producer) >= 0);
+            hsize_t dims[4] = {B, HQ, L, D / 2};
+            put(g, "out", 4, dims, x, AS_F16);
+            H5Gclose(g);
+            H5Gclose(t);
+            H5Fclose(f);
+        } else {
+            add_tested(p, bc->label, bc->producer, x, bc->how, NULL, bc->rerun ? x : NULL,
+                       bc->rerun_how);
+        }
+        struct stat before, after;
+        cr_assert_eq(stat(p, &before), 0);
+        char out[4096], errs[2048];
+        int rc = run_check(p, out, sizeof out, errs, sizeof errs);
+        cr_expect_eq(rc, 2, "%s: exit %d, want 2:\n%s%s", bc->name, rc, out, errs);
+        cr_expect(strstr(errs, p) && strstr(errs, "/cases/c0/tested") && strstr(errs, bc->expect),
+                  "%s: message '%s' lacks file, case/label or '%s'", bc->name, errs, bc->expect);
+        cr_expect_eq(strchr(errs, '\n'), errs + strlen(errs) - 1, "%s: one line: %s", bc->name,
+                     errs);
+        cr_assert_eq(stat(p, &after), 0);
+        cr_expect(before.st_size == after.st_size && before.st_mtime == after.st_mtime,
+                  "%s: the rejected file was modified", bc->name);
+    }
+}
