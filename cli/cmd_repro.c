@@ -155,6 +155,23 @@ done:
     free(errv);
 }
 
+/* Every verdict rests on the stored out/lse, so they are confirmed first: our float64 oracle
+ * recomputed from the inputs must reproduce them (as `check` does). A file whose out holds
+ * something else (an engine's output stored in its place, a corrupted dump) is refused with the
+ * first difference, never judged against. */
+static int confirm_oracle(const repro_opts *ro, const fix_case *c)
+{
+    fix_check_result r;
+    fc_err err;
+    if (fix_check_case(c, FIX_BACKEND_REF, 0, &r, &err))
+        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, err.msg);
+    if (!r.oracle_ok)
+        return cli_usage_error(CMD, "%s: case %s: the stored out/lse are not the float64 oracle "
+                               "of its inputs, so nothing can be judged against them: %s",
+                               ro->file, ro->name, r.detail);
+    return CLI_PASS;
+}
+
 /* Rounds the case's inputs to dt and recomputes its oracle (a rerun in another precision). */
 static int change_dtype(fix_case *c, fc_dtype dt, fc_err *err)
 {
@@ -270,10 +287,17 @@ int cmd_repro(int argc, char **argv)
     }
     fix_close(&f);
     int rc;
-    if (o.dtype_s && dt != c.dtype && change_dtype(&c, dt, &err))
-        rc = cli_usage_error(CMD, "%s: case %s: %s", o.file, o.name, err.msg);
-    else
-        rc = run(&o, &c, be);
+    if (o.dtype_s && dt != c.dtype) {
+        /* Another precision: the oracle is recomputed from the rounded inputs. */
+        if (change_dtype(&c, dt, &err))
+            rc = cli_usage_error(CMD, "%s: case %s: %s", o.file, o.name, err.msg);
+        else
+            rc = run(&o, &c, be);
+    } else {
+        rc = confirm_oracle(&o, &c);
+        if (rc == CLI_PASS)
+            rc = run(&o, &c, be);
+    }
     fix_case_free(&c);
     return rc;
 }

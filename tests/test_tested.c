@@ -152,15 +152,15 @@ static const char *write_case(const char *name)
     return p;
 }
 
-/* Runs `flexcheck check FILE` (FLEXCHECK_BIN); stdout and stderr into out/errs. */
-static int run_check(const char *p, char *out, size_t cap, char *errs, size_t ecap)
+/* Runs `flexcheck ARGS` (FLEXCHECK_BIN); stdout and stderr into out/errs. */
+static int run_cmd(const char *args, char *out, size_t cap, char *errs, size_t ecap)
 {
     const char *bin = getenv("FLEXCHECK_BIN");
     if (!bin)
         cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s check '%s' >'%s/o' 2>'%s/e'", bin, p,
-             dir, dir);
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s >'%s/o' 2>'%s/e'", bin, args, dir,
+             dir);
     int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st), "%s", cmd);
     const char *names[2] = {"o", "e"};
@@ -176,6 +176,13 @@ static int run_check(const char *p, char *out, size_t cap, char *errs, size_t ec
             fclose(fp);
     }
     return WEXITSTATUS(st);
+}
+
+static int run_check(const char *p, char *out, size_t cap, char *errs, size_t ecap)
+{
+    char args[512];
+    snprintf(args, sizeof args, "check '%s'", p);
+    return run_cmd(args, out, cap, errs, ecap);
 }
 
 /* The line of `label` in check's output. */
@@ -346,4 +353,34 @@ Test(tested, bad_outputs_are_rejected_naming_file_case_label_and_field)
         cr_expect(before.st_size == after.st_size && before.st_mtime == after.st_mtime,
                   "%s: the rejected file was modified", bc->name);
     }
+}
+
+/* ---- repro judges only against an oracle it confirmed ---- */
+
+Test(tested, repro_refuses_a_stored_out_that_is_not_the_oracle)
+{
+    const char *p = write_case("goldswap.h5");
+    char args[512], out[8192], errs[2048];
+    snprintf(args, sizeof args, "repro '%s' --case c0 --kernel 1", p);
+    cr_expect_eq(run_cmd(args, out, sizeof out, errs, sizeof errs), 0,
+                 "the untouched case passes:\n%s%s", out, errs);
+    /* An engine's float16 output stored as `out`: close to the oracle, yet not it. */
+    fix_case c;
+    base_case(&c);
+    static float eng[NO], lse[NL];
+    static double engd[NO];
+    lp_outputs(&c, W, eng, lse);
+    for (size_t i = 0; i < NO; i++)
+        engd[i] = eng[i];
+    hid_t f = open_rw(p);
+    hid_t d = H5Dopen2(f, "/cases/c0/out", H5P_DEFAULT);
+    cr_assert(d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, engd) >= 0);
+    H5Dclose(d);
+    H5Fclose(f);
+    int rc = run_cmd(args, out, sizeof out, errs, sizeof errs);
+    cr_expect_eq(rc, 2, "repro judged against an unconfirmed out (exit %d):\n%s%s", rc, out, errs);
+    cr_expect(strstr(errs, "not the float64 oracle") && strstr(errs, "out[") && strstr(errs, p),
+              "reason: %s", errs);
+    cr_expect(!strstr(out, "verdict:"), "a verdict was printed:\n%s", out);
+    fix_case_free(&c);
 }
