@@ -1,5 +1,5 @@
 /*
- * guard.h - output buffers with guard bytes (the evidence of gate H6, spec/tolerance.md): a
+ * guard.h - output buffers with guard bytes (the evidence of gate H6, docs/tolerance.md): a
  * kernel that writes one element past its output, or one before it, changes a guard byte and
  * fails the case even when the allocator would never have noticed. Host only (C11); the
  * launcher guards its device buffers with the same pattern through fc_guard_fill/intact.

@@ -1,7 +1,7 @@
 """PyTorch's compiled flex_attention on the shapes of `flexcheck bench kernel --gpu-shapes`.
 
 Run by ci/gpu_check.sh on a machine with a GPU and PyTorch: fp16, B=1, H=16, D=128,
-causal at L=8k, causal with window 1024 (p_q - p_k < 1024, spec/semantics.md) at L=16k, and
+causal at L=8k, causal with window 1024 (p_q - p_k < 1024, docs/semantics.md) at L=16k, and
 dense at L=16k, each with a block mask from create_block_mask (blocks 128) so the work skipped
 is the same as flexcheck's direct builder. Prints one line per shape: milliseconds (median of
 20 after warm-up) and TFLOP/s counted over the allowed pairs only.

@@ -4,8 +4,8 @@
  * that file plus one line in the table, and matrix cases that name it.
  *
  * "numeric" judges the kernel against the oracle under the hard gates alone; every other
- * entry is an exactness check of spec/tolerance.md (or an M3/M4/M6 invariant of
- * spec/matrix.md): a case's rows carry the tolerance verdict of its main run, and a failed
+ * entry is an exactness check of docs/tolerance.md (or an M3/M4/M6 invariant of
+ * docs/matrix.md): a case's rows carry the tolerance verdict of its main run, and a failed
  * check fails the row under the check's own name, which is what reports show.
  */
 #ifndef FLEXCHECK_CI_CHECKS_H

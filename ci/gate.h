@@ -1,6 +1,6 @@
 /*
- * gate.h - the gate: the test matrix of spec/matrix.md (M1-M6) and the runner that judges each
- * case on each backend under spec/tolerance.md.
+ * gate.h - the gate: the test matrix of docs/matrix.md (M1-M6) and the runner that judges each
+ * case on each backend under docs/tolerance.md.
  *
  * A case has a stable id that spells its parameters (so a failure can be rerun alone with
  * `flexcheck gate --filter ID`) and the check it runs (ci/checks.h). The matrix is a seeded

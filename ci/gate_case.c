@@ -47,7 +47,7 @@ static void round_all(float *x, size_t n, fc_dtype dt)
         x[i] = fc_round(x[i], dt);
 }
 
-/* Reshapes the normal inputs into the adversarial distributions of spec/matrix.md M5. */
+/* Reshapes the normal inputs into the adversarial distributions of docs/matrix.md M5. */
 static void apply_input(const gate_case *c, fix_case *fc)
 {
     const attn_problem *p = &fc->prob;

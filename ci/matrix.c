@@ -1,5 +1,5 @@
 /*
- * matrix.c - the gate's cases (spec/matrix.md): a seeded pairwise design over the M1 factors,
+ * matrix.c - the gate's cases (docs/matrix.md): a seeded pairwise design over the M1 factors,
  * the listed edge cases in full, and the M2-M6 groups as tables.
  *
  * Pairwise design (AETG-style greedy): take the first uncovered pair of factor levels, fix

@@ -4,7 +4,7 @@
  * field, and none of its cases is reported), then every case is checked: the reference
  * recomputed against the stored oracle, and any stored block mask for soundness and against
  * the slow builder; with --backend emu|gpu also the kernel against the stored oracle under
- * spec/tolerance.md, with the stored block mask (as given) and with the direct builder's.
+ * docs/tolerance.md, with the stored block mask (as given) and with the direct builder's.
  * One line per case, a summary, exit 0 all passed, 1 a check failed, 2 a file was rejected
  * (or bad arguments).
  */
@@ -232,7 +232,7 @@ int cmd_check(int argc, char **argv)
     };
     char intro[512];
     snprintf(intro, sizeof intro,
-             "Validates each fixture file (spec/fixtures.md), recomputes the float64 reference\n"
+             "Validates each fixture file (docs/fixtures.md), recomputes the float64 reference\n"
              "from its inputs and compares it with the stored out/lse (relative %.0e), and\n"
              "checks any stored block mask: sound for the case's mask always, equal to the slow\n"
              "builder's sets with --exact-blocks. Outputs other producers stored under\n"

@@ -1,5 +1,5 @@
 /*
- * cmd_gen.c - 'flexcheck gen': write fixtures (spec/fixtures.md) with the float64 oracle.
+ * cmd_gen.c - 'flexcheck gen': write fixtures (docs/fixtures.md) with the float64 oracle.
  *   flexcheck gen --set small --out-dir DIR [--force]      the committed set
  *   flexcheck gen --case [shape/mask flags] --out FILE [--force]   one described case
  *   flexcheck gen --case ... --layout NAME --out FILE      that case through a model layout
@@ -193,7 +193,7 @@ int cmd_gen(int argc, char **argv)
         .cmd = CMD,
         .usage = "usage: flexcheck gen --set small --out-dir DIR [--force]\n"
                  "       flexcheck gen --case --out FILE [--force] [options]\n",
-        .intro = "Writes fixtures (spec/fixtures.md) with the float64 oracle, reproducibly: the\n"
+        .intro = "Writes fixtures (docs/fixtures.md) with the float64 oracle, reproducibly: the\n"
                  "same options give the same bytes. An existing file is kept unless --force.\n",
         .opts = opts,
         .nopts = sizeof opts / sizeof opts[0],

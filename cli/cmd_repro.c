@@ -1,7 +1,7 @@
 /*
  * cmd_repro.c - 'flexcheck repro FILE --case NAME': one case told in full, for an engineer
  * holding a dump of a bad layer. Runs the kernel on the case (twice, for determinism), judges it
- * under spec/tolerance.md, and prints every gate, the worst elements with their (b, h, q, d)
+ * under docs/tolerance.md, and prints every gate, the worst elements with their (b, h, q, d)
  * coordinates and positions, that row's allowed key range, the block lists of its query tile,
  * the LSE difference, and the exact command that reruns it.
  */

@@ -4,7 +4,7 @@
  * Deliberately plain: one CUDA thread per query row, one thread block per (query tile, head,
  * batch entry), so a block's threads walk exactly the lists of their block-mask row. Each
  * thread keeps its q row and output accumulator in per-thread arrays, reads K and V straight
- * from global memory, and runs the online softmax of spec/semantics.md section 5 in fp32:
+ * from global memory, and runs the online softmax of docs/semantics.md section 5 in fp32:
  *   - partial blocks first, the mask evaluated per element (mask_pair_allowed, the one
  *     definition in masks/mask.h), then full blocks with no mask (keys past Lk still masked);
  *   - per kv tile: scores, tile max, rescale by exp(m_old - m_new) guarded so a row whose

@@ -1,7 +1,7 @@
 /*
  * attn_v2.cuh - flex-attention forward, version 2: tiled flash attention over the block mask.
  *
- * Honours the same contract as version 1 (spec/semantics.md section 5, gpu/attn_v1.cuh), with
+ * Honours the same contract as version 1 (docs/semantics.md section 5, gpu/attn_v1.cuh), with
  * the work laid out as in FlashAttention-2:
  *   - one thread block per (query tile of BQ rows, head, batch entry); BQ = min(QB, 64) (32 for
  *     fp32 with a 256 head dim) divides the block mask's QB, so a block walks exactly one

@@ -1,5 +1,5 @@
 /*
- * gpu.h - the C API of flexcheck's flex-attention forward kernels (spec/semantics.md section 5).
+ * gpu.h - the C API of flexcheck's flex-attention forward kernels (docs/semantics.md section 5).
  *
  * One call runs one kernel version on one backend over host arrays: inputs are converted to the
  * dtype's storage (float, __half or __nv_bfloat16), copied to the device, the kernel walks the

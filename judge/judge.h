@@ -1,6 +1,6 @@
 /*
  * judge.h - the verdict on one attention case: buffers, a kernel run (or an output someone
- * else produced), the same-precision baseline, and the gates of spec/tolerance.md turned into a
+ * else produced), the same-precision baseline, and the gates of docs/tolerance.md turned into a
  * report row. `flexcheck check`, `repro`, `bench` and the gate (ci/) all judge through here.
  *
  * The judge knows one case at a time and nothing about matrices, fixtures files or report
@@ -62,7 +62,7 @@ typedef struct judge_bufs {
 fc_status judge_bufs_alloc(judge_bufs *b, const judge_case *jc, fc_err *err);
 void judge_bufs_free(judge_bufs *b);
 
-/* The same-precision baseline O_lp of spec/tolerance.md (ref_attention_lp). */
+/* The same-precision baseline O_lp of docs/tolerance.md (ref_attention_lp). */
 fc_status judge_baseline(const judge_case *jc, float *o_lp, fc_err *err);
 
 /* One kernel run (jo's kernel version, or its test hook); page_table NULL: contiguous K/V,

@@ -1,6 +1,6 @@
 /*
  * bmask.h - block masks in PyTorch's BlockMask convention, forward half
- * (spec/semantics.md section 4), their three builders, the soundness check and comparison.
+ * (docs/semantics.md section 4), their three builders, the soundness check and comparison.
  *
  * The grid is (stored query index) x (stored key index) of one batch entry; for packed batches
  * that is the packed token axis, so one tile can span sequences. A tile is FULL when every

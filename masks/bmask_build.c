@@ -1,5 +1,5 @@
 /*
- * bmask_build.c - the three block-mask builders of spec/semantics.md section 4.
+ * bmask_build.c - the three block-mask builders of docs/semantics.md section 4.
  *
  *   slow      evaluates mask_pair_allowed on every element of the padded grid and classifies
  *             each tile exactly. O(Lq * Lk). The reference the others are held to.

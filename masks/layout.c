@@ -1,5 +1,5 @@
 /*
- * layout.c - model layer layouts and config conversions (spec/semantics.md section 2).
+ * layout.c - model layer layouts and config conversions (docs/semantics.md section 2).
  *
  * Choices where the spec is silent, following Hugging Face configs and vLLM:
  * - Gemma 2: layer i slides iff i is even (HF `layer_types`: "sliding_attention" on even

@@ -1,6 +1,6 @@
 /*
  * layout.h - hybrid layer layouts of real models and the config -> mask conversions of
- * spec/semantics.md section 2. The conversion table lives here and only here.
+ * docs/semantics.md section 2. The conversion table lives here and only here.
  */
 #ifndef FLEXCHECK_LAYOUT_H
 #define FLEXCHECK_LAYOUT_H

@@ -1,6 +1,6 @@
 /*
  * mask.h - THE definition of which (query, key) pairs attention may use
- * (spec/semantics.md sections 1-2). Shared verbatim by the CPU reference (ref/), the block-mask
+ * (docs/semantics.md sections 1-2). Shared verbatim by the CPU reference (ref/), the block-mask
  * builders (masks/) and the CUDA kernels (gpu/, compiled by nvcc or by g++ for the emu
  * backend), so that there is exactly one place a window or a chunk can be off by one.
  *

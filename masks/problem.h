@@ -1,5 +1,5 @@
 /*
- * problem.h - the shape of one attention call (spec/semantics.md section 1), shared by ref/,
+ * problem.h - the shape of one attention call (docs/semantics.md section 1), shared by ref/,
  * gpu/ and fixtures/: q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv],
  * o [B, Hq, Lq, Dv], lse [B, Hq, Lq], all row-major. Query head h reads kv head
  * h / (Hq / Hkv) (repeat_interleave).

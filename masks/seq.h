@@ -1,5 +1,5 @@
 /*
- * seq.h - host-side owner of sequence metadata (spec/semantics.md section 1): a dense batch
+ * seq.h - host-side owner of sequence metadata (docs/semantics.md section 1): a dense batch
  * of B entries, each one sequence of lq queries and lk keys, or a packed varlen batch
  * (B == 1, cu_seqlens_q/k cutting the token axes into R sequences, vLLM's layout).
  * seq_info owns its cu arrays; seq_info_view() gives the plain seq_view of mask.h that the

@@ -8,7 +8,7 @@
  * The range function only narrows the gemm; which keys count comes from the predicate alone.
  * A hull that is too narrow would silently drop keys, so step 1 also checks that the
  * predicate rejects the key just outside each end of the hull for every row; because each
- * row's allowed set is one interval (spec/semantics.md section 2), that catches an
+ * row's allowed set is one interval (docs/semantics.md section 2), that catches an
  * off-by-one of the range function. tests/test_ref.c's brute force never calls it.
  */
 #include <cblas.h>

@@ -1,6 +1,6 @@
 /*
- * ref.h - the naive CPU attention every verdict rests on (spec/semantics.md 1-3,
- * spec/tolerance.md "References"). Obviously right rather than clever: scores through BLAS
+ * ref.h - the naive CPU attention every verdict rests on (docs/semantics.md 1-3,
+ * docs/tolerance.md "References"). Obviously right rather than clever: scores through BLAS
  * gemm, the mask applied densely from mask.h's predicate (never from a block mask), a
  * max-shifted softmax, P.V through BLAS gemm.
  *
@@ -45,7 +45,7 @@ fc_status ref_attention_f32(const attn_problem *p, const float *q, const float *
 fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *k,
                             const float *v, double *o, double *lse, fc_err *err);
 
-/* The same-precision baseline O_lp of spec/tolerance.md for dt: K pre-scaled and rounded,
+/* The same-precision baseline O_lp of docs/tolerance.md for dt: K pre-scaled and rounded,
  * S = Q.K^T (fp32 accumulate) rounded to dt, P = softmax(S) in fp32 rounded to dt,
  * O = P.V (fp32 accumulate) rounded to dt. For FC_F32 this is ref_attention_f32.
  * lse (may be NULL) is the fp32 LSE of the rounded scores. */

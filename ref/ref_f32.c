@@ -1,6 +1,6 @@
 /*
  * ref_f32.c - the float pipeline for one (panel, batch entry, head): the fp32 reference
- * (dt = FC_F32) and the same-precision baseline O_lp of spec/tolerance.md (dt = fp16/bf16).
+ * (dt = FC_F32) and the same-precision baseline O_lp of docs/tolerance.md (dt = fp16/bf16).
  *   fp32: S = scale * Q.K^T (sgemm), softmax in fp32, O = P.V (sgemm).
  *   lp:   K' = rnd(scale * K); S = rnd(Q.K'^T); P = rnd(softmax(S)); O = rnd(P.V),
  *         gemms accumulating in fp32, rnd = round to nearest even in dt (lowp.h).

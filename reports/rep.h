@@ -1,5 +1,5 @@
 /*
- * rep.h - the tolerance report of spec/tolerance.md "Report": one row per case, dtype and
+ * rep.h - the tolerance report of docs/tolerance.md "Report": one row per case, dtype and
  * backend, and the writers that turn a run's rows into files a CI system and a kernel author
  * read: a Markdown summary, JSON and CSV rows, JUnit XML and one self-contained HTML page with
  * inline SVG charts (no script, no external asset).

@@ -1,5 +1,5 @@
 /*
- * rep_summary.c - the statistics of the report summary (spec/tolerance.md "Report"): per dtype
+ * rep_summary.c - the statistics of the report summary (docs/tolerance.md "Report"): per dtype
  * and backend the H1 ratio distribution, max|err| against Lk and against W, and the
  * fp16/fp32 and bf16/fp32 error ratios of rows that share a case id. Used by the Markdown and
  * HTML writers, so both always show the same numbers.
@@ -283,7 +283,7 @@ void rep_summary_free(rep_summary *s)
 
 void rep_put_gate_order(FILE *f, const rep_set *set, void (*put)(FILE *, const char *))
 {
-    put(f, "Gates in the order they are checked (spec/tolerance.md): ");
+    put(f, "Gates in the order they are checked (docs/tolerance.md): ");
     for (size_t g = 0; g < REP_NGATES + set->nchecks; g++) {
         char item[96];
         const char *sep = g == 0 ? "" : g == REP_NGATES ? "; then, on the rows of their "

@@ -1,5 +1,5 @@
 /*
- * tol.c - rep_evaluate(): the hard gates and soft signals of spec/tolerance.md for one case
+ * tol.c - rep_evaluate(): the hard gates and soft signals of docs/tolerance.md for one case
  * (tol.h says what is decided where the page is silent). Each gate is one function; all of
  * them run, and the first failure in rep_gate order becomes the verdict's reason.
  *
@@ -224,7 +224,7 @@ static void gate_h4(const rep_inputs *in, rep_verdict *v)
     pass_unless_failed(v, REP_H4);
 }
 
-/* Metrics of spec/tolerance.md. Oracle-side quantities (max|O_gold|, e_lp_*, rmse_lp, the
+/* Metrics of docs/tolerance.md. Oracle-side quantities (max|O_gold|, e_lp_*, rmse_lp, the
  * floor) cover every finite O_gold of a non-empty row; tested-side ones (max/mean/RMSE/NMSE)
  * the pairs where O is finite too. Non-finite values are H3's. */
 static void measure(const rep_inputs *in, const rep_tol *t, rep_verdict *v)

@@ -1,5 +1,5 @@
 /*
- * tol.h - the pass/fail rule set of spec/tolerance.md as a library: per-case metrics, the
+ * tol.h - the pass/fail rule set of docs/tolerance.md as a library: per-case metrics, the
  * hard gates H1-H7, the soft signals S1-S2, and the sentinel buffers H6 needs.
  *
  * One call, rep_evaluate(), judges one case (one dtype, one backend) from the tested output,
@@ -76,7 +76,7 @@ typedef enum rep_gate_state { REP_NOT_RUN = 0, REP_PASS = 1, REP_FAIL = 2 } rep_
 const char *rep_gate_name(rep_gate g);
 const char *rep_gate_title(rep_gate g);
 
-/* The constants of spec/tolerance.md for one dtype. */
+/* The constants of docs/tolerance.md for one dtype. */
 typedef struct rep_tol {
     double c;                    /* H1: multiple of e_lp_max */
     double nmse_max;             /* H2 */

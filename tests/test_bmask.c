@@ -1,5 +1,5 @@
 /*
- * test_bmask.c - block-mask builders (spec/matrix.md M3, exact, no tolerance):
+ * test_bmask.c - block-mask builders (docs/matrix.md M3, exact, no tolerance):
  *   - slow == a brute-force tile classification by an oracle written here from the spec
  *     (linear sequence lookup, floor() in double, no code shared with masks/);
  *   - direct == slow exactly, superset (with and without trim) sound, on 1200 seeded random
@@ -16,7 +16,7 @@
 #include "masks/bmask.h"
 #include "masks/seq.h"
 
-/* ---- the oracle: spec/semantics.md section 2 read literally ---- */
+/* ---- the oracle: docs/semantics.md section 2 read literally ---- */
 
 static int oracle_allowed(mask_params m, const seq_info *s, int32_t tq, int32_t tk)
 {

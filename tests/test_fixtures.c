@@ -1,5 +1,5 @@
 /*
- * test_fixtures.c - the HDF5 fixture reader, validator and writer (fixtures/, spec/fixtures.md).
+ * test_fixtures.c - the HDF5 fixture reader, validator and writer (fixtures/, docs/fixtures.md).
  *
  * Every validation rule of the spec has a test here that makes a deliberately broken file:
  * a valid file from our writer, then one thing broken through the plain HDF5 API (a link

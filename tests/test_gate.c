@@ -73,7 +73,7 @@ Test(matrix, shards_partition_every_filter_exactly)
     free(all);
 }
 
-/* The M1 factor levels of spec/matrix.md, written out again here; each case is mapped back to
+/* The M1 factor levels of docs/matrix.md, written out again here; each case is mapped back to
  * levels from its own parameters, so the coverage claim is checked, not assumed. */
 typedef struct factor_value {
     int f;
@@ -154,7 +154,7 @@ Test(matrix, quick_and_default_cover_every_feasible_pair_of_m1_factor_levels)
     }
 }
 
-/* ---- the stale shared-metadata bug (spec/semantics.md section 6) ---- */
+/* ---- the stale shared-metadata bug (docs/semantics.md section 6) ---- */
 
 static gate_case layout_case(const char *name, int32_t len, int32_t scale_div)
 {

@@ -1,6 +1,6 @@
 /*
  * test_kernel_v2.c - flex-attention kernel version 2 (gpu/attn_v2.cuh) on the emu backend: the
- * tolerance gates of spec/tolerance.md against the float64 oracle over mask families, builders,
+ * tolerance gates of docs/tolerance.md against the float64 oracle over mask families, builders,
  * block sizes, GQA, packed batches, Lq != Lk, empty rows and all three dtypes; version 2 against
  * version 1 on the same inputs; paged K/V bitwise equal to contiguous K/V; determinism; and the
  * shapes version 2 refuses before any launch. On a machine with a CUDA device, the same table

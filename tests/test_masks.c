@@ -1,7 +1,7 @@
 /*
  * test_masks.c - the mask predicate (masks/mask.h) against hand-written truth tables, window
  * and chunk edges, negative positions, packed sequences; row ranges against a scan; layouts;
- * bad parameters. Expected grids are written out literally from spec/semantics.md section 2,
+ * bad parameters. Expected grids are written out literally from docs/semantics.md section 2,
  * never produced by the code under test.
  */
 #include <criterion/criterion.h>

@@ -379,7 +379,7 @@ Test(ref_brute, every_precision_matches_a_long_double_brute_force_on_random_case
 
 /* ---- the baseline's rounding points ---- */
 
-/* spec/tolerance.md's O_lp written out one element at a time, sums in long double, each
+/* docs/tolerance.md's O_lp written out one element at a time, sums in long double, each
  * named rounding applied: K' = rnd(fl32(scale * k)), S = rnd(q . K'), P = rnd(softmax(S)),
  * O = rnd(P . V). The reference's fp32 gemm sums differ from these only in the last bits
  * of fp32, which survive rounding to fp16/bf16 only near a tie. */

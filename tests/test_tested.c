@@ -1,6 +1,6 @@
 /*
  * test_tested.c - outputs under test from another producer (/cases/<name>/tested/<label>,
- * spec/fixtures.md): the reader's validation and encodings, and `flexcheck check` judging them.
+ * docs/fixtures.md): the reader's validation and encodings, and `flexcheck check` judging them.
  *
  * The engine's dump of the scenario: a float16 causal window-17 case whose tested outputs are
  * the same-precision naive computation (a correct float16 kernel), the same with rows 40-43 of

@@ -1,5 +1,5 @@
 /*
- * test_tol.c - the gates of spec/tolerance.md (reports/tol.h). Each gate fails on a planted
+ * test_tol.c - the gates of docs/tolerance.md (reports/tol.h). Each gate fails on a planted
  * defect and passes on the clean input; expected numbers (floors, NMSE, LSE limits) are worked
  * out by hand in the comments from dyadic values, never taken from the code under test.
  *

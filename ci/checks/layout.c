@@ -1,6 +1,6 @@
 /*
- * layout.c - hybrid layer layouts through one shared metadata object (spec/semantics.md
- * section 6, spec/matrix.md M6).
+ * layout.c - hybrid layer layouts through one shared metadata object (docs/semantics.md
+ * section 6, docs/matrix.md M6).
  *
  * Like vLLM's FlexAttention backend, the runner keeps one metadata object (the sequences and a
  * block mask) for consecutive layers and rebuilds the block mask only when a layer's cache key

@@ -1,6 +1,6 @@
 /*
  * numeric.c - the kernel against the float64 oracle under the hard gates H1-H7 alone
- * (spec/matrix.md M1, M2, M5): one row per dtype and backend, a design case in all three
+ * (docs/matrix.md M1, M2, M5): one row per dtype and backend, a design case in all three
  * dtypes under one id.
  */
 #include <string.h>

@@ -1,10 +1,10 @@
 /*
- * pround.c - the P-rounding conformance check of the kernel contract (spec/semantics.md
+ * pround.c - the P-rounding conformance check of the kernel contract (docs/semantics.md
  * section 5: for float16/bfloat16 the probabilities are rounded to the input type before P.V,
  * as FlexAttention does).
  *
  * Why a check of its own: a kernel that keeps P in fp32 is *closer* to the float64 oracle than
- * the contract, so no gate of spec/tolerance.md (all distances to the oracle) can fail it. The
+ * the contract, so no gate of docs/tolerance.md (all distances to the oracle) can fail it. The
  * spec is silent on how to test this rule; this is our choice, written down here:
  *
  * Designed inputs make the contract's rounding visible above every other error:
