@@ -162,7 +162,19 @@ void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)
     fc_fmt(row->reason, sizeof row->reason, "%s: %s", check, msg);
 }
 
-int judge_bitwise_equal(const float *a, const float *b, size_t n)
+int judge_row_identical(const judge_case *jc, size_t r, const float *oa, const float *la,
+                        const float *ob, const float *lb)
 {
-    return memcmp(a, b, n * sizeof(float)) == 0;
+    size_t dv = (size_t)jc->prob->dv;
+    return memcmp(oa + r * dv, ob + r * dv, dv * sizeof(float)) == 0 &&
+           memcmp(&la[r], &lb[r], sizeof(float)) == 0;
+}
+
+size_t judge_first_differing_row(const judge_case *jc, const float *oa, const float *la,
+                                 const float *ob, const float *lb)
+{
+    size_t r = 0, n = judge_rows(jc);
+    while (r < n && judge_row_identical(jc, r, oa, la, ob, lb))
+        r++;
+    return r;
 }

@@ -114,8 +114,13 @@ int judge_given(const judge_case *jc, const float *o, const float *lse, const fl
 void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* 1 iff a and b hold the same n floats bit for bit (NaN payloads and signed zeros included). */
-int judge_bitwise_equal(const float *a, const float *b, size_t n);
+/* Exactness between two runs of case jc, (oa, la) and (ob, lb): bit for bit, NaN payloads and
+ * signed zeros included. 1 iff row r (its O row and its LSE) is the same in both. */
+int judge_row_identical(const judge_case *jc, size_t r, const float *oa, const float *la,
+                        const float *ob, const float *lb);
+/* The first row that differs between the two runs, or judge_rows(jc) when none does. */
+size_t judge_first_differing_row(const judge_case *jc, const float *oa, const float *la,
+                                 const float *ob, const float *lb);
 
 #ifdef __cplusplus
 }

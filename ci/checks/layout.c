@@ -122,15 +122,11 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, m
             judge_row_fail_check(row, CHECK, "fresh-mask run: %s", e.msg);
             continue;
         }
-        size_t nl = judge_rows(&jc), dv = (size_t)fc.prob.dv;
-        for (size_t r = 0; r < nl; r++)
-            if (memcmp(of + r * dv, b.o + r * dv, dv * sizeof(float)) ||
-                memcmp(&lf[r], &b.lse[r], sizeof(float))) {
-                judge_row_fail_check(row, CHECK,
-                                    "layer %d: output row %zu with the shared block mask differs "
-                                    "from a fresh build (stale cache key?)", (int)l, r);
-                break;
-            }
+        size_t r = judge_first_differing_row(&jc, of, lf, b.o, b.lse);
+        if (r < judge_rows(&jc))
+            judge_row_fail_check(row, CHECK,
+                                 "layer %d: output row %zu with the shared block mask differs "
+                                 "from a fresh build (stale cache key?)", (int)l, r);
     }
     free(of);
     free(lf);

@@ -55,15 +55,11 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
             judge_row_fail_check(row, CHECK, "paged run: %s", e.msg);
             continue;
         }
-        size_t dv = (size_t)p->dv;
-        for (size_t q = 0; q < nl; q++)
-            if (!judge_bitwise_equal(o + q * dv, s.b.o + q * dv, dv) ||
-                memcmp(&l[q], &s.b.lse[q], sizeof(float))) {
-                judge_row_fail_check(row, CHECK, "row %zu (q %d) differs between the "
-                                    "paged (%d pages) and the contiguous run", q,
-                                    gate_row_tq(&s.fc, q), (int)npages);
-                break;
-            }
+        size_t q = judge_first_differing_row(&s.jc, o, l, s.b.o, s.b.lse);
+        if (q < nl)
+            judge_row_fail_check(row, CHECK, "row %zu (q %d) differs between the paged (%d "
+                                 "pages) and the contiguous run", q, gate_row_tq(&s.fc, q),
+                                 (int)npages);
     }
 done:
     free(perm);

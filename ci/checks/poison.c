@@ -87,18 +87,13 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
                 judge_row_fail_check(row, CHECK, "poisoned run: %s", e.msg);
                 continue;
             }
-            for (size_t r = 0; r < nl; r++) {
-                size_t dv = (size_t)p->dv;
-                if (!judge_bitwise_equal(o + r * dv, s.b.o + r * dv, dv) ||
-                    memcmp(&l[r], &s.b.lse[r], sizeof(float))) {
-                    judge_row_fail_check(row, CHECK,
-                                        "%s in %d unseen keys changed row %zu (q %d): out[0] "
-                                        "%g -> %g, lse %g -> %g", t ? "+-1e30" : "NaN",
-                                        (int)unseen, r, gate_row_tq(&s.fc, r), s.b.o[r * dv],
-                                        o[r * dv], s.b.lse[r], l[r]);
-                    break;
-                }
-            }
+            size_t dv = (size_t)p->dv;
+            size_t r = judge_first_differing_row(&s.jc, o, l, s.b.o, s.b.lse);
+            if (r < nl)
+                judge_row_fail_check(row, CHECK, "%s in %d unseen keys changed row %zu (q %d): "
+                                     "out[0] %g -> %g, lse %g -> %g", t ? "+-1e30" : "NaN",
+                                     (int)unseen, r, gate_row_tq(&s.fc, r), s.b.o[r * dv],
+                                     o[r * dv], s.b.lse[r], l[r]);
         }
     }
 done:

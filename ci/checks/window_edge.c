@@ -29,7 +29,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
                 gate_setup_free(&s[t]);
             return st;
         }
-    size_t nrows = judge_rows(&s[1].jc), dv = (size_t)s[1].fc.prob.dv;
+    size_t nrows = judge_rows(&s[1].jc);
     seq_view v = seq_info_view(&s[1].fc.prob.seq);
     fc_status st = FC_OK;
     for (int i = 0; i < op->nbackends && !st; i++) {
@@ -53,8 +53,8 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
                 mask_token_range(m[j], v, tq, &lo1, &hi1);
                 if ((lo0 < hi0 || lo1 < hi1) && (lo0 != lo1 || hi0 != hi1)) {
                     expected++;
-                    if (judge_bitwise_equal(s[1].b.o + r * dv, s[j].b.o + r * dv, dv) &&
-                        s[1].b.lse[r] == s[j].b.lse[r]) {
+                    if (judge_row_identical(&s[1].jc, r, s[1].b.o, s[1].b.lse, s[j].b.o,
+                                            s[j].b.lse)) {
                         judge_row_fail_check(row, CHECK,
                                             "row %zu (q %d): allowed keys [%d,%d) under W but "
                                             "[%d,%d) under %s, yet output and LSE are identical",
