@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "base/lowp.h"
-#include "ci/checks.h"
 #include "ci/gate_case.h"
 #include "ref/ref.h"
 
