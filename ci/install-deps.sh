@@ -5,8 +5,9 @@
 # network call at all.
 set -eu
 
-# python3-pytest: the tests of ci/check_arrows.py (tests/python/), run by Debian's python3.
-PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev python3-pytest"
+# python3-pytest: the tests of ci/check_arrows.py (tests/python/) and of the fixture package
+# (python/), run by Debian's python3; python3-h5py and python3-numpy: that package's needs.
+PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev python3-pytest python3-h5py python3-numpy"
 
 missing=""
 for p in $PKGS; do
