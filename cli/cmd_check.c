@@ -91,14 +91,6 @@ static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r, 
     bmask_free(&direct);
 }
 
-/* Where flat row index `row` (= (b * Hq + h) * Lq + q) sits, as "(b, h, q, d) = (..)". */
-static void coords(char *buf, size_t cap, const attn_problem *p, size_t row, size_t col)
-{
-    size_t lq = (size_t)p->seq.lq, hq = (size_t)p->hq;
-    fc_fmt(buf, cap, "(b, h, q, d) = (%zu, %zu, %zu, %zu)", row / (lq * hq), row / lq % hq,
-           row % lq, col);
-}
-
 /* Every output under test of case c, judged under the gates against the case's oracle, once
  * that oracle is confirmed (oracle_ok: our float64 reference reproduced the stored out/lse). */
 static void check_tested(const char *path, const fix_case *c, int oracle_ok, const opts *o,
@@ -133,8 +125,8 @@ static void check_tested(const char *path, const fix_case *c, int oracle_ok, con
         } else {
             t->tested_failed++;
             if (pass == 0) {
-                char at[96];
-                coords(at, sizeof at, &c->prob, v.worst_row, v.worst_col);
+                char at[112];
+                attn_row_where(at, sizeof at, &c->prob, v.worst_row, (int64_t)v.worst_col);
                 fc_fmt(detail, sizeof detail, "%s; largest |err| %.3g at %s",
                        rep_verdict_reason(&v), v.max_err, at);
             }

@@ -1,6 +1,7 @@
 /* problem.c - validation and sizes of an attention call (problem.h). */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "masks/problem.h"
 
@@ -90,6 +91,20 @@ size_t attn_o_elems(const attn_problem *p)
 size_t attn_lse_elems(const attn_problem *p)
 {
     return (size_t)p->seq.batch * p->hq * p->seq.lq;
+}
+
+void attn_row_where(char *buf, size_t cap, const attn_problem *p, size_t row, int64_t d)
+{
+    size_t lq = (size_t)(p->seq.lq > 0 ? p->seq.lq : 1), hq = (size_t)(p->hq > 0 ? p->hq : 1);
+    size_t b = row / (lq * hq), h = row / lq % hq, q = row % lq;
+    int n = d >= 0 ? snprintf(buf, cap, "(b, h, q, d) = (%zu, %zu, %zu, %lld)", b, h, q,
+                              (long long)d)
+                   : snprintf(buf, cap, "(b, h, q) = (%zu, %zu, %zu)", b, h, q);
+    if (n < 0 || (size_t)n >= cap || !p->seq.packed || !p->seq.cu_q || p->seq.nseq < 1)
+        return;
+    int32_t s = seq_find(p->seq.cu_q, p->seq.nseq, (int32_t)q);
+    snprintf(buf + n, cap - (size_t)n, ", sequence %d position %d", (int)s,
+             (int)((int32_t)q - p->seq.cu_q[s]));
 }
 
 void attn_problem_free(attn_problem *p)

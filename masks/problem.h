@@ -39,6 +39,12 @@ size_t attn_v_elems(const attn_problem *p);
 size_t attn_o_elems(const attn_problem *p);
 size_t attn_lse_elems(const attn_problem *p);
 
+/* Where output row `row` (= (b * Hq + h) * Lq + q, the order of o and lse) sits, in the one
+ * convention every message and report uses: "(b, h, q, d) = (0, 1, 40, 5)", without d when
+ * d < 0 ("(b, h, q) = (0, 1, 40)"), and for a packed batch the query's sequence and its
+ * position in it: "..., sequence 2 position 8". Always terminated; truncated to cap. */
+void attn_row_where(char *buf, size_t cap, const attn_problem *p, size_t row, int64_t d);
+
 /* Releases the owned seq_info. */
 void attn_problem_free(attn_problem *p);
 

@@ -105,6 +105,24 @@ static void fail(rep_verdict *v, rep_gate g, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Where element (row r, column j) of O sits (j < 0: row r of LSE), in the problem's
+ * coordinates when the caller gave the problem: "(b, h, q, d) = (0, 1, 40, 5)". */
+typedef struct where_buf {
+    char s[112];
+} where_buf;
+
+static where_buf at(const rep_inputs *in, size_t r, long j)
+{
+    where_buf w;
+    if (in->prob)
+        attn_row_where(w.s, sizeof w.s, in->prob, r, j);
+    else if (j >= 0)
+        snprintf(w.s, sizeof w.s, "row %zu col %ld", r, j);
+    else
+        snprintf(w.s, sizeof w.s, "row %zu", r);
+    return w;
+}
+
 static void pass_unless_failed(rep_verdict *v, rep_gate g)
 {
     if (v->gate[g] != REP_FAIL)
@@ -136,21 +154,21 @@ static fc_status check_inputs(const rep_inputs *in, size_t n, fc_err *err)
     for (size_t r = 0; r < in->rows; r++) {
         double l = in->lse_gold[r];
         if (isnan(l) || l == INFINITY)
-            return fc_errf(err, FC_EINVAL, "evaluate: LSE_gold is %g at row %zu", l, r);
+            return fc_errf(err, FC_EINVAL, "evaluate: LSE_gold is %g at %s", l, at(in, r, -1).s);
         for (size_t j = 0; j < in->dv; j++) {
             size_t i = r * in->dv + j;
             double g = in->o_gold[i];
             if (isnan(g))
-                return fc_errf(err, FC_EINVAL, "evaluate: O_gold is NaN at row %zu col %zu", r, j);
+                return fc_errf(err, FC_EINVAL, "evaluate: O_gold is NaN at %s", at(in, r, (long)j).s);
             if (l == -INFINITY && g != 0)
                 return fc_errf(err, FC_EINVAL,
-                               "evaluate: row %zu is empty (LSE_gold -inf) but O_gold col %zu is %g",
-                               r, j, g);
+                               "evaluate: row %s is empty (LSE_gold -inf) but O_gold there is %g",
+                               at(in, r, (long)j).s, g);
             if (isfinite(g) && !isfinite(in->o_lp[i]))
                 return fc_errf(err, FC_EINVAL,
-                               "evaluate: baseline O_lp is %g at row %zu col %zu where O_gold is "
+                               "evaluate: baseline O_lp is %g at %s where O_gold is "
                                "%g: it overflowed, so H1 has no scale for this case",
-                               (double)in->o_lp[i], r, j, g);
+                               (double)in->o_lp[i], at(in, r, (long)j).s, g);
         }
     }
     return FC_OK;
@@ -180,20 +198,20 @@ static void gate_h3(const rep_inputs *in, rep_verdict *v)
         size_t r = i / in->dv, j = i % in->dv;
         if (isnan(o)) {
             v->nan_count++;
-            fail(v, REP_H3, "O is NaN at row %zu col %zu", r, j);
+            fail(v, REP_H3, "O is NaN at %s", at(in, r, (long)j).s);
             continue;
         }
         if (isinf(o))
             v->inf_count++;
         /* Symmetric: an infinity on either side must be the same infinity on the other. */
         if ((isinf(o) || isinf(g)) && !(o == g))
-            fail(v, REP_H3, "O is %g at row %zu col %zu where O_gold is %g", o, r, j, g);
+            fail(v, REP_H3, "O is %g at %s where O_gold is %g", o, at(in, r, (long)j).s, g);
     }
     for (size_t r = 0; in->lse && r < in->rows; r++) {
         double l = in->lse[r];
         if (isnan(l)) {
             v->nan_count++;
-            fail(v, REP_H3, "LSE is NaN at row %zu", r);
+            fail(v, REP_H3, "LSE is NaN at %s", at(in, r, -1).s);
             continue;
         }
         if (!isinf(l))
@@ -201,7 +219,7 @@ static void gate_h3(const rep_inputs *in, rep_verdict *v)
         if (row_empty(in, r) && l == -INFINITY)
             continue; /* the expected -inf of an empty row */
         v->inf_count++;
-        fail(v, REP_H3, "LSE is %g at row %zu where LSE_gold is %g", l, r, in->lse_gold[r]);
+        fail(v, REP_H3, "LSE is %g at %s where LSE_gold is %g", l, at(in, r, -1).s, in->lse_gold[r]);
     }
     pass_unless_failed(v, REP_H3);
 }
@@ -215,11 +233,11 @@ static void gate_h4(const rep_inputs *in, rep_verdict *v)
         for (size_t j = 0; j < in->dv; j++) {
             float o = in->o[r * in->dv + j];
             if (!(o == 0.0f))
-                fail(v, REP_H4, "empty row %zu has O col %zu = %.9g, not exactly 0", r, j,
-                     (double)o);
+                fail(v, REP_H4, "empty row: O is %.9g at %s, not exactly 0", (double)o,
+                     at(in, r, (long)j).s);
         }
         if (in->lse && !(in->lse[r] == -INFINITY))
-            fail(v, REP_H4, "empty row %zu has LSE %.9g, not -inf", r, (double)in->lse[r]);
+            fail(v, REP_H4, "empty row: LSE is %.9g at %s, not -inf", (double)in->lse[r], at(in, r, -1).s);
     }
     pass_unless_failed(v, REP_H4);
 }
@@ -281,9 +299,8 @@ static void gate_h1(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
         v->h1_ratio = safe_ratio(v->max_err, v->h1_tol);
         if (!(v->max_err <= v->h1_tol))
             fail(v, REP_H1,
-                 "max|err| %.3e at row %zu col %zu > %g * e_lp_max %.3e + floor %.3e "
-                 "(ratio %.3g)",
-                 v->max_err, v->worst_row, v->worst_col, t->c, v->e_lp_max, v->floor,
+                 "max|err| %.3e at %s > %g * e_lp_max %.3e + floor %.3e (ratio %.3g)",
+                 v->max_err, at(in, v->worst_row, (long)v->worst_col).s, t->c, v->e_lp_max, v->floor,
                  v->h1_ratio);
         pass_unless_failed(v, REP_H1);
         return;
@@ -304,8 +321,8 @@ static void gate_h1(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
             if (!(e <= lim))
                 fail(v, REP_H1,
                      "degenerate baseline (e_lp_max %.3e < %g * max|O_gold| %.3e): |err| %.3e "
-                     "at row %zu col %zu > %g + %g * |%.6g|",
-                     v->e_lp_max, t->deg_frac, v->max_abs_gold, e, r, j, t->deg_atol,
+                     "at %s > %g + %g * |%.6g|",
+                     v->e_lp_max, t->deg_frac, v->max_abs_gold, e, at(in, r, (long)j).s, t->deg_atol,
                      t->deg_rtol, g);
         }
     }
@@ -331,23 +348,24 @@ static void gate_h5(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
         raise_max(&v->lse_err, d);
         raise_max(&v->lse_ratio, d / lim);
         if (!(d <= lim))
-            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at row %zu > %g + %g * |%.6g|", d, r,
+            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at %s > %g + %g * |%.6g|", d, at(in, r, -1).s,
                  t->lse_atol, t->lse_rtol, g);
     }
     pass_unless_failed(v, REP_H5);
 }
 
-/* Bitwise, so -0.0 vs 0.0 and differing NaN payloads count as differences. */
-static void compare_bits(const float *a, const float *b, size_t n, size_t dv, const char *what,
-                         rep_verdict *v)
+/* Bitwise, so -0.0 vs 0.0 and differing NaN payloads count as differences. dv 0: an LSE. */
+static void compare_bits(const rep_inputs *in, const float *a, const float *b, size_t n,
+                         size_t dv, const char *what, rep_verdict *v)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t x, y;
         memcpy(&x, &a[i], sizeof x);
         memcpy(&y, &b[i], sizeof y);
         if (x != y) {
-            fail(v, REP_H7, "%s differs from the rerun at row %zu col %zu (0x%08x vs 0x%08x)",
-                 what, i / dv, i % dv, (unsigned)x, (unsigned)y);
+            fail(v, REP_H7, "%s differs from the rerun at %s (0x%08x vs 0x%08x)", what,
+                 dv ? at(in, i / dv, (long)(i % dv)).s : at(in, i, -1).s, (unsigned)x,
+                 (unsigned)y);
             return;
         }
     }
@@ -357,9 +375,9 @@ static void gate_h7(const rep_inputs *in, rep_verdict *v)
 {
     if (!in->o_rerun)
         return;
-    compare_bits(in->o, in->o_rerun, in->rows * in->dv, in->dv ? in->dv : 1, "O", v);
+    compare_bits(in, in->o, in->o_rerun, in->rows * in->dv, in->dv, "O", v);
     if (in->lse_rerun)
-        compare_bits(in->lse, in->lse_rerun, in->rows, 1, "LSE", v);
+        compare_bits(in, in->lse, in->lse_rerun, in->rows, 0, "LSE", v);
     pass_unless_failed(v, REP_H7);
 }
 

@@ -51,6 +51,7 @@
 
 #include "base/fc.h"
 #include "base/guard.h"
+#include "masks/problem.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,9 +115,11 @@ typedef struct rep_inputs {
     const fc_guarded *o_buf, *lse_buf; /* H6, optional: the buffers o and lse live in */
     rep_sentinels sentinels;           /* H6, optional: the launcher's own guard check */
     const float *o_rerun, *lse_rerun;  /* H7, optional: a second run (lse_rerun needs both) */
+    const attn_problem *prob;          /* optional: messages name elements by (b, h, q, d)
+                                        * (attn_row_where); NULL: by flat row and column */
 } rep_inputs;
 
-#define REP_WHY_LEN 192
+#define REP_WHY_LEN 256
 
 typedef struct rep_verdict {
     fc_dtype dtype;

@@ -123,10 +123,13 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, m
             continue;
         }
         size_t r = judge_first_differing_row(&jc, of, lf, b.o, b.lse);
-        if (r < judge_rows(&jc))
+        if (r < judge_rows(&jc)) {
+            char at[112];
+            attn_row_where(at, sizeof at, jc.prob, r, -1);
             judge_row_fail_check(row, CHECK,
-                                 "layer %d: output row %zu with the shared block mask differs "
-                                 "from a fresh build (stale cache key?)", (int)l, r);
+                                 "layer %d: output row %s with the shared block mask differs "
+                                 "from a fresh build (stale cache key?)", (int)l, at);
+        }
     }
     free(of);
     free(lf);

@@ -56,10 +56,12 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
             continue;
         }
         size_t q = judge_first_differing_row(&s.jc, o, l, s.b.o, s.b.lse);
-        if (q < nl)
-            judge_row_fail_check(row, CHECK, "row %zu (q %d) differs between the paged (%d "
-                                 "pages) and the contiguous run", q, gate_row_tq(&s.fc, q),
-                                 (int)npages);
+        if (q < nl) {
+            char at[112];
+            attn_row_where(at, sizeof at, s.jc.prob, q, -1);
+            judge_row_fail_check(row, CHECK, "row %s differs between the paged (%d pages) and "
+                                 "the contiguous run", at, (int)npages);
+        }
     }
 done:
     free(perm);

@@ -89,11 +89,14 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
             }
             size_t dv = (size_t)p->dv;
             size_t r = judge_first_differing_row(&s.jc, o, l, s.b.o, s.b.lse);
-            if (r < nl)
-                judge_row_fail_check(row, CHECK, "%s in %d unseen keys changed row %zu (q %d): "
+            if (r < nl) {
+                char at[112];
+                attn_row_where(at, sizeof at, s.jc.prob, r, -1);
+                judge_row_fail_check(row, CHECK, "%s in %d unseen keys changed row %s: "
                                      "out[0] %g -> %g, lse %g -> %g", t ? "+-1e30" : "NaN",
-                                     (int)unseen, r, gate_row_tq(&s.fc, r), s.b.o[r * dv],
-                                     o[r * dv], s.b.lse[r], l[r]);
+                                     (int)unseen, at, s.b.o[r * dv], o[r * dv], s.b.lse[r],
+                                     l[r]);
+            }
         }
     }
 done:

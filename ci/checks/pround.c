@@ -167,10 +167,12 @@ static int pr_judge(const judge_case *jc, const float *k, const float *v, const 
                     checked++;
                     double got = o[row * p->dv + c];
                     if (!(fabs(got - oc) <= slack)) {
-                        fc_fmt(msg, cap, "row %zu (q %d) column %d over keys [%d,%d): output "
+                        char at[112];
+                        attn_row_where(at, sizeof at, p, row, c);
+                        fc_fmt(msg, cap, "%s over keys [%d,%d): output "
                                "%.6g, but P rounded to %s gives %.6g (allowed +-%.2g) and P "
                                "kept in fp32 gives %.6g: P is not rounded to the input type "
-                               "before P.V", row, (int)tq, (int)c, (int)lo, (int)hi, got,
+                               "before P.V", at, (int)lo, (int)hi, got,
                                fc_dtype_name(jc->dtype), oc, slack, ou);
                         return 0;
                     }

@@ -55,10 +55,12 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
                     expected++;
                     if (judge_row_identical(&s[1].jc, r, s[1].b.o, s[1].b.lse, s[j].b.o,
                                             s[j].b.lse)) {
+                        char at[112];
+                        attn_row_where(at, sizeof at, s[1].jc.prob, r, -1);
                         judge_row_fail_check(row, CHECK,
-                                            "row %zu (q %d): allowed keys [%d,%d) under W but "
+                                            "row %s: allowed keys [%d,%d) under W but "
                                             "[%d,%d) under %s, yet output and LSE are identical",
-                                            r, tq, lo0, hi0, lo1, hi1, name);
+                                            at, lo0, hi0, lo1, hi1, name);
                         break;
                     }
                 }
