@@ -17,20 +17,12 @@ void gate_row_identity(rep_row *row, const gate_case *c, const fix_case *fc, con
     const attn_problem *p = &fc->prob;
     snprintf(row->case_id, sizeof row->case_id, "%s%s", c->id, suffix ? suffix : "");
     rep_set_str(row->group, sizeof row->group, c->group);
-    row->b = p->seq.batch;
-    row->hq = p->hq;
-    row->hkv = p->hkv;
-    row->lq = p->seq.lq;
-    row->lk = p->seq.lk;
-    row->d = p->d;
-    row->dv = p->dv;
-    row->mask = p->mask;
+    judge_row_problem(row, p, fc->dtype);
     row->q_block = c->gp.qb;
     row->kv_block = c->gp.kb;
     rep_set_str(row->builder, sizeof row->builder, builder);
     rep_set_str(row->backend, sizeof row->backend, gpu_backend_name(be));
     row->kernel = op->run.kernel;
-    row->dtype = fc->dtype;
 }
 
 /* ---- inputs ---- */

@@ -6,8 +6,11 @@
  * the slow builder; with --backend emu|gpu also the kernel against the stored oracle under
  * docs/tolerance.md, with the stored block mask (as given) and with the direct builder's.
  * One line per case, a summary, exit 0 all passed, 1 a check failed, 2 a file was rejected
- * (or bad arguments).
+ * (or bad arguments). With --report DIR the judged outputs (tested ones, and our kernel's with
+ * --backend emu|gpu) are also written as the gate's report set, one row each; cases and files
+ * that could not be judged are error rows there, so the report's totals match the exit status.
  */
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +28,49 @@ typedef struct opts {
     int kernel_backend; /* 0: reference only; 1: also the kernel on `be` */
     gpu_backend be;
     int32_t kernel;
+    const char *report_dir; /* NULL: no report files */
 } opts;
 
 typedef struct tally {
     int files, rejected, cases, passed, failed, skipped;
     int tested, tested_passed, tested_failed; /* outputs under test (tested/<label>) */
+    rep_row *rows;                            /* the report rows, in the order judged */
+    size_t nrows, cap;
+    int oom;                                  /* a row could not be kept */
 } tally;
+
+static void keep_row(tally *t, const rep_row *row)
+{
+    if (t->nrows == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        rep_row *r = realloc(t->rows, cap * sizeof *r);
+        if (!r) {
+            t->oom = 1;
+            return;
+        }
+        t->rows = r;
+        t->cap = cap;
+    }
+    t->rows[t->nrows++] = *row;
+}
+
+/* A row's identity: "<file name>:<case>", the group, and what the case's problem determines. */
+static void row_of(rep_row *row, const char *path, const fix_case *c, const char *group)
+{
+    memset(row, 0, sizeof *row);
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    rep_set_str(row->group, sizeof row->group, group);
+    if (!c) { /* a file that could not be read */
+        rep_set_str(row->case_id, sizeof row->case_id, basename(tmp));
+        rep_set_str(row->backend, sizeof row->backend, "-");
+        return;
+    }
+    fc_fmt(row->case_id, sizeof row->case_id, "%s:%s", basename(tmp), c->name);
+    judge_row_problem(row, &c->prob, c->dtype);
+    row->q_block = c->q_block_size;
+    row->kv_block = c->kv_block_size;
+}
 
 static void print_case(const char *path, const fix_case *c, const fix_check_result *r,
                        const opts *o, int skipped)
@@ -57,7 +97,8 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
 /* The kernel on this case under the gates: with the stored block mask as given (if any) and
  * with the direct builder's. The first failure becomes the case's detail; a configuration the
  * kernel refuses (FC_EUNSUP) sets *skipped and the reason instead. */
-static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r, int *skipped)
+static void check_kernel(const char *path, const fix_case *c, const opts *o,
+                         fix_check_result *r, int *skipped, tally *t)
 {
     judge_opts jo = {.kernel = o->kernel};
     judge_case jc = fix_judge_case(c);
@@ -75,8 +116,13 @@ static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r, 
         if (!masks[i])
             continue;
         rep_row row;
-        memset(&row, 0, sizeof row);
-        if (judge_case_run(&jo, o->be, &jc, masks[i], &row, NULL, NULL, NULL) == 1)
+        row_of(&row, path, c, "check");
+        rep_set_str(row.builder, sizeof row.builder, i == 0 ? "stored" : "direct");
+        rep_set_str(row.backend, sizeof row.backend, gpu_backend_name(o->be));
+        row.kernel = o->kernel;
+        int pass = judge_case_run(&jo, o->be, &jc, masks[i], &row, NULL, NULL, NULL);
+        keep_row(t, &row);
+        if (pass == 1)
             continue;
         if (row.outcome == REP_ROW_SKIP) {
             *skipped = 1;
@@ -91,6 +137,50 @@ static void check_kernel(const fix_case *c, const opts *o, fix_check_result *r, 
     bmask_free(&direct);
 }
 
+/* The producer's own block mask (when stored) against the case's mask: "" when sound, else
+ * what it drops and leaks; the whole text always goes to text. */
+static int tested_bmask(const fix_case *c, const fix_tested *tt, char *text, size_t cap)
+{
+    bmask_defects d;
+    fc_err err;
+    if (bmask_find_defects(&tt->bm, c->prob.mask, &c->prob.seq, &d, &err)) {
+        fc_fmt(text, cap, "cannot be checked: %s", err.msg);
+        return 0;
+    }
+    bmask_defects_text(text, cap, &tt->bm, &d);
+    return d.dropped || d.leaked;
+}
+
+/* One output under test judged: its report row, 1 pass, 0 fail, -1 not judged. */
+static int judge_tested(const char *path, const fix_case *c, const fix_tested *tt,
+                        const judge_case *jc, const float *o_lp, const char *not_judged,
+                        rep_row *row, rep_verdict *v)
+{
+    row_of(row, path, c, "tested");
+    char be[REP_NAME_LEN];
+    snprintf(be, sizeof be, "tested/%s", tt->label);
+    rep_set_str(row->backend, sizeof row->backend, be);
+    rep_set_str(row->builder, sizeof row->builder, tt->has_bmask ? "producer's" : "-");
+    rep_set_str(row->producer, sizeof row->producer, tt->producer);
+    if (not_judged) {
+        rep_row_set_error(row, not_judged);
+        return -1;
+    }
+    fc_err err;
+    int pass = judge_given(jc, tt->out, tt->lse, tt->out_rerun, o_lp, v, &err);
+    if (pass < 0) {
+        rep_row_set_error(row, err.msg);
+        return -1;
+    }
+    rep_row_set_verdict(row, v);
+    char bm[REP_WHY_LEN];
+    if (tt->has_bmask && tested_bmask(c, tt, bm, sizeof bm)) {
+        judge_row_fail_check(row, "block-mask", "the producer's block mask is %s", bm);
+        pass = 0;
+    }
+    return pass;
+}
+
 /* Every output under test of case c, judged under the gates against the case's oracle, once
  * that oracle is confirmed (oracle_ok: our float64 reference reproduced the stored out/lse). */
 static void check_tested(const char *path, const fix_case *c, int oracle_ok, const opts *o,
@@ -99,41 +189,47 @@ static void check_tested(const char *path, const fix_case *c, int oracle_ok, con
     judge_case jc = fix_judge_case(c);
     float *o_lp = malloc(sizeof(float) * (attn_o_elems(&c->prob) + 1));
     fc_err err;
-    int base_ok = o_lp && oracle_ok && !judge_baseline(&jc, o_lp, &err);
-    if (!o_lp)
-        fc_fmt(err.msg, sizeof err.msg, "out of memory");
+    char why[REP_WHY_LEN] = "";
+    if (!oracle_ok)
+        fc_fmt(why, sizeof why, "not judged: the stored out/lse are not what our float64 "
+               "oracle computes from the inputs (see the case's line)");
+    else if (!o_lp)
+        fc_fmt(why, sizeof why, "not judged: out of memory");
+    else if (judge_baseline(&jc, o_lp, &err))
+        fc_fmt(why, sizeof why, "not judged: baseline: %s", err.msg);
     for (int i = 0; i < c->ntested; i++) {
         const fix_tested *tt = &c->tested[i];
+        rep_row row;
         rep_verdict v;
-        int pass = -1;
-        char detail[REP_WHY_LEN + 128];
-        if (!oracle_ok)
-            fc_fmt(detail, sizeof detail, "not judged: the stored out/lse are not what our "
-                   "float64 oracle computes from the inputs (see the case's line)");
-        else if (!base_ok)
-            fc_fmt(detail, sizeof detail, "not judged: baseline: %s", err.msg);
-        else if ((pass = judge_given(&jc, tt->out, tt->lse, tt->out_rerun, o_lp, &v, &err)) < 0)
-            fc_fmt(detail, sizeof detail, "not judged: %s", err.msg);
+        int pass = judge_tested(path, c, tt, &jc, o_lp, why[0] ? why : NULL, &row, &v);
+        keep_row(t, &row);
         t->tested++;
-        if (pass == 1) {
-            t->tested_passed++;
-            if (o->quiet)
-                continue;
+        t->tested_passed += pass == 1;
+        t->tested_failed += pass != 1;
+        if (pass == 1 && o->quiet)
+            continue;
+        char detail[REP_WHY_LEN + 160];
+        if (pass == 1)
             fc_fmt(detail, sizeof detail, "passes the gates (H1 ratio %.3g%s%s)", v.h1_ratio,
                    tt->lse ? "" : "; no LSE stored, H5 not run",
                    tt->out_rerun ? "; rerun bitwise equal" : "");
+        else if (pass == 0 && v.first_fail >= 0) {
+            char at[112];
+            attn_row_where(at, sizeof at, &c->prob, v.worst_row, (int64_t)v.worst_col);
+            fc_fmt(detail, sizeof detail, "%s; largest |err| %.3g at %s", row.reason, v.max_err,
+                   at);
         } else {
-            t->tested_failed++;
-            if (pass == 0) {
-                char at[112];
-                attn_row_where(at, sizeof at, &c->prob, v.worst_row, (int64_t)v.worst_col);
-                fc_fmt(detail, sizeof detail, "%s; largest |err| %.3g at %s",
-                       rep_verdict_reason(&v), v.max_err, at);
-            }
+            fc_fmt(detail, sizeof detail, "%s", row.reason);
         }
         printf("%s %s %s tested/%s %s (%s, out stored as %s): %s\n", pass == 1 ? "PASS" : "FAIL",
                path, c->name, tt->label, fc_dtype_name(c->dtype), tt->producer, tt->encoding,
                detail);
+        char bm[REP_WHY_LEN];
+        if (tt->has_bmask && pass >= 0) {
+            tested_bmask(c, tt, bm, sizeof bm);
+            printf("    its block mask (%dx%d): %s\n", (int)tt->bm.q_block_size,
+                   (int)tt->bm.kv_block_size, bm);
+        }
     }
     free(o_lp);
 }
@@ -158,8 +254,15 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
         }
         int skipped = 0;
         if (o->kernel_backend && r.passed)
-            check_kernel(&c, o, &r, &skipped);
+            check_kernel(f->path, &c, o, &r, &skipped, t);
         print_case(f->path, &c, &r, o, skipped);
+        if (!r.passed && c.ntested == 0 && !o->kernel_backend) {
+            rep_row row; /* the case's own failure must show in the report too */
+            row_of(&row, f->path, &c, "check");
+            rep_set_str(row.backend, sizeof row.backend, "ref");
+            rep_row_set_error(&row, r.detail);
+            keep_row(t, &row);
+        }
         check_tested(f->path, &c, !st && r.oracle_ok, o, t);
         t->cases++;
         if (!r.passed)
@@ -173,6 +276,17 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
     return 0;
 }
 
+/* A file that could not be checked: one line on stderr and an error row. */
+static void reject(const char *path, const char *msg, tally *t)
+{
+    fprintf(stderr, "flexcheck check: %s\n", msg);
+    t->rejected++;
+    rep_row row;
+    row_of(&row, path, NULL, "file");
+    rep_row_set_error(&row, msg);
+    keep_row(t, &row);
+}
+
 static void check_file(const char *path, const opts *o, tally *t)
 {
     fix_file f;
@@ -181,13 +295,12 @@ static void check_file(const char *path, const opts *o, tally *t)
     if (fix_open(path, &f, &err) || fix_validate(&f, &err)) {
         if (f.h5 >= 0)
             fix_close(&f);
-        fprintf(stderr, "flexcheck check: %s\n", err.msg);
-        t->rejected++;
+        reject(path, err.msg, t);
         return;
     }
     if (o->only_case && fix_find_case(&f, o->only_case) < 0) {
-        fprintf(stderr, "flexcheck check: %s: no case named '%s'\n", path, o->only_case);
-        t->rejected++;
+        fc_fmt(err.msg, sizeof err.msg, "%s: no case named '%s'", path, o->only_case);
+        reject(path, err.msg, t);
     } else if (check_cases(&f, o, t)) {
         t->rejected++;
     }
@@ -211,7 +324,7 @@ static int parse_backend(const char *cmd, const char *opt, const char *v, void *
 
 int cmd_check(int argc, char **argv)
 {
-    opts o = {FIX_BACKEND_REF, 0, 0, NULL, 0, GPU_BACKEND_EMU, GPU_DEFAULT_KERNEL};
+    opts o = {FIX_BACKEND_REF, 0, 0, NULL, 0, GPU_BACKEND_EMU, GPU_DEFAULT_KERNEL, NULL};
     const cli_opt table[] = {
         CLI_FN("backend", "B", "ref: the reference checks only (default); emu or gpu: also\n"
                "run the kernel on each case and judge it under the gates", parse_backend, &o),
@@ -221,6 +334,9 @@ int cmd_check(int argc, char **argv)
                  &o.exact_blocks, 1),
         CLI_STR("case", "NAME", "only the case NAME of each file", &o.only_case),
         CLI_FLAG("quiet", "print failures and the summary only", &o.quiet, 1),
+        CLI_STR("report", "DIR", "also write the judged outputs as a report set in DIR (the\n"
+                "gate's files: summary.md, rows.json, rows.csv, junit.xml, report.html)",
+                &o.report_dir),
     };
     char intro[512];
     snprintf(intro, sizeof intro,
@@ -234,7 +350,7 @@ int cmd_check(int argc, char **argv)
     const cli_spec spec = {
         .cmd = CMD,
         .usage = "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
-                 "[--case NAME] [--quiet] FILE...\n",
+                 "[--case NAME] [--quiet] [--report DIR] FILE...\n",
         .intro = intro,
         .opts = table,
         .nopts = sizeof table / sizeof table[0],
@@ -259,5 +375,18 @@ int cmd_check(int argc, char **argv)
                t.tested_failed);
     printf("\n");
     fflush(stdout);
-    return t.rejected ? CLI_BADINPUT : t.failed || t.tested_failed ? CLI_FAIL : CLI_PASS;
+    rc = t.rejected ? CLI_BADINPUT : t.failed || t.tested_failed ? CLI_FAIL : CLI_PASS;
+    if (o.report_dir) { /* after the verdict is printed: a report that fails cannot hide it */
+        rep_set set = {.rows = t.rows, .n = t.nrows};
+        fc_err err;
+        if (t.oom)
+            rc = cli_usage_error(CMD, "%s: out of memory for the report rows; not written",
+                                 o.report_dir);
+        else if (rep_write_all(o.report_dir, &set, &err))
+            rc = cli_usage_error(CMD, "%s", err.msg);
+        else
+            printf("report: %s/%s (%zu rows)\n", o.report_dir, REP_FILE_MD, t.nrows);
+    }
+    free(t.rows);
+    return rc;
 }

@@ -149,6 +149,19 @@ int judge_given(const judge_case *jc, const float *o, const float *lse, const fl
     return v->pass;
 }
 
+void judge_row_problem(rep_row *row, const attn_problem *p, fc_dtype dtype)
+{
+    row->b = p->seq.batch;
+    row->hq = p->hq;
+    row->hkv = p->hkv;
+    row->lq = p->seq.lq;
+    row->lk = p->seq.lk;
+    row->d = p->d;
+    row->dv = p->dv;
+    row->mask = p->mask;
+    row->dtype = dtype;
+}
+
 void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)
 {
     if (row->outcome != REP_ROW_PASS)

@@ -109,6 +109,10 @@ int judge_outputs(const judge_case *jc, const float *o, const float *lse, const 
 int judge_given(const judge_case *jc, const float *o, const float *lse, const float *o_rerun,
                 const float *o_lp, rep_verdict *v, fc_err *err);
 
+/* The row columns a problem determines: shapes, mask terms and dtype (the caller sets the
+ * case id, group, block sizes, builder, backend and producer). */
+void judge_row_problem(rep_row *row, const attn_problem *p, fc_dtype dtype);
+
 /* Fails row on the exactness check named `check` unless it already failed: the first failure
  * names the row ("<check>: <message>"). */
 void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)

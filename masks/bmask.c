@@ -2,6 +2,7 @@
  * bmask.c - the block-mask type: allocation, structural validation, soundness against the
  * predicate, set comparison and totals (bmask.h). The builders are in bmask_build.c.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -210,6 +211,75 @@ fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, f
             }
     free(rb.v);
     return st;
+}
+
+/* Bit 1: some pair of tile (r, c) is allowed; bit 2: some pair is not (padding included). */
+static int tile_kind(const bmask *bm, mask_params m, seq_view v, int32_t r, int32_t c)
+{
+    int32_t qb = bm->q_block_size, kb = bm->kv_block_size, k = 0;
+    for (int32_t tq = r * qb; tq < (r + 1) * qb && k != 3; tq++)
+        for (int32_t tk = c * kb; tk < (c + 1) * kb && k != 3; tk++)
+            k |= mask_pair_allowed(m, v, tq, tk) ? 1 : 2;
+    return k;
+}
+
+fc_status bmask_find_defects(const bmask *bm, mask_params m, const seq_info *s, bmask_defects *d,
+                             fc_err *err)
+{
+    memset(d, 0, sizeof *d);
+    if (bm->lq != s->lq || bm->lk != s->lk)
+        return fc_errf(err, FC_EINVAL, "block mask built for lengths (%d, %d), case has (%d, %d)",
+                       (int)bm->lq, (int)bm->lk, (int)s->lq, (int)s->lk);
+    rowbits rb;
+    fc_status st = rowbits_init(&rb, bm->nkb, err);
+    seq_view v = seq_info_view(s);
+    for (int32_t b = 0; !st && b < bm->nb; b++)
+        for (int32_t h = 0; h < bm->nh; h++)
+            for (int32_t r = 0; r < bm->nqb; r++) {
+                rowbits_fill(&rb, bm, bmask_row(bm, b, h, r));
+                for (int32_t c = 0; c < bm->nkb; c++) {
+                    int k = tile_kind(bm, m, v, r, c);
+                    bmask_tile t = {b, h, r, c};
+                    if ((k & 1) && rb.v[c] == 0 && d->dropped++ == 0)
+                        d->first_dropped = t;
+                    if ((k & 2) && rb.v[c] == 2 && d->leaked++ == 0)
+                        d->first_leaked = t;
+                    d->wasted += !(k & 1) && rb.v[c] == 1;
+                }
+            }
+    free(rb.v);
+    return st;
+}
+
+static int tile_text(char *buf, size_t cap, const bmask *bm, bmask_tile t)
+{
+    int32_t qb = bm->q_block_size, kb = bm->kv_block_size;
+    return snprintf(buf, cap, "(b, h) = (%d, %d) query tile %d [tokens %d, %d) kv block %d "
+                    "[keys %d, %d)", (int)t.b, (int)t.h, (int)t.r, (int)(t.r * qb),
+                    (int)((t.r + 1) * qb), (int)t.c, (int)(t.c * kb), (int)((t.c + 1) * kb));
+}
+
+void bmask_defects_text(char *buf, size_t cap, const bmask *bm, const bmask_defects *d)
+{
+    char a[160], b[160];
+    tile_text(a, sizeof a, bm, d->first_dropped);
+    tile_text(b, sizeof b, bm, d->first_leaked);
+    char w[96] = "";
+    if (d->wasted)
+        snprintf(w, sizeof w, "; %lld listed partial tiles hold no allowed key (wasted work)",
+                 (long long)d->wasted);
+    if (!d->dropped && !d->leaked)
+        snprintf(buf, cap, "sound%s", w);
+    else if (d->dropped && d->leaked)
+        snprintf(buf, cap, "NOT SOUND: drops keys: %lld tiles with allowed keys are listed "
+                 "nowhere (first: %s); leaks keys: %lld tiles listed full hold masked pairs "
+                 "(first: %s)%s", (long long)d->dropped, a, (long long)d->leaked, b, w);
+    else if (d->dropped)
+        snprintf(buf, cap, "NOT SOUND: drops keys: %lld tiles with allowed keys are listed "
+                 "nowhere (first: %s)%s", (long long)d->dropped, a, w);
+    else
+        snprintf(buf, cap, "NOT SOUND: leaks keys: %lld tiles listed full hold masked pairs "
+                 "(first: %s)%s", (long long)d->leaked, b, w);
 }
 
 static int32_t max_i32(int32_t a, int32_t b)

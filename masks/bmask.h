@@ -79,6 +79,27 @@ fc_status bmask_validate(const bmask *bm, fc_err *err);
  * tile and element that breaks it. Requires bmask_validate to pass. */
 fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, fc_err *err);
 
+/* Every way a block mask departs from (m, s), counted over all its stored rows, with the first
+ * tile of each kind, so a report can name what a producer's mask gets wrong (often the bug):
+ * dropped: a tile with allowed pairs listed nowhere (the kernel never sees those keys);
+ * leaked: a tile listed full that holds a pair not allowed (the kernel skips the mask there);
+ * wasted: a tile listed partial with no allowed pair (sound, only work for nothing). */
+typedef struct bmask_tile {
+    int32_t b, h, r, c; /* stored (batch, head) row, query tile, kv block */
+} bmask_tile;
+
+typedef struct bmask_defects {
+    int64_t dropped, leaked, wasted;
+    bmask_tile first_dropped, first_leaked;
+} bmask_defects;
+
+/* Requires bmask_validate to pass and the mask's lengths to be s's (FC_EINVAL otherwise). */
+fc_status bmask_find_defects(const bmask *bm, mask_params m, const seq_info *s, bmask_defects *d,
+                             fc_err *err);
+/* One line: "sound" (plus wasted tiles, if any), or what is dropped and what leaks, with the
+ * first tile of each as token ranges. */
+void bmask_defects_text(char *buf, size_t cap, const bmask *bm, const bmask_defects *d);
+
 /* Equal as sets (order within a row ignored) for every row of the broadcast shape.
  * FC_EFAIL names the first differing row and block. */
 fc_status bmask_compare(const bmask *a, const bmask *b, fc_err *err);

@@ -23,7 +23,8 @@ extern "C" {
 #endif
 
 #define REP_ID_LEN 128
-#define REP_NAME_LEN 32
+#define REP_NAME_LEN 80 /* fits "tested/" and a 64-character label */
+#define REP_TEXT_LEN 256
 
 /* A skipped row is a case the run could not do on purpose (a backend without that feature):
  * it fails nothing, but every report lists it so the gap stays visible. */
@@ -43,6 +44,8 @@ typedef struct rep_row {
     mask_params mask;              /* columns named by MASK_PARAMS (masks/mask.h) */
     int32_t q_block, kv_block;
     char builder[REP_NAME_LEN], backend[REP_NAME_LEN];
+    char producer[REP_TEXT_LEN];   /* who produced the output judged: "" for our own kernel
+                                    * runs, a tested output's producer attribute otherwise */
     int32_t kernel;                /* kernel version that ran (0: none, e.g. the reference) */
     fc_dtype dtype;
     double max_err, mean_err, rmse, nmse, e_lp_max, h1_ratio, floor, lse_err, s1, s2;

@@ -184,6 +184,11 @@ static void write_rows(FILE *f, const rep_row *rows, size_t n)
         char lab[REP_NAME_LEN];
         rep_row_backend_label(r, lab);
         rep_put_xml(f, lab);
+        if (r->producer[0]) { /* another producer's output: say whose */
+            fputs("<br><small>", f);
+            rep_put_xml(f, r->producer);
+            fputs("</small>", f);
+        }
         fputs("</td><td>", f);
         rep_put_xml(f, r->builder);
         fprintf(f, "</td><td class=\"n\">%ld</td><td class=\"n\">%ld</td><td class=\"n\">%ld</td>",

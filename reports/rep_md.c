@@ -59,6 +59,11 @@ static void write_listed(FILE *f, const rep_row *rows, size_t n, int skipped, co
         char lab[REP_NAME_LEN];
         rep_row_backend_label(r, lab);
         rep_put_md(f, lab);
+        if (r->producer[0]) { /* another producer's output: say whose */
+            fputs(" (", f);
+            rep_put_md(f, r->producer);
+            fputc(')', f);
+        }
         fputs(" | ", f);
         rep_put_md(f, r->builder);
         fprintf(f, " | %s | ",

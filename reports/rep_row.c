@@ -20,7 +20,8 @@ const rep_col rep_cols[] = {
     MASK_PARAMS(MASK_COL)
 #undef MASK_COL
     COL(q_block, REP_COL_I32),    COL(kv_block, REP_COL_I32),  COL(builder, REP_COL_STR),
-    COL(backend, REP_COL_STR),    COL(kernel, REP_COL_I32),    COL(dtype, REP_COL_DTYPE),
+    COL(backend, REP_COL_STR),    COL(producer, REP_COL_STR),
+    COL(kernel, REP_COL_I32),     COL(dtype, REP_COL_DTYPE),
     COL(max_err, REP_COL_F64),
     COL(mean_err, REP_COL_F64),   COL(rmse, REP_COL_F64),      COL(nmse, REP_COL_F64),
     COL(e_lp_max, REP_COL_F64),   COL(h1_ratio, REP_COL_F64),  COL(floor, REP_COL_F64),

@@ -330,3 +330,40 @@ Test(compare, names_the_first_differing_row_and_block)
     bmask_free(&b);
     seq_free(&s);
 }
+
+/* Counts and first tiles follow from the edits: causal 256 x 256 in 64-blocks lists, in row r,
+ * blocks 0..r-1 full and block r partial. */
+Test(soundness, names_every_defect_of_a_producers_mask)
+{
+    seq_info s;
+    fc_err err;
+    bmask bm = causal_mask(&s);
+    mask_params m = {.causal = 1};
+    bmask_defects d;
+    char text[512];
+    cr_assert_eq(bmask_find_defects(&bm, m, &s, &d, &err), FC_OK, "%s", err.msg);
+    cr_expect(d.dropped == 0 && d.leaked == 0 && d.wasted == 0);
+    bmask_defects_text(text, sizeof text, &bm, &d);
+    cr_expect_str_eq(text, "sound");
+
+    bm.kv_num_blocks[2] = 0; /* row 2 drops its diagonal block */
+    bm.kv_num_blocks[3] = 0; /* row 3 lists its diagonal block full */
+    bm.full_kv_indices[3 * bm.width + 3] = 3;
+    bm.full_kv_num_blocks[3] = 4;
+    bm.kv_indices[0 * bm.width + 1] = 1; /* row 0 lists block 1 (all above the diagonal) */
+    bm.kv_num_blocks[0] = 2;
+    cr_assert_eq(bmask_validate(&bm, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(bmask_find_defects(&bm, m, &s, &d, &err), FC_OK, "%s", err.msg);
+    cr_expect(d.dropped == 1 && d.leaked == 1 && d.wasted == 1, "%lld %lld %lld",
+              (long long)d.dropped, (long long)d.leaked, (long long)d.wasted);
+    cr_expect(d.first_dropped.r == 2 && d.first_dropped.c == 2);
+    cr_expect(d.first_leaked.r == 3 && d.first_leaked.c == 3);
+    bmask_defects_text(text, sizeof text, &bm, &d);
+    cr_expect(strstr(text, "NOT SOUND: drops keys: 1 tiles") &&
+                  strstr(text, "query tile 2 [tokens 128, 192) kv block 2 [keys 128, 192)") &&
+                  strstr(text, "leaks keys: 1 tiles listed full") &&
+                  strstr(text, "query tile 3 [tokens 192, 256) kv block 3 [keys 192, 256)") &&
+                  strstr(text, "1 listed partial tiles hold no allowed key"), "%s", text);
+    bmask_free(&bm);
+    seq_free(&s);
+}

@@ -384,3 +384,93 @@ Test(tested, repro_refuses_a_stored_out_that_is_not_the_oracle)
     cr_expect(!strstr(out, "verdict:"), "a verdict was printed:\n%s", out);
     fix_case_free(&c);
 }
+
+/* The producer's own block mask under its label: a correct output whose mask drops a tile the
+ * case needs still fails, on the block-mask check, naming the tile; and `check --report` writes
+ * one row per output with its producer. */
+static void put_i32(hid_t g, const char *name, int rank, const hsize_t *dims, const int32_t *x)
+{
+    hid_t sp = H5Screate_simple(rank, dims, NULL);
+    hid_t ds = H5Dcreate2(g, name, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(ds >= 0 && H5Dwrite(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0);
+    H5Dclose(ds);
+    H5Sclose(sp);
+}
+
+static void add_bmask(const char *p, const char *label, const bmask *bm)
+{
+    hid_t f = open_rw(p);
+    char path[128];
+    snprintf(path, sizeof path, "/cases/c0/tested/%s", label);
+    hid_t t = H5Gopen2(f, path, H5P_DEFAULT);
+    hid_t g = H5Gcreate2(t, "block_mask", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(g >= 0);
+    int32_t qb = bm->q_block_size, kb = bm->kv_block_size;
+    cr_assert(H5LTset_attribute_int(g, ".", "q_block_size", &qb, 1) >= 0 &&
+              H5LTset_attribute_int(g, ".", "kv_block_size", &kb, 1) >= 0);
+    hsize_t n[3] = {1, 1, (hsize_t)bm->nqb}, w[4] = {1, 1, (hsize_t)bm->nqb, (hsize_t)bm->width};
+    put_i32(g, "kv_num_blocks", 3, n, bm->kv_num_blocks);
+    put_i32(g, "kv_indices", 4, w, bm->kv_indices);
+    put_i32(g, "full_kv_num_blocks", 3, n, bm->full_kv_num_blocks);
+    put_i32(g, "full_kv_indices", 4, w, bm->full_kv_indices);
+    H5Gclose(g);
+    H5Gclose(t);
+    H5Fclose(f);
+}
+
+static char *slurp_file(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    cr_assert(f, "open %s", p);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+Test(tested, a_producers_block_mask_is_checked_and_the_report_has_a_row_per_output)
+{
+    const char *p = write_case("bm.h5");
+    fix_case c;
+    base_case(&c);
+    static float good[NO], lse[NL];
+    lp_outputs(&c, W, good, lse);
+    add_tested(p, "sound-mask", "engine A", good, AS_F16, lse, NULL, AS_F16);
+    add_tested(p, "bad-mask", "engine B", good, AS_F16, lse, NULL, AS_F16);
+    bmask bm;
+    fc_err err;
+    cr_assert_eq(bmask_build(&bm, BMASK_SLOW, c.prob.mask, &c.prob.seq, 16, 16, &err), FC_OK);
+    add_bmask(p, "sound-mask", &bm);
+    /* Query tile 3 (tokens 48..63): causal window 17 needs kv blocks 2 and 3; drop its last
+     * listed partial block (the diagonal one, 3). */
+    size_t r3 = bmask_row(&bm, 0, 0, 3);
+    int32_t last = bm.kv_indices[r3 * bm.width + bm.kv_num_blocks[r3] - 1];
+    cr_assert_eq(last, 3, "the slow builder lists tile 3's diagonal block last");
+    bm.kv_num_blocks[r3]--;
+    add_bmask(p, "bad-mask", &bm);
+    bmask_free(&bm);
+
+    char out[8192], errs[2048], ln[1024], args[512];
+    snprintf(args, sizeof args, "check --report '%s/rep' '%s'", dir, p);
+    int rc = run_cmd(args, out, sizeof out, errs, sizeof errs);
+    cr_expect_eq(rc, 1, "%s\n%s", out, errs);
+    line_of(out, "sound-mask", ln, sizeof ln);
+    cr_expect(!strncmp(ln, "PASS ", 5), "%s", ln);
+    cr_expect(strstr(out, "its block mask (16x16): sound"), "%s", out);
+    line_of(out, "bad-mask", ln, sizeof ln);
+    cr_expect(!strncmp(ln, "FAIL ", 5) && strstr(ln, "block-mask") &&
+                  strstr(ln, "drops keys: 1 tiles") &&
+                  strstr(ln, "query tile 3 [tokens 48, 64) kv block 3 [keys 48, 64)"),
+              "%s", ln);
+
+    char rp[160];
+    snprintf(rp, sizeof rp, "%s/rep/rows.csv", dir);
+    const char *csv = slurp_file(rp);
+    cr_expect(strstr(csv, ",tested/sound-mask,engine A,0,float16,") &&
+                  strstr(csv, ",tested/bad-mask,engine B,0,float16,"), "%s", csv);
+    cr_expect(strstr(csv, ",fail,block-mask,"), "%s", csv);
+    snprintf(rp, sizeof rp, "%s/rep/junit.xml", dir);
+    cr_expect(strstr(slurp_file(rp), "block-mask"), "junit names the check");
+    fix_case_free(&c);
+}
