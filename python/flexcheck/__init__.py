@@ -1,0 +1,33 @@
+"""flexcheck: write flex-attention fixtures (docs/fixtures.md) for the flexcheck gate.
+
+The gate itself, and the float64 oracle, are the C command `flexcheck`; this package writes
+the files it reads: an engine's q/k/v (write_case), what the engine's kernel produced from them
+(add_tested), and reads them back (read_case, list_cases). See python/README.md.
+"""
+from ._version import __version__
+from .fixtures import (
+    DTYPES,
+    SCHEMA,
+    Case,
+    Tested,
+    add_tested,
+    bfloat16_bits,
+    bfloat16_to_float32,
+    list_cases,
+    read_case,
+    write_case,
+)
+
+__all__ = [
+    "DTYPES",
+    "SCHEMA",
+    "Case",
+    "Tested",
+    "__version__",
+    "add_tested",
+    "bfloat16_bits",
+    "bfloat16_to_float32",
+    "list_cases",
+    "read_case",
+    "write_case",
+]

@@ -1,0 +1,803 @@
+"""flexcheck.fixtures - write and read flexcheck-fixture-1 files (docs/fixtures.md) from Python.
+
+An engine, a test or a notebook holding q/k/v (and maybe its own kernel's output) writes them
+here, and flexcheck judges them:
+
+    write_case("dump.h5", "layer07", q, k, v, causal=True, window=512)   # inputs only
+    add_tested("dump.h5", "layer07", "vllm-fa3", out, producer="vllm 0.9, H100", lse=lse)
+    # flexcheck fill dump.h5 --out filled.h5   (the float64 oracle, computed in C)
+    # flexcheck check filled.h5                (PASS/FAIL per output under test)
+
+This module never computes attention: the expected out/lse come from flexcheck's float64
+oracle in C (`flexcheck fill`), or from a producer's own float64 oracle passed in as `out=` /
+`lse=`. What it does is the bookkeeping the C reader is strict about: layouts (PyTorch's
+[B, H, L, D] or vLLM's packed [T, H, D]), storage types (float16 inputs as IEEE half, float32
+and bfloat16 inputs as float32, bfloat16 outputs as uint16 bit patterns), values exactly
+representable in the case's dtype (refused, not silently rounded, unless round=True), and
+attribute types the reader accepts (the ones fixtures/torch/make_torch_set.py writes).
+
+Every write goes to a temporary file in the target's folder (a copy of the file when
+appending) that replaces the target only once complete: a refused or failed write leaves the
+original byte-identical. Two processes writing one file at the same time are not serialized:
+the last to finish wins.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import operator
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple
+
+import h5py
+import numpy as np
+
+from ._version import __version__
+
+SCHEMA = "flexcheck-fixture-1"
+DTYPES = ("float32", "float16", "bfloat16")
+GENERATOR = f"flexcheck-python {__version__}"
+
+# The C reader's limits (fixtures/fix.h), checked here so a file we write is never refused for
+# them: names and layout up to 127 bytes, free text up to 255, 64 outputs under test per case.
+NAME_MAX = 127
+TEXT_MAX = 255
+MAX_TESTED = 64
+LABEL_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+MIN_BLOCK, MAX_BLOCK = 16, 256
+INT32_MAX = 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+_BM_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices")
+
+
+# ---- arrays: numpy, torch (imported only when given a tensor), bfloat16 bits ----
+
+def _is_torch(x) -> bool:
+    """True for torch objects, told by their module so that torch is never imported for
+    numpy users."""
+    mod = type(x).__module__
+    return mod == "torch" or mod.startswith("torch.")
+
+
+def _as_array(x, what: str) -> Tuple[np.ndarray, bool]:
+    """(numpy array, True if the values came as bfloat16). bfloat16 tensors (and ml_dtypes
+    arrays) go through float32, which holds every bfloat16 value exactly."""
+    if x is None:
+        raise ValueError(f"{what}: missing")
+    if _is_torch(x):
+        import torch  # lazily: only a caller holding tensors needs torch
+
+        t = x.detach().cpu()
+        if t.dtype == torch.bfloat16:
+            return t.to(torch.float32).numpy(), True
+        return t.numpy(), False
+    a = np.asarray(x)
+    if a.dtype.name == "bfloat16":  # ml_dtypes (JAX): not a numpy float kind
+        return a.astype(np.float32), True
+    return a, False
+
+
+def bfloat16_bits(x, *, round: bool = True) -> np.ndarray:
+    """uint16 bfloat16 bit patterns of float32 values `x`, rounded to nearest even (the
+    rounding PyTorch's .to(torch.bfloat16) does). NaNs stay NaN (quiet); values past the
+    largest bfloat16 become infinities. With round=False, a value that is not exactly a
+    bfloat16 raises ValueError instead.
+
+    Done on the float32 bit patterns: adding 0x7FFF plus the kept part's lowest bit and
+    dropping the 16 low bits rounds half to even, and a carry out of the mantissa moves to
+    the exponent (up to infinity), exactly as IEEE rounding does."""
+    a = np.asarray(x)
+    if a.dtype != np.float32:
+        raise ValueError(f"bfloat16_bits: dtype {a.dtype}: give float32 values")
+    u = a.view(np.uint32).astype(np.uint64)  # room for the carry past 0xFFFFFFFF
+    if not round:
+        low = (u & 0xFFFF) != 0
+        low &= ~np.isnan(a)
+        if low.any():
+            i = _first(low)
+            raise ValueError(f"bfloat16_bits: value {float(a[i])!r} at {_fmt_index(i)} is not "
+                             f"representable in bfloat16")
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    quiet_nan = (u >> 16) | 0x0040
+    return np.where(np.isnan(a), quiet_nan, rounded).astype(np.uint16)
+
+
+def bfloat16_to_float32(bits) -> np.ndarray:
+    """float32 values of uint16 bfloat16 bit patterns (exact: bfloat16 is float32's top half)."""
+    b = np.asarray(bits)
+    if b.dtype != np.uint16:
+        raise ValueError(f"bfloat16_to_float32: dtype {b.dtype}: give uint16 bit patterns")
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def _first(mask: np.ndarray) -> Tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+def _fmt_index(idx: Tuple[int, ...]) -> str:
+    """[0][1][2][3]: the C reader's spelling of an element index."""
+    return "".join(f"[{i}]" for i in idx)
+
+
+def _round_to(a: np.ndarray, dtype: str) -> np.ndarray:
+    """a rounded to nearest even in dtype, in the type q/k/v are stored as: float16 for
+    float16 cases, float32 otherwise (bfloat16 values are float32 values with 16 zero bits).
+    float64 values bound for bfloat16 are rounded to float32 first."""
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by the caller
+        if dtype == "float16":
+            return a.astype(np.float16)
+        x32 = a.astype(np.float32)
+        if dtype == "float32":
+            return x32
+        return bfloat16_to_float32(bfloat16_bits(x32))
+
+
+def _input_values(a: np.ndarray, what: str, dtype: str, round: bool) -> np.ndarray:
+    """q, k or v converted to its storage type. Values must be finite and exactly
+    representable in dtype: silently rounding an engine's inputs would make flexcheck judge
+    a different attention call than the one the engine ran."""
+    if a.dtype.kind != "f":
+        raise ValueError(f"{what}: dtype {a.dtype}: q, k and v must be floating point")
+    bad = ~np.isfinite(a)
+    if bad.any():
+        i = _first(bad)
+        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not finite "
+                         f"(inputs must be finite)")
+    r = _round_to(a, dtype)
+    if not round:
+        with np.errstate(over="ignore"):
+            bad = r.astype(a.dtype) != a
+        if bad.any():
+            i = _first(bad)
+            raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not "
+                             f"representable in {dtype} (round=True rounds to nearest even)")
+    bad = ~np.isfinite(r)
+    if bad.any():
+        i = _first(bad)
+        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} overflows {dtype}")
+    return r
+
+
+def _infer_dtype(q: np.ndarray, q_bf16: bool) -> str:
+    """float16 from float16, bfloat16 from bfloat16, float32 from float32 and float64."""
+    if q_bf16:
+        return "bfloat16"
+    return "float16" if q.dtype == np.float16 else "float32"
+
+
+# ---- scalar arguments ----
+
+def _int_arg(value, what: str, lo: int, hi: int) -> int:
+    """An integer in [lo, hi]; floats are refused rather than truncated."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what}: {value!r} is not an integer") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{what} = {v}: must be in [{lo}, {hi}]")
+    return v
+
+
+def _block_size(value, what: str) -> int:
+    v = _int_arg(value, what, MIN_BLOCK, MAX_BLOCK)
+    if v & (v - 1):
+        raise ValueError(f"{what} = {v}: must be a power of two in [{MIN_BLOCK}, {MAX_BLOCK}]")
+    return v
+
+
+def _text(value, what: str, limit: int) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what}: must be a non-empty string, got {value!r}")
+    if len(value.encode()) > limit:
+        raise ValueError(f"{what}: {len(value.encode())} bytes, the reader takes at most {limit}")
+    return value
+
+
+def _case_name(name) -> str:
+    """A group name the C writer would also accept: no '/', not '.'."""
+    _text(name, "name", NAME_MAX)
+    if "/" in name or name == ".":
+        raise ValueError(f"name {name!r}: not a valid group name (no '/', not '.')")
+    return name
+
+
+def _mask_attrs(causal, window, chunk) -> Dict[str, np.int64]:
+    """The mask attributes under their file names (masks/mask.h MASK_PARAMS)."""
+    if causal not in (0, 1):  # True/False and 0/1 (numpy ones too)
+        raise ValueError(f"causal = {causal!r}: must be True/False or 0/1")
+    return {"causal": np.int64(int(causal)),
+            "sliding_window": np.int64(_int_arg(window, "window", 0, INT32_MAX)),
+            "chunk_size": np.int64(_int_arg(chunk, "chunk", 0, INT32_MAX))}
+
+
+def _scale(scale, d: int) -> float:
+    """The softmax scale; None is the usual 1/sqrt(D) (flexcheck gen's default)."""
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    try:
+        s = float(scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"scale: {scale!r} is not a number") from None
+    if not (math.isfinite(s) and s > 0):
+        raise ValueError(f"scale = {s!r}: must be finite and > 0")
+    return s
+
+
+# ---- shapes ----
+
+@dataclasses.dataclass(frozen=True)
+class _Grid:
+    """What other fields are checked against: B, Hq, Lq (T when packed) and Dv of a case."""
+    b: int
+    hq: int
+    lq: int
+    dv: int
+    packed: bool
+
+
+def _unpack(a: np.ndarray) -> np.ndarray:
+    """vLLM's packed [T, H, D] as [1, H, T, D]."""
+    return np.ascontiguousarray(a.transpose(1, 0, 2)[np.newaxis])
+
+
+def _qkv_layout(q, k, v, packed: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, k, v as [B, H, L, D]. Rank 3 is the packed layout and needs cu_seqlens."""
+    shapes = {"q": q.shape, "k": k.shape, "v": v.shape}
+    for what, shape in shapes.items():
+        if len(shape) == 3 and not packed:
+            raise ValueError(f"{what}: rank 3 is vLLM's packed [T, H, D] layout: give "
+                             f"cu_seqlens_q and cu_seqlens_k with it (or use [B, H, L, D])")
+        if len(shape) not in (3, 4):
+            raise ValueError(f"{what}: shape {list(shape)}: must be [B, H, L, D]"
+                             + (" or packed [T, H, D]" if packed else ""))
+    ranks = {what: len(shape) for what, shape in shapes.items()}
+    if len(set(ranks.values())) != 1:
+        raise ValueError(f"q, k, v: ranks {ranks['q']}, {ranks['k']}, {ranks['v']}: give all "
+                         f"three in the same layout")
+    if q.ndim == 3:
+        q, k, v = _unpack(q), _unpack(k), _unpack(v)
+    return q, k, v
+
+
+def _check_qkv_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+    """The shape rules of docs/fixtures.md, each refusal naming the tensor at fault."""
+    (b, hq, _, d), (bk, hkv, lk, dk), (bv, hv, lv, _) = q.shape, k.shape, v.shape
+    for what, t in (("q", q), ("k", k), ("v", v)):
+        if min(t.shape[0], t.shape[1], t.shape[3]) < 1:
+            raise ValueError(f"{what}: shape {list(t.shape)}: B, H and D must be >= 1")
+    if bk != b or bv != b:
+        raise ValueError(f"{'k' if bk != b else 'v'}: batch {bk if bk != b else bv}, q has {b}")
+    if dk != d:
+        raise ValueError(f"k: head dim {dk}, q has D = {d}")
+    if hv != hkv or lv != lk:
+        raise ValueError(f"v: shape {list(v.shape)} disagrees with k {list(k.shape)} "
+                         f"(Hkv and Lk must match)")
+    if hq % hkv:
+        raise ValueError(f"q, k: Hq = {hq} is not a multiple of Hkv = {hkv}")
+
+
+def _cu_seqlens(cu, what: str, total: int, tensor: str) -> np.ndarray:
+    """A packed batch's offsets: int32, from 0, non-decreasing, ending at the token count."""
+    a, _ = _as_array(cu, what)
+    if a.ndim != 1 or a.size < 2:
+        raise ValueError(f"{what}: shape {list(a.shape)}: must be [R + 1], R >= 1 sequences")
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"{what}: dtype {a.dtype}: must be integers")
+    a = a.astype(np.int64)
+    if a[0] != 0:
+        raise ValueError(f"{what}: starts at {a[0]}: must start at 0")
+    steps = np.diff(a)
+    if (steps < 0).any():
+        i = int(np.argmax(steps < 0))
+        raise ValueError(f"{what}: decreases at index {i + 1} ({a[i]} -> {a[i + 1]}): must be "
+                         f"non-decreasing")
+    if a[-1] != total:
+        raise ValueError(f"{what}: ends at {a[-1]}: must end at the {total} tokens of {tensor}")
+    return a.astype(np.int32)
+
+
+def _packed_seqs(cu_q, cu_k, q: np.ndarray, k: np.ndarray):
+    """(cu_q, cu_k) as int32, or (None, None) for a dense case."""
+    if cu_q is None and cu_k is None:
+        return None, None
+    if cu_q is None or cu_k is None:
+        given, missing = ("cu_seqlens_q", "cu_seqlens_k") if cu_k is None else \
+                         ("cu_seqlens_k", "cu_seqlens_q")
+        raise ValueError(f"{given} given without {missing}: give both or neither")
+    if q.shape[0] != 1:
+        raise ValueError(f"q: batch {q.shape[0]}: a packed case (cu_seqlens) has B = 1")
+    cq = _cu_seqlens(cu_q, "cu_seqlens_q", q.shape[2], "q")
+    ck = _cu_seqlens(cu_k, "cu_seqlens_k", k.shape[2], "k")
+    if cq.size != ck.size:
+        raise ValueError(f"cu_seqlens_k: {ck.size} entries, cu_seqlens_q has {cq.size}: one "
+                         f"entry per sequence boundary on both sides")
+    return cq, ck
+
+
+def _to_grid(a: np.ndarray, what: str, grid: _Grid, rank: int) -> np.ndarray:
+    """An output-like array in the case's stored layout: out [B, Hq, Lq, Dv] (packed also
+    [T, Hq, Dv]) when rank is 4, lse [B, Hq, Lq] (packed also FlashAttention's [Hq, T]) when
+    rank is 3."""
+    if grid.packed and a.ndim == rank - 1:
+        a = _unpack(a) if rank == 4 else a[np.newaxis]
+    want = (grid.b, grid.hq, grid.lq, grid.dv)[:rank]
+    if a.shape != want:
+        packed = (" or [T, Hq, Dv]" if rank == 4 else " or [Hq, T]") if grid.packed else ""
+        names = "[B, Hq, Lq, Dv]" if rank == 4 else "[B, Hq, Lq]"
+        raise ValueError(f"{what}: shape {list(a.shape)}: the case needs {names} = "
+                         f"{list(want)}{packed}")
+    return np.ascontiguousarray(a)
+
+
+def _oracle(out, lse, grid: _Grid):
+    """A producer's own float64 oracle: both or neither, stored float64."""
+    if out is None and lse is None:
+        return None, None
+    if out is None or lse is None:
+        raise ValueError(f"{'out' if lse is None else 'lse'} given without "
+                         f"{'lse' if lse is None else 'out'}: the oracle is both or neither")
+    arrs = []
+    for what, x, rank in (("out", out, 4), ("lse", lse, 3)):
+        a, _ = _as_array(x, what)
+        if a.dtype.kind != "f":
+            raise ValueError(f"{what}: dtype {a.dtype}: must be floating point (stored float64)")
+        arrs.append(_to_grid(a.astype(np.float64), what, grid, rank))
+    return arrs[0], arrs[1]
+
+
+# ---- block masks ----
+
+def _block_mask_fields(bm, what: str, sizes: Tuple[int, int]) -> Tuple[Dict[str, Any], Tuple]:
+    """(the four fields, some None, and the block sizes) of a dict or a torch BlockMask."""
+    if isinstance(bm, Mapping):
+        known = set(_BM_FIELDS) | {"q_block_size", "kv_block_size"}
+        unknown = sorted(set(bm) - known)
+        if unknown:
+            raise ValueError(f"{what}: unknown key {unknown[0]!r} "
+                             f"(keys: {', '.join(sorted(known))})")
+        fields = {f: bm.get(f) for f in _BM_FIELDS}
+        return fields, (bm.get("q_block_size", sizes[0]), bm.get("kv_block_size", sizes[1]))
+    if not (hasattr(bm, "kv_num_blocks") and hasattr(bm, "kv_indices")):
+        raise ValueError(f"{what}: {type(bm).__name__}: give a dict or a torch BlockMask")
+    fields = {f: getattr(bm, f, None) for f in _BM_FIELDS}
+    block = getattr(bm, "BLOCK_SIZE", sizes)  # PyTorch's (Q, KV)
+    if isinstance(block, int):
+        block = (block, block)
+    return fields, tuple(block)
+
+
+def _block_mask(bm, what: str, grid: _Grid, sizes: Tuple[int, int]):
+    """A block mask in PyTorch's convention, int32, its shapes checked as the C reader does
+    (docs/fixtures.md): counts [1 or B, 1 or Hq, ceil(Lq / QB)], ids [.., width], the full
+    pair both or neither and shaped like the partial one. Ids themselves are checked by
+    `flexcheck check` (soundness against the case's mask)."""
+    if bm is None:
+        return None
+    fields, (qb, kb) = _block_mask_fields(bm, what, sizes)
+    qb = _block_size(qb, f"{what} q_block_size")
+    kb = _block_size(kb, f"{what} kv_block_size")
+    out: Dict[str, Any] = {"q_block_size": qb, "kv_block_size": kb}
+    for f in _BM_FIELDS[:2]:
+        if fields[f] is None:
+            raise ValueError(f"{what}: {f} is missing")
+    if (fields["full_kv_num_blocks"] is None) != (fields["full_kv_indices"] is None):
+        raise ValueError(f"{what}: full_kv_num_blocks and full_kv_indices: give both or neither")
+    for f in _BM_FIELDS:
+        if fields[f] is None:
+            continue
+        a, _ = _as_array(fields[f], f"{what} {f}")
+        rank = 3 if f.endswith("num_blocks") else 4
+        if a.ndim != rank or a.dtype.kind not in "iu":
+            raise ValueError(f"{what} {f}: {a.dtype} of shape {list(a.shape)}: must be integer "
+                             f"of rank {rank}")
+        if a.size and (a.min() < -2**31 or a.max() > INT32_MAX):
+            raise ValueError(f"{what} {f}: values outside int32")
+        out[f] = a.astype(np.int32)
+    n = out["kv_num_blocks"].shape
+    nqb = -(-grid.lq // qb)
+    if n[0] not in (1, grid.b) or n[1] not in (1, grid.hq) or n[2] != nqb:
+        raise ValueError(f"{what} kv_num_blocks: shape {list(n)}: must be [1 or B = {grid.b}, "
+                         f"1 or Hq = {grid.hq}, ceil(Lq / {qb}) = {nqb}]")
+    if out["kv_indices"].shape[:3] != n:
+        raise ValueError(f"{what} kv_indices: shape {list(out['kv_indices'].shape)} disagrees "
+                         f"with kv_num_blocks {list(n)}")
+    if "full_kv_num_blocks" in out and (out["full_kv_num_blocks"].shape != n or
+                                        out["full_kv_indices"].shape != out["kv_indices"].shape):
+        raise ValueError(f"{what} full_kv_num_blocks/full_kv_indices: shapes must equal "
+                         f"kv_num_blocks/kv_indices'")
+    return out
+
+
+def _write_block_mask(parent: h5py.Group, bm: Dict[str, Any]) -> None:
+    g = parent.create_group("block_mask")
+    g.attrs["q_block_size"] = np.int64(bm["q_block_size"])
+    g.attrs["kv_block_size"] = np.int64(bm["kv_block_size"])
+    for f in _BM_FIELDS:
+        if f in bm:
+            _dataset(g, f, bm[f])
+
+
+def _dataset(g: h5py.Group, name: str, data: np.ndarray) -> h5py.Dataset:
+    # No timestamps, as the C writer: the same inputs give the same bytes.
+    return g.create_dataset(name, data=data, track_times=False)
+
+
+# ---- files ----
+
+def _str_attr(v) -> str:
+    """h5py returns variable-length strings as str, fixed-length ones (the C writer's) as
+    bytes."""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _inspect(path: str):
+    """The existing file's (layout or None, case names); None when there is no file. Refuses
+    files that are not fixtures: appending to them would hide the problem."""
+    if not os.path.exists(path):
+        return None
+    if not h5py.is_hdf5(path):
+        raise ValueError(f"{path}: not an HDF5 file; refusing to write into it")
+    with h5py.File(path, "r") as f:
+        schema = f.attrs.get("schema")
+        if schema is None or _str_attr(schema) != SCHEMA:
+            raise ValueError(f"{path}: schema {None if schema is None else _str_attr(schema)!r}: "
+                             f"not a {SCHEMA} file")
+        layout = f.attrs.get("layout")
+        names = list(f["cases"]) if "cases" in f else []
+    return (None if layout is None else _str_attr(layout)), names
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+@contextlib.contextmanager
+def _rewrite(path: str):
+    """An h5py.File on a temporary file in path's folder: a copy of path when it exists, else a
+    new file. Moved over path (os.replace, atomic) when the block finishes; removed on any
+    failure, leaving path as it was."""
+    folder = os.path.dirname(os.path.abspath(path))
+    exists = os.path.exists(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        if exists:
+            shutil.copyfile(path, tmp)
+            shutil.copymode(path, tmp)
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600: a fixture is meant to be shared
+        with h5py.File(tmp, "r+" if exists else "w") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+# ---- write_case ----
+
+def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=None,
+               cu_seqlens_q=None, cu_seqlens_k=None, block_mask=None, dtype=None,
+               q_block_size=128, kv_block_size=128, seed=None, layout=None, overwrite=False,
+               round=False, out=None, lse=None, generator=None) -> None:
+    """Write one attention call's inputs as case /cases/<name> of the fixture file `path`.
+
+    Creates the file (root attribute schema = "flexcheck-fixture-1", and `layout` if given)
+    or appends to it; an existing case `name` is refused unless overwrite=True (which also
+    drops that case's outputs under test: they were computed from the old inputs). `layout`
+    on an existing file must equal its root attribute (it names the model the cases are
+    consecutive layers of). The write is atomic: on any error the file is left byte-identical.
+
+    q, k, v: numpy arrays or torch tensors, [B, Hq, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, Dv]
+    (PyTorch's layout), or vLLM's packed [T, H, D] with cu_seqlens_q / cu_seqlens_k (the
+    offsets of each sequence, R + 1 entries from 0 to T), stored as [1, H, T, D] and int32
+    offsets. The mask (causal, window, chunk) and its bottom-right alignment are those of
+    docs/semantics.md.
+
+    dtype: the precision the kernel ran in, "float32", "float16" or "bfloat16"; by default
+    q's (numpy float16 -> float16, float32/float64 -> float32, torch bfloat16 -> bfloat16).
+    Every value must be finite and exactly representable in dtype: the case must be the call
+    the engine made, so a value that would need rounding is refused (ValueError naming the
+    tensor and index) unless round=True rounds it to nearest even (float64 values bound for
+    bfloat16 through float32, as torch's x.float().bfloat16() does). Stored as the C writer
+    does: float16 cases as IEEE half, float32 and bfloat16 cases as float32.
+
+    scale: the softmax scale (default 1/sqrt(D)). q_block_size, kv_block_size: the block
+    granularity flexcheck uses for this case (powers of two in [16, 256]). seed: provenance.
+    generator: who wrote the case (default "flexcheck-python <version>").
+
+    block_mask: the engine's block mask in PyTorch's convention, stored under block_mask/ so
+    `flexcheck check` holds it to the case's mask: a dict with kv_num_blocks [1|B, 1|Hq, NQB],
+    kv_indices [.., NQB, width], optional full_kv_num_blocks, full_kv_indices (numpy or
+    torch integers; optional q_block_size / kv_block_size keys, default the case's), or a
+    torch BlockMask (its BLOCK_SIZE gives the block sizes).
+
+    out, lse: normally absent: `flexcheck fill` computes them with flexcheck's float64 oracle.
+    A producer with its own float64 oracle may pass them ([B, Hq, Lq, Dv] and [B, Hq, Lq]; for
+    a packed case also [T, Hq, Dv] and [Hq, T]); stored float64, and `flexcheck check` then
+    confirms them against ours.
+    """
+    path = os.fspath(path)
+    name = _case_name(name)
+    (qa, q_bf16), (ka, _), (va, _) = (_as_array(x, w) for x, w in ((q, "q"), (k, "k"), (v, "v")))
+    if dtype is None:
+        dtype = _infer_dtype(qa, q_bf16)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: must be one of {', '.join(DTYPES)}")
+    qa, ka, va = (_input_values(x, w, dtype, round) for x, w in ((qa, "q"), (ka, "k"), (va, "v")))
+    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
+    qa, ka, va = _qkv_layout(qa, ka, va, packed)
+    _check_qkv_shapes(qa, ka, va)
+    cu_q, cu_k = _packed_seqs(cu_seqlens_q, cu_seqlens_k, qa, ka)
+    grid = _Grid(qa.shape[0], qa.shape[1], qa.shape[2], va.shape[3], cu_q is not None)
+    attrs: Dict[str, Any] = {"dtype": dtype, **_mask_attrs(causal, window, chunk),
+                             "scale": np.float64(_scale(scale, qa.shape[3])),
+                             "q_block_size": np.int64(_block_size(q_block_size, "q_block_size")),
+                             "kv_block_size": np.int64(_block_size(kv_block_size, "kv_block_size")),
+                             "generator": _text(generator or GENERATOR, "generator", TEXT_MAX)}
+    if seed is not None:
+        attrs["seed"] = np.int64(_int_arg(seed, "seed", INT64_MIN, INT64_MAX))
+    bm = _block_mask(block_mask, "block_mask", grid,
+                     (int(attrs["q_block_size"]), int(attrs["kv_block_size"])))
+    o, l = _oracle(out, lse, grid)
+    if layout is not None:
+        _text(layout, "layout", NAME_MAX)
+
+    existing = _inspect(path)
+    if existing is not None:
+        old_layout, names = existing
+        if layout is not None and old_layout is not None and layout != old_layout:
+            raise ValueError(f"{path}: layout {layout!r} given, the file's is {old_layout!r}")
+        if name in names and not overwrite:
+            raise ValueError(f"{path}: case {name!r} exists; refusing to overwrite "
+                             f"(overwrite=True)")
+    with _rewrite(path) as f:
+        if existing is None:
+            f.attrs["schema"] = SCHEMA
+        if layout is not None and "layout" not in f.attrs:
+            f.attrs["layout"] = layout
+        cases = f.require_group("cases")
+        if name in cases:
+            del cases[name]  # overwrite=True; HDF5 does not reclaim the space (h5repack does)
+        g = cases.create_group(name)
+        for key, val in attrs.items():
+            g.attrs[key] = val
+        for key, arr in (("q", qa), ("k", ka), ("v", va), ("cu_seqlens_q", cu_q),
+                         ("cu_seqlens_k", cu_k), ("out", o), ("lse", l)):
+            if arr is not None:
+                _dataset(g, key, arr)
+        if bm is not None:
+            _write_block_mask(g, bm)
+
+
+# ---- add_tested ----
+
+def _case_grid(path: str, case: str):
+    """The case's grid, block sizes and tested labels, read from the file (whoever wrote it)."""
+    if not os.path.exists(path):
+        raise ValueError(f"{path}: no such file")
+    _inspect(path)
+    with h5py.File(path, "r") as f:
+        g = f.get(f"cases/{case}") if case and "/" not in case else None
+        if not isinstance(g, h5py.Group):
+            raise ValueError(f"{path}: no case {case!r}")
+        for t in ("q", "v"):
+            if not isinstance(g.get(t), h5py.Dataset) or g[t].ndim != 4:
+                raise ValueError(f"{path}: /cases/{case}/{t}: missing or not [B, H, L, D]")
+        b, hq, lq, _ = g["q"].shape
+        grid = _Grid(b, hq, lq, g["v"].shape[3], "cu_seqlens_q" in g)
+        sizes = (int(g.attrs.get("q_block_size", 128)), int(g.attrs.get("kv_block_size", 128)))
+        labels = list(g["tested"]) if "tested" in g else []
+    return grid, sizes, labels
+
+
+def _tested_out(x, what: str, encoding, grid: _Grid) -> Tuple[np.ndarray, Optional[str]]:
+    """An output under test as stored: float16/32/64 as is, bfloat16 as uint16 bit patterns
+    (encoding "bfloat16"). NaN and infinities are kept: they are what the gate judges."""
+    if encoding not in (None, "bfloat16"):
+        raise ValueError(f"encoding {encoding!r}: the only encoding is 'bfloat16' (uint16 bit "
+                         f"patterns)")
+    a, bf16 = _as_array(x, what)
+    if bf16:
+        # bfloat16 widened to float32 has 16 zero low bits: dropping them is exact, NaN too.
+        a = (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        enc = "bfloat16"
+    elif a.dtype == np.uint16:
+        if encoding != "bfloat16":
+            raise ValueError(f"{what}: uint16 data: bfloat16 bit patterns need "
+                             f"encoding='bfloat16'")
+        enc = "bfloat16"
+    elif a.dtype in (np.float16, np.float32, np.float64):
+        if encoding is not None:
+            raise ValueError(f"{what}: encoding='bfloat16' names uint16 bit patterns, {what} is "
+                             f"{a.dtype}")
+        enc = None
+    else:
+        raise ValueError(f"{what}: dtype {a.dtype}: must be float16, float32, float64, torch "
+                         f"bfloat16 or uint16 bfloat16 bit patterns")
+    return _to_grid(a, what, grid, 4), enc
+
+
+def _tested_lse(x, grid: _Grid) -> np.ndarray:
+    """lse float32 or float64 (float16 and bfloat16 widened exactly to float32)."""
+    a, _ = _as_array(x, "lse")
+    if a.dtype.kind != "f":
+        raise ValueError(f"lse: dtype {a.dtype}: must be float32 or float64")
+    if a.dtype not in (np.float32, np.float64):
+        a = a.astype(np.float32)
+    return _to_grid(a, "lse", grid, 3)
+
+
+def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, block_mask=None,
+               encoding=None, overwrite=False) -> None:
+    """Store what a kernel under test produced from case `case`'s inputs, as
+    /cases/<case>/tested/<label>, for `flexcheck check` to judge (docs/tolerance.md) against
+    the case's float64 out/lse.
+
+    label: 1 to 64 characters of [A-Za-z0-9._-]; an existing label is refused unless
+    overwrite=True. producer: free text naming engine, version, device (stored as attribute
+    `producer`).
+
+    out: [B, Hq, Lq, Dv] (for a packed case also vLLM's [T, Hq, Dv]), shape checked against the
+    case's q and v. numpy float16/float32/float64 are stored as they are; a torch bfloat16
+    tensor as uint16 bit patterns with attribute encoding = "bfloat16" (exact); numpy uint16
+    bit patterns need encoding="bfloat16". NaN and infinities are allowed: they are what the
+    gate judges.
+
+    lse: optional natural-log LSE, float32 or float64, [B, Hq, Lq] (for a packed case also
+    FlashAttention's varlen [Hq, T]); without it the LSE gate (H5) is not run.
+    out_rerun: optional second run on the same inputs, stored like out (same encoding):
+    the gate compares it bitwise (H7). block_mask: the producer's own, as in write_case
+    (stored under the label; the default block sizes are the case's).
+
+    Atomic, like write_case.
+    """
+    path = os.fspath(path)
+    if not isinstance(label, str) or not LABEL_RE.fullmatch(label):
+        raise ValueError(f"label {label!r}: must match [A-Za-z0-9._-]{{1,64}}")
+    _text(producer, "producer", TEXT_MAX)
+    if not isinstance(case, str):
+        raise ValueError(f"case {case!r}: must be a case name")
+    grid, sizes, labels = _case_grid(path, case)
+    if label in labels and not overwrite:
+        raise ValueError(f"{path}: /cases/{case}/tested/{label} exists; refusing to overwrite "
+                         f"(overwrite=True)")
+    if label not in labels and len(labels) >= MAX_TESTED:
+        raise ValueError(f"{path}: /cases/{case} already holds {MAX_TESTED} outputs under test, "
+                         f"the reader's limit")
+    o, enc = _tested_out(out, "out", encoding, grid)
+    l = None if lse is None else _tested_lse(lse, grid)
+    r = None
+    if out_rerun is not None:
+        r, renc = _tested_out(out_rerun, "out_rerun", encoding, grid)
+        if renc != enc or (enc is None and r.dtype != o.dtype):
+            raise ValueError(f"out_rerun: stored as {renc or r.dtype}, out as {enc or o.dtype}: "
+                             f"a rerun is stored as the run")
+    bm = _block_mask(block_mask, "block_mask", grid, sizes)
+    with _rewrite(path) as f:
+        tg = f[f"cases/{case}"].require_group("tested")
+        if label in tg:
+            del tg[label]
+        g = tg.create_group(label)
+        g.attrs["producer"] = producer
+        for key, arr in (("out", o), ("out_rerun", r)):
+            if arr is not None:
+                ds = _dataset(g, key, arr)
+                if enc:
+                    ds.attrs["encoding"] = enc
+        if l is not None:
+            _dataset(g, "lse", l)
+        if bm is not None:
+            _write_block_mask(g, bm)
+
+
+# ---- reading ----
+
+@dataclasses.dataclass
+class Tested:
+    """/cases/<name>/tested/<label> as stored. encoding: how out is stored ("float16",
+    "float32", "float64", or "bfloat16" for uint16 bit patterns: bfloat16_to_float32)."""
+    label: str
+    producer: str
+    out: np.ndarray
+    encoding: str
+    lse: Optional[np.ndarray] = None
+    out_rerun: Optional[np.ndarray] = None
+    block_mask: Optional[Dict[str, Any]] = None
+
+
+@dataclasses.dataclass
+class Case:
+    """/cases/<name> as stored: tensors in [B, H, L, D] layout, q/k/v in their storage type
+    (float16 for float16 cases, float32 otherwise), out/lse None until filled."""
+    name: str
+    dtype: str
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    causal: bool
+    window: int
+    chunk: int
+    scale: float
+    q_block_size: int = 128
+    kv_block_size: int = 128
+    out: Optional[np.ndarray] = None
+    lse: Optional[np.ndarray] = None
+    cu_seqlens_q: Optional[np.ndarray] = None
+    cu_seqlens_k: Optional[np.ndarray] = None
+    block_mask: Optional[Dict[str, Any]] = None
+    generator: Optional[str] = None
+    seed: Optional[int] = None
+    layout: Optional[str] = None
+    tested: Dict[str, Tested] = dataclasses.field(default_factory=dict)
+
+    @property
+    def packed(self) -> bool:
+        return self.cu_seqlens_q is not None
+
+
+def _read(g: h5py.Group, name: str) -> Optional[np.ndarray]:
+    return g[name][()] if name in g else None
+
+
+def _read_block_mask(g: h5py.Group) -> Optional[Dict[str, Any]]:
+    if "block_mask" not in g:
+        return None
+    bg = g["block_mask"]
+    bm: Dict[str, Any] = {f: bg[f][()] for f in _BM_FIELDS if f in bg}
+    bm["q_block_size"] = int(bg.attrs["q_block_size"])
+    bm["kv_block_size"] = int(bg.attrs["kv_block_size"])
+    return bm
+
+
+def _read_tested(g: h5py.Group) -> Dict[str, Tested]:
+    tested = {}
+    for label in sorted(g.get("tested", {})):
+        tg = g["tested"][label]
+        out = tg["out"]
+        enc = _str_attr(out.attrs["encoding"]) if "encoding" in out.attrs else str(out.dtype)
+        tested[label] = Tested(label=label, producer=_str_attr(tg.attrs["producer"]),
+                               out=out[()], encoding=enc, lse=_read(tg, "lse"),
+                               out_rerun=_read(tg, "out_rerun"),
+                               block_mask=_read_block_mask(tg))
+    return tested
+
+
+def read_case(path, name) -> Case:
+    """Case `name` of fixture file `path`, as stored (no computation, no validation beyond
+    what h5py does: `flexcheck check` is the validator)."""
+    path = os.fspath(path)
+    with h5py.File(path, "r") as f:
+        if f"cases/{name}" not in f:
+            raise ValueError(f"{path}: no case {name!r}")
+        g = f[f"cases/{name}"]
+        a = g.attrs
+        layout = f.attrs.get("layout")
+        return Case(
+            name=name, dtype=_str_attr(a["dtype"]), q=g["q"][()], k=g["k"][()], v=g["v"][()],
+            causal=bool(a["causal"]), window=int(a["sliding_window"]),
+            chunk=int(a["chunk_size"]), scale=float(a["scale"]),
+            q_block_size=int(a.get("q_block_size", 128)),
+            kv_block_size=int(a.get("kv_block_size", 128)),
+            out=_read(g, "out"), lse=_read(g, "lse"),
+            cu_seqlens_q=_read(g, "cu_seqlens_q"), cu_seqlens_k=_read(g, "cu_seqlens_k"),
+            block_mask=_read_block_mask(g),
+            generator=_str_attr(a["generator"]) if "generator" in a else None,
+            seed=int(a["seed"]) if "seed" in a else None,
+            layout=None if layout is None else _str_attr(layout),
+            tested=_read_tested(g))
+
+
+def list_cases(path) -> List[str]:
+    """The case names of `path` in processing order (byte order, as flexcheck reads them)."""
+    with h5py.File(os.fspath(path), "r") as f:
+        return sorted(f.get("cases", {}), key=lambda s: s.encode())

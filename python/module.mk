@@ -1,0 +1,13 @@
+# python/module.mk - make test step of python/: the fixture package's tests (pytest), with
+# FLEXCHECK_BIN so that what the package writes is also read and judged by `flexcheck check`.
+#
+# Debian's python3, where there is one: the installer's python3-pytest, python3-numpy and
+# python3-h5py are installed for it, and a python3 found first on PATH (pyenv, a venv) would
+# not see them. The package runs from the tree (PYTHONPATH), without being installed; no
+# bytecode or pytest cache in the tree. Tests that need torch skip without it.
+PYTHON3 ?= $(or $(wildcard /usr/bin/python3),python3)
+.PHONY: python-tests
+TEST_STEPS += python-tests
+python-tests: $(BIN)
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=python FLEXCHECK_BIN=$(BIN) OPENBLAS_NUM_THREADS=1 \
+	    $(PYTHON3) -m pytest -q -p no:cacheprovider python/tests
