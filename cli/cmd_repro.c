@@ -1,9 +1,10 @@
 /*
  * cmd_repro.c - 'flexcheck repro FILE --case NAME': one case told in full, for an engineer
- * holding a dump of a bad layer. Runs the kernel on the case (twice, for determinism), judges it
+ * holding a dump of a bad layer. Runs the kernel on the case (twice, for determinism) - or,
+ * with --tested LABEL, takes the output another producer stored under tested/LABEL - judges it
  * under docs/tolerance.md, and prints every gate, the worst elements with their (b, h, q, d)
- * coordinates and positions, that row's allowed key range, the block lists of its query tile,
- * the LSE difference, and the exact command that reruns it.
+ * coordinates and positions, that row's allowed key range (or the row given by --row), the
+ * block lists of its query tile, the LSE difference, and the exact command that reruns it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@
 static const char *const CMD = "repro";
 
 typedef struct repro_opts {
-    const char *file, *name, *builder_s, *dtype_s, *backend_s;
+    const char *file, *name, *builder_s, *dtype_s, *backend_s, *label, *row_s;
     int32_t kernel, worst;
 } repro_opts;
 
@@ -42,6 +43,10 @@ static int parse(int argc, char **argv, repro_opts *o)
         CLI_STR("dtype", "T", "float32 | float16 | bfloat16: rerun in another precision (inputs\n"
                 "rounded to it, oracle recomputed)", &o->dtype_s),
         CLI_INT("worst", "N", "how many worst elements to list (default 5)", &o->worst, 1, 1000),
+        CLI_STR("tested", "LABEL", "judge the output stored under tested/LABEL instead of\n"
+                "running our kernel", &o->label),
+        CLI_STR("row", "B,H,Q", "explain this output row (batch entry, query head, query\n"
+                "token) instead of the worst one", &o->row_s),
     };
     const cli_spec spec = {
         .cmd = CMD,
@@ -58,6 +63,9 @@ static int parse(int argc, char **argv, repro_opts *o)
     o->file = nops ? argv[1] : NULL;
     if (!o->file || !o->name)
         return cli_usage_error(CMD, "need FILE and --case NAME (--help)");
+    if (o->label && (o->dtype_s || o->builder_s || o->backend_s))
+        return cli_usage_error(CMD, "--tested judges a stored output: --dtype, --builder and "
+                               "--backend do not apply");
     return CLI_GO;
 }
 
@@ -87,19 +95,32 @@ static void print_ids(const char *what, const int32_t *ids, int32_t n)
     printf("%s\n", n > 64 ? " ..." : "");
 }
 
-/* The worst elements, their rows' allowed key ranges and query-tile block lists. */
-static void explain(const fix_case *c, const bmask *bm, const float *o, const float *lse,
-                    int worst)
+static void print_element(const fix_case *c, const float *o, size_t i)
 {
     const attn_problem *p = &c->prob;
-    size_t no = attn_o_elems(p), dv = (size_t)p->dv;
-    seq_view sv = seq_info_view(&p->seq);
+    coords co = coords_of(p, i / (size_t)p->dv);
+    double e = fabs((double)o[i] - c->out[i]);
+    printf("  %4d %4d %7d %5zu %6d %9d  %14.7g  %14.7g  %10.3g\n", (int)co.b, (int)co.h,
+           (int)co.tq, i % (size_t)p->dv, (int)co.seq, (int)co.pq, (double)o[i], c->out[i], e);
+}
+
+static void element_header(void)
+{
+    printf("  %4s %4s %7s %5s %6s %9s  %14s  %14s  %10s\n", "b", "h", "q", "d", "seq", "p_q",
+           "O", "O_gold", "err");
+}
+
+/* The row with the largest |O - O_gold| element (NaN the worst), after listing the `worst`
+ * worst elements; (size_t)-1 when there are no elements. */
+static size_t list_worst(const fix_case *c, const float *o, int worst)
+{
+    const attn_problem *p = &c->prob;
+    size_t no = attn_o_elems(p), dv = (size_t)p->dv, row = (size_t)-1;
     size_t *idx = malloc(sizeof(size_t) * (size_t)worst);
     double *errv = malloc(sizeof(double) * (size_t)worst);
     int k = 0;
     if (!idx || !errv)
         goto done;
-    /* Top-N by |O - O_gold|, NaN counted as the worst possible. */
     for (size_t i = 0; i < no; i++) {
         double e = fabs((double)o[i] - c->out[i]);
         if (isnan(e))
@@ -116,43 +137,72 @@ static void explain(const fix_case *c, const bmask *bm, const float *o, const fl
         }
     }
     printf("\nworst elements (|O - O_gold|):\n");
-    printf("  %4s %4s %7s %5s %6s %9s  %14s  %14s  %10s\n", "b", "h", "q", "d", "seq", "p_q",
-           "O", "O_gold", "err");
-    for (int j = 0; j < k; j++) {
-        coords co = coords_of(p, idx[j] / dv);
-        printf("  %4d %4d %7d %5zu %6d %9d  %14.7g  %14.7g  %10.3g\n", (int)co.b, (int)co.h,
-               (int)co.tq, idx[j] % dv, (int)co.seq, (int)co.pq, (double)o[idx[j]],
-               c->out[idx[j]], errv[j]);
-    }
-    if (k == 0)
-        goto done;
-    size_t row = idx[0] / dv;
+    element_header();
+    for (int j = 0; j < k; j++)
+        print_element(c, o, idx[j]);
+    if (k > 0)
+        row = idx[0] / dv;
+done:
+    free(idx);
+    free(errv);
+    return row;
+}
+
+/* One output row told in full: where it is, its allowed keys, its LSE, its query tile's block
+ * lists; every element when the row was asked for (all_d). */
+static void explain_row(const fix_case *c, const bmask *bm, const float *o, const float *lse,
+                        size_t row, int all_d)
+{
+    const attn_problem *p = &c->prob;
+    seq_view sv = seq_info_view(&p->seq);
     coords co = coords_of(p, row);
     int32_t lo, hi;
     mask_token_range(p->mask, sv, co.tq, &lo, &hi);
     int32_t k0 = p->seq.cu_k[co.seq];
-    printf("\nworst row: b %d, h %d (kv head %d), q %d (sequence %d, position %d)\n", (int)co.b,
-           (int)co.h, (int)(co.h / (p->hq / p->hkv)), (int)co.tq, (int)co.seq, (int)co.pq);
+    printf("\n%s row: b %d, h %d (kv head %d), q %d (sequence %d, position %d)\n",
+           all_d ? "asked" : "worst", (int)co.b, (int)co.h, (int)(co.h / (p->hq / p->hkv)),
+           (int)co.tq, (int)co.seq, (int)co.pq);
+    if (all_d) {
+        element_header();
+        for (int32_t d = 0; d < p->dv && d < 64; d++)
+            print_element(c, o, row * (size_t)p->dv + (size_t)d);
+        if (p->dv > 64)
+            printf("  ... (%d more columns)\n", (int)(p->dv - 64));
+    }
     if (lo < hi)
         printf("  allowed keys: tokens [%d, %d) = positions [%d, %d], %d keys\n", (int)lo,
                (int)hi, (int)(lo - k0), (int)(hi - 1 - k0), (int)(hi - lo));
     else
         printf("  allowed keys: none (output must be 0, LSE -inf)\n");
-    printf("  LSE: kernel %.9g, oracle %.9g, difference %.3g\n", (double)lse[row], c->lse[row],
-           (double)lse[row] - c->lse[row]);
+    if (lse)
+        printf("  LSE: tested %.9g, oracle %.9g, difference %.3g\n", (double)lse[row],
+               c->lse[row], (double)lse[row] - c->lse[row]);
+    else
+        printf("  LSE: none stored (oracle %.9g)\n", c->lse[row]);
     int32_t r = co.tq / bm->q_block_size;
-    size_t br = bmask_row(bm, co.b, co.h, r);
+    size_t br = bmask_row(bm, co.b % bm->nb, co.h % bm->nh, r);
     printf("  query tile %d (tokens [%d, %d)), blocks of %d keys:\n", (int)r,
            (int)(r * bm->q_block_size), (int)((r + 1) * bm->q_block_size),
            (int)bm->kv_block_size);
     print_ids("partial", bm->kv_indices + br * bm->width, bm->kv_num_blocks[br]);
     print_ids("full", bm->full_kv_indices + br * bm->width, bm->full_kv_num_blocks[br]);
-    int32_t need_lo = lo / bm->kv_block_size, need_hi = (hi - 1) / bm->kv_block_size;
     if (lo < hi)
-        printf("    the row needs kv blocks %d..%d\n", (int)need_lo, (int)need_hi);
-done:
-    free(idx);
-    free(errv);
+        printf("    the row needs kv blocks %d..%d\n", (int)(lo / bm->kv_block_size),
+               (int)((hi - 1) / bm->kv_block_size));
+}
+
+/* "B,H,Q" inside the problem, as a flat row index; -1 and a message otherwise. */
+static int parse_row(const char *s, const attn_problem *p, size_t *row)
+{
+    long b, h, q;
+    char tail;
+    if (sscanf(s, "%ld,%ld,%ld%c", &b, &h, &q, &tail) != 3)
+        return cli_usage_error(CMD, "--row '%s': want B,H,Q (three integers)", s), -1;
+    if (b < 0 || b >= p->seq.batch || h < 0 || h >= p->hq || q < 0 || q >= p->seq.lq)
+        return cli_usage_error(CMD, "--row %s: outside the case (B %d, Hq %d, Lq %d)", s,
+                               (int)p->seq.batch, (int)p->hq, (int)p->seq.lq), -1;
+    *row = ((size_t)b * (size_t)p->hq + (size_t)h) * (size_t)p->seq.lq + (size_t)q;
+    return 0;
 }
 
 /* Every verdict rests on the stored out/lse, so they are confirmed first: our float64 oracle
@@ -184,32 +234,50 @@ static int change_dtype(fix_case *c, fc_dtype dt, fc_err *err)
     return ref_attention_f64(&c->prob, c->q, c->k, c->v, c->out, c->lse, err) ? -1 : 0;
 }
 
-static int run(const repro_opts *ro, fix_case *c, gpu_backend be)
+static void print_verdict(const rep_verdict *v)
+{
+    printf("\nverdict: %s\n", v->pass ? "PASS" : "FAIL");
+    for (int g = 0; g < REP_NGATES; g++)
+        printf("  %s %-12s %s%s%s\n", rep_gate_name((rep_gate)g), rep_gate_title((rep_gate)g),
+               v->gate[g] == REP_PASS ? "pass" : v->gate[g] == REP_FAIL ? "FAIL" : "not run",
+               v->why[g][0] ? ": " : "", v->why[g]);
+    printf("  max|err| %.3g, e_lp_max %.3g, H1 ratio %.3g (tol %.3g%s), NMSE %.3g, LSE err %.3g, "
+           "empty rows %zu, NaN %zu, inf %zu\n", v->max_err, v->e_lp_max, v->h1_ratio, v->h1_tol,
+           v->degenerate ? ", degenerate baseline" : "", v->nmse, v->lse_err, v->empty_rows,
+           v->nan_count, v->inf_count);
+}
+
+/* The block mask the run used (or, for a tested output, the producer's when stored, else the
+ * one our kernel would use): into *bm, named in *name; built masks go to `built`. */
+static int pick_bmask(const repro_opts *ro, const fix_case *c, const fix_tested *tt,
+                      bmask *built, const bmask **bm, const char **name)
 {
     fc_err err;
-    bmask built, *bm = NULL;
-    const char *bm_name = "stored";
-    memset(&built, 0, sizeof built);
-    if (ro->builder_s || !c->has_bmask) {
-        bmask_builder b = BMASK_DIRECT;
-        if (ro->builder_s && bmask_builder_parse(ro->builder_s, &b))
-            return cli_usage_error(CMD, "--builder '%s': unknown builder", ro->builder_s);
-        if (bmask_build(&built, b, c->prob.mask, &c->prob.seq, c->q_block_size, c->kv_block_size,
-                        &err))
-            return cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, err.msg);
-        bm = &built;
-        bm_name = bmask_builder_name(b);
-    } else {
-        bm = &c->bm;
+    if (tt && tt->has_bmask) {
+        *bm = &tt->bm;
+        *name = "the producer's";
+        return CLI_PASS;
     }
+    if (!ro->builder_s && c->has_bmask) {
+        *bm = &c->bm;
+        *name = "stored";
+        return CLI_PASS;
+    }
+    bmask_builder b = BMASK_DIRECT;
+    if (ro->builder_s && bmask_builder_parse(ro->builder_s, &b))
+        return cli_usage_error(CMD, "--builder '%s': unknown builder", ro->builder_s);
+    if (bmask_build(built, b, c->prob.mask, &c->prob.seq, c->q_block_size, c->kv_block_size,
+                    &err))
+        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, err.msg);
+    *bm = built;
+    *name = bmask_builder_name(b);
+    return CLI_PASS;
+}
+
+static void print_header(const repro_opts *ro, const fix_case *c, const bmask *bm,
+                         const char *bm_name)
+{
     const attn_problem *p = &c->prob;
-    size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
-    float *o = malloc(sizeof(float) * (no + 1)), *lse = malloc(sizeof(float) * (nl + 1));
-    int rc = CLI_BADINPUT;
-    if (!o || !lse) {
-        cli_usage_error(CMD, "out of memory");
-        goto done;
-    }
     printf("case %s of %s\n", ro->name, ro->file);
     printf("  B %d, Hq %d, Hkv %d, Lq %d, Lk %d, D %d, Dv %d, scale %g, %s%s\n",
            (int)p->seq.batch, (int)p->hq, (int)p->hkv, (int)p->seq.lq, (int)p->seq.lk, (int)p->d,
@@ -217,42 +285,95 @@ static int run(const repro_opts *ro, fix_case *c, gpu_backend be)
     char mask[160];
     mask_params_text(mask, sizeof mask, &p->mask, MASK_TEXT_NAME);
     printf("  mask: %s\n", mask);
-    printf("  block mask: %s, %dx%d, %lld partial + %lld full\n", bm_name,
+    bmask_defects d;
+    fc_err err;
+    char text[REP_WHY_LEN + 64];
+    if (bmask_find_defects(bm, p->mask, &p->seq, &d, &err))
+        fc_fmt(text, sizeof text, "cannot be checked: %s", err.msg);
+    else
+        bmask_defects_text(text, sizeof text, bm, &d);
+    printf("  block mask: %s, %dx%d, %lld partial + %lld full: %s\n", bm_name,
            (int)bm->q_block_size, (int)bm->kv_block_size, (long long)bmask_count_partial(bm),
-           (long long)bmask_count_full(bm));
-    if (bmask_check_sound(bm, p->mask, &p->seq, &err))
-        printf("  block mask NOT SOUND: %s\n", err.msg);
-    printf("  backend %s, kernel %d\n", gpu_backend_name(be), (int)ro->kernel);
-    judge_opts jo = {.kernel = ro->kernel};
-    judge_case jc = fix_judge_case(c);
-    rep_row row;
-    rep_verdict v;
-    memset(&row, 0, sizeof row);
-    if (judge_case_run(&jo, be, &jc, bm, &row, o, lse, &v) < 0) {
-        cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, row.reason);
+           (long long)bmask_count_full(bm), text);
+}
+
+static int run(const repro_opts *ro, fix_case *c, gpu_backend be)
+{
+    const fix_tested *tt = NULL;
+    for (int i = 0; ro->label && i < c->ntested; i++)
+        if (!strcmp(c->tested[i].label, ro->label))
+            tt = &c->tested[i];
+    if (ro->label && !tt)
+        return cli_usage_error(CMD, "%s: case %s has no output tested/%s", ro->file, ro->name,
+                               ro->label);
+    size_t asked = (size_t)-1;
+    if (ro->row_s && parse_row(ro->row_s, &c->prob, &asked))
+        return CLI_BADINPUT;
+    bmask built;
+    memset(&built, 0, sizeof built);
+    const bmask *bm = NULL;
+    const char *bm_name = NULL;
+    int rc = pick_bmask(ro, c, tt, &built, &bm, &bm_name);
+    if (rc != CLI_PASS)
+        return rc;
+    const attn_problem *p = &c->prob;
+    size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
+    float *o = malloc(sizeof(float) * (no + 1)), *lse = malloc(sizeof(float) * (nl + 1));
+    float *o_lp = malloc(sizeof(float) * (no + 1));
+    rc = CLI_BADINPUT;
+    if (!o || !lse || !o_lp) {
+        cli_usage_error(CMD, "out of memory");
         goto done;
     }
-    printf("\nverdict: %s\n", v.pass ? "PASS" : "FAIL");
-    for (int g = 0; g < REP_NGATES; g++)
-        printf("  %s %-12s %s%s%s\n", rep_gate_name((rep_gate)g), rep_gate_title((rep_gate)g),
-               v.gate[g] == REP_PASS ? "pass" : v.gate[g] == REP_FAIL ? "FAIL" : "not run",
-               v.why[g][0] ? ": " : "", v.why[g]);
-    printf("  max|err| %.3g, e_lp_max %.3g, H1 ratio %.3g (tol %.3g%s), NMSE %.3g, LSE err %.3g, "
-           "empty rows %zu, NaN %zu, inf %zu\n", v.max_err, v.e_lp_max, v.h1_ratio, v.h1_tol,
-           v.degenerate ? ", degenerate baseline" : "", v.nmse, v.lse_err, v.empty_rows,
-           v.nan_count, v.inf_count);
-    explain(c, bm, o, lse, ro->worst);
-    printf("\nrerun: flexcheck repro %s --case %s --backend %s --kernel %d", ro->file, ro->name,
-           gpu_backend_name(be), (int)ro->kernel);
+    print_header(ro, c, bm, bm_name);
+    judge_case jc = fix_judge_case(c);
+    rep_verdict v;
+    fc_err err;
+    const float *out = o, *out_lse = lse;
+    if (tt) {
+        printf("  output under test: tested/%s by %s (out stored as %s%s%s)\n", tt->label,
+               tt->producer, tt->encoding, tt->lse ? ", with LSE" : ", no LSE",
+               tt->out_rerun ? ", with a rerun" : "");
+        out = tt->out;
+        out_lse = tt->lse;
+        if (judge_baseline(&jc, o_lp, &err) ||
+            judge_given(&jc, tt->out, tt->lse, tt->out_rerun, o_lp, &v, &err) < 0) {
+            cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, err.msg);
+            goto done;
+        }
+    } else {
+        printf("  backend %s, kernel %d\n", gpu_backend_name(be), (int)ro->kernel);
+        judge_opts jo = {.kernel = ro->kernel};
+        rep_row row;
+        memset(&row, 0, sizeof row);
+        if (judge_case_run(&jo, be, &jc, bm, &row, o, lse, &v) < 0) {
+            cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, row.reason);
+            goto done;
+        }
+    }
+    print_verdict(&v);
+    size_t worst = list_worst(c, out, ro->worst);
+    if (asked != (size_t)-1)
+        explain_row(c, bm, out, out_lse, asked, 1);
+    else if (worst != (size_t)-1)
+        explain_row(c, bm, out, out_lse, worst, 0);
+    printf("\nrerun: flexcheck repro %s --case %s", ro->file, ro->name);
+    if (tt)
+        printf(" --tested %s", tt->label);
+    else
+        printf(" --backend %s --kernel %d", gpu_backend_name(be), (int)ro->kernel);
     if (ro->builder_s)
         printf(" --builder %s", ro->builder_s);
     if (ro->dtype_s)
         printf(" --dtype %s", ro->dtype_s);
+    if (ro->row_s)
+        printf(" --row %s", ro->row_s);
     printf("\n");
     rc = v.pass ? CLI_PASS : CLI_FAIL;
 done:
     free(o);
     free(lse);
+    free(o_lp);
     bmask_free(&built);
     return rc;
 }

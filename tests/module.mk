@@ -39,6 +39,9 @@ $(BUILD)/tests/test_kernel_v2_ptx: tests/test_kernel_v2_ptx.c $(V2T_OBJS) $(LIB)
 # tests/v2/v2_sanitize_main.c; a make test step.
 V2_ASAN_BIN := $(EMU_ASAN_DIR)/v2-sanitize
 V2_RACE_BIN := $(EMU_RACE_DIR)/v2-sanitize
+# Its plain-build object depends on the headers it includes (fix.h, ...): without this a changed
+# struct would link against a stale object (the emu builds' .d files are gpu/module.mk's).
+-include $(BUILD)/obj/tests/v2/v2_sanitize_main.d
 $(V2_ASAN_BIN): $(EMU_ASAN_DIR)/tests/v2/v2_sanitize_main.o $(EMU_ASAN_DIR)/gpu/attn_launch.o \
                 $(EMU_ASAN_DIR)/gpu/emu/emu_runtime.o $(LIB)
 	$(CXX) -fsanitize=address,undefined -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS)
