@@ -52,6 +52,29 @@ fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *
 fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
                            const float *v, float *o, float *lse, fc_err *err);
 
+/* Which keys one row may use, for ref_row_f64: 1 iff key tk (an index into the kv head's
+ * key axis) counts. */
+typedef int (*ref_key_fn)(void *ctx, int32_t tk);
+
+/* The float64 oracle for one query row against an arbitrary key set: q [D] is the row,
+ * k [lk, D] and v [lk, Dv] the keys and values of one kv head (for a packed batch the whole
+ * token axis: the predicate decides which sequence's keys count). Scores scale * q.k in
+ * double, a max-shifted softmax in double over the keys `allowed` accepts, o [Dv] = the
+ * weighted sum of their values, *lse (may be NULL) the natural-log LSE. A row no key is
+ * allowed for gets o = 0 and LSE -inf, as in ref_attention_f64. Keys the predicate rejects are
+ * never read, so NaN or inf there cannot leak in.
+ *
+ * It is the oracle for key sets no mask_params describes (a block mask applied as a kernel
+ * would, a mask computed with other positions: diag/): with allowed = the row's
+ * mask_pair_allowed it equals ref_attention_f64 to about 1e-15 relative (tests/test_ref.c holds
+ * it to 1e-12 on the random cases of the brute-force suite). Two passes over the keys (the
+ * maximum, then the sums), no scratch, no BLAS: O(lk * (D + Dv)) per row, single-threaded.
+ * FC_EINVAL (and a message) for D or Dv < 1, lk < 0, a scale that is not finite and > 0, a NULL
+ * predicate, or a NULL array with elements. */
+fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
+                      int32_t dv, double scale, ref_key_fn allowed, void *ctx, double *o,
+                      double *lse, fc_err *err);
+
 #ifdef __cplusplus
 }
 #endif

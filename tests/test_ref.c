@@ -377,6 +377,100 @@ Test(ref_brute, every_precision_matches_a_long_double_brute_force_on_random_case
     }
 }
 
+/* ---- ref_row_f64: one row, any key set ---- */
+
+/* The true mask of one row, as ref_row_f64's predicate. */
+typedef struct row_mask {
+    mask_params m;
+    seq_view v;
+    int32_t tq;
+} row_mask;
+
+static int row_mask_allows(void *ctx, int32_t tk)
+{
+    const row_mask *r = ctx;
+    return mask_pair_allowed(r->m, r->v, r->tq, tk);
+}
+
+/* |a - b| <= tol * max(1, |b|), with -inf == -inf (an empty row's LSE). */
+static int close_rel(double a, double b, double tol)
+{
+    if (isinf(b))
+        return a == b;
+    return fabs(a - b) <= tol * fmax(1.0, fabs(b));
+}
+
+/* Every row of the brute-force cases (dense, packed with empty members, GQA, windows, chunks,
+ * causal, Lq < Lk and Lq > Lk, no keys) and a larger GQA decode case, on random inputs:
+ * ref_row_f64 with the true mask equals the oracle to 1e-12 relative, empty rows exactly. */
+Test(ref_row, one_row_with_the_true_mask_equals_the_oracle_on_random_cases)
+{
+    static const ref_case extra = {.name = "GQA 8:2, causal window 33, decode 64x200",
+                                   .batch = 2, .hq = 8, .hkv = 2, .lq = 64, .lk = 200,
+                                   .d = 32, .dv = 24, .causal = 1, .window = 33};
+    size_t ncases = sizeof brute_cases / sizeof brute_cases[0];
+    double *o = malloc(sizeof(double) * 64);
+    cr_assert(o);
+    for (size_t c = 0; c <= ncases; c++) {
+        const ref_case *rc = c < ncases ? &brute_cases[c] : &extra;
+        attn_problem p;
+        make_problem(rc, &p);
+        tensors t;
+        make_inputs(&p, 700 + c, FC_F32, &t);
+        outputs want = run_ok(rc->name, V_F64, &p, &t);
+        row_mask rm = {p.mask, seq_info_view(&p.seq), 0};
+        int32_t lq = p.seq.lq, lk = p.seq.lk, d = p.d, dv = p.dv;
+        for (int32_t b = 0; b < p.seq.batch; b++)
+            for (int32_t h = 0; h < p.hq; h++)
+                for (rm.tq = 0; rm.tq < lq; rm.tq++) {
+                    size_t row = ((size_t)b * p.hq + h) * lq + rm.tq;
+                    size_t kv = ((size_t)b * p.hkv + h / (p.hq / p.hkv)) * lk;
+                    double lse;
+                    fc_err err = {{0}};
+                    cr_assert_eq(ref_row_f64(t.q + row * d, t.k + kv * d, t.v + kv * dv, lk, d,
+                                             dv, p.scale, row_mask_allows, &rm, o, &lse, &err),
+                                 FC_OK, "%s: %s", rc->name, err.msg);
+                    cr_assert(close_rel(lse, want.lse[row], 1e-12),
+                              "%s: row %zu lse %.17g, oracle %.17g", rc->name, row, lse,
+                              want.lse[row]);
+                    for (int32_t x = 0; x < dv; x++)
+                        cr_assert(close_rel(o[x], want.o[row * dv + x], 1e-12) &&
+                                      (!isinf(want.lse[row]) || o[x] == 0.0),
+                                  "%s: row %zu out[%d] = %.17g, oracle %.17g", rc->name, row,
+                                  (int)x, o[x], want.o[row * dv + x]);
+                }
+        free_outputs(&want);
+        free_inputs(&t);
+        attn_problem_free(&p);
+    }
+    free(o);
+}
+
+static int every_other_key(void *ctx, int32_t tk)
+{
+    (void)ctx;
+    return tk % 2 == 0;
+}
+
+/* Keys the predicate rejects are never read (NaN there stays out); bad arguments are refused. */
+Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
+{
+    float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
+    double o[1], lse;
+    fc_err err = {{0}};
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, 1.0, every_other_key, NULL, o, &lse, &err), FC_OK);
+    /* keys 0 and 2: scores 0 and 1 */
+    double e = exp(1.0);
+    cr_assert(fabs(o[0] - (1.0 + 3.0 * e) / (1.0 + e)) < 1e-15, "out %.17g", o[0]);
+    cr_assert(fabs(lse - log(1.0 + e)) < 1e-15, "lse %.17g", lse);
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 0, 1, 1.0, every_other_key, NULL, o, &lse, &err),
+                 FC_EINVAL);
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, NAN, every_other_key, NULL, o, &lse, &err),
+                 FC_EINVAL);
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, 1.0, NULL, NULL, o, &lse, &err), FC_EINVAL);
+    cr_assert(strstr(err.msg, "reference row"), "message: %s", err.msg);
+}
+
 /* ---- the baseline's rounding points ---- */
 
 /* docs/tolerance.md's O_lp written out one element at a time, sums in long double, each

@@ -1,0 +1,66 @@
+/*
+ * ref_row.c - ref_row_f64 (ref.h): the float64 oracle for one row and any key set. Written
+ * as the definition reads, one key at a time, because its callers (diag/) ask about a handful
+ * of rows under key sets that change from row to row, where the panel machinery of ref.c
+ * (one mask for every head, gemms over a hull) buys nothing.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ref/ref.h"
+
+static double score(const float *q, const float *k, int32_t d, double scale)
+{
+    double acc = 0.0;
+    for (int32_t x = 0; x < d; x++)
+        acc += (double)q[x] * (double)k[x];
+    return scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
+}
+
+fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
+                      int32_t dv, double scale, ref_key_fn allowed, void *ctx, double *o,
+                      double *lse, fc_err *err)
+{
+    if (d < 1 || dv < 1 || lk < 0)
+        return fc_errf(err, FC_EINVAL, "reference row: D = %d, Dv = %d, Lk = %d", (int)d,
+                       (int)dv, (int)lk);
+    if (!isfinite(scale) || !(scale > 0))
+        return fc_errf(err, FC_EINVAL, "reference row: scale = %g: must be finite and > 0",
+                       scale);
+    if (!allowed || !q || !o || (lk > 0 && (!k || !v)))
+        return fc_errf(err, FC_EINVAL, "reference row: NULL predicate or array");
+    size_t ud = (size_t)d, udv = (size_t)dv;
+    /* Pass 1: the largest allowed score. */
+    double mx = -INFINITY;
+    int any = 0;
+    for (int32_t j = 0; j < lk; j++) {
+        if (!allowed(ctx, j))
+            continue;
+        double s = score(q, k + (size_t)j * ud, d, scale);
+        if (s > mx) /* a NaN score is skipped here and poisons the sum below, as in ref_f64.c */
+            mx = s;
+        any = 1;
+    }
+    memset(o, 0, udv * sizeof *o);
+    if (!any) {
+        if (lse)
+            *lse = -INFINITY;
+        return FC_OK;
+    }
+    /* Pass 2: the same scores again (the same sums, so the same bits), shifted by the max. */
+    double sum = 0.0;
+    for (int32_t j = 0; j < lk; j++) {
+        if (!allowed(ctx, j))
+            continue;
+        double e = exp(score(q, k + (size_t)j * ud, d, scale) - mx);
+        sum += e;
+        const float *vj = v + (size_t)j * udv;
+        for (size_t x = 0; x < udv; x++)
+            o[x] += e * (double)vj[x];
+    }
+    for (size_t x = 0; x < udv; x++)
+        o[x] /= sum;
+    if (lse)
+        *lse = mx + log(sum);
+    return FC_OK;
+}
