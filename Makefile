@@ -6,7 +6,7 @@
 #   make bench    run the benchmarks (ratios, never pass/fail)
 #   make clean    remove build/
 #
-# Layout: every .c directly under base/ masks/ ref/ judge/ fixtures/ reports/ ci/ ci/checks/ goes into build/libflexcheck.a,
+# Layout: every .c directly under base/ masks/ ref/ judge/ diag/ fixtures/ reports/ ci/ ci/checks/ goes into build/libflexcheck.a,
 # cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. A
 # module with rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
 # Warnings are errors when CI=true.
@@ -35,14 +35,14 @@ WARN     += -Werror
 endif
 OPT      ?= -O2 -g
 # One include root: every include names its module (#include "masks/mask.h"), so each include
-# line shows its arrow (base <- masks <- ref, gpu, reports <- judge <- fixtures, ci <- cli).
+# line shows its arrow (base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures, ci <- cli).
 CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)
 CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PKG_CFLAGS)
 # hdf5's .pc names no high-level library; its -L directory holds libhdf5_hl.
 LDLIBS   = -lhdf5_hl $(PKG_LIBS) -lboost_context -lstdc++ -lpthread -lm
 
-LIB_SRCS  := $(wildcard base/*.c masks/*.c ref/*.c judge/*.c fixtures/*.c reports/*.c ci/*.c ci/checks/*.c)
+LIB_SRCS  := $(wildcard base/*.c masks/*.c ref/*.c judge/*.c diag/*.c fixtures/*.c reports/*.c ci/*.c ci/checks/*.c)
 CLI_SRCS  := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 

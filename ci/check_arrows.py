@@ -6,9 +6,10 @@
 #   python3 ci/check_arrows.py --root DIR check another tree (the tests use temporary ones)
 #
 # Arrows allowed (a module may include only those below it):
-#   base <- masks <- ref, gpu, reports <- judge <- fixtures, ci (the gate) <- cli
+#   base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures, ci (the gate) <- cli
 # Reference and kernels never include each other; verdicts (reports) never include their
-# producers; nothing includes cli. tests/ may include anything; nothing else includes tests/.
+# producers; the diagnosis (diag) reads verdicts and recomputes references but never runs a
+# kernel (no gpu); nothing includes cli. tests/ may include anything; nothing else includes tests/.
 #
 # What it does, on every tracked .c .h .cu .cuh .cc file (`git ls-files` when DIR is the top of
 # a git checkout, else a walk of DIR that skips hidden folders, build/, build-*/ and virtualenvs):
@@ -40,9 +41,10 @@ ALLOWED = {
     "gpu": ["base", "masks"],
     "reports": ["base", "masks"],
     "judge": ["base", "masks", "ref", "gpu", "reports"],
-    "fixtures": ["base", "masks", "ref", "gpu", "reports", "judge"],
-    "ci": ["base", "masks", "ref", "gpu", "reports", "judge", "fixtures"],
-    "cli": ["base", "masks", "ref", "gpu", "reports", "judge", "fixtures", "ci"],
+    "diag": ["base", "masks", "ref", "reports", "judge"],
+    "fixtures": ["base", "masks", "ref", "gpu", "reports", "judge", "diag"],
+    "ci": ["base", "masks", "ref", "gpu", "reports", "judge", "diag", "fixtures"],
+    "cli": ["base", "masks", "ref", "gpu", "reports", "judge", "diag", "fixtures", "ci"],
     "tests": None,
 }
 IGNORED_TOP = {".ci"}

@@ -12,7 +12,7 @@ gate-quick: $(BIN)
 gate-quick-k1: $(BIN)
 	OPENBLAS_NUM_THREADS=1 $(BIN) gate --quick --kernel 1 --jobs 2 --report-dir $(BUILD)/reports-quick-k1
 
-# The module layering (base <- masks <- ref, gpu, reports <- judge <- fixtures, ci <- cli) on
+# The module layering (base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures, ci <- cli) on
 # every include line, and the checker's own tests on small temporary trees. Debian's python3,
 # where there is one: the installer's python3-pytest is installed for it, and a python3 found
 # first on PATH (pyenv, a venv) would not see it. No bytecode or pytest cache in the tree.

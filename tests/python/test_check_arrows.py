@@ -27,7 +27,8 @@ CLEAN = {
     "gpu/gpu.h": '#include "masks/mask.h"\n#include <cuda_runtime.h>\n',
     "reports/rep.h": '#include "base/fc.h"\n',
     "judge/judge.h": '#include "ref/ref.h"\n#include "gpu/gpu.h"\n#include "reports/rep.h"\n',
-    "fixtures/fix.h": '#include "judge/judge.h"\n',
+    "diag/diag.h": '#include "judge/judge.h"\n#include "ref/ref.h"\n',
+    "fixtures/fix.h": '#include "judge/judge.h"\n#include "diag/diag.h"\n',
     "ci/gate.h": '#include "fixtures/fix.h"\n',
     "ci/checks/one.c": '#include "ci/gate.h"\n',
     "cli/cli.h": '#include "ci/gate.h"\n',
@@ -69,8 +70,8 @@ def test_clean_tree_passes(tmp_path):
     assert rc == 0, out + [err]
     assert out == [summary(out)]  # nothing but the summary
     assert " 0 file cycles, 0 module cycles, 0 forbidden, 0 unresolved" in summary(out)
-    # 17 sources (README.md and .ci/ not read); 20 include lines: 19 quoted, 1 <cuda_runtime.h>
-    assert summary(out).startswith("arrows: 17 files (not a git checkout: walked), 20 include lines, ")
+    # 18 sources (README.md and .ci/ not read); 23 include lines: 22 quoted, 1 <cuda_runtime.h>
+    assert summary(out).startswith("arrows: 18 files (not a git checkout: walked), 23 include lines, ")
 
 
 @pytest.mark.parametrize("src, text, expect", [
@@ -84,10 +85,20 @@ def test_clean_tree_passes(tmp_path):
      "base/b.c:1: includes masks/mask.h: base may not include masks (allowed: nothing of ours)"),
     ("fixtures/f.c", '#include "ci/gate.h"\n',
      "fixtures/f.c:1: includes ci/gate.h: fixtures may not include ci "
-     "(allowed: base, masks, ref, gpu, reports, judge)"),
+     "(allowed: base, masks, ref, gpu, reports, judge, diag)"),
     ("ci/checks/c.c", '#include "cli/cli.h"\n',
      "ci/checks/c.c:1: includes cli/cli.h: ci may not include cli "
-     "(allowed: base, masks, ref, gpu, reports, judge, fixtures)"),
+     "(allowed: base, masks, ref, gpu, reports, judge, diag, fixtures)"),
+    # the diagnosis recomputes references, never runs a kernel, and sits below fixtures
+    ("diag/d.c", '#include "gpu/gpu.h"\n',
+     "diag/d.c:1: includes gpu/gpu.h: diag may not include gpu "
+     "(allowed: base, masks, ref, reports, judge)"),
+    ("diag/d.c", '#include "fixtures/fix.h"\n',
+     "diag/d.c:1: includes fixtures/fix.h: diag may not include fixtures "
+     "(allowed: base, masks, ref, reports, judge)"),
+    ("judge/j2.c", '#include "diag/diag.h"\n',
+     "judge/j2.c:1: includes diag/diag.h: judge may not include diag "
+     "(allowed: base, masks, ref, gpu, reports)"),
     ("judge/j.c", '#include "tests/t.h"\n',
      "judge/j.c:1: includes tests/t.h: judge may not include tests "
      "(allowed: base, masks, ref, gpu, reports)"),
@@ -126,7 +137,7 @@ def test_commented_out_and_if0_includes_are_not_includes(tmp_path):
             '#include "masks/mask.h" /* trailing */\n')
     rc, out, _ = run(tree_with(tmp_path, {"ref/ok.c": text}))
     assert rc == 0, out
-    assert ", 22 include lines, " in summary(out)  # the clean tree's 20, plus fc.h and mask.h
+    assert ", 25 include lines, " in summary(out)  # the clean tree's 23, plus fc.h and mask.h
 
 
 def test_file_cycle_is_reported(tmp_path):
@@ -183,7 +194,7 @@ def test_git_checkout_reads_tracked_files_only(tmp_path):
     # ref/untracked.c (a forbidden arrow) is not read; the include of an untracked header fails
     assert out[:-1] == ['judge/j.c:1: includes "gpu/new.h": resolves to a file git does not track '
                         "(tried judge/gpu/new.h, gpu/new.h)"]
-    assert summary(out).startswith("arrows: 18 files, 21 include lines, ")
+    assert summary(out).startswith("arrows: 19 files, 24 include lines, ")
 
 
 def test_graph_prints_module_arrows(tmp_path):

@@ -1,0 +1,422 @@
+/*
+ * diag.c - the evaluator and the printout of the diagnosis (diag.h). It knows no bug and no
+ * mask rule (those are hyps.c's): it sorts rows into failing and non-finite with the truth
+ * verdict's bounds, asks every hypothesis for its alternative, recomputes each examined row
+ * under each alternative's key set with ref_row_f64, and credits the rows that then match. Of
+ * the masks it uses only the row's place in its sequence (mask_row_of), which it hands to the
+ * key-set functions.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag/diag_internal.h"
+#include "ref/ref.h"
+
+/* ---- row sets -------------------------------------------------------------------------- */
+
+/* Appends row (b, h, q); rows arrive in row order, so a row extends the last range when it is
+ * the next q of the same (b, h) and, packed, of the same sequence. */
+static fc_status rows_add(diag_rows *s, const attn_problem *p, int32_t b, int32_t h, int32_t q)
+{
+    s->count++;
+    if (s->nranges) {
+        diag_range *last = &s->r[s->nranges - 1];
+        int same_seq = !p->seq.packed ||
+                       seq_find(p->seq.cu_q, p->seq.nseq, q) ==
+                           seq_find(p->seq.cu_q, p->seq.nseq, last->q1);
+        if (last->b == b && last->h == h && last->q1 + 1 == q && same_seq) {
+            last->q1 = q;
+            return FC_OK;
+        }
+    }
+    /* The capacity is the next power of two: grow when nranges reaches one. */
+    if ((s->nranges & (s->nranges - 1)) == 0) {
+        size_t cap = s->nranges ? 2 * s->nranges : 1;
+        diag_range *r = realloc(s->r, cap * sizeof *r);
+        if (!r)
+            return FC_ENOMEM;
+        s->r = r;
+    }
+    s->r[s->nranges++] = (diag_range){b, h, q, q};
+    return FC_OK;
+}
+
+static void rows_free(diag_rows *s)
+{
+    free(s->r);
+    memset(s, 0, sizeof *s);
+}
+
+void diag_report_free(diag_report *r)
+{
+    if (!r)
+        return;
+    rows_free(&r->nonfinite);
+    rows_free(&r->unexplained);
+    for (size_t i = 0; i < r->nfindings; i++)
+        rows_free(&r->findings[i].rows);
+    free(r->findings);
+    free(r);
+}
+
+/* ---- the match rule of diag.h --------------------------------------------------------- */
+
+typedef struct bounds {
+    int degenerate;
+    double h1;                 /* c * e_lp_max + floor */
+    double deg_atol, deg_rtol; /* element-wise H1 */
+    double lse_atol, lse_rtol; /* H5 */
+} bounds;
+
+/* Does the tested row (o [dv], lse or NULL) match the reference row (g [dv], gl)? Written
+ * `!(x <= limit)` so NaN never matches. */
+static int row_matches(const bounds *bd, const float *o, const float *lse, const double *g,
+                       double gl, size_t dv)
+{
+    if (gl == -INFINITY) { /* no allowed key: exactly 0 and -inf, as H4 */
+        for (size_t x = 0; x < dv; x++)
+            if (!(o[x] == 0.0f))
+                return 0;
+        return !lse || *lse == -INFINITY;
+    }
+    for (size_t x = 0; x < dv; x++) {
+        double lim = bd->degenerate ? bd->deg_atol + bd->deg_rtol * fabs(g[x]) : bd->h1;
+        if (!(fabs((double)o[x] - g[x]) <= lim))
+            return 0;
+    }
+    return !lse || fabs((double)*lse - gl) <= bd->lse_atol + bd->lse_rtol * fabs(gl);
+}
+
+static int row_nonfinite(const float *o, const float *lse, size_t dv)
+{
+    for (size_t x = 0; x < dv; x++)
+        if (!isfinite(o[x]))
+            return 1;
+    return lse && (isnan(*lse) || *lse == INFINITY);
+}
+
+/* ---- inputs ---------------------------------------------------------------------------- */
+
+static fc_status check_in(const diag_in *in, fc_err *err)
+{
+    if (!in || !in->jc || !in->jc->prob || !in->v)
+        return fc_errf(err, FC_EINVAL, "diagnosis: case or verdict missing");
+    const judge_case *jc = in->jc;
+    const attn_problem *p = jc->prob;
+    fc_status st = attn_problem_check(p, err);
+    if (st)
+        return st;
+    size_t rows = attn_lse_elems(p);
+    if (in->v->dtype != jc->dtype)
+        return fc_errf(err, FC_EINVAL, "diagnosis: the verdict is for %s, the case is %s",
+                       fc_dtype_name(in->v->dtype), fc_dtype_name(jc->dtype));
+    if (in->v->rows != rows || in->v->dv != (size_t)p->dv)
+        return fc_errf(err, FC_EINVAL, "diagnosis: the verdict is for %zu rows of %zu, the case "
+                       "has %zu of %d", in->v->rows, in->v->dv, rows, (int)p->dv);
+    if (rows && (!in->o || !jc->out || !jc->lse || !jc->q || (p->seq.lk && (!jc->k || !jc->v))))
+        return fc_errf(err, FC_EINVAL, "diagnosis: an output, oracle or input array is NULL");
+    if (in->prev && mask_params_check(in->prev, err))
+        return FC_EINVAL;
+    if (in->bm) {
+        const bmask *bm = in->bm;
+        if (bmask_validate(bm, err))
+            return FC_EINVAL;
+        if (bm->lq != p->seq.lq || bm->lk != p->seq.lk || (bm->nb != 1 && bm->nb != p->seq.batch) ||
+            (bm->nh != 1 && bm->nh != p->hq))
+            return fc_errf(err, FC_EINVAL, "diagnosis: the block mask is for a %d x %d grid of "
+                           "%d x %d entries, the case has %d x %d and %d x %d", (int)bm->lq,
+                           (int)bm->lk, (int)bm->nb, (int)bm->nh, (int)p->seq.lq,
+                           (int)p->seq.lk, (int)p->seq.batch, (int)p->hq);
+    }
+    return FC_OK;
+}
+
+static fc_status bounds_of(const rep_verdict *v, bounds *bd, fc_err *err)
+{
+    rep_tol t;
+    fc_status st = rep_tol_for(v->dtype, &t, err);
+    if (st)
+        return st;
+    *bd = (bounds){v->degenerate, v->c * v->e_lp_max + v->floor, t.deg_atol, t.deg_rtol,
+                   t.lse_atol, t.lse_rtol};
+    return FC_OK;
+}
+
+/* ---- the evaluation --------------------------------------------------------------------- */
+
+/* Scratch of one examination: the truth's and a hypothesis's key sets, a reference row. */
+typedef struct exam {
+    const diag_in *in;
+    const bounds *bd;
+    diag_alt truth;
+    diag_alt *alts;   /* [nalts]: the hypotheses that apply */
+    size_t *hyp_of;   /* [nalts]: their index in diag_hyps */
+    size_t nalts;
+    uint8_t *tkeys, *hkeys; /* [Lk] */
+    double *oref;           /* [Dv] */
+} exam;
+
+static int key_in(void *ctx, int32_t tk)
+{
+    return ((const uint8_t *)ctx)[tk];
+}
+
+/* Row `row`'s context under alternative a. */
+static diag_key key_of(const exam *e, const diag_alt *a, size_t row)
+{
+    const attn_problem *p = e->in->jc->prob;
+    size_t lq = (size_t)p->seq.lq;
+    diag_key k = {e->in, p, (int32_t)(row / lq / (size_t)p->hq),
+                  (int32_t)(row / lq % (size_t)p->hq), (int32_t)(row % lq), {0, 0, 0}, 0};
+    k.row = mask_row_of(a->view, k.tq);
+    k.i = k.tq - a->view.cu_q[seq_find(a->view.cu_q, a->view.nseq, k.tq)];
+    return k;
+}
+
+/* 1 if alternative a explains failing row `row`, 0 if not, -1 on a reference error. */
+static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
+{
+    const judge_case *jc = e->in->jc;
+    const attn_problem *p = jc->prob;
+    diag_key k = key_of(e, a, row);
+    size_t lk = (size_t)p->seq.lk, d = (size_t)p->d, dv = (size_t)p->dv;
+    a->keys(a, &k, e->hkeys);
+    int32_t hk = a->kv_head(p, k.h);
+    /* The truth's own computation cannot explain a row that fails against the truth. */
+    if (memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
+        hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0)
+        return 0;
+    size_t kv = ((size_t)k.b * (size_t)p->hkv + (size_t)hk) * lk;
+    const float *kk = lk ? jc->k + kv * d : NULL, *vv = lk ? jc->v + kv * dv : NULL;
+    double lse;
+    if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, a->scale, key_in, e->hkeys,
+                    e->oref, &lse, err))
+        return -1;
+    lse *= a->lse_mul;
+    return row_matches(e->bd, e->in->o + row * dv, e->in->lse ? e->in->lse + row : NULL, e->oref,
+                       lse, dv);
+}
+
+/* Tries every applying hypothesis on one failing finite row. */
+static fc_status examine(exam *e, diag_report *r, size_t row, fc_err *err)
+{
+    const attn_problem *p = e->in->jc->prob;
+    diag_key k = key_of(e, &e->truth, row);
+    e->truth.keys(&e->truth, &k, e->tkeys);
+    int any = 0;
+    for (size_t j = 0; j < e->nalts; j++) {
+        int x = explains(e, &e->alts[j], row, err);
+        if (x < 0)
+            return FC_EINVAL;
+        if (x && rows_add(&r->findings[j].rows, p, k.b, k.h, k.tq))
+            return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+        any |= x;
+    }
+    if (!any && rows_add(&r->unexplained, p, k.b, k.h, k.tq))
+        return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+    return FC_OK;
+}
+
+/* Most rows first; ties in table order: an insertion sort on (count, table index idx[i]),
+ * idx sorted alongside. */
+static void sort_findings(diag_report *r, size_t *idx)
+{
+    size_t n = r->nfindings;
+    for (size_t i = 1; i < n; i++) {
+        diag_finding f = r->findings[i];
+        size_t h = idx[i], j = i;
+        while (j > 0 && (r->findings[j - 1].rows.count < f.rows.count ||
+                         (r->findings[j - 1].rows.count == f.rows.count && idx[j - 1] > h))) {
+            r->findings[j] = r->findings[j - 1];
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        r->findings[j] = f;
+        idx[j] = h;
+    }
+    r->nexplaining = 0;
+    while (r->nexplaining < n && r->findings[r->nexplaining].rows.count > 0)
+        r->nexplaining++;
+}
+
+/* The hypotheses that apply, their findings (empty), and the scratch. */
+static fc_status exam_init(exam *e, const diag_in *in, const bounds *bd, diag_report *r,
+                           fc_err *err)
+{
+    const attn_problem *p = in->jc->prob;
+    memset(e, 0, sizeof *e);
+    e->in = in;
+    e->bd = bd;
+    diag_alt_init(in, &e->truth);
+    e->alts = calloc(diag_nhyps, sizeof *e->alts);
+    e->hyp_of = calloc(diag_nhyps, sizeof *e->hyp_of);
+    r->findings = calloc(diag_nhyps, sizeof *r->findings);
+    e->tkeys = malloc((size_t)p->seq.lk + 1);
+    e->hkeys = malloc((size_t)p->seq.lk + 1);
+    e->oref = malloc(sizeof(double) * (size_t)p->dv);
+    if (!e->alts || !e->hyp_of || !r->findings || !e->tkeys || !e->hkeys || !e->oref)
+        return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+    for (size_t h = 0; h < diag_nhyps; h++) {
+        diag_alt *a = &e->alts[e->nalts];
+        diag_alt_init(in, a);
+        if (!diag_hyps[h].setup(in, a))
+            continue;
+        diag_finding *f = &r->findings[e->nalts];
+        f->name = diag_hyps[h].name;
+        memcpy(f->title, a->title, sizeof f->title);
+        e->hyp_of[e->nalts++] = h;
+    }
+    r->nfindings = e->nalts;
+    return FC_OK;
+}
+
+static void exam_free(exam *e)
+{
+    free(e->alts);
+    free(e->hyp_of);
+    free(e->tkeys);
+    free(e->hkeys);
+    free(e->oref);
+}
+
+fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
+{
+    *out = NULL;
+    bounds bd;
+    fc_status st = check_in(in, err);
+    if (!st)
+        st = bounds_of(in->v, &bd, err);
+    if (st)
+        return st;
+    const judge_case *jc = in->jc;
+    const attn_problem *p = jc->prob;
+    size_t dv = (size_t)p->dv, lq = (size_t)p->seq.lq, nrows = attn_lse_elems(p);
+    diag_report *r = calloc(1, sizeof *r);
+    size_t *failing = malloc(sizeof(size_t) * (nrows + 1)), nfail = 0;
+    exam e;
+    memset(&e, 0, sizeof e);
+    if (!r || !failing) {
+        st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+        goto done;
+    }
+    r->rows = nrows;
+    r->budget = in->budget ? in->budget : DIAG_BUDGET;
+
+    /* The failing rows; the non-finite ones go apart. */
+    for (size_t row = 0; row < nrows && !st; row++) {
+        const float *o = in->o + row * dv, *lse = in->lse ? in->lse + row : NULL;
+        if (row_nonfinite(o, lse, dv)) {
+            r->failing++;
+            if (rows_add(&r->nonfinite, p, (int32_t)(row / lq / (size_t)p->hq),
+                         (int32_t)(row / lq % (size_t)p->hq), (int32_t)(row % lq)))
+                st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+        } else if (!row_matches(&bd, o, lse, jc->out + row * dv, jc->lse[row], dv)) {
+            r->failing++;
+            failing[nfail++] = row;
+        }
+    }
+    if (!st)
+        st = exam_init(&e, in, &bd, r, err);
+    if (st)
+        goto done;
+
+    /* The budget: each examined row costs about Lk * D per hypothesis. */
+    uint64_t per_row = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 1) * (uint64_t)p->d *
+                       (uint64_t)(e.nalts ? e.nalts : 1);
+    uint64_t cap = r->budget / per_row > 0 ? r->budget / per_row : 1;
+    r->examined = (uint64_t)nfail < cap ? nfail : (size_t)cap;
+    r->not_examined = nfail - r->examined;
+    for (size_t i = 0; i < r->examined && !st; i++)
+        st = examine(&e, r, failing[i], err);
+    if (!st)
+        sort_findings(r, e.hyp_of);
+done:
+    exam_free(&e);
+    free(failing);
+    if (st)
+        diag_report_free(r);
+    else
+        *out = r;
+    return st;
+}
+
+/* ---- printing --------------------------------------------------------------------------- */
+
+void diag_range_text(char *buf, size_t cap, const attn_problem *p, const diag_range *r)
+{
+    int n = r->q0 == r->q1
+                ? snprintf(buf, cap, "(%d, %d, %d)", (int)r->b, (int)r->h, (int)r->q0)
+                : snprintf(buf, cap, "(%d, %d, %d..%d)", (int)r->b, (int)r->h, (int)r->q0,
+                           (int)r->q1);
+    if (n < 0 || (size_t)n >= cap || !p->seq.packed || !p->seq.cu_q || p->seq.nseq < 1)
+        return;
+    /* rows_add keeps a range inside one sequence */
+    int32_t s = seq_find(p->seq.cu_q, p->seq.nseq, r->q0), q0 = p->seq.cu_q[s];
+    if (r->q0 == r->q1)
+        snprintf(buf + n, cap - (size_t)n, ", sequence %d position %d", (int)s, (int)(r->q0 - q0));
+    else
+        snprintf(buf + n, cap - (size_t)n, ", sequence %d positions %d..%d", (int)s,
+                 (int)(r->q0 - q0), (int)(r->q1 - q0));
+}
+
+/* "(b, h, q) = (0, 1, 40..43); (0, 1, 50); and 3 more ranges" */
+static void print_ranges(FILE *f, const diag_rows *s, const attn_problem *p)
+{
+    fputs("(b, h, q) = ", f);
+    for (size_t i = 0; i < s->nranges && i < DIAG_PRINT_RANGES; i++) {
+        char buf[160];
+        diag_range_text(buf, sizeof buf, p, &s->r[i]);
+        fprintf(f, "%s%s", i ? "; " : "", buf);
+    }
+    if (s->nranges > DIAG_PRINT_RANGES)
+        fprintf(f, "; and %zu more ranges", s->nranges - DIAG_PRINT_RANGES);
+}
+
+static const char *plural(size_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
+void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char *indent)
+{
+    if (!indent)
+        indent = "";
+    if (r->failing == 0) {
+        fprintf(f, "%sdiagnosis: no failing rows (of %zu)\n", indent, r->rows);
+        return;
+    }
+    fprintf(f, "%sdiagnosis: %zu of %zu rows failing (%zu non-finite), %zu examined under %zu "
+               "hypotheses", indent, r->failing, r->rows, r->nonfinite.count, r->examined,
+            r->nfindings);
+    if (r->not_examined)
+        fprintf(f, ", %zu not examined (work budget %" PRIu64 " multiply-adds)", r->not_examined,
+                r->budget);
+    fputc('\n', f);
+    for (size_t i = 0; i < r->nexplaining; i++) {
+        const diag_finding *x = &r->findings[i];
+        fprintf(f, "%sexplained by %s: %zu of %zu failing rows: ", indent, x->title,
+                x->rows.count, r->failing);
+        print_ranges(f, &x->rows, p);
+        fputc('\n', f);
+    }
+    if (r->unexplained.count) {
+        fprintf(f, "%snot explained: %zu row%s: ", indent, r->unexplained.count,
+                plural(r->unexplained.count));
+        print_ranges(f, &r->unexplained, p);
+        fputc('\n', f);
+    }
+    if (r->nonfinite.count) {
+        fprintf(f, "%snot explained: %zu row%s: ", indent, r->nonfinite.count,
+                plural(r->nonfinite.count));
+        print_ranges(f, &r->nonfinite, p);
+        fputs(" (non-finite output: H3)\n", f);
+    }
+    if (r->nexplaining < r->nfindings) {
+        fprintf(f, "%stried, explaining no row: ", indent);
+        for (size_t i = r->nexplaining; i < r->nfindings; i++)
+            fprintf(f, "%s%s", i > r->nexplaining ? "; " : "", r->findings[i].title);
+        fputc('\n', f);
+    }
+}

@@ -1,0 +1,131 @@
+/*
+ * diag.h - which bug explains the failing rows of an attention output: the diagnosis that
+ * `check` and `repro` print under a failed verdict (ours or another producer's output).
+ *
+ * For each failing row the float64 reference is recomputed under named hypotheses of common
+ * kernel and configuration bugs (diag/hyps.c: window off by one, halved or doubled, ModernBERT's
+ * conversion, top-left alignment, causal flipped, chunking off or counted from the query index,
+ * the previous layer's mask, the producer's block mask applied as a kernel would, partial blocks
+ * taken as full, the scale, GQA head mapping, packed boundaries ignored, LSE in log2), and each
+ * hypothesis is credited with the rows it reproduces.
+ *
+ *   diag_in in = {.jc = &jc, .o = o, .lse = lse, .v = &verdict, .bm = &bm};
+ *   diag_report *r;
+ *   if (diag_run(&in, &r, &err) == FC_OK) { diag_print(stdout, r, jc.prob, "  "); diag_report_free(r); }
+ *
+ * Definitions (the bounds are the truth verdict's, so "failing" here is exactly what made H1 or
+ * H5 fail, row by row):
+ * - bound of an element with reference value g: non-degenerate verdict: |o - g| <= c * e_lp_max
+ *   + floor (rep_verdict's c, e_lp_max, floor: the H1 bound); degenerate verdict (element-wise
+ *   H1): |o - g| <= deg_atol + deg_rtol * |g| (rep_tol_for(v->dtype)). LSE with reference value
+ *   l: |lse - l| <= lse_atol + lse_rtol * |l| (H5's, rep_tol_for).
+ * - a row MATCHES a reference row (o_ref, lse_ref) when every element is finite and within the
+ *   bound of o_ref's, and the LSE, when the output under test has one, is within the LSE bound
+ *   of lse_ref. A reference row with no allowed key (LSE -inf) is matched only exactly, as H4
+ *   asks: O all 0 and (when given) LSE -inf.
+ * - a row is FAILING when it does not match the truth (jc->out, jc->lse);
+ * - NON-FINITE when its O holds a NaN or an infinity or its LSE is NaN or +inf: H3's rows. They
+ *   are counted among the failing rows, listed apart and never tried, so a NaN row is never
+ *   "explained". An LSE of -inf is not counted here: it is how an empty row is written, and a
+ *   row a buggy block mask emptied is something a hypothesis can explain.
+ * - a hypothesis EXPLAINS a failing finite row when the row matches the hypothesis's float64
+ *   reference (ref_row_f64 over the hypothesis's keys, scale and kv head). A hypothesis that
+ *   gives a row the truth's own keys, scale and kv head (and LSE) is the truth there and
+ *   explains nothing, so coinciding hypotheses never invent rows.
+ *
+ * Work: examining one row under one hypothesis costs about Lk * D multiply-adds; rows are
+ * examined in row order while failing rows x Lk x D x hypotheses stays within the budget
+ * (diag_in.budget, default DIAG_BUDGET = 2^31; at least one row is always examined). The report
+ * says how many of the failing rows were examined.
+ *
+ * Rows are reported as ranges of consecutive q of one (b, h) (and, for a packed batch, one
+ * sequence), in the coordinates of attn_row_where (masks/problem.h).
+ */
+#ifndef FLEXCHECK_DIAG_H
+#define FLEXCHECK_DIAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/fc.h"
+#include "judge/judge.h"
+#include "masks/bmask.h"
+#include "masks/mask.h"
+#include "masks/problem.h"
+#include "reports/tol.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DIAG_BUDGET ((uint64_t)1 << 31) /* multiply-adds, see above */
+#define DIAG_TITLE_LEN 128
+#define DIAG_PRINT_RANGES 8 /* ranges printed per line, then "and N more" */
+
+/* What to diagnose. Views: the caller owns everything. */
+typedef struct diag_in {
+    const judge_case *jc;    /* the truth: problem, inputs, float64 oracle (out and lse) */
+    const float *o, *lse;    /* the output under test [B, Hq, Lq, Dv], [B, Hq, Lq]; lse may be NULL */
+    const rep_verdict *v;    /* the truth's verdict on (o, lse) (judge_given / judge_case_run) */
+    const bmask *bm;         /* the block mask the producer ran with, or NULL */
+    const mask_params *prev; /* the previous layer's mask (layout files), or NULL */
+    uint64_t budget;         /* multiply-adds; 0: DIAG_BUDGET */
+} diag_in;
+
+/* Rows q0..q1 (inclusive) of head h of batch entry b. */
+typedef struct diag_range {
+    int32_t b, h, q0, q1;
+} diag_range;
+
+/* A set of rows, as ranges in row order. */
+typedef struct diag_rows {
+    size_t count;   /* rows */
+    size_t nranges;
+    diag_range *r;  /* [nranges], heap */
+} diag_rows;
+
+typedef struct diag_finding {
+    const char *name;             /* the hypothesis's stable id ("window+1"), static */
+    char title[DIAG_TITLE_LEN];   /* with this case's values: "window W+1 (16 -> 17)" */
+    diag_rows rows;               /* the failing rows it explains */
+} diag_finding;
+
+typedef struct diag_report {
+    size_t rows;           /* rows of the output: B * Hq * Lq */
+    size_t failing;        /* failing rows, non-finite ones included */
+    diag_rows nonfinite;   /* failing rows with NaN/inf (H3): never tried */
+    size_t examined;       /* finite failing rows tried against the hypotheses */
+    size_t not_examined;   /* finite failing rows past the budget */
+    uint64_t budget;       /* the budget used */
+    /* Every hypothesis that applied to the case, sorted by rows explained (most first; ties in
+     * the table's order). The first nexplaining explain at least one row. */
+    size_t nfindings, nexplaining;
+    diag_finding *findings;
+    diag_rows unexplained; /* examined rows no hypothesis explains */
+} diag_report;
+
+/* Diagnoses in; *out receives a heap report (free with diag_report_free). FC_EINVAL for
+ * inputs that do not fit together (a verdict of another shape, a block mask for another grid
+ * or failing bmask_validate, a NULL array); FC_ENOMEM. */
+fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err);
+void diag_report_free(diag_report *r);
+
+/* The report, one line per finding, each starting with indent:
+ *   diagnosis: 5 of 192 rows failing (1 non-finite), 4 examined under 9 hypotheses
+ *   explained by window W+1 (16 -> 17): 4 of 5 failing rows: (b, h, q) = (0, 1, 40..43)
+ *   not explained: 1 row: (b, h, q) = (0, 0, 90) (non-finite output: H3)
+ *   tried, explaining no row: window W-1 (16 -> 15); causal flipped (causal -> bidirectional); ...
+ * p is the problem of the report's case (for packed batches ranges name the sequence and the
+ * positions in it: "(0, 0, 40..43), sequence 2 positions 8..11"). */
+void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char *indent);
+
+/* One range as printed: "(0, 1, 40..43)" or "(0, 1, 40)", plus ", sequence S position(s) P.."
+ * for a packed batch. Always terminated. */
+void diag_range_text(char *buf, size_t cap, const attn_problem *p, const diag_range *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

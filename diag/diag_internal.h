@@ -1,0 +1,63 @@
+/*
+ * diag_internal.h - what the evaluator (diag.c) and the hypotheses (hyps.c) share. Not part of
+ * the public API.
+ *
+ * A hypothesis is an alternative way of computing a row: another key set (a mask with changed
+ * parameters or positions, a block mask), another scale, another kv head, an LSE in another
+ * base. Its setup function describes that alternative in a diag_alt; the evaluator asks the
+ * alternative for each examined row's key set and recomputes the row with ref_row_f64.
+ */
+#ifndef FLEXCHECK_DIAG_INTERNAL_H
+#define FLEXCHECK_DIAG_INTERNAL_H
+
+#include "diag/diag.h"
+
+/* One row being examined, as a key-set function sees it. */
+typedef struct diag_key {
+    const diag_in *in;
+    const attn_problem *p; /* in->jc->prob */
+    int32_t b, h, tq;      /* batch entry, query head, query token of the batch entry's axis */
+    mask_row row;          /* mask_row_of(alt->view, tq): the sequence's keys [k0, k1) and p_q */
+    int32_t i;             /* tq's index in that sequence (p_q = i + nk - nq) */
+} diag_key;
+
+typedef struct diag_alt diag_alt;
+
+/* Fills allowed[0, Lk) (Lk = p->seq.lk, the keys of one kv head of one batch entry): 1 for
+ * each key the row uses under the alternative. */
+typedef void (*diag_keys_fn)(const diag_alt *a, const diag_key *k, uint8_t *allowed);
+/* The kv head query head h reads. */
+typedef int32_t (*diag_kv_fn)(const attn_problem *p, int32_t h);
+
+/* An alternative computation. diag_alt_init sets every field to the truth's; a setup changes
+ * what its bug changes. The struct is not moved after setup (view may point into cu). */
+struct diag_alt {
+    char title[DIAG_TITLE_LEN];
+    mask_params mask;  /* the mask the key set is built from */
+    seq_view view;     /* the sequences the positions come from */
+    double scale;
+    diag_kv_fn kv_head;
+    double lse_mul;    /* the predicted LSE is the recomputed one times this */
+    diag_keys_fn keys; /* default diag_keys_mask */
+    int32_t cu[4];     /* storage for a made-up view: cu_q = cu, cu_k = cu + 2 */
+};
+
+/* A setup: 1 and *a filled when the hypothesis applies to the case and can differ from the
+ * truth, 0 otherwise. a arrives initialised by diag_alt_init. */
+typedef int (*diag_setup_fn)(const diag_in *in, diag_alt *a);
+
+typedef struct diag_hyp {
+    const char *name; /* stable id */
+    diag_setup_fn setup;
+} diag_hyp;
+
+/* The table, in tie-break order (hyps.c). */
+extern const diag_hyp diag_hyps[];
+extern const size_t diag_nhyps;
+
+/* The truth as an alternative: the problem's mask, sequences, scale and kv heads. */
+void diag_alt_init(const diag_in *in, diag_alt *a);
+/* The key set of a->mask on a->view (mask_row_allows): the truth's, under the truth's alt. */
+void diag_keys_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed);
+
+#endif

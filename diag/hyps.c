@@ -1,0 +1,321 @@
+/*
+ * hyps.c - the hypotheses of the diagnosis (diag.h): which common bug made the rows fail.
+ *
+ * THE RULE: a hypothesis is one entry of the table at the bottom (its stable id and its setup)
+ * plus ONE setup function. Adding one touches only this file. A setup looks at the case
+ * (diag_in), returns 0 when its bug cannot apply or cannot differ from the truth, and otherwise
+ * changes the fields of the diag_alt its bug changes and writes a title with the case's values.
+ * The key-set functions in the first section are shared by the setups; a bug that needs a new
+ * kind of key set adds one there.
+ *
+ * Every key set is built from masks/mask.h's definitions (mask_row_allows, mask_allowed,
+ * mask_pair_allowed) with changed inputs, never from a re-derivation of the mask: a diagnosis
+ * that computed the truth differently from the reference could blame the wrong bug.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "diag/diag_internal.h"
+#include "masks/params.h"
+
+/* ---- shared pieces: the truth, and the key sets ---------------------------------------- */
+
+/* problem.h: query head h reads kv head h / (Hq / Hkv) (repeat_interleave). */
+static int32_t kv_truth(const attn_problem *p, int32_t h)
+{
+    return h / (p->hq / p->hkv);
+}
+
+void diag_alt_init(const diag_in *in, diag_alt *a)
+{
+    const attn_problem *p = in->jc->prob;
+    memset(a, 0, sizeof *a);
+    a->mask = p->mask;
+    a->view = seq_info_view(&p->seq);
+    a->scale = p->scale;
+    a->kv_head = kv_truth;
+    a->lse_mul = 1.0;
+    a->keys = diag_keys_mask;
+}
+
+void diag_keys_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
+        allowed[tk] = (uint8_t)mask_row_allows(a->mask, k->row, tk);
+}
+
+/* Top-left alignment: the query's position is its index, p_q = i, instead of i + nk - nq. */
+static void keys_top_left(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    mask_row r = k->row;
+    r.pq = k->i;
+    for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
+        allowed[tk] = (uint8_t)mask_row_allows(a->mask, r, tk);
+}
+
+/* Chunks from the query index: the chunk term sees (i, p_k) instead of (p_q, p_k) (p_k = j
+ * already is the key's index); causal and window still see the positions. */
+static void keys_chunk_from_index(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    mask_params rest = a->mask, chunk = {0};
+    rest.chunk_size = 0;
+    chunk.chunk_size = a->mask.chunk_size;
+    for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
+        allowed[tk] = (uint8_t)(mask_row_allows(rest, k->row, tk) &&
+                                mask_allowed(chunk, k->i, tk - k->row.k0));
+}
+
+/* The producer's block mask as a kernel applies it (docs/semantics.md section 5): the row's
+ * query tile's listed blocks only; keys of full blocks all, keys of partial blocks by the
+ * mask, or all of them too when partial_full (a kernel that skips the mask). Keys past Lk (a
+ * ragged last block) never. */
+static void keys_blocks(const diag_alt *a, const diag_key *k, uint8_t *allowed, int partial_full)
+{
+    const bmask *bm = k->in->bm;
+    int32_t lk = k->p->seq.lk, kb = bm->kv_block_size;
+    size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
+    memset(allowed, 0, (size_t)lk);
+    for (int full = 0; full < 2; full++) {
+        const int32_t *num = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
+        const int32_t *ids = full ? bm->full_kv_indices : bm->kv_indices;
+        for (int32_t s = 0; s < num[row]; s++) {
+            int64_t t0 = (int64_t)ids[row * (size_t)bm->width + (size_t)s] * kb;
+            int64_t t1 = t0 + kb < lk ? t0 + kb : lk;
+            for (int64_t tk = t0; tk < t1; tk++)
+                allowed[tk] = (uint8_t)(full || partial_full ||
+                                        mask_pair_allowed(a->mask, a->view, k->tq, (int32_t)tk));
+        }
+    }
+}
+
+static void keys_block_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    keys_blocks(a, k, allowed, 0);
+}
+
+static void keys_partial_as_full(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    keys_blocks(a, k, allowed, 1);
+}
+
+/* GQA with the heads dealt round-robin (h % Hkv) instead of in groups. */
+static int32_t kv_modulo(const attn_problem *p, int32_t h)
+{
+    return h % p->hkv;
+}
+
+/* 1 iff some sequence has nq != nk, the only case where p_q and i differ. */
+static int some_sequence_unaligned(const attn_problem *p)
+{
+    for (int32_t s = 0; s < p->seq.nseq; s++)
+        if (p->seq.cu_q[s + 1] - p->seq.cu_q[s] != p->seq.cu_k[s + 1] - p->seq.cu_k[s])
+            return 1;
+    return 0;
+}
+
+/* The window set to w, with the title "<what> (W -> w)"; 0 when there is no window or w is
+ * no window or the same one. */
+static int window_to(diag_alt *a, int64_t w, const char *what)
+{
+    int32_t W = a->mask.sliding_window;
+    if (W < 1 || w < 1 || w > INT32_MAX || w == W)
+        return 0;
+    a->mask.sliding_window = (int32_t)w;
+    fc_fmt(a->title, sizeof a->title, "%s (%d -> %lld)", what, (int)W, (long long)w);
+    return 1;
+}
+
+/* ---- the hypotheses, one setup each ----------------------------------------------------- */
+
+static int window_minus_1(const diag_in *in, diag_alt *a)
+{
+    return window_to(a, (int64_t)a->mask.sliding_window - 1, "window W-1");
+}
+
+static int window_plus_1(const diag_in *in, diag_alt *a)
+{
+    return window_to(a, (int64_t)a->mask.sliding_window + 1, "window W+1");
+}
+
+static int window_halved(const diag_in *in, diag_alt *a)
+{
+    return window_to(a, a->mask.sliding_window / 2, "window halved W/2");
+}
+
+static int window_doubled(const diag_in *in, diag_alt *a)
+{
+    return window_to(a, 2 * (int64_t)a->mask.sliding_window, "window doubled 2W");
+}
+
+/* ModernBERT's local_attention = 128 is W = 128/2 + 1 = 65 (docs/semantics.md section 2): a
+ * producer that converted a value that already was W... */
+static int window_converted(const diag_in *in, diag_alt *a)
+{
+    return window_to(a, a->mask.sliding_window / 2 + 1,
+                     "window W/2+1, converted as from a local_attention size");
+}
+
+/* ...or one that used the config's local_attention size as W, 2(W - 1). */
+static int window_unconverted(const diag_in *in, diag_alt *a)
+{
+    return window_to(a, 2 * ((int64_t)a->mask.sliding_window - 1),
+                     "window 2(W-1), the local_attention size unconverted");
+}
+
+static int top_left(const diag_in *in, diag_alt *a)
+{
+    if (!some_sequence_unaligned(in->jc->prob))
+        return 0;
+    a->keys = keys_top_left;
+    fc_fmt(a->title, sizeof a->title, "top-left alignment (p_q = i instead of i + nk - nq)");
+    return 1;
+}
+
+static int causal_flipped(const diag_in *in, diag_alt *a)
+{
+    a->mask.causal = !a->mask.causal;
+    fc_fmt(a->title, sizeof a->title, "causal flipped (%s)",
+           a->mask.causal ? "bidirectional -> causal" : "causal -> bidirectional");
+    return 1;
+}
+
+static int chunk_off(const diag_in *in, diag_alt *a)
+{
+    if (a->mask.chunk_size < 1)
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "chunking off (C %d -> 0)", (int)a->mask.chunk_size);
+    a->mask.chunk_size = 0;
+    return 1;
+}
+
+static int chunk_from_index(const diag_in *in, diag_alt *a)
+{
+    if (a->mask.chunk_size < 1 || !some_sequence_unaligned(in->jc->prob))
+        return 0;
+    a->keys = keys_chunk_from_index;
+    fc_fmt(a->title, sizeof a->title,
+           "chunks counted from the query index (floor(i / %d) instead of floor(p_q / %d))",
+           (int)a->mask.chunk_size, (int)a->mask.chunk_size);
+    return 1;
+}
+
+static int prev_layer(const diag_in *in, diag_alt *a)
+{
+    if (!in->prev || memcmp(in->prev, &a->mask, sizeof a->mask) == 0)
+        return 0;
+    char was[64], now[64];
+    mask_params_text(was, sizeof was, &a->mask, MASK_TEXT_LABEL_EQ);
+    mask_params_text(now, sizeof now, in->prev, MASK_TEXT_LABEL_EQ);
+    a->mask = *in->prev;
+    fc_fmt(a->title, sizeof a->title, "the previous layer's mask (%s -> %s)", was, now);
+    return 1;
+}
+
+static int block_mask(const diag_in *in, diag_alt *a)
+{
+    if (!in->bm)
+        return 0;
+    a->keys = keys_block_mask;
+    fc_fmt(a->title, sizeof a->title,
+           "the block mask as given (%lld partial, %lld full blocks of %dx%d)",
+           (long long)bmask_count_partial(in->bm), (long long)bmask_count_full(in->bm),
+           (int)in->bm->q_block_size, (int)in->bm->kv_block_size);
+    return 1;
+}
+
+static int partial_as_full(const diag_in *in, diag_alt *a)
+{
+    if (!in->bm || bmask_count_partial(in->bm) == 0)
+        return 0;
+    a->keys = keys_partial_as_full;
+    fc_fmt(a->title, sizeof a->title,
+           "partial blocks taken as full (%lld partial blocks of %dx%d, mask not applied)",
+           (long long)bmask_count_partial(in->bm), (int)in->bm->q_block_size,
+           (int)in->bm->kv_block_size);
+    return 1;
+}
+
+/* A stored scale that is 1/sqrt(D) up to a float's rounding is the default already. */
+static int scale_default(const diag_in *in, diag_alt *a)
+{
+    double s = 1.0 / sqrt((double)in->jc->prob->d);
+    if (fabs(a->scale - s) <= 1e-6 * s)
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "scale 1/sqrt(D) instead of the stored one (%.6g -> %.6g)",
+           a->scale, s);
+    a->scale = s;
+    return 1;
+}
+
+static int scale_squared(const diag_in *in, diag_alt *a)
+{
+    double s = a->scale * a->scale;
+    if (s == a->scale || !(s > 0) || !isfinite(s))
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "scale applied twice (%.6g -> %.6g)", a->scale, s);
+    a->scale = s;
+    return 1;
+}
+
+static int gqa_modulo(const diag_in *in, diag_alt *a)
+{
+    const attn_problem *p = in->jc->prob;
+    if (p->hkv < 2 || p->hq == p->hkv)
+        return 0;
+    a->kv_head = kv_modulo;
+    fc_fmt(a->title, sizeof a->title,
+           "GQA kv head h %% Hkv instead of h / (Hq / Hkv) (Hq %d, Hkv %d)", (int)p->hq,
+           (int)p->hkv);
+    return 1;
+}
+
+/* One sequence over the whole token axis: every query at position tq + Lk - Lq. */
+static int packed_ignored(const diag_in *in, diag_alt *a)
+{
+    const seq_info *s = &in->jc->prob->seq;
+    if (!s->packed || s->nseq < 2)
+        return 0;
+    a->cu[0] = 0;
+    a->cu[1] = s->lq;
+    a->cu[2] = 0;
+    a->cu[3] = s->lk;
+    a->view = (seq_view){a->cu, a->cu + 2, 1, s->lq, s->lk, 0};
+    fc_fmt(a->title, sizeof a->title,
+           "packed boundaries ignored (%d sequences as one of %d queries, %d keys)",
+           (int)s->nseq, (int)s->lq, (int)s->lk);
+    return 1;
+}
+
+/* O as the truth's; the LSE written in base 2. */
+static int lse_log2(const diag_in *in, diag_alt *a)
+{
+    if (!in->lse)
+        return 0;
+    a->lse_mul = 1.0 / log(2.0);
+    fc_fmt(a->title, sizeof a->title, "LSE in log2 (the natural-log LSE / ln 2)");
+    return 1;
+}
+
+/* ---- the table: order breaks ties between hypotheses explaining as many rows ----------- */
+
+const diag_hyp diag_hyps[] = {
+    {"window-1", window_minus_1},
+    {"window+1", window_plus_1},
+    {"window/2", window_halved},
+    {"window*2", window_doubled},
+    {"window/2+1", window_converted},
+    {"window*2-2", window_unconverted},
+    {"top-left", top_left},
+    {"causal-flipped", causal_flipped},
+    {"chunk-off", chunk_off},
+    {"chunk-from-index", chunk_from_index},
+    {"prev-layer", prev_layer},
+    {"block-mask", block_mask},
+    {"partial-as-full", partial_as_full},
+    {"scale-default", scale_default},
+    {"scale-squared", scale_squared},
+    {"gqa-modulo", gqa_modulo},
+    {"packed-ignored", packed_ignored},
+    {"lse-log2", lse_log2},
+};
+const size_t diag_nhyps = sizeof diag_hyps / sizeof diag_hyps[0];

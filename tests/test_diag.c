@@ -1,0 +1,772 @@
+/*
+ * test_diag.c - the diagnosis (diag/diag.h): for each hypothesis, a case whose output under test
+ * is correct except for a few rows computed with that bug, and the diagnosis must name the bug
+ * first and credit it with exactly those rows.
+ *
+ *   make CI=true build/tests/test_diag && OPENBLAS_NUM_THREADS=1 build/tests/test_diag --jobs 2
+ *   (DIAG_TEST_PRINT=1 prints every report the tests make)
+ *
+ * The buggy rows are made independently of diag's code path: ref_attention_f64 on a changed
+ * attn_problem where the bug is a change of the problem (window, causal, chunk, scale, another
+ * layer's mask), else a brute-force loop written here with the key predicate spelled out from
+ * docs/semantics.md (top-left alignment, chunks from the query index, GQA h % Hkv, packed
+ * boundaries ignored, a block mask applied as given or with partial blocks taken as full; the
+ * block lists themselves are recomputed here by brute force). Buggy rows are rounded to the
+ * case's dtype, as a kernel's output would be. The correct rows are the same-precision baseline
+ * (what an honest kernel returns) with the oracle's LSE, so they never fail.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/lowp.h"
+#include "diag/diag.h"
+#include "fixtures/fix.h"
+#include "judge/judge.h"
+#include "ref/ref.h"
+
+/* ---- a case and its output under test ------------------------------------------------ */
+
+typedef struct spec {
+    fc_dtype dt;
+    int32_t batch, hq, hkv, lq, lk, d; /* batch 0 means 1; Dv = D */
+    mask_params m;
+    double scale;                      /* 0: 1/sqrt(D) */
+    int32_t nseq, cu_q[5], cu_k[5];    /* packed when nseq > 0 */
+    uint64_t seed;
+} spec;
+
+typedef struct tcase {
+    attn_problem p;
+    fc_dtype dt;
+    float *q, *k, *v;
+    double *o64, *lse64; /* the truth */
+    float *o_lp;
+    float *o, *lse;      /* the output under test: correct until a test changes rows */
+    judge_case jc;
+    rep_verdict verdict;
+    bmask bm;            /* built (direct, 16 x 16) when a case needs one */
+    int has_bm;
+    int32_t damaged;     /* the kv block a damaged block mask lost, or listed as full */
+} tcase;
+
+static float *falloc(size_t n)
+{
+    float *x = malloc((n + 1) * sizeof *x);
+    cr_assert(x, "out of memory");
+    return x;
+}
+
+static double *dalloc(size_t n)
+{
+    double *x = malloc((n + 1) * sizeof *x);
+    cr_assert(x, "out of memory");
+    return x;
+}
+
+static void fill(float *x, size_t n, fix_rng *r, fc_dtype dt)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = fc_round((float)fix_rng_normal(r), dt);
+}
+
+static void tcase_make(tcase *c, const spec *s)
+{
+    fc_err err = {{0}};
+    memset(c, 0, sizeof *c);
+    c->dt = s->dt;
+    fc_status st = s->nseq ? seq_init_packed(&c->p.seq, s->nseq, s->cu_q, s->cu_k, &err)
+                           : seq_init_dense(&c->p.seq, s->batch ? s->batch : 1, s->lq, s->lk,
+                                            &err);
+    cr_assert_eq(st, FC_OK, "%s", err.msg);
+    c->p.hq = s->hq;
+    c->p.hkv = s->hkv;
+    c->p.d = c->p.dv = s->d;
+    c->p.scale = s->scale > 0 ? s->scale : 1.0 / sqrt((double)s->d);
+    c->p.mask = s->m;
+    cr_assert_eq(attn_problem_check(&c->p, &err), FC_OK, "%s", err.msg);
+    size_t no = attn_o_elems(&c->p), nl = attn_lse_elems(&c->p);
+    c->q = falloc(attn_q_elems(&c->p));
+    c->k = falloc(attn_k_elems(&c->p));
+    c->v = falloc(attn_v_elems(&c->p));
+    fix_rng r;
+    fix_rng_seed(&r, s->seed);
+    fill(c->q, attn_q_elems(&c->p), &r, s->dt);
+    fill(c->k, attn_k_elems(&c->p), &r, s->dt);
+    fill(c->v, attn_v_elems(&c->p), &r, s->dt);
+    c->o64 = dalloc(no);
+    c->lse64 = dalloc(nl);
+    cr_assert_eq(ref_attention_f64(&c->p, c->q, c->k, c->v, c->o64, c->lse64, &err), FC_OK, "%s",
+                 err.msg);
+    c->jc = (judge_case){.prob = &c->p, .dtype = s->dt, .q = c->q, .k = c->k, .v = c->v,
+                         .out = c->o64, .lse = c->lse64};
+    c->o_lp = falloc(no);
+    cr_assert_eq(judge_baseline(&c->jc, c->o_lp, &err), FC_OK, "%s", err.msg);
+    c->o = falloc(no);
+    c->lse = falloc(nl);
+    memcpy(c->o, c->o_lp, no * sizeof *c->o);
+    for (size_t i = 0; i < nl; i++)
+        c->lse[i] = (float)c->lse64[i];
+    c->damaged = -1;
+}
+
+static void tcase_build_bm(tcase *c)
+{
+    fc_err err = {{0}};
+    cr_assert_eq(bmask_build(&c->bm, BMASK_DIRECT, c->p.mask, &c->p.seq, 16, 16, &err), FC_OK,
+                 "%s", err.msg);
+    c->has_bm = 1;
+}
+
+static void tcase_free(tcase *c)
+{
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->o64);
+    free(c->lse64);
+    free(c->o_lp);
+    free(c->o);
+    free(c->lse);
+    if (c->has_bm)
+        bmask_free(&c->bm);
+    attn_problem_free(&c->p);
+}
+
+static size_t row_of(const tcase *c, int32_t b, int32_t h, int32_t q)
+{
+    return ((size_t)b * (size_t)c->p.hq + (size_t)h) * (size_t)c->p.seq.lq + (size_t)q;
+}
+
+/* Rows r of the output under test take (o, lse), rounded as a kernel of the dtype stores them. */
+static void put_rows(tcase *c, diag_range r, const double *o, const double *lse)
+{
+    size_t dv = (size_t)c->p.dv;
+    for (int32_t q = r.q0; q <= r.q1; q++) {
+        size_t row = row_of(c, r.b, r.h, q);
+        for (size_t x = 0; x < dv; x++)
+            c->o[row * dv + x] = fc_round((float)o[row * dv + x], c->dt);
+        c->lse[row] = (float)lse[row];
+    }
+}
+
+/* Rows r made garbage: the correct row plus a large deterministic wobble. */
+static void noise_rows(tcase *c, diag_range r)
+{
+    size_t dv = (size_t)c->p.dv;
+    for (int32_t q = r.q0; q <= r.q1; q++)
+        for (size_t x = 0; x < dv; x++) {
+            size_t i = row_of(c, r.b, r.h, q) * dv + x;
+            c->o[i] = fc_round(c->o[i] + 0.5f * (float)((x * 7 + (size_t)q) % 5) - 1.0f, c->dt);
+        }
+}
+
+/* The truth verdict, then the diagnosis. */
+static diag_report *diagnose(tcase *c, const mask_params *prev, uint64_t budget, int with_lse)
+{
+    fc_err err = {{0}};
+    int pass = judge_given(&c->jc, c->o, with_lse ? c->lse : NULL, NULL, c->o_lp, &c->verdict,
+                           &err);
+    cr_assert(pass >= 0, "verdict: %s", err.msg);
+    diag_in in = {.jc = &c->jc, .o = c->o, .lse = with_lse ? c->lse : NULL, .v = &c->verdict,
+                  .bm = c->has_bm ? &c->bm : NULL, .prev = prev, .budget = budget};
+    diag_report *r = NULL;
+    cr_assert_eq(diag_run(&in, &r, &err), FC_OK, "diag_run: %s", err.msg);
+    cr_assert(r);
+    return r;
+}
+
+static char *print_report(const diag_report *r, const attn_problem *p)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream");
+    diag_print(f, r, p, "  ");
+    fclose(f);
+    if (getenv("DIAG_TEST_PRINT")) /* to read the reports: DIAG_TEST_PRINT=1 test_diag */
+        fputs(buf, stderr);
+    return buf;
+}
+
+static void assert_rows(const diag_rows *s, const diag_range *want, size_t n, const char *what)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += (size_t)(want[i].q1 - want[i].q0 + 1);
+    cr_assert_eq(s->nranges, n, "%s: %zu ranges, want %zu (first (%d, %d, %d..%d))", what,
+                 s->nranges, n, s->nranges ? s->r[0].b : -1, s->nranges ? s->r[0].h : -1,
+                 s->nranges ? s->r[0].q0 : -1, s->nranges ? s->r[0].q1 : -1);
+    cr_assert_eq(s->count, count, "%s: %zu rows, want %zu", what, s->count, count);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(s->r[i].b == want[i].b && s->r[i].h == want[i].h &&
+                      s->r[i].q0 == want[i].q0 && s->r[i].q1 == want[i].q1,
+                  "%s: range %zu is (%d, %d, %d..%d), want (%d, %d, %d..%d)", what, i,
+                  s->r[i].b, s->r[i].h, s->r[i].q0, s->r[i].q1, want[i].b, want[i].h,
+                  want[i].q0, want[i].q1);
+}
+
+static const diag_finding *finding(const diag_report *r, const char *name)
+{
+    for (size_t i = 0; i < r->nfindings; i++)
+        if (strcmp(r->findings[i].name, name) == 0)
+            return &r->findings[i];
+    return NULL;
+}
+
+/* ---- the bugs, computed here ---------------------------------------------------------- */
+
+/* docs/semantics.md section 2, written out again: positions of one sequence. */
+static int64_t fdiv(int64_t a, int64_t b)
+{
+    return (a >= 0 ? a : a - b + 1) / b;
+}
+
+static int spec_allowed(mask_params m, int64_t pq, int64_t pk)
+{
+    if (m.causal && pk > pq)
+        return 0;
+    if (m.sliding_window > 0 && (pq - pk >= m.sliding_window || pk - pq >= m.sliding_window))
+        return 0;
+    if (m.chunk_size > 0 && fdiv(pq, m.chunk_size) != fdiv(pk, m.chunk_size))
+        return 0;
+    return 1;
+}
+
+/* Query token tq's sequence: its index i, nq, and the sequence's keys [k0, k0 + nk). */
+typedef struct tseq {
+    int32_t i, nq, k0, nk;
+} tseq;
+
+static tseq seq_at(const tcase *c, int32_t tq)
+{
+    const seq_info *s = &c->p.seq;
+    int32_t n = 0;
+    while (n + 1 < s->nseq && s->cu_q[n + 1] <= tq)
+        n++;
+    return (tseq){tq - s->cu_q[n], s->cu_q[n + 1] - s->cu_q[n], s->cu_k[n],
+                  s->cu_k[n + 1] - s->cu_k[n]};
+}
+
+typedef int (*pred_fn)(const tcase *c, int32_t tq, int32_t tk);
+
+static int pred_truth(const tcase *c, int32_t tq, int32_t tk)
+{
+    tseq s = seq_at(c, tq);
+    return tk >= s.k0 && tk < s.k0 + s.nk &&
+           spec_allowed(c->p.mask, s.i + s.nk - s.nq, tk - s.k0);
+}
+
+static int pred_top_left(const tcase *c, int32_t tq, int32_t tk)
+{
+    tseq s = seq_at(c, tq);
+    return tk >= s.k0 && tk < s.k0 + s.nk && spec_allowed(c->p.mask, s.i, tk - s.k0);
+}
+
+static int pred_chunk_from_index(const tcase *c, int32_t tq, int32_t tk)
+{
+    tseq s = seq_at(c, tq);
+    mask_params rest = c->p.mask;
+    rest.chunk_size = 0;
+    int64_t C = c->p.mask.chunk_size, pk = tk - s.k0;
+    return tk >= s.k0 && tk < s.k0 + s.nk && spec_allowed(rest, s.i + s.nk - s.nq, pk) &&
+           fdiv(s.i, C) == fdiv(pk, C);
+}
+
+static int pred_packed_ignored(const tcase *c, int32_t tq, int32_t tk)
+{
+    return spec_allowed(c->p.mask, (int64_t)tq + c->p.seq.lk - c->p.seq.lq, tk);
+}
+
+static int pred_dropped_block(const tcase *c, int32_t tq, int32_t tk)
+{
+    return pred_truth(c, tq, tk) && tk / 16 != c->damaged;
+}
+
+static int pred_block_made_full(const tcase *c, int32_t tq, int32_t tk)
+{
+    return pred_truth(c, tq, tk) || tk / 16 == c->damaged;
+}
+
+/* Every key of every 16 x 16 block holding an allowed pair of tq's query tile. */
+static int pred_partial_as_full(const tcase *c, int32_t tq, int32_t tk)
+{
+    int32_t t0 = tq / 16 * 16, k0 = tk / 16 * 16;
+    for (int32_t a = t0; a < t0 + 16 && a < c->p.seq.lq; a++)
+        for (int32_t j = k0; j < k0 + 16 && j < c->p.seq.lk; j++)
+            if (pred_truth(c, a, j))
+                return 1;
+    return 0;
+}
+
+static int pred_none(const tcase *c, int32_t tq, int32_t tk)
+{
+    return 0;
+}
+
+/* The whole output under keys pred, kv head h % Hkv when kv_mod: the naive double softmax. */
+static void brute(const tcase *c, pred_fn pred, int kv_mod, double *o, double *lse)
+{
+    const attn_problem *p = &c->p;
+    int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
+    double *s = dalloc((size_t)lk);
+    for (int32_t b = 0; b < p->seq.batch; b++)
+        for (int32_t h = 0; h < p->hq; h++)
+            for (int32_t tq = 0; tq < lq; tq++) {
+                size_t row = row_of(c, b, h, tq);
+                int32_t hk = kv_mod ? h % p->hkv : h / (p->hq / p->hkv);
+                const float *kk = c->k + ((size_t)b * p->hkv + hk) * lk * d;
+                const float *vv = c->v + ((size_t)b * p->hkv + hk) * lk * dv;
+                double mx = -INFINITY, sum = 0;
+                for (int32_t j = 0; j < lk; j++) {
+                    s[j] = -INFINITY;
+                    if (!pred(c, tq, j))
+                        continue;
+                    double dot = 0;
+                    for (int32_t x = 0; x < d; x++)
+                        dot += (double)c->q[row * d + x] * kk[(size_t)j * d + x];
+                    s[j] = p->scale * dot;
+                    mx = fmax(mx, s[j]);
+                }
+                for (int32_t x = 0; x < dv; x++)
+                    o[row * dv + x] = 0;
+                if (mx == -INFINITY) {
+                    lse[row] = -INFINITY;
+                    continue;
+                }
+                for (int32_t j = 0; j < lk; j++)
+                    if (s[j] > -INFINITY)
+                        sum += exp(s[j] - mx);
+                for (int32_t j = 0; j < lk; j++)
+                    if (s[j] > -INFINITY)
+                        for (int32_t x = 0; x < dv; x++)
+                            o[row * dv + x] += exp(s[j] - mx) / sum * vv[(size_t)j * dv + x];
+                lse[row] = mx + log(sum);
+            }
+    free(s);
+}
+
+/* The whole output of the problem with another mask and scale, by the reference. */
+static void by_ref(const tcase *c, mask_params m, double scale, double *o, double *lse)
+{
+    attn_problem p = c->p; /* shares the sequences */
+    p.mask = m;
+    p.scale = scale;
+    fc_err err = {{0}};
+    cr_assert_eq(ref_attention_f64(&p, c->q, c->k, c->v, o, lse, &err), FC_OK, "%s", err.msg);
+}
+
+/* ---- one case per hypothesis ------------------------------------------------------------ */
+
+typedef enum how { BY_REF, BY_BRUTE, BY_LSE2 } how;
+typedef enum blocks { BM_NONE, BM_EXACT, BM_DROP_FULL, BM_PARTIAL_LISTED_FULL, BM_EMPTY_TILE } blocks;
+
+typedef struct hyp_case {
+    const char *expect; /* the hypothesis that must come first */
+    spec s;
+    diag_range rows;    /* the rows given the buggy output */
+    how how;
+    mask_params bug_mask; /* BY_REF */
+    double bug_scale;     /* BY_REF; 0: the case's */
+    pred_fn pred;         /* BY_BRUTE */
+    int kv_mod;           /* BY_BRUTE */
+    blocks bm;
+    int use_prev;
+    mask_params prev;
+} hyp_case;
+
+#define CW(w) {.causal = 1, .sliding_window = (w)}
+#define BW(w) {.sliding_window = (w)}
+
+static const hyp_case hyp_cases[] = {
+    {"window+1", {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 1}, {0, 1, 40, 43}, BY_REF,
+     .bug_mask = CW(18)},
+    {"window-1", {FC_BF16, 1, 4, 2, 128, 128, 32, BW(20), .seed = 2}, {0, 2, 70, 75}, BY_REF,
+     .bug_mask = BW(19)},
+    {"window/2", {FC_F32, 1, 2, 1, 128, 128, 16, CW(32), .seed = 3}, {0, 0, 100, 103}, BY_REF,
+     .bug_mask = CW(16)},
+    {"window*2", {FC_F16, 2, 2, 2, 64, 64, 16, CW(16), .seed = 4}, {1, 1, 50, 53}, BY_REF,
+     .bug_mask = CW(32)},
+    {"window/2+1", {FC_F16, 1, 2, 1, 128, 128, 16, BW(40), .seed = 5}, {0, 1, 60, 63}, BY_REF,
+     .bug_mask = BW(21)},
+    {"window*2-2", {FC_BF16, 1, 2, 1, 96, 96, 16, BW(17), .seed = 6}, {0, 0, 30, 35}, BY_REF,
+     .bug_mask = BW(32)},
+    {"top-left", {FC_F16, 1, 2, 1, 32, 96, 16, CW(24), .seed = 7}, {0, 1, 10, 13}, BY_BRUTE,
+     .pred = pred_top_left},
+    {"causal-flipped", {FC_F16, 1, 2, 1, 64, 64, 16, {.causal = 1}, .seed = 8}, {0, 0, 20, 23},
+     BY_REF, .bug_mask = {0}},
+    {"chunk-off", {FC_F16, 1, 2, 1, 128, 128, 16, {.causal = 1, .chunk_size = 32}, .seed = 9},
+     {0, 1, 40, 43}, BY_REF, .bug_mask = {.causal = 1}},
+    {"chunk-from-index",
+     {FC_F16, 1, 2, 1, 32, 96, 16, {.causal = 1, .chunk_size = 32}, .seed = 10},
+     {0, 0, 10, 13}, BY_BRUTE, .pred = pred_chunk_from_index},
+    {"prev-layer", {FC_F16, 1, 2, 1, 128, 128, 16, CW(16), .seed = 11}, {0, 1, 60, 63}, BY_REF,
+     .bug_mask = {.causal = 1}, .use_prev = 1, .prev = {.causal = 1}},
+    {"block-mask", {FC_F16, 1, 2, 1, 128, 128, 16, CW(40), .seed = 12}, {0, 1, 66, 69},
+     BY_BRUTE, .pred = pred_dropped_block, .bm = BM_DROP_FULL},
+    {"block-mask", {FC_F16, 1, 2, 1, 128, 128, 16, CW(40), .seed = 30}, {0, 1, 76, 79},
+     BY_BRUTE, .pred = pred_block_made_full, .bm = BM_PARTIAL_LISTED_FULL},
+    {"block-mask", {FC_F16, 1, 2, 1, 128, 128, 16, CW(40), .seed = 13}, {0, 0, 112, 115},
+     BY_BRUTE, .pred = pred_none, .bm = BM_EMPTY_TILE},
+    {"partial-as-full", {FC_BF16, 1, 2, 1, 128, 128, 16, CW(40), .seed = 14}, {0, 1, 70, 73},
+     BY_BRUTE, .pred = pred_partial_as_full, .bm = BM_EXACT},
+    {"scale-default", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .scale = 0.4, .seed = 15},
+     {0, 1, 30, 33}, BY_REF, .bug_mask = CW(24), .bug_scale = 0.25},
+    {"scale-squared", {FC_F32, 1, 2, 1, 64, 64, 32, {.causal = 1}, .seed = 16}, {0, 0, 40, 45},
+     BY_REF, .bug_mask = {.causal = 1}, .bug_scale = 1.0 / 32.0},
+    {"gqa-modulo", {FC_F16, 1, 4, 2, 64, 64, 16, CW(24), .seed = 17}, {0, 1, 40, 43},
+     BY_BRUTE, .pred = pred_truth, .kv_mod = 1},
+    {"packed-ignored",
+     {FC_F16, 1, 2, 1, 0, 0, 16, CW(24), .nseq = 3, .cu_q = {0, 40, 90, 128},
+      .cu_k = {0, 40, 90, 128}, .seed = 18},
+     {0, 1, 40, 43}, BY_BRUTE, .pred = pred_packed_ignored},
+    {"lse-log2", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 19}, {0, 0, 30, 33}, BY_LSE2,
+     .bug_mask = {0}},
+};
+
+/* The block mask the producer ran with: exact, or damaged in the tile of `rows`. */
+static void producer_bm(tcase *c, const hyp_case *hc)
+{
+    if (hc->bm == BM_NONE)
+        return;
+    tcase_build_bm(c);
+    size_t r = bmask_row(&c->bm, 0, 0, hc->rows.q0 / 16);
+    if (hc->bm == BM_DROP_FULL) { /* the tile's last full block goes missing */
+        int32_t n = c->bm.full_kv_num_blocks[r];
+        cr_assert(n >= 1, "the case needs a full block in the tile");
+        c->damaged = c->bm.full_kv_indices[r * (size_t)c->bm.width + (size_t)n - 1];
+        c->bm.full_kv_num_blocks[r] = n - 1;
+        c->bm.full_kv_indices[r * (size_t)c->bm.width + (size_t)n - 1] = -1;
+    } else if (hc->bm == BM_PARTIAL_LISTED_FULL) { /* the tile's second partial block */
+        size_t w = (size_t)c->bm.width;
+        int32_t n = c->bm.kv_num_blocks[r], nf = c->bm.full_kv_num_blocks[r];
+        cr_assert(n >= 3, "the case needs three partial blocks in the tile");
+        c->damaged = c->bm.kv_indices[r * w + 1];
+        c->bm.kv_indices[r * w + 1] = c->bm.kv_indices[r * w + (size_t)n - 1];
+        c->bm.kv_indices[r * w + (size_t)n - 1] = -1;
+        c->bm.kv_num_blocks[r] = n - 1;
+        c->bm.full_kv_indices[r * w + (size_t)nf] = c->damaged;
+        c->bm.full_kv_num_blocks[r] = nf + 1;
+    } else if (hc->bm == BM_EMPTY_TILE) { /* a builder that lost a whole tile */
+        c->bm.kv_num_blocks[r] = 0;
+        c->bm.full_kv_num_blocks[r] = 0;
+    }
+}
+
+static void run_hyp_case(const hyp_case *hc)
+{
+    tcase c;
+    tcase_make(&c, &hc->s);
+    producer_bm(&c, hc);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    if (hc->how == BY_REF) {
+        by_ref(&c, hc->bug_mask, hc->bug_scale > 0 ? hc->bug_scale : c.p.scale, o, lse);
+    } else if (hc->how == BY_BRUTE) {
+        brute(&c, hc->pred, hc->kv_mod, o, lse);
+    } else { /* O as the truth (the correct rows' O stays), LSE in log2 */
+        memcpy(o, c.o64, no * sizeof *o);
+        for (size_t i = 0; i < nl; i++)
+            lse[i] = c.lse64[i] / log(2.0);
+    }
+    if (hc->how == BY_LSE2) {
+        for (int32_t q = hc->rows.q0; q <= hc->rows.q1; q++)
+            c.lse[row_of(&c, hc->rows.b, hc->rows.h, q)] =
+                (float)lse[row_of(&c, hc->rows.b, hc->rows.h, q)];
+    } else {
+        put_rows(&c, hc->rows, o, lse);
+    }
+    diag_report *r = diagnose(&c, hc->use_prev ? &hc->prev : NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert(!c.verdict.pass, "%s: the buggy rows must fail the verdict", hc->expect);
+    cr_assert_eq(r->failing, (size_t)(hc->rows.q1 - hc->rows.q0 + 1),
+                 "%s: %zu failing rows, want exactly the buggy ones\n%s", hc->expect, r->failing,
+                 text);
+    cr_assert_eq(r->examined, r->failing, "%s", hc->expect);
+    cr_assert_eq(r->nonfinite.count, 0, "%s", hc->expect);
+    cr_assert_eq(r->unexplained.count, 0, "%s: unexplained rows\n%s", hc->expect, text);
+    cr_assert(r->nexplaining >= 1 && strcmp(r->findings[0].name, hc->expect) == 0,
+              "%s: first finding is %s\n%s", hc->expect,
+              r->nexplaining ? r->findings[0].name : "(none)", text);
+    assert_rows(&r->findings[0].rows, &hc->rows, 1, hc->expect);
+    free(text);
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
+Test(diag_hyps, each_hypothesis_is_named_first_for_exactly_the_rows_it_broke)
+{
+    for (size_t i = 0; i < sizeof hyp_cases / sizeof hyp_cases[0]; i++)
+        run_hyp_case(&hyp_cases[i]);
+}
+
+/* Every hypothesis of the table is exercised above (a new one needs a case here). */
+Test(diag_hyps, every_hypothesis_has_a_case)
+{
+    static const char *const names[] = {
+        "window-1", "window+1", "window/2", "window*2", "window/2+1", "window*2-2",
+        "top-left", "causal-flipped", "chunk-off", "chunk-from-index", "prev-layer",
+        "block-mask", "partial-as-full", "scale-default", "scale-squared", "gqa-modulo",
+        "packed-ignored", "lse-log2"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int found = 0;
+        for (size_t j = 0; j < sizeof hyp_cases / sizeof hyp_cases[0]; j++)
+            found |= strcmp(hyp_cases[j].expect, names[i]) == 0;
+        cr_assert(found, "no case for %s", names[i]);
+    }
+}
+
+/* ---- the whole picture on the engine dump of test_tested.c ------------------------------ */
+
+/* float16 causal W = 17: rows 40-43 of head 1 with W + 1, row 90 of head 0 NaN, rows 60-61 of
+ * head 0 garbage. */
+Test(diag_report, window_rows_nan_row_and_noise_are_told_apart)
+{
+    const spec s = {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 21};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, o, lse);
+    put_rows(&c, (diag_range){0, 1, 40, 43}, o, lse);
+    c.o[row_of(&c, 0, 0, 90) * 16 + 3] = NAN;
+    noise_rows(&c, (diag_range){0, 0, 60, 61});
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+
+    cr_assert_eq(r->rows, 192);
+    cr_assert_eq(r->failing, 7, "%s", text);
+    cr_assert_eq(r->examined, 6, "%s", text);
+    cr_assert_eq(r->not_examined, 0);
+    assert_rows(&r->nonfinite, &(diag_range){0, 0, 90, 90}, 1, "non-finite");
+    assert_rows(&r->unexplained, &(diag_range){0, 0, 60, 61}, 1, "unexplained");
+    cr_assert_eq(r->nexplaining, 1, "%s", text);
+    cr_assert_str_eq(r->findings[0].name, "window+1");
+    cr_assert_str_eq(r->findings[0].title, "window W+1 (17 -> 18)");
+    assert_rows(&r->findings[0].rows, &(diag_range){0, 1, 40, 43}, 1, "window+1");
+    /* the NaN row is never tried, so never explained */
+    for (size_t i = 0; i < r->nfindings; i++)
+        for (size_t j = 0; j < r->findings[i].rows.nranges; j++)
+            cr_assert(!(r->findings[i].rows.r[j].h == 0 && r->findings[i].rows.r[j].q0 <= 90 &&
+                        r->findings[i].rows.r[j].q1 >= 90),
+                      "%s explains the NaN row", r->findings[i].name);
+
+    cr_assert(strstr(text, "  diagnosis: 7 of 192 rows failing (1 non-finite), 6 examined under "),
+              "%s", text);
+    cr_assert(strstr(text, "\n  explained by window W+1 (17 -> 18): 4 of 7 failing rows: "
+                           "(b, h, q) = (0, 1, 40..43)\n"), "%s", text);
+    cr_assert(strstr(text, "\n  not explained: 2 rows: (b, h, q) = (0, 0, 60..61)\n"), "%s", text);
+    cr_assert(strstr(text, "\n  not explained: 1 row: (b, h, q) = (0, 0, 90) (non-finite "
+                           "output: H3)\n"), "%s", text);
+    cr_assert(strstr(text, "\n  tried, explaining no row: window W-1 (17 -> 16); "), "%s", text);
+    free(text);
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
+Test(diag_report, a_passing_output_has_no_failing_rows)
+{
+    const spec s = {FC_BF16, 1, 4, 2, 64, 96, 32, {.causal = 1, .chunk_size = 24}, .seed = 22};
+    tcase c;
+    tcase_make(&c, &s);
+    tcase_build_bm(&c);
+    mask_params prev = {.causal = 1, .sliding_window = 8};
+    diag_report *r = diagnose(&c, &prev, 0, 1);
+    cr_assert(c.verdict.pass, "%s", rep_verdict_reason(&c.verdict));
+    cr_assert_eq(r->failing, 0);
+    cr_assert_eq(r->examined, 0);
+    cr_assert_eq(r->nexplaining, 0);
+    cr_assert_eq(r->unexplained.count + r->nonfinite.count, 0);
+    char *text = print_report(r, &c.p);
+    cr_assert_str_eq(text, "  diagnosis: no failing rows (of 256)\n");
+    free(text);
+    diag_report_free(r);
+    tcase_free(&c);
+}
+
+/* Packed rows are named by sequence and position, and a range never spans two sequences. */
+Test(diag_report, packed_ranges_name_the_sequence_and_positions)
+{
+    const spec s = {FC_F16, 1, 2, 1, 0, 0, 16, CW(24), .nseq = 3, .cu_q = {0, 40, 90, 128},
+                    .cu_k = {0, 40, 90, 128}, .seed = 23};
+    tcase c;
+    tcase_make(&c, &s);
+    noise_rows(&c, (diag_range){0, 1, 38, 41});
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    diag_range want[2] = {{0, 1, 38, 39}, {0, 1, 40, 41}};
+    assert_rows(&r->unexplained, want, 2, "unexplained");
+    char *text = print_report(r, &c.p);
+    cr_assert(strstr(text, "not explained: 4 rows: (b, h, q) = (0, 1, 38..39), sequence 0 "
+                           "positions 38..39; (0, 1, 40..41), sequence 1 positions 0..1\n"),
+              "%s", text);
+    free(text);
+    diag_report_free(r);
+    tcase_free(&c);
+}
+
+/* ---- hypotheses that coincide never invent rows ----------------------------------------- */
+
+/* Rows 3-5 under causal W = 17 see keys 0..q whatever the window's size: W+1, W-1, W/2 and
+ * friends give them the truth's keys, so garbage there stays unexplained. */
+Test(diag_coincide, a_hypothesis_adding_no_key_to_a_row_does_not_explain_it)
+{
+    const spec s = {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 24};
+    tcase c;
+    tcase_make(&c, &s);
+    noise_rows(&c, (diag_range){0, 0, 3, 5});
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    cr_assert_eq(r->failing, 3);
+    cr_assert_eq(r->nexplaining, 0);
+    assert_rows(&r->unexplained, &(diag_range){0, 0, 3, 5}, 1, "unexplained");
+    diag_report_free(r);
+    tcase_free(&c);
+}
+
+/* W = 2: W-1 and W/2 are the same window; both explain the same rows, the table's order puts
+ * window-1 first, and neither claims a row the other does not. */
+Test(diag_coincide, equal_hypotheses_explain_the_same_rows_in_table_order)
+{
+    const spec s = {FC_F16, 1, 2, 1, 64, 64, 16, CW(2), .seed = 25};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    by_ref(&c, (mask_params)CW(1), c.p.scale, o, lse);
+    put_rows(&c, (diag_range){0, 1, 20, 24}, o, lse);
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    cr_assert_eq(r->nexplaining, 2);
+    cr_assert_str_eq(r->findings[0].name, "window-1");
+    cr_assert_str_eq(r->findings[1].name, "window/2");
+    assert_rows(&r->findings[0].rows, &(diag_range){0, 1, 20, 24}, 1, "window-1");
+    assert_rows(&r->findings[1].rows, &(diag_range){0, 1, 20, 24}, 1, "window/2");
+    cr_assert_null(finding(r, "window/2+1"), "W/2+1 = W: not tried");
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
+/* W = 1 (one key per row): the baseline is exact, the verdict element-wise (degenerate), and
+ * the diagnosis uses those bounds; W+1 and 2W coincide. */
+Test(diag_coincide, degenerate_verdict_uses_element_wise_bounds)
+{
+    const spec s = {FC_F16, 1, 2, 1, 64, 64, 16, CW(1), .seed = 26};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    by_ref(&c, (mask_params)CW(2), c.p.scale, o, lse);
+    put_rows(&c, (diag_range){0, 0, 10, 12}, o, lse);
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    cr_assert(c.verdict.degenerate, "the case must be degenerate");
+    cr_assert_eq(r->failing, 3);
+    cr_assert_eq(r->nexplaining, 2);
+    cr_assert_str_eq(r->findings[0].name, "window+1");
+    cr_assert_str_eq(r->findings[1].name, "window*2");
+    assert_rows(&r->findings[0].rows, &(diag_range){0, 0, 10, 12}, 1, "window+1");
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
+/* ---- the work budget, the printing cap, bad input --------------------------------------- */
+
+/* Every other row of head 1 from 20 to 88 computed with W+1 (35 rows, 35 ranges): all of them
+ * explained under the default budget, printed 8 ranges and "and 27 more"; under a budget for 5
+ * rows, the first 5 are examined and the rest counted. */
+Test(diag_budget, past_the_budget_the_first_rows_are_examined_and_the_rest_counted)
+{
+    const spec s = {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 27};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, o, lse);
+    for (int32_t q = 20; q <= 88; q += 2)
+        put_rows(&c, (diag_range){0, 1, q, q}, o, lse);
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    cr_assert_eq(r->failing, 35);
+    cr_assert_eq(r->examined, 35);
+    cr_assert_eq(r->findings[0].rows.count, 35);
+    cr_assert_eq(r->findings[0].rows.nranges, 35);
+    char *text = print_report(r, &c.p);
+    cr_assert(strstr(text, "explained by window W+1 (17 -> 18): 35 of 35 failing rows: (b, h, q) "
+                           "= (0, 1, 20); (0, 1, 22); (0, 1, 24); (0, 1, 26); (0, 1, 28); (0, 1, "
+                           "30); (0, 1, 32); (0, 1, 34); and 27 more ranges\n"), "%s", text);
+    free(text);
+    uint64_t per_row = 96 * 16 * (uint64_t)r->nfindings;
+    diag_report_free(r);
+
+    r = diagnose(&c, NULL, 5 * per_row + per_row / 2, 1);
+    cr_assert_eq(r->failing, 35);
+    cr_assert_eq(r->examined, 5);
+    cr_assert_eq(r->not_examined, 30);
+    cr_assert_eq(r->findings[0].rows.count, 5);
+    cr_assert_eq(r->findings[0].rows.r[4].q0, 28, "the first five rows, in row order");
+    text = print_report(r, &c.p);
+    cr_assert(strstr(text, "35 of 192 rows failing (0 non-finite), 5 examined under "), "%s", text);
+    cr_assert(strstr(text, ", 30 not examined (work budget "), "%s", text);
+    free(text);
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
+Test(diag_input, a_block_mask_for_another_grid_or_a_verdict_of_another_shape_is_refused)
+{
+    const spec s = {FC_F16, 1, 2, 1, 64, 64, 16, CW(17), .seed = 28};
+    tcase c;
+    tcase_make(&c, &s);
+    fc_err err = {{0}};
+    cr_assert(judge_given(&c.jc, c.o, c.lse, NULL, c.o_lp, &c.verdict, &err) >= 0);
+    bmask other;
+    seq_info big;
+    cr_assert_eq(seq_init_dense(&big, 1, 128, 128, &err), FC_OK);
+    cr_assert_eq(bmask_build(&other, BMASK_DIRECT, c.p.mask, &big, 16, 16, &err), FC_OK);
+    diag_in in = {.jc = &c.jc, .o = c.o, .lse = c.lse, .v = &c.verdict, .bm = &other};
+    diag_report *r = (diag_report *)1;
+    cr_assert_eq(diag_run(&in, &r, &err), FC_EINVAL);
+    cr_assert_null(r);
+    cr_assert(strstr(err.msg, "block mask"), "%s", err.msg);
+    rep_verdict v = c.verdict;
+    v.rows = 3;
+    in.bm = NULL;
+    in.v = &v;
+    cr_assert_eq(diag_run(&in, &r, &err), FC_EINVAL);
+    cr_assert(strstr(err.msg, "verdict"), "%s", err.msg);
+    bmask_free(&other);
+    seq_free(&big);
+    tcase_free(&c);
+}
+
+/* Without a tested LSE, the LSE is not compared and lse-log2 does not apply. */
+Test(diag_input, without_an_lse_only_the_output_is_compared)
+{
+    const spec s = {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 29};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    by_ref(&c, (mask_params)CW(16), c.p.scale, o, lse);
+    put_rows(&c, (diag_range){0, 0, 50, 52}, o, lse);
+    for (size_t i = 0; i < nl; i++)
+        c.lse[i] = NAN; /* not given, so never read */
+    diag_report *r = diagnose(&c, NULL, 0, 0);
+    cr_assert_eq(r->failing, 3);
+    cr_assert_eq(r->nonfinite.count, 0);
+    cr_assert_str_eq(r->findings[0].name, "window-1");
+    assert_rows(&r->findings[0].rows, &(diag_range){0, 0, 50, 52}, 1, "window-1");
+    cr_assert_null(finding(r, "lse-log2"));
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
