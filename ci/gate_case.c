@@ -9,6 +9,7 @@
 
 #include "base/lowp.h"
 #include "ci/gate_case.h"
+#include "diag/diag.h"
 #include "ref/ref.h"
 
 void gate_row_identity(rep_row *row, const gate_case *c, const fix_case *fc, const char *builder,
@@ -186,6 +187,21 @@ rep_row *gate_main_row(const gate_case *c, const gate_opts *op, int i, gate_setu
                       op->backends[i], suffix);
     judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &s->jc, .bm = &s->bm,
                        .o_lp = s->b.o_lp, .o = s->b.o, .lse = s->b.lse, .rerun = 1};
-    judge_run(&in, row);
+    gate_judge_run(&in, row);
     return row;
+}
+
+int gate_judge_run(const judge_run_in *in, rep_row *row)
+{
+    rep_verdict v;
+    judge_run_in run = *in;
+    run.verdict = &v;
+    int pass = judge_run(&run, row);
+    if (in->verdict)
+        *in->verdict = v;
+    if (!pass && row->outcome == REP_ROW_FAIL) { /* a verdict, not an error: diagnose it */
+        diag_in d = {.jc = in->jc, .o = in->o, .lse = in->lse, .v = &v, .bm = in->bm};
+        diag_explain(&d, row, NULL, NULL);
+    }
+    return pass;
 }

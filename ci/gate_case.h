@@ -40,9 +40,13 @@ int gate_setup_make(gate_setup *s, const gate_opts *op, const gate_case *c, mask
 void gate_setup_free(gate_setup *s);
 
 /* The judged main run of a check on backend i (H1-H7, rerun for H7): a new row, outputs left
- * in s->b. builder NULL: the case's. NULL when out of memory for rows. */
+ * in s->b, and a failed row diagnosed. builder NULL: the case's. NULL when out of memory for
+ * rows. */
 rep_row *gate_main_row(const gate_case *c, const gate_opts *op, int i, gate_setup *s,
                        gate_rows *rows, const char *suffix, const char *builder);
+/* judge_run, and a failed row's diagnosis (diag/: which bug explains its failing rows, with
+ * the block mask it ran with) in row->explained. What every check's judged run calls. */
+int gate_judge_run(const judge_run_in *in, rep_row *row);
 
 /* Position of row i (= (b*Hq + h)*Lq + tq) along the query axis. */
 int32_t gate_row_tq(const fix_case *fc, size_t i);

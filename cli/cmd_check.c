@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "diag/diag.h"
 #include "fixtures/fix.h"
 #include "judge/judge.h"
 
@@ -112,6 +113,13 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o,
     }
     const bmask *masks[2] = {c->has_bmask ? &c->bm : NULL, &direct};
     static const char *const names[2] = {"stored block mask", "direct block mask"};
+    judge_bufs b;
+    if (judge_bufs_alloc(&b, &jc, &err)) {
+        r->passed = 0;
+        fc_fmt(r->detail, sizeof r->detail, "kernel run: %s", err.msg);
+        bmask_free(&direct);
+        return;
+    }
     for (int i = 0; i < 2 && r->passed; i++) {
         if (!masks[i])
             continue;
@@ -120,7 +128,12 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o,
         rep_set_str(row.builder, sizeof row.builder, i == 0 ? "stored" : "direct");
         rep_set_str(row.backend, sizeof row.backend, gpu_backend_name(o->be));
         row.kernel = o->kernel;
-        int pass = judge_case_run(&jo, o->be, &jc, masks[i], &row, NULL, NULL, NULL);
+        rep_verdict v;
+        int pass = judge_case_run(&jo, o->be, &jc, masks[i], &row, b.o, b.lse, &v);
+        if (pass == 0 && row.outcome == REP_ROW_FAIL) { /* which bug explains the rows */
+            diag_in in = {.jc = &jc, .o = b.o, .lse = b.lse, .v = &v, .bm = masks[i]};
+            diag_explain(&in, &row, NULL, NULL);
+        }
         keep_row(t, &row);
         if (pass == 1)
             continue;
@@ -131,9 +144,11 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o,
             break;
         }
         r->passed = 0;
-        fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s with the %s: %s", (int)o->kernel,
-               gpu_backend_name(o->be), names[i], row.reason);
+        fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s with the %s: %s%s%s",
+               (int)o->kernel, gpu_backend_name(o->be), names[i], row.reason,
+               row.explained[0] ? "; explained by " : "", row.explained);
     }
+    judge_bufs_free(&b);
     bmask_free(&direct);
 }
 
@@ -183,8 +198,8 @@ static int judge_tested(const char *path, const fix_case *c, const fix_tested *t
 
 /* Every output under test of case c, judged under the gates against the case's oracle, once
  * that oracle is confirmed (oracle_ok: our float64 reference reproduced the stored out/lse). */
-static void check_tested(const char *path, const fix_case *c, int oracle_ok, const opts *o,
-                         tally *t)
+static void check_tested(const char *path, const fix_case *c, const mask_params *prev,
+                         int oracle_ok, const opts *o, tally *t)
 {
     judge_case jc = fix_judge_case(c);
     float *o_lp = malloc(sizeof(float) * (attn_o_elems(&c->prob) + 1));
@@ -202,12 +217,13 @@ static void check_tested(const char *path, const fix_case *c, int oracle_ok, con
         rep_row row;
         rep_verdict v;
         int pass = judge_tested(path, c, tt, &jc, o_lp, why[0] ? why : NULL, &row, &v);
-        keep_row(t, &row);
         t->tested++;
         t->tested_passed += pass == 1;
         t->tested_failed += pass != 1;
-        if (pass == 1 && o->quiet)
+        if (pass == 1 && o->quiet) {
+            keep_row(t, &row);
             continue;
+        }
         char detail[REP_WHY_LEN + 160];
         if (pass == 1)
             fc_fmt(detail, sizeof detail, "passes the gates (H1 ratio %.3g%s%s)", v.h1_ratio,
@@ -224,12 +240,21 @@ static void check_tested(const char *path, const fix_case *c, int oracle_ok, con
         printf("%s %s %s tested/%s %s (%s, out stored as %s): %s\n", pass == 1 ? "PASS" : "FAIL",
                path, c->name, tt->label, fc_dtype_name(c->dtype), tt->producer, tt->encoding,
                detail);
+        for (int g = 0; pass == 0 && g < REP_NGATES; g++) /* every other failed gate too */
+            if (v.gate[g] == REP_FAIL && g != v.first_fail)
+                printf("    also %s\n", v.why[g]);
         char bm[REP_WHY_LEN];
         if (tt->has_bmask && pass >= 0) {
             tested_bmask(c, tt, bm, sizeof bm);
             printf("    its block mask (%dx%d): %s\n", (int)tt->bm.q_block_size,
                    (int)tt->bm.kv_block_size, bm);
         }
+        if (pass == 0 && !v.pass) { /* which rows fail, and which bug explains them */
+            diag_in in = {.jc = &jc, .o = tt->out, .lse = tt->lse, .v = &v,
+                          .bm = tt->has_bmask ? &tt->bm : NULL, .prev = prev};
+            diag_explain(&in, &row, stdout, "    ");
+        }
+        keep_row(t, &row);
     }
     free(o_lp);
 }
@@ -240,6 +265,9 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
     for (int i = 0; i < f->ncases; i++) {
         if (o->only_case && strcmp(f->names[i], o->only_case) != 0)
             continue;
+        mask_params prev; /* the previous layer's mask, in a layout file */
+        fc_err e;
+        int has_prev = f->has_layout && i > 0 && !fix_read_mask(f, i - 1, &prev, &e);
         fix_case c;
         fix_check_result r;
         fc_err err;
@@ -263,7 +291,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
             rep_row_set_error(&row, r.detail);
             keep_row(t, &row);
         }
-        check_tested(f->path, &c, !st && r.oracle_ok, o, t);
+        check_tested(f->path, &c, has_prev ? &prev : NULL, !st && r.oracle_ok, o, t);
         t->cases++;
         if (!r.passed)
             t->failed++;

@@ -13,6 +13,7 @@
 
 #include "masks/bmask.h"
 #include "cli/cli.h"
+#include "diag/diag.h"
 #include "fixtures/fix.h"
 #include "judge/judge.h"
 #include "gpu/gpu.h"
@@ -297,7 +298,7 @@ static void print_header(const repro_opts *ro, const fix_case *c, const bmask *b
            (long long)bmask_count_full(bm), text);
 }
 
-static int run(const repro_opts *ro, fix_case *c, gpu_backend be)
+static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_backend be)
 {
     const fix_tested *tt = NULL;
     for (int i = 0; ro->label && i < c->ntested; i++)
@@ -357,6 +358,12 @@ static int run(const repro_opts *ro, fix_case *c, gpu_backend be)
         explain_row(c, bm, out, out_lse, asked, 1);
     else if (worst != (size_t)-1)
         explain_row(c, bm, out, out_lse, worst, 0);
+    if (!v.pass) { /* a tested output ran with the producer's block mask, if it stored one */
+        diag_in in = {.jc = &jc, .o = out, .lse = out_lse, .v = &v, .prev = prev,
+                      .bm = tt ? (tt->has_bmask ? &tt->bm : NULL) : bm};
+        printf("\n");
+        diag_explain(&in, NULL, stdout, "");
+    }
     printf("\nrerun: flexcheck repro %s --case %s", ro->file, ro->name);
     if (tt)
         printf(" --tested %s", tt->label);
@@ -406,6 +413,8 @@ int cmd_repro(int argc, char **argv)
         fix_close(&f);
         return cli_usage_error(CMD, "%s", err.msg);
     }
+    mask_params prev; /* a layout file's previous layer, for the diagnosis */
+    int has_prev = f.has_layout && i > 0 && !fix_read_mask(&f, i - 1, &prev, &err);
     fix_close(&f);
     int rc;
     if (o.dtype_s && dt != c.dtype) {
@@ -413,11 +422,11 @@ int cmd_repro(int argc, char **argv)
         if (change_dtype(&c, dt, &err))
             rc = cli_usage_error(CMD, "%s: case %s: %s", o.file, o.name, err.msg);
         else
-            rc = run(&o, &c, be);
+            rc = run(&o, &c, has_prev ? &prev : NULL, be);
     } else {
         rc = confirm_oracle(&o, &c);
         if (rc == CLI_PASS)
-            rc = run(&o, &c, be);
+            rc = run(&o, &c, has_prev ? &prev : NULL, be);
     }
     fix_case_free(&c);
     return rc;

@@ -379,6 +379,50 @@ static const char *plural(size_t n)
     return n == 1 ? "" : "s";
 }
 
+void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_problem *p)
+{
+    if (!cap)
+        return;
+    buf[0] = '\0';
+    if (r->failing == 0)
+        return;
+    if (r->nonfinite.count == r->failing) {
+        fc_fmt(buf, cap, "all %zu failing row%s non-finite (H3): no hypothesis tried",
+               r->failing, r->failing == 1 ? " is" : "s are");
+        return;
+    }
+    if (r->nexplaining == 0) {
+        fc_fmt(buf, cap, "no hypothesis explains the %zu failing row%s", r->failing,
+               plural(r->failing));
+        return;
+    }
+    /* A finding that covers a minority of the rows may be a coincidence: say so. */
+    const diag_finding *x = &r->findings[0];
+    char first[96];
+    diag_range_text(first, sizeof first, p, &x->rows.r[0]);
+    fc_fmt(buf, cap, "%s%s: %zu of %zu failing rows, (b, h, q) = %s%s",
+           2 * x->rows.count < r->failing ? "no hypothesis explains most rows; at best " : "",
+           x->title, x->rows.count, r->failing, first, x->rows.nranges > 1 ? " ..." : "");
+}
+
+void diag_explain(const diag_in *in, rep_row *row, FILE *f, const char *indent)
+{
+    diag_report *r;
+    fc_err err;
+    if (diag_run(in, &r, &err)) {
+        if (row)
+            fc_fmt(row->explained, sizeof row->explained, "diagnosis not run: %s", err.msg);
+        if (f)
+            fprintf(f, "%sdiagnosis: not run: %s\n", indent ? indent : "", err.msg);
+        return;
+    }
+    if (row)
+        diag_summary(row->explained, sizeof row->explained, r, in->jc->prob);
+    if (f)
+        diag_print(f, r, in->jc->prob, indent);
+    diag_report_free(r);
+}
+
 void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char *indent)
 {
     if (!indent)

@@ -53,6 +53,7 @@
 #include "masks/bmask.h"
 #include "masks/mask.h"
 #include "masks/problem.h"
+#include "reports/rep.h"
 #include "reports/tol.h"
 
 #ifdef __cplusplus
@@ -119,6 +120,18 @@ void diag_report_free(diag_report *r);
  * p is the problem of the report's case (for packed batches ranges name the sequence and the
  * positions in it: "(0, 0, 40..43), sequence 2 positions 8..11"). */
 void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char *indent);
+
+/* One line for a report row: the finding that explains the most failing rows, with its count
+ * and its first range ("window W+1 (16 -> 17): 4 of 5 failing rows, (b, h, q) = (0, 1,
+ * 40..43)"), prefixed "no hypothesis explains most rows; at best " when it covers fewer than
+ * half; "no hypothesis explains the N failing rows"; "all N failing rows are non-finite (H3):
+ * no hypothesis tried"; or "" when no row fails. */
+void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_problem *p);
+
+/* The whole diagnosis of one failed output in one call: run, then the summary into
+ * row->explained (row may be NULL) and the report printed to f with indent (f may be NULL).
+ * A diagnosis that cannot run says so in both places instead. */
+void diag_explain(const diag_in *in, rep_row *row, FILE *f, const char *indent);
 
 /* One range as printed: "(0, 1, 40..43)" or "(0, 1, 40)", plus ", sequence S position(s) P.."
  * for a packed batch. Always terminated. */

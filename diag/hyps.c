@@ -216,10 +216,18 @@ static int block_mask(const diag_in *in, diag_alt *a)
     if (!in->bm)
         return 0;
     a->keys = keys_block_mask;
+    /* Its defects against the case's mask are what makes it a bug: name them. */
+    const attn_problem *p = in->jc->prob;
+    bmask_defects d;
+    fc_err err;
+    char what[64] = "";
+    if (!bmask_find_defects(in->bm, p->mask, &p->seq, &d, &err) && (d.dropped || d.leaked))
+        fc_fmt(what, sizeof what, "; it drops %lld tiles and leaks %lld", (long long)d.dropped,
+               (long long)d.leaked);
     fc_fmt(a->title, sizeof a->title,
-           "the block mask as given (%lld partial, %lld full blocks of %dx%d)",
+           "the block mask as given (%lld partial, %lld full blocks of %dx%d%s)",
            (long long)bmask_count_partial(in->bm), (long long)bmask_count_full(in->bm),
-           (int)in->bm->q_block_size, (int)in->bm->kv_block_size);
+           (int)in->bm->q_block_size, (int)in->bm->kv_block_size, what);
     return 1;
 }
 

@@ -55,6 +55,8 @@ typedef struct rep_row {
     char first_fail[REP_NAME_LEN]; /* the first failing gate ("H1") or exactness check, "" */
     char gates[REP_NGATES + 1];    /* per gate in rep_gate order: P pass, F fail, - not run */
     char reason[REP_WHY_LEN];      /* one line: the first failing gate's, "pass", or the error */
+    char explained[REP_WHY_LEN];   /* the diagnosis of a failed row (diag/): which bug explains
+                                    * most of its failing rows; "" when not diagnosed */
 } rep_row;
 
 /* Copies the verdict's metrics, gates and reason into row (the identity fields are the

@@ -203,6 +203,11 @@ static void write_rows(FILE *f, const rep_row *rows, size_t n)
         rep_put_xml(f, r->gates);
         fputs("</code></td><td>", f);
         rep_put_xml(f, r->outcome == REP_ROW_PASS ? "pass" : r->reason);
+        if (r->explained[0]) { /* the diagnosis (diag/) */
+            fputs("<br><small>explained by: ", f);
+            rep_put_xml(f, r->explained);
+            fputs("</small>", f);
+        }
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n", f);

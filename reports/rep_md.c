@@ -47,7 +47,8 @@ static void write_groups(FILE *f, const rep_summary *s)
 static void write_listed(FILE *f, const rep_row *rows, size_t n, int skipped, const char *title)
 {
     fprintf(f, "## %s\n\n"
-               "| case | dtype | backend | builder | gate | reason |\n|---|---|---|---|---|---|\n",
+               "| case | dtype | backend | builder | gate | reason | explained by |\n"
+               "|---|---|---|---|---|---|---|\n",
             title);
     for (size_t i = 0; i < n; i++) {
         const rep_row *r = &rows[i];
@@ -70,6 +71,8 @@ static void write_listed(FILE *f, const rep_row *rows, size_t n, int skipped, co
                 r->outcome == REP_ROW_FAIL ? r->first_fail
                                            : rep_outcome_name(r->outcome));
         rep_put_md(f, r->reason);
+        fputs(" | ", f);
+        rep_put_md(f, r->explained);
         fputs(" |\n", f);
     }
     fputc('\n', f);

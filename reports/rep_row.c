@@ -29,7 +29,7 @@ const rep_col rep_cols[] = {
     COL(degenerate, REP_COL_I32),
     COL(nan_count, REP_COL_U64),  COL(inf_count, REP_COL_U64), COL(empty_rows, REP_COL_U64),
     COL(outcome, REP_COL_OUTCOME), COL(first_fail, REP_COL_GATE), COL(gates, REP_COL_STR),
-    COL(reason, REP_COL_STR),
+    COL(reason, REP_COL_STR),     COL(explained, REP_COL_STR),
 };
 const size_t rep_ncols = sizeof rep_cols / sizeof rep_cols[0];
 

@@ -299,6 +299,7 @@ typedef struct mutant_case {
     int32_t lq, lk, qb, kb;
     mask_params mask;
     const char *check;     /* the case's check (ci/checks.c) */
+    const char *explained; /* what the row's diagnosis must name first (diag/), or NULL */
 } mutant_case;
 
 static const judge_attention_fn mutant_fn[] = {
@@ -309,32 +310,35 @@ static const judge_attention_fn mutant_fn[] = {
 static const mutant_case mutants[] = {
     /* One extra key at distance W: weight ~1/17, far above any tolerance. */
     {"window off by one", 1, 0, "H1", FC_F16, 200, 200, 64, 64,
-     {.causal = 1, .sliding_window = 17}, "numeric"},
+     {.causal = 1, .sliding_window = 17}, "numeric", "window W+1 (17 -> 18)"},
     /* The diagonal tiles skip the mask: future keys leak in. */
-    {"partial block listed as full", 2, 0, "H1", FC_F32, 200, 200, 64, 64, {.causal = 1}, "numeric"},
+    {"partial block listed as full", 2, 0, "H1", FC_F32, 200, 200, 64, 64, {.causal = 1}, "numeric",
+     "partial blocks taken as full"},
     /* Sixteen-key tiles, so the running max moves often and stale weights pile up. */
-    {"no online-softmax rescale", 3, 0, "H1", FC_BF16, 200, 200, 16, 16, {.causal = 1}, "numeric"},
+    {"no online-softmax rescale", 3, 0, "H1", FC_BF16, 200, 200, 16, 16, {.causal = 1}, "numeric", NULL},
     /* 0 * (1/0) = NaN in the rows no key may reach; H3 comes before H4. */
-    {"empty row yields NaN", 5, 0, "H3", FC_F32, 300, 100, 64, 64, {.causal = 1}, "numeric"},
+    {"empty row yields NaN", 5, 0, "H3", FC_F32, 300, 100, 64, 64, {.causal = 1}, "numeric", NULL},
     /* Row 0 loses its only tile: its LSE is -inf where the oracle's is finite. */
     {"direct builder drops the last tile", 0, 1, "H3", FC_F16, 200, 200, 64, 64,
-     {.causal = 1}, "numeric"},
+     {.causal = 1}, "numeric", "the block mask as given"},
     /* One element past the last row lands in the guard bytes after O: H6, checked first. */
-    {"write past the output", 6, 0, "H6", FC_F16, 200, 200, 64, 64, {.causal = 1}, "numeric"},
+    {"write past the output", 6, 0, "H6", FC_F16, 200, 200, 64, 64, {.causal = 1}, "numeric", NULL},
     /* Keeping P in fp32 makes the kernel MORE accurate than the contract: it passes every
      * tolerance gate (the main row here) and only the p-round check can name it. */
     {"P not rounded (bfloat16)", 4, 0, "p-round", FC_BF16, 200, 200, 64, 64, {.causal = 1},
-     "p-round"},
+     "p-round", NULL},
     {"P not rounded (float16)", 4, 0, "p-round", FC_F16, 300, 300, 16, 16,
-     {.causal = 1, .chunk_size = 128}, "p-round"},
+     {.causal = 1, .chunk_size = 128}, "p-round", NULL},
     /* The same defect on a plain numeric case: closer to the oracle, so no gate fails. This
      * is why the p-round check exists. */
     {"P not rounded, tolerance gates only", 4, 0, "", FC_BF16, 200, 200, 64, 64,
-     {.causal = 1}, "numeric"},
+     {.causal = 1}, "numeric", NULL},
 };
 
-/* The first failing gate of the mutant's case into gate[REP_NAME_LEN] ("" when it passed). */
-static void run_mutant(const mutant_case *mc, int kernel, char *gate, char *reason)
+/* The first failing gate of the mutant's case into gate[REP_NAME_LEN] ("" when it passed),
+ * its reason and its diagnosis (explained[REP_WHY_LEN]). */
+static void run_mutant(const mutant_case *mc, int kernel, char *gate, char *reason,
+                       char *explained)
 {
     gate_case c;
     memset(&c, 0, sizeof c);
@@ -363,6 +367,7 @@ static void run_mutant(const mutant_case *mc, int kernel, char *gate, char *reas
     cr_assert_eq(rows.n, 1, "%s", mc->name);
     snprintf(gate, REP_NAME_LEN, "%s", rep_row_failed(&rows.v[0]) ? rows.v[0].first_fail : "");
     snprintf(reason, REP_WHY_LEN, "%s", rows.v[0].reason);
+    snprintf(explained, REP_WHY_LEN, "%s", rows.v[0].explained);
     gate_rows_free(&rows);
 }
 
@@ -371,12 +376,19 @@ Test(selftest, every_broken_variant_fails_with_its_expected_gate)
     /* Each mutant build holds both kernels with the same defect (gpu/attn_mutants.cuh). */
     for (int kernel = 1; kernel <= GPU_MAX_KERNEL; kernel++)
         for (size_t i = 0; i < sizeof mutants / sizeof mutants[0]; i++) {
-            char gate[REP_NAME_LEN], reason[REP_WHY_LEN];
-            run_mutant(&mutants[i], kernel, gate, reason);
+            char gate[REP_NAME_LEN], reason[REP_WHY_LEN], explained[REP_WHY_LEN];
+            run_mutant(&mutants[i], kernel, gate, reason, explained);
             cr_expect_str_eq(gate, mutants[i].expect, "kernel %d, %s: first failing gate '%s', "
                              "expected '%s' (%s)", kernel, mutants[i].name, gate,
                              mutants[i].expect, reason);
-            cr_log_info("kernel %d, %s: %s", kernel, mutants[i].name, reason);
+            /* The diagnosis names the seeded defect first: it explains the failing rows. */
+            if (mutants[i].explained)
+                cr_expect(!strncmp(explained, mutants[i].explained,
+                                   strlen(mutants[i].explained)),
+                          "kernel %d, %s: diagnosis '%s', expected '%s...'", kernel,
+                          mutants[i].name, explained, mutants[i].explained);
+            cr_log_info("kernel %d, %s: %s; explained by: %s", kernel, mutants[i].name, reason,
+                        explained);
         }
 }
 
@@ -387,8 +399,8 @@ Test(selftest, the_unbroken_kernel_passes_the_same_cases)
             mutant_case mc = mutants[i];
             mc.mutant = 0;
             mc.drop_last_tile = 0;
-            char gate[REP_NAME_LEN], reason[REP_WHY_LEN];
-            run_mutant(&mc, kernel, gate, reason);
+            char gate[REP_NAME_LEN], reason[REP_WHY_LEN], explained[REP_WHY_LEN];
+            run_mutant(&mc, kernel, gate, reason, explained);
             cr_expect_str_eq(gate, "", "kernel %d, %s without the defect: %s", kernel, mc.name,
                              reason);
         }

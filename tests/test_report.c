@@ -339,16 +339,16 @@ Test(report, csv_has_the_header_and_one_record_per_row)
     static const char header[] =
         "case_id,group,b,hq,hkv,lq,lk,d,dv,causal,window,chunk,q_block,kv_block,builder,"
         "backend,producer,kernel,dtype,max_err,mean_err,rmse,nmse,e_lp_max,h1_ratio,floor,lse_err,s1,s2,"
-        "degenerate,nan_count,inf_count,empty_rows,outcome,first_fail,gates,reason\r\n";
+        "degenerate,nan_count,inf_count,empty_rows,outcome,first_fail,gates,reason,explained\r\n";
     make_tmpdir();
     write_report(tmpdir);
     char *s = slurp(tmpdir, REP_FILE_CSV);
     cr_expect(!strncmp(s, header, strlen(header)), "rows.csv header:\n%.400s", s);
-    cr_expect_eq(csv_records(s, 37, "rows.csv"), NROWS + 1, "rows.csv: record count");
+    cr_expect_eq(csv_records(s, 38, "rows.csv"), NROWS + 1, "rows.csv: record count");
     cr_expect(strstr(s, "\"m4-empty<&\"\"'>,|x\""), "rows.csv: nasty id not quoted");
     cr_expect(strstr(s, "\"H4 empty rows: row 2 \"\"quoted\"\", comma\nsecond line <b>&\""),
               "rows.csv: reason not quoted");
-    cr_expect(strstr(s, ",error,,-------,evaluate: O_gold is NaN at row 0 col 0\r\n"),
+    cr_expect(strstr(s, ",error,,-------,evaluate: O_gold is NaN at row 0 col 0,\r\n"),
               "rows.csv: error row");
     free(s);
     remove_tree(tmpdir);

@@ -57,7 +57,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
             judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &s.jc,
                                .bm = &bms[b], .o_lp = s.b.o_lp, .o = s.b.o, .lse = s.b.lse,
                                .rerun = 0};
-            judge_run(&in, row);
+            gate_judge_run(&in, row);
             if (exact[0])
                 judge_row_fail_check(row, CHECK, "%s", exact);
         }

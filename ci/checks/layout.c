@@ -117,7 +117,7 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, m
         }
         judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = shared,
                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
-        judge_run(&in, row);
+        gate_judge_run(&in, row);
         if (judge_kernel(&op->run, op->backends[i], &jc, &fresh, NULL, 0, of, lf, NULL, &e)) {
             judge_row_fail_check(row, CHECK, "fresh-mask run: %s", e.msg);
             continue;

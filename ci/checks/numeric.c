@@ -43,7 +43,7 @@ static fc_status run_numeric_dtype(const gate_case *c, const gate_opts *op, gate
         }
         judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = &bm,
                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
-        judge_run(&in, row);
+        gate_judge_run(&in, row);
     }
     if (st != FC_ENOMEM)
         st = FC_OK;

@@ -240,7 +240,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
                           op->backends[i], NULL);
         judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = &bm,
                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
-        judge_run(&in, row);
+        gate_judge_run(&in, row);
         if (row->outcome != REP_ROW_PASS)
             continue; /* failed, skipped or unrunnable already */
         if (judge_kernel(&op->run, op->backends[i], &dc, &bm, NULL, 0, b.o, b.lse, NULL, &e)) {
