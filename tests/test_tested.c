@@ -474,3 +474,32 @@ Test(tested, a_producers_block_mask_is_checked_and_the_report_has_a_row_per_outp
     cr_expect(strstr(slurp_file(rp), "block-mask"), "junit names the check");
     fix_case_free(&c);
 }
+
+/* A producer's block mask that does not validate (an id past the grid) rejects the file like
+ * any other bad field: exit 2, one line naming file, case, label and field, file untouched. */
+Test(tested, a_producers_invalid_block_mask_is_rejected_naming_its_field)
+{
+    const char *p = write_case("badbm.h5");
+    fix_case c;
+    base_case(&c);
+    static float good[NO], lse[NL];
+    lp_outputs(&c, W, good, lse);
+    add_tested(p, "e", "engine", good, AS_F16, lse, NULL, AS_F16);
+    bmask bm;
+    fc_err err;
+    cr_assert_eq(bmask_build(&bm, BMASK_SLOW, c.prob.mask, &c.prob.seq, 16, 16, &err), FC_OK);
+    bm.kv_indices[0] = bm.nkb; /* past the last kv block */
+    add_bmask(p, "e", &bm);
+    bmask_free(&bm);
+    struct stat before, after;
+    cr_assert_eq(stat(p, &before), 0);
+    char out[4096], errs[2048];
+    int rc = run_check(p, out, sizeof out, errs, sizeof errs);
+    cr_expect_eq(rc, 2, "%s%s", out, errs);
+    cr_expect(strstr(errs, p) && strstr(errs, "/cases/c0/tested/e/block_mask") &&
+                  strstr(errs, "out of range"), "%s", errs);
+    cr_expect_eq(strchr(errs, '\n'), errs + strlen(errs) - 1, "one line: %s", errs);
+    cr_assert_eq(stat(p, &after), 0);
+    cr_expect(before.st_size == after.st_size && before.st_mtime == after.st_mtime);
+    fix_case_free(&c);
+}
