@@ -19,6 +19,7 @@ int cmd_gate(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_repro(int argc, char **argv);
 int cmd_fill(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_blockmask(int argc, char **argv);
 int cmd_layout(int argc, char **argv);

@@ -55,7 +55,8 @@ static void keep_row(tally *t, const rep_row *row)
     t->rows[t->nrows++] = *row;
 }
 
-/* A row's identity: "<file name>:<case>", the group, and what the case's problem determines. */
+/* A row's identity: the gate's case id for an exported case (attribute case_id), else
+ * "<file name>:<case>"; the group, and what the case's problem determines. */
 static void row_of(rep_row *row, const char *path, const fix_case *c, const char *group)
 {
     memset(row, 0, sizeof *row);
@@ -67,7 +68,10 @@ static void row_of(rep_row *row, const char *path, const fix_case *c, const char
         rep_set_str(row->backend, sizeof row->backend, "-");
         return;
     }
-    fc_fmt(row->case_id, sizeof row->case_id, "%s:%s", basename(tmp), c->name);
+    if (c->case_id[0])
+        rep_set_str(row->case_id, sizeof row->case_id, c->case_id);
+    else
+        fc_fmt(row->case_id, sizeof row->case_id, "%s:%s", basename(tmp), c->name);
     judge_row_problem(row, &c->prob, c->dtype);
     row->q_block = c->q_block_size;
     row->kv_block = c->kv_block_size;
@@ -95,10 +99,67 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
     printf("\n");
 }
 
-/* The kernel on this case under the gates: with the stored block mask as given (if any) and
- * with the direct builder's. The first failure becomes the case's detail; a configuration the
- * kernel refuses (FC_EUNSUP) sets *skipped and the reason instead. */
-static void check_kernel(const char *path, const fix_case *c, const opts *o,
+/* ---- layout files: one shared metadata object, as the gate's M6 (docs/semantics.md 6) ----
+ * Consecutive layers share the sequences and a block mask, rebuilt (direct builder) only when a
+ * layer's key differs from the cached one; the key holds everything the block mask depends on:
+ * every mask term, the block sizes and the sequences. */
+typedef struct layer_meta {
+    int valid;
+    mask_params m;
+    int32_t qb, kb;
+    seq_info seq;
+    bmask bm;
+    int rebuilds;
+} layer_meta;
+
+static void meta_free(layer_meta *meta)
+{
+    if (meta->valid) {
+        bmask_free(&meta->bm);
+        seq_free(&meta->seq);
+    }
+    memset(meta, 0, sizeof *meta);
+}
+
+static int same_seq(const seq_info *a, const seq_info *b)
+{
+    return a->batch == b->batch && a->nseq == b->nseq && a->lq == b->lq && a->lk == b->lk &&
+           a->packed == b->packed &&
+           !memcmp(a->cu_q, b->cu_q, sizeof(int32_t) * ((size_t)a->nseq + 1)) &&
+           !memcmp(a->cu_k, b->cu_k, sizeof(int32_t) * ((size_t)a->nseq + 1));
+}
+
+/* The shared block mask for case c's layer: the cached one when the key matches. */
+static const bmask *meta_get(layer_meta *meta, const fix_case *c, fc_err *err)
+{
+    if (meta->valid && !memcmp(&meta->m, &c->prob.mask, sizeof meta->m) &&
+        meta->qb == c->q_block_size && meta->kb == c->kv_block_size &&
+        same_seq(&meta->seq, &c->prob.seq))
+        return &meta->bm;
+    int rebuilds = meta->rebuilds;
+    meta_free(meta);
+    meta->rebuilds = rebuilds;
+    if (seq_copy(&meta->seq, &c->prob.seq, err))
+        return NULL;
+    if (bmask_build(&meta->bm, BMASK_DIRECT, c->prob.mask, &c->prob.seq, c->q_block_size,
+                    c->kv_block_size, err)) {
+        seq_free(&meta->seq);
+        return NULL;
+    }
+    meta->valid = 1;
+    meta->m = c->prob.mask;
+    meta->qb = c->q_block_size;
+    meta->kb = c->kv_block_size;
+    meta->rebuilds++;
+    return &meta->bm;
+}
+
+/* The kernel on this case under the gates: with the stored block mask as given (if any), with
+ * the direct builder's, and for a layer of a layout file (meta not NULL) with the shared
+ * metadata's, which must also give bitwise the output of the fresh build. The first failure
+ * becomes the case's detail; a configuration the kernel refuses (FC_EUNSUP) sets *skipped and
+ * the reason instead. */
+static void check_kernel(const char *path, const fix_case *c, const opts *o, layer_meta *meta,
                          fix_check_result *r, int *skipped, tally *t)
 {
     judge_opts jo = {.kernel = o->kernel};
@@ -111,21 +172,31 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o,
         fc_fmt(r->detail, sizeof r->detail, "direct builder: %s", err.msg);
         return;
     }
-    const bmask *masks[2] = {c->has_bmask ? &c->bm : NULL, &direct};
-    static const char *const names[2] = {"stored block mask", "direct block mask"};
+    const bmask *masks[3] = {c->has_bmask ? &c->bm : NULL, &direct, NULL};
+    static const char *const names[3] = {"stored block mask", "direct block mask",
+                                         "layout's shared block mask"};
+    static const char *const builders[3] = {"stored", "direct", "shared"};
     judge_bufs b;
-    if (judge_bufs_alloc(&b, &jc, &err)) {
+    size_t no = attn_o_elems(&c->prob), nl = judge_rows(&jc);
+    float *of = malloc(sizeof(float) * (no + 1)), *lf = malloc(sizeof(float) * (nl + 1));
+    if (!of || !lf || judge_bufs_alloc(&b, &jc, &err)) {
         r->passed = 0;
-        fc_fmt(r->detail, sizeof r->detail, "kernel run: %s", err.msg);
+        fc_fmt(r->detail, sizeof r->detail, "kernel run: out of memory");
+        free(of);
+        free(lf);
         bmask_free(&direct);
         return;
     }
-    for (int i = 0; i < 2 && r->passed; i++) {
+    if (meta && !(masks[2] = meta_get(meta, c, &err))) {
+        r->passed = 0;
+        fc_fmt(r->detail, sizeof r->detail, "layout's shared metadata: %s", err.msg);
+    }
+    for (int i = 0; i < 3 && r->passed; i++) {
         if (!masks[i])
             continue;
         rep_row row;
         row_of(&row, path, c, "check");
-        rep_set_str(row.builder, sizeof row.builder, i == 0 ? "stored" : "direct");
+        rep_set_str(row.builder, sizeof row.builder, builders[i]);
         rep_set_str(row.backend, sizeof row.backend, gpu_backend_name(o->be));
         row.kernel = o->kernel;
         rep_verdict v;
@@ -133,6 +204,20 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o,
         if (pass == 0 && row.outcome == REP_ROW_FAIL) { /* which bug explains the rows */
             diag_in in = {.jc = &jc, .o = b.o, .lse = b.lse, .v = &v, .bm = masks[i]};
             diag_explain(&in, &row, NULL, NULL);
+        }
+        if (i == 1) { /* the fresh build's outputs, for the shared run to equal */
+            memcpy(of, b.o, sizeof(float) * no);
+            memcpy(lf, b.lse, sizeof(float) * nl);
+        } else if (i == 2 && row.outcome == REP_ROW_PASS) {
+            size_t rr = judge_first_differing_row(&jc, b.o, b.lse, of, lf);
+            if (rr < nl) {
+                char at[112];
+                attn_row_where(at, sizeof at, &c->prob, rr, -1);
+                judge_row_fail_check(&row, "layout", "layer %s: row %s with the shared block "
+                                     "mask differs from a fresh build (stale metadata?)",
+                                     c->name, at);
+                pass = 0;
+            }
         }
         keep_row(t, &row);
         if (pass == 1)
@@ -149,6 +234,8 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o,
                row.explained[0] ? "; explained by " : "", row.explained);
     }
     judge_bufs_free(&b);
+    free(of);
+    free(lf);
     bmask_free(&direct);
 }
 
@@ -259,9 +346,103 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
     free(o_lp);
 }
 
+/* ---- exactness across exported cases: window edges ----
+ * An exported window-edge case comes as three fixture cases, "<dt>", "<dt>@W-1" and "<dt>@W+1"
+ * (ci/export.h). A producer that stored an output under the same label in all three is held to
+ * the gate's window-edge rule (ci/checks/window_edge.c): wherever a row's allowed keys differ
+ * between W and W +- 1, its outputs (O, and the LSE when both have one) must differ too. */
+
+/* The kept report row of (case c, label), or NULL (rows dropped for memory). */
+static rep_row *kept_row(tally *t, const char *path, const fix_case *c, const char *label)
+{
+    rep_row key;
+    row_of(&key, path, c, "tested");
+    char be[REP_NAME_LEN];
+    snprintf(be, sizeof be, "tested/%s", label);
+    for (size_t i = t->nrows; i-- > 0;)
+        if (!strcmp(t->rows[i].case_id, key.case_id) && !strcmp(t->rows[i].backend, be))
+            return &t->rows[i];
+    return NULL;
+}
+
+static const fix_tested *tested_of(const fix_case *c, const char *label)
+{
+    for (int i = 0; i < c->ntested; i++)
+        if (!strcmp(c->tested[i].label, label))
+            return &c->tested[i];
+    return NULL;
+}
+
+/* The first row whose allowed keys differ between w and e but whose outputs are identical;
+ * judge_rows when none. */
+static size_t same_output_row(const fix_case *w, const fix_tested *tw, const fix_case *e,
+                              const fix_tested *te)
+{
+    judge_case jc = fix_judge_case(w);
+    seq_view sv = seq_info_view(&w->prob.seq);
+    size_t n = judge_rows(&jc), lq = (size_t)w->prob.seq.lq;
+    for (size_t r = 0; r < n; r++) {
+        int32_t lo0, hi0, lo1, hi1, tq = (int32_t)(r % lq);
+        mask_token_range(w->prob.mask, sv, tq, &lo0, &hi0);
+        mask_token_range(e->prob.mask, sv, tq, &lo1, &hi1);
+        if ((lo0 < hi0 || lo1 < hi1) && (lo0 != lo1 || hi0 != hi1) &&
+            judge_row_identical(&jc, r, tw->out, tw->lse, te->out, te->lse))
+            return r;
+    }
+    return n;
+}
+
+static void window_edges(const fix_file *f, int i, tally *t)
+{
+    static const char *const sfx[2] = {"@W-1", "@W+1"};
+    int ix[2];
+    char name[FIX_NAME_MAX + 8];
+    for (int j = 0; j < 2; j++) {
+        snprintf(name, sizeof name, "%s%s", f->names[i], sfx[j]);
+        if ((ix[j] = fix_find_case(f, name)) < 0)
+            return;
+    }
+    fix_case w, e[2];
+    fc_err err;
+    if (fix_read_case(f, i, &w, &err))
+        return;
+    int ok = 0;
+    for (; ok < 2 && !fix_read_case(f, ix[ok], &e[ok], &err); ok++)
+        ;
+    for (int k = 0; ok == 2 && k < w.ntested; k++) {
+        const fix_tested *tw = &w.tested[k];
+        rep_row *row = kept_row(t, f->path, &w, tw->label);
+        for (int j = 0; j < 2 && row; j++) {
+            const fix_tested *te = tested_of(&e[j], tw->label);
+            if (!te)
+                continue;
+            size_t r = same_output_row(&w, tw, &e[j], te);
+            if (r == attn_lse_elems(&w.prob))
+                continue;
+            char at[112];
+            attn_row_where(at, sizeof at, &w.prob, r, -1);
+            int was_pass = row->outcome == REP_ROW_PASS;
+            judge_row_fail_check(row, "window-edge", "row %s: allowed keys differ between W and "
+                                 "%s, yet the outputs are identical", at, sfx[j] + 1);
+            printf("FAIL %s %s tested/%s: window-edge: row %s: allowed keys differ between W and "
+                   "%s (case %s%s), yet the outputs are identical\n", f->path, w.name,
+                   tw->label, at, sfx[j] + 1, w.name, sfx[j]);
+            if (was_pass) {
+                t->tested_passed--;
+                t->tested_failed++;
+            }
+        }
+    }
+    for (int j = 0; j < ok; j++)
+        fix_case_free(&e[j]);
+    fix_case_free(&w);
+}
+
 /* Checks every case of an already validated file. Returns 0, or 2 if a read failed anyway. */
 static int check_cases(const fix_file *f, const opts *o, tally *t)
 {
+    layer_meta meta; /* a layout file's shared metadata, across its layers in order */
+    memset(&meta, 0, sizeof meta);
     for (int i = 0; i < f->ncases; i++) {
         if (o->only_case && strcmp(f->names[i], o->only_case) != 0)
             continue;
@@ -273,6 +454,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
         fc_err err;
         if (fix_read_case(f, i, &c, &err)) {
             fprintf(stderr, "flexcheck check: %s\n", err.msg);
+            meta_free(&meta);
             return 2;
         }
         fc_status st = fix_check_case(&c, o->backend, o->exact_blocks, &r, &err);
@@ -282,7 +464,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
         }
         int skipped = 0;
         if (o->kernel_backend && r.passed)
-            check_kernel(f->path, &c, o, &r, &skipped, t);
+            check_kernel(f->path, &c, o, f->has_layout ? &meta : NULL, &r, &skipped, t);
         print_case(f->path, &c, &r, o, skipped);
         if (!r.passed && c.ntested == 0 && !o->kernel_backend) {
             rep_row row; /* the case's own failure must show in the report too */
@@ -299,8 +481,15 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
             t->skipped++;
         else
             t->passed++;
+        int edge = !strcmp(c.gate_check, "window-edge") && !strchr(c.name, '@');
         fix_case_free(&c);
+        if (edge)
+            window_edges(f, i, t);
     }
+    if (meta.rebuilds) /* meta_free below forgets the count */
+        printf("layout %s: %s's layers ran through one shared metadata object: %d block-mask "
+               "build%s\n", f->layout, f->path, meta.rebuilds, meta.rebuilds == 1 ? "" : "s");
+    meta_free(&meta);
     return 0;
 }
 

@@ -34,16 +34,6 @@ static int parse_backend(const char *cmd, const char *opt, const char *v, void *
     return 0;
 }
 
-static int parse_shard(const char *cmd, const char *opt, const char *s, void *dst)
-{
-    int32_t *in = dst;
-    char extra;
-    if (sscanf(s, "%d/%d%c", &in[0], &in[1], &extra) != 2 || in[1] < 1 || in[0] < 1 ||
-        in[0] > in[1])
-        return cli_usage_error(cmd, "%s '%s': expected I/N with 1 <= I <= N", opt, s), -1;
-    return 0;
-}
-
 /* Returns CLI_GO or the exit status (help printed, or bad input). */
 static int parse(int argc, char **argv, gate_cfg *g)
 {
@@ -60,7 +50,7 @@ static int parse(int argc, char **argv, gate_cfg *g)
         CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
                 &g->filter),
         CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N), for fan-out",
-               parse_shard, g->shard),
+               cli_parse_shard, g->shard),
         CLI_FN("backend", "B", "emu | gpu | all (default: every backend present)",
                parse_backend, &g->backend),
         CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &g->kernel, 1,

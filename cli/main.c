@@ -17,6 +17,7 @@ static const command commands[] = {
     {"gate", cmd_gate, "run the test matrix on every backend, write the report and JUnit XML"},
     {"check", cmd_check, "verify fixture files: validation, reference vs oracle, block masks"},
     {"repro", cmd_repro, "one case told in full: worst elements, allowed range, block lists"},
+    {"export", cmd_export, "write the gate's matrix as fixture files, for an outside kernel"},
     {"fill", cmd_fill, "compute the expected out/lse (float64) of a file that has inputs only"},
     {"gen", cmd_gen, "write fixtures for a matrix group or a single described case"},
     {"blockmask", cmd_blockmask, "print a block mask as a grid or JSON; diff two builders"},

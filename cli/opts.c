@@ -259,3 +259,13 @@ void cli_print_help(const cli_spec *s, FILE *f)
     print_entry(f, help_left, "print this help and exit", col);
     fprintf(f, "\n%s\n", s->exit_status);
 }
+
+int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst)
+{
+    int32_t *in = dst;
+    char extra;
+    if (sscanf(s, "%d/%d%c", &in[0], &in[1], &extra) != 2 || in[1] < 1 || in[0] < 1 ||
+        in[0] > in[1])
+        return cli_usage_error(cmd, "%s '%s': expected I/N with 1 <= I <= N", opt, s), -1;
+    return 0;
+}

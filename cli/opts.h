@@ -83,6 +83,9 @@ void cli_print_help(const cli_spec *s, FILE *f);
 /* Prints "flexcheck <cmd>: <message>" to stderr and returns CLI_BADINPUT. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A cli_parse_fn for --shard I/N into int32_t dst[2] = {I, N}, 1 <= I <= N (gate, export). */
+int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst);
+
 /* Parses a decimal int32 in [lo, hi] for option `opt`; on failure prints one line and returns -1. */
 int cli_parse_i32(const char *cmd, const char *opt, const char *s, int32_t lo, int32_t hi,
                   int32_t *out);

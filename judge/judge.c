@@ -181,7 +181,7 @@ int judge_row_identical(const judge_case *jc, size_t r, const float *oa, const f
 {
     size_t dv = (size_t)jc->prob->dv;
     return memcmp(oa + r * dv, ob + r * dv, dv * sizeof(float)) == 0 &&
-           memcmp(&la[r], &lb[r], sizeof(float)) == 0;
+           (!la || !lb || memcmp(&la[r], &lb[r], sizeof(float)) == 0);
 }
 
 size_t judge_first_differing_row(const judge_case *jc, const float *oa, const float *la,

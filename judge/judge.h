@@ -119,7 +119,8 @@ void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Exactness between two runs of case jc, (oa, la) and (ob, lb): bit for bit, NaN payloads and
- * signed zeros included. 1 iff row r (its O row and its LSE) is the same in both. */
+ * signed zeros included. 1 iff row r (its O row and its LSE) is the same in both; the LSE is
+ * compared only when both are given (another producer's output may have none). */
 int judge_row_identical(const judge_case *jc, size_t r, const float *oa, const float *la,
                         const float *ob, const float *lb);
 /* The first row that differs between the two runs, or judge_rows(jc) when none does. */

@@ -112,6 +112,8 @@ static const cmd_opts commands[] = {
     {"check", 0, {{"backend", "B"}, {"kernel", "K"}, {"exact-blocks", NULL}, {"case", "NAME"},
                   {"quiet", NULL}, {"report", "DIR"}}},
     {"fill", 0, {{"out", "OUT"}, {"in-place", NULL}, {"force", NULL}}},
+    {"export", 0, {{"quick", NULL}, {"full", NULL}, {"filter", "PATTERN"}, {"shard", "I/N"},
+                   {"seed", "S"}, {"out", "DIR"}, {"force", NULL}}},
     {"repro", 0, {{"case", "NAME"}, {"backend", "B"}, {"kernel", "K"}, {"builder", "B"},
                   {"dtype", "T"}, {"worst", "N"}}},
     {"gen", 1, {{"set", "NAME"}, {"case", NULL}, {"out", "FILE"}, {"out-dir", "DIR"},

@@ -1,0 +1,118 @@
+/* export.c - the gate's matrix as fixture files (export.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ci/checks.h"
+#include "ci/export.h"
+#include "ci/gate_case.h"
+#include "masks/layout.h"
+
+/* At most: three dtypes times three window variants, or a layout's layers. */
+#define MAX_FIX_CASES (LAYOUT_MAX_LAYERS > 9 ? LAYOUT_MAX_LAYERS : 9)
+
+typedef struct batch {
+    fix_case v[MAX_FIX_CASES];
+    int n;
+} batch;
+
+static void batch_free(batch *b)
+{
+    for (int i = 0; i < b->n; i++)
+        fix_case_free(&b->v[i]);
+    b->n = 0;
+}
+
+/* One fixture case: the gate's inputs for c under mask m in dtype dt, seed `seed`, the slow
+ * builder's block mask, its name and the ids that tie it to the matrix. */
+static fc_status add_case(batch *b, const gate_case *c, fc_dtype dt, mask_params m, uint64_t seed,
+                          const char *name, const char *id_suffix, fc_err *err)
+{
+    if (b->n >= MAX_FIX_CASES)
+        return fc_errf(err, FC_EINVAL, "%s: more than %d fixture cases", c->id, MAX_FIX_CASES);
+    gate_case one = *c;
+    one.gp.dtype = dt;
+    one.gp.seed = seed;
+    fix_case *fc = &b->v[b->n];
+    fc_status st = gate_case_inputs(&one, &m, fc, err);
+    if (st)
+        return st;
+    b->n++;
+    snprintf(fc->name, sizeof fc->name, "%s", name);
+    snprintf(fc->case_id, sizeof fc->case_id, "%s%s", c->id, id_suffix);
+    snprintf(fc->gate_check, sizeof fc->gate_check, "%s", c->check->name);
+    snprintf(fc->generator, sizeof fc->generator, "flexcheck export (gate matrix case %s)", c->id);
+    fc->q_block_size = c->gp.qb;
+    fc->kv_block_size = c->gp.kb;
+    st = bmask_build(&fc->bm, BMASK_SLOW, m, &fc->prob.seq, c->gp.qb, c->gp.kb, err);
+    fc->has_bmask = !st;
+    return st;
+}
+
+/* The layers of a layout case, seeded as the layout check seeds them (seed + layer). */
+static fc_status layout_cases(batch *b, const gate_case *c, fc_err *err)
+{
+    layout_layer layers[LAYOUT_MAX_LAYERS];
+    int32_t n;
+    fc_status st = layout_get(c->layout, c->nlayers, c->scale_div, layers, LAYOUT_MAX_LAYERS, &n,
+                              err);
+    for (int32_t l = 0; l < n && !st; l++) {
+        char name[16], suffix[16];
+        snprintf(name, sizeof name, "layer%02d", (int)l);
+        snprintf(suffix, sizeof suffix, "@L%02d", (int)l);
+        st = add_case(b, c, c->gp.dtype, layers[l].mask, c->gp.seed + (uint64_t)l, name, suffix,
+                      err);
+    }
+    return st;
+}
+
+static fc_status plain_cases(batch *b, const gate_case *c, fc_err *err)
+{
+    int edge = !strcmp(c->check->name, "window-edge");
+    fc_status st = FC_OK;
+    for (int dt = FC_F32; dt <= FC_BF16 && !st; dt++) {
+        if (!c->all_dtypes && dt != (int)c->gp.dtype)
+            continue;
+        const char *dn = fc_dtype_name((fc_dtype)dt);
+        st = add_case(b, c, (fc_dtype)dt, c->gp.mask, c->gp.seed, dn, "", err);
+        for (int s = -1; edge && s <= 1 && !st; s += 2) {
+            mask_params m = c->gp.mask;
+            m.sliding_window += s;
+            char name[32], suffix[8];
+            snprintf(suffix, sizeof suffix, "@W%+d", s);
+            snprintf(name, sizeof name, "%s%s", dn, suffix);
+            st = add_case(b, c, (fc_dtype)dt, m, c->gp.seed, name, suffix, err);
+        }
+    }
+    return st;
+}
+
+/* fix_write wants the cases in processing (byte) order of their names. */
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const fix_case *)a)->name, ((const fix_case *)b)->name);
+}
+
+fc_status gate_export_case(const gate_case *c, const char *dir, int force, gate_export_stats *st,
+                           fc_err *err)
+{
+    static batch b; /* large (fix_case holds fixed strings); one export at a time */
+    char path[1024];
+    if (snprintf(path, sizeof path, "%s/%s.h5", dir, c->id) >= (int)sizeof path)
+        return fc_errf(err, FC_EINVAL, "%s: path too long", dir);
+    int lay = !strcmp(c->check->name, "layout");
+    fc_status s = lay ? layout_cases(&b, c, err) : plain_cases(&b, c, err);
+    if (!s) {
+        qsort(b.v, (size_t)b.n, sizeof b.v[0], by_name);
+        s = fix_write(path, lay ? c->layout : NULL, b.v, b.n, force, err);
+    }
+    if (!s) {
+        struct stat sb;
+        st->files++;
+        st->cases += b.n;
+        st->bytes += stat(path, &sb) == 0 ? (size_t)sb.st_size : 0;
+    }
+    batch_free(&b);
+    return s;
+}

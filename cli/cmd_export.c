@@ -1,0 +1,80 @@
+/*
+ * cmd_export.c - 'flexcheck export --out DIR': the gate's matrix (the same size, seed, filter
+ * and shard options as `flexcheck gate`) as fixture files, one per case (ci/export.h), for an
+ * outside kernel to run and `flexcheck check` to judge.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ci/export.h"
+#include "cli/cli.h"
+
+static const char *const CMD = "export";
+
+int cmd_export(int argc, char **argv)
+{
+    int size = GATE_DEFAULT, force = 0;
+    int32_t shard[2] = {1, 1}, seed = 1;
+    const char *filter = NULL, *out = NULL;
+    const cli_opt opts[] = {
+        CLI_FLAG("quick", "the quick matrix (default: the default size)", &size, GATE_QUICK),
+        CLI_FLAG("full", "the full matrix (default: the default size)", &size, GATE_FULL),
+        CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
+                &filter),
+        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N), as the gate's",
+               cli_parse_shard, shard),
+        CLI_INT("seed", "S", "matrix seed (default 1)", &seed, 0, INT32_MAX),
+        CLI_STR("out", "DIR", "where the files go (created if missing; required)", &out),
+        CLI_FLAG("force", "replace files that exist", &force, 1),
+    };
+    const cli_spec spec = {
+        .cmd = CMD,
+        .usage = "usage: flexcheck export --out DIR [--quick|--full] [--filter P] [--shard I/N] "
+                 "[--seed S] [--force]\n",
+        .intro = "Writes every selected case of the gate's matrix as a fixture file DIR/<case id>.h5:\n"
+                 "inputs, the float64 oracle and the slow builder's block mask, one fixture case\n"
+                 "per dtype the gate runs it in (window-edge cases also at W-1 and W+1; layout\n"
+                 "cases as layout files, one case per layer). Run a kernel on them, store its\n"
+                 "outputs under tested/<label> (python/: flexcheck.add_tested), then\n"
+                 "'flexcheck check DIR/*.h5 --report R'.\n",
+        .opts = opts,
+        .nopts = sizeof opts / sizeof opts[0],
+        .unknown = "unknown option '%s' (--help lists them)",
+        .exit_status = "exit status: 0 written, 2 bad input or a failed write.",
+    };
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    if (rc != CLI_GO)
+        return rc;
+    if (!out)
+        return cli_usage_error(CMD, "--out DIR is required (--help)");
+    if (mkdir(out, 0777) != 0 && errno != EEXIST)
+        return cli_usage_error(CMD, "%s: cannot create: %s", out, strerror(errno));
+    gate_case *all;
+    int nall;
+    fc_err err;
+    if (gate_matrix((gate_size)size, (uint64_t)seed, &all, &nall, NULL, &err))
+        return cli_usage_error(CMD, "%s", err.msg);
+    int n = gate_select(all, nall, filter, shard[0], shard[1]);
+    if (n == 0) {
+        free(all);
+        return cli_usage_error(CMD, "no case matches --filter '%s'", filter ? filter : "");
+    }
+    gate_export_stats st = {0};
+    rc = CLI_PASS;
+    for (int i = 0; i < n; i++) {
+        if (gate_export_case(&all[i], out, force, &st, &err)) {
+            rc = cli_usage_error(CMD, "%s", err.msg);
+            break;
+        }
+        if ((i + 1) % 25 == 0 || i + 1 == n)
+            fprintf(stderr, "export: %d/%d cases written\n", i + 1, n);
+    }
+    printf("export: %s matrix, seed %d, shard %d/%d: %d files, %d fixture cases, %.1f MiB in %s\n",
+           gate_size_name((gate_size)size), (int)seed, (int)shard[0], (int)shard[1], st.files,
+           st.cases, (double)st.bytes / (1 << 20), out);
+    free(all);
+    return rc;
+}

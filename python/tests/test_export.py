@@ -1,0 +1,128 @@
+"""`flexcheck export`: the gate's matrix as fixture files an outside producer fills with its
+outputs, judged by `flexcheck check`. Runs only with FLEXCHECK_BIN (make test sets it).
+
+The "producer" here returns the float64 oracle the export stored, rounded to float32: a kernel
+that is right to float32 precision. It is judged, never trusted: `check` recomputes the oracle
+itself before judging it.
+"""
+import glob
+import os
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+from flexcheck import add_tested, list_cases, read_case
+
+BIN = os.environ.get("FLEXCHECK_BIN")
+pytestmark = pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make test sets it)")
+
+
+def run(*args):
+    r = subprocess.run([BIN, *args], capture_output=True, text=True,
+                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    return r.returncode, r.stdout, r.stderr
+
+
+def export(tmp_path, name, *args):
+    out = str(tmp_path / name)
+    rc, text, err = run("export", "--quick", "--out", out, *args)
+    assert rc == 0, text + err
+    return out, sorted(glob.glob(os.path.join(out, "*.h5")))
+
+
+def txt(v):
+    """Our C writer stores fixed-length strings, which h5py reads as bytes."""
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def ids(*args):
+    rc, text, err = run("gate", "--quick", "--list", *args)
+    assert rc == 0, err
+    return text.split()
+
+
+def test_one_file_per_case_with_the_gates_ids(tmp_path):
+    out, files = export(tmp_path, "m2", "--filter", "m2-numeric")
+    want = ids("--filter", "m2-numeric")
+    assert [os.path.basename(f)[:-3] for f in files] == sorted(want)
+    for f in files:
+        with h5py.File(f, "r") as h:
+            for name, g in h["cases"].items():
+                assert txt(g.attrs["case_id"]) == os.path.basename(f)[:-3]
+                assert txt(g.attrs["gate_check"]) == "numeric"
+                assert "block_mask" in g and "out" in g and "lse" in g
+
+
+def test_shards_partition_the_export(tmp_path):
+    _, whole = export(tmp_path, "all", "--filter", "m4-")
+    _, s1 = export(tmp_path, "s1", "--filter", "m4-", "--shard", "1/2")
+    _, s2 = export(tmp_path, "s2", "--filter", "m4-", "--shard", "2/2")
+    names = lambda fs: [os.path.basename(f) for f in fs]
+    assert sorted(names(s1) + names(s2)) == names(whole)
+    assert not set(names(s1)) & set(names(s2))
+
+
+def test_a_layout_case_is_a_layout_file_of_its_layers(tmp_path):
+    _, files = export(tmp_path, "m6", "--filter", "m6-layout-f32")
+    assert len(files) == 1
+    with h5py.File(files[0], "r") as h:
+        assert txt(h.attrs["layout"]) == "gemma3"
+        layers = sorted(h["cases"])
+        assert layers[0] == "layer00" and len(layers) >= 2
+        assert txt(h["cases/layer01"].attrs["case_id"]).endswith("@L01")
+
+
+def fill_correct(path, label="ref32"):
+    for name in list_cases(path):
+        c = read_case(path, name)
+        add_tested(path, name, label, c.out.astype(np.float32), producer="the oracle in float32",
+                   lse=c.lse.astype(np.float32))
+
+
+def test_window_edge_outputs_are_paired(tmp_path):
+    _, files = export(tmp_path, "we", "--filter", "m4-window-edge-f32")
+    assert len(files) == 1
+    f = files[0]
+    assert list_cases(f) == ["float32", "float32@W+1", "float32@W-1"]
+    fill_correct(f)
+    rc, text, err = run("check", f)
+    assert rc == 0, text + err
+    assert "3 outputs under test, 3 passed, 0 failed" in text, text
+
+    # A producer that ignores the window change: its W+1 output is its W output.
+    w = read_case(f, "float32")
+    add_tested(f, "float32@W+1", "stuck", w.out.astype(np.float32), producer="stuck window",
+               lse=w.lse.astype(np.float32))
+    add_tested(f, "float32", "stuck", w.out.astype(np.float32), producer="stuck window",
+               lse=w.lse.astype(np.float32))
+    wm = read_case(f, "float32@W-1")
+    add_tested(f, "float32@W-1", "stuck", wm.out.astype(np.float32), producer="stuck window",
+               lse=wm.lse.astype(np.float32))
+    rc, text, err = run("check", f, "--report", str(tmp_path / "rep"))
+    assert rc == 1, text + err
+    assert "window-edge" in text and "float32 tested/stuck" in text, text
+    csv = (tmp_path / "rep" / "rows.csv").read_text()
+    assert ",fail,window-edge," in csv
+    assert "m4-window-edge-f32" in csv  # rows carry the gate's case ids
+
+
+def test_check_runs_a_layout_files_layers_through_shared_metadata(tmp_path):
+    _, files = export(tmp_path, "m6", "--filter", "m6-layout-f32")
+    f = files[0]
+    # One block-mask build per run of consecutive layers with the same mask terms.
+    masks = []
+    with h5py.File(f, "r") as h:
+        for name in sorted(h["cases"]):
+            a = h["cases"][name].attrs
+            masks.append((int(a["causal"]), int(a["sliding_window"]), int(a["chunk_size"])))
+    builds = 1 + sum(1 for a, b in zip(masks, masks[1:]) if a != b)
+    assert builds >= 2, masks  # the test needs a layout that changes the mask
+    rc, text, err = run("check", "--backend", "emu", "--kernel", "1", f, "--report",
+                        str(tmp_path / "rep"))
+    assert rc == 0, text + err
+    assert f"through one shared metadata object: {builds} block-mask builds" in text, text
+    csv = (tmp_path / "rep" / "rows.csv").read_text().splitlines()
+    shared = [ln for ln in csv if ",shared,emu," in ln]
+    assert len(shared) == len(masks) and all(",pass," in ln for ln in shared), csv[:3]
