@@ -8,6 +8,7 @@
 #include "ci/export.h"
 #include "ci/gate_case.h"
 #include "masks/layout.h"
+#include "ref/ref.h"
 
 /* At most: three dtypes times three window variants, or a layout's layers. */
 #define MAX_FIX_CASES (LAYOUT_MAX_LAYERS > 9 ? LAYOUT_MAX_LAYERS : 9)
@@ -50,6 +51,57 @@ static fc_status add_case(batch *b, const gate_case *c, fc_dtype dt, mask_params
     return st;
 }
 
+/* The decode check's second run as a case of its own: the decode query against the last W keys
+ * with no mask ("<dt>@slice"), whose oracle equals the windowed row's, so judging a producer's
+ * slice output under the gates is ci/checks/decode.c's rule. `full` is the windowed case. */
+static fc_status add_slice(batch *b, const gate_case *c, const fix_case *full, fc_err *err)
+{
+    if (b->n >= MAX_FIX_CASES)
+        return fc_errf(err, FC_EINVAL, "%s: more than %d fixture cases", c->id, MAX_FIX_CASES);
+    const attn_problem *p = &full->prob;
+    int32_t w = p->mask.sliding_window < p->seq.lk ? p->mask.sliding_window : p->seq.lk;
+    int32_t off = p->seq.lk - w;
+    fix_case *s = &b->v[b->n];
+    memset(s, 0, sizeof *s);
+    s->prob = *p;
+    memset(&s->prob.seq, 0, sizeof s->prob.seq);
+    memset(&s->prob.mask, 0, sizeof s->prob.mask);
+    s->dtype = full->dtype;
+    fc_status st = seq_init_dense(&s->prob.seq, p->seq.batch, p->seq.lq, w, err);
+    if (st)
+        return st;
+    b->n++; /* from here on the batch frees it */
+    size_t nbh = (size_t)p->seq.batch * (size_t)p->hkv, d = (size_t)p->d, dv = (size_t)p->dv;
+    s->q = malloc(sizeof(float) * (attn_q_elems(p) + 1));
+    s->k = malloc(sizeof(float) * (nbh * (size_t)w * d + 1));
+    s->v = malloc(sizeof(float) * (nbh * (size_t)w * dv + 1));
+    s->out = malloc(sizeof(double) * (attn_o_elems(p) + 1));
+    s->lse = malloc(sizeof(double) * (attn_lse_elems(p) + 1));
+    if (!s->q || !s->k || !s->v || !s->out || !s->lse)
+        return fc_errf(err, FC_ENOMEM, "%s: out of memory for the decode slice", c->id);
+    memcpy(s->q, full->q, sizeof(float) * attn_q_elems(p));
+    for (size_t bh = 0; bh < nbh; bh++) {
+        memcpy(s->k + bh * (size_t)w * d, full->k + (bh * (size_t)p->seq.lk + (size_t)off) * d,
+               sizeof(float) * (size_t)w * d);
+        memcpy(s->v + bh * (size_t)w * dv, full->v + (bh * (size_t)p->seq.lk + (size_t)off) * dv,
+               sizeof(float) * (size_t)w * dv);
+    }
+    s->has_oracle = 1;
+    if ((st = ref_attention_f64(&s->prob, s->q, s->k, s->v, s->out, s->lse, err)))
+        return st;
+    char base[FIX_NAME_MAX]; /* full is another element of the same batch */
+    snprintf(base, sizeof base, "%s", full->name);
+    fc_fmt(s->name, sizeof s->name, "%s@slice", base);
+    fc_fmt(s->case_id, sizeof s->case_id, "%s@slice", c->id);
+    snprintf(s->gate_check, sizeof s->gate_check, "%s", c->check->name);
+    fc_fmt(s->generator, sizeof s->generator, "flexcheck export (gate matrix case %s)", c->id);
+    s->q_block_size = c->gp.qb;
+    s->kv_block_size = c->gp.kb;
+    st = bmask_build(&s->bm, BMASK_SLOW, s->prob.mask, &s->prob.seq, c->gp.qb, c->gp.kb, err);
+    s->has_bmask = !st;
+    return st;
+}
+
 /* The layers of a layout case, seeded as the layout check seeds them (seed + layer). */
 static fc_status layout_cases(batch *b, const gate_case *c, fc_err *err)
 {
@@ -70,12 +122,15 @@ static fc_status layout_cases(batch *b, const gate_case *c, fc_err *err)
 static fc_status plain_cases(batch *b, const gate_case *c, fc_err *err)
 {
     int edge = !strcmp(c->check->name, "window-edge");
+    int decode = !strcmp(c->check->name, "decode");
     fc_status st = FC_OK;
     for (int dt = FC_F32; dt <= FC_BF16 && !st; dt++) {
         if (!c->all_dtypes && dt != (int)c->gp.dtype)
             continue;
         const char *dn = fc_dtype_name((fc_dtype)dt);
         st = add_case(b, c, (fc_dtype)dt, c->gp.mask, c->gp.seed, dn, "", err);
+        if (!st && decode)
+            st = add_slice(b, c, &b->v[b->n - 1], err);
         for (int s = -1; edge && s <= 1 && !st; s += 2) {
             mask_params m = c->gp.mask;
             m.sliding_window += s;

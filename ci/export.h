@@ -9,15 +9,21 @@
  *  - the window-edge check: also the W-1 and W+1 cases ("float16@W-1", "float16@W+1"), so that
  *    check can pair a producer's three outputs and require them to differ where the allowed
  *    keys do (ci/checks/window_edge.c's rule);
+ *  - the decode check: also the dense slice ("float16@slice": the decode query against the
+ *    last W keys, no mask), a case of its own whose oracle equals the windowed row's, so that
+ *    judging a producer's slice output under the gates is ci/checks/decode.c's rule;
  *  - a layout case: a layout file (root attribute `layout`), one case per layer ("layer00",
  *    ...), each layer with its own seed as the gate runs it, so `check` can run the layers
  *    through shared metadata.
  * Every fixture case records the matrix id it came from (attribute case_id, with the gate's
  * row suffix: "@L03" for a layer, "@W-1" for a window-edge variant) and the check
  * (attribute gate_check), so check's report rows carry the gate's ids.
- * The other exactness checks (poison, lse-merge, decode, paged, p-round, builders) run our
- * kernel on inputs or block masks built on the fly; their main case is exported and judged
- * under the gates, their extra runs are not (yet).
+ * The other exactness checks' extra runs cannot be written as fixture cases: poison needs
+ * non-finite or out-of-range keys (a fixture's inputs are finite and representable, by
+ * contract), lse-merge and paged need the kernel run with a given block mask or page table
+ * (a case states a mask, not how to run it), builders compares our builders, and p-round's
+ * designed inputs need its own rule on the outputs (not implemented for tested outputs yet).
+ * Their main case is exported and judged under the gates.
  */
 #ifndef FLEXCHECK_CI_EXPORT_H
 #define FLEXCHECK_CI_EXPORT_H

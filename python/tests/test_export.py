@@ -126,3 +126,17 @@ def test_check_runs_a_layout_files_layers_through_shared_metadata(tmp_path):
     csv = (tmp_path / "rep" / "rows.csv").read_text().splitlines()
     shared = [ln for ln in csv if ",shared,emu," in ln]
     assert len(shared) == len(masks) and all(",pass," in ln for ln in shared), csv[:3]
+
+
+def test_a_decode_case_comes_with_its_dense_slice(tmp_path):
+    _, files = export(tmp_path, "dec", "--filter", "m4-decode-f16")
+    f = files[0]
+    assert list_cases(f) == ["float16", "float16@slice"]
+    w, s = read_case(f, "float16"), read_case(f, "float16@slice")
+    W = w.window
+    lk = w.k.shape[2]
+    assert s.k.shape[2] == min(W, lk) and s.window == 0 and not s.causal
+    assert np.array_equal(s.k, w.k[:, :, lk - min(W, lk):, :]) and np.array_equal(s.q, w.q)
+    # Dense attention over the last W keys is the windowed row: the two oracles agree.
+    assert np.allclose(s.out, w.out, rtol=1e-12, atol=1e-12)
+    assert txt(h5py.File(f, "r")["cases/float16@slice"].attrs["case_id"]).endswith("@slice")
