@@ -139,7 +139,7 @@ static fc_status bounds_of(const rep_verdict *v, bounds *bd, fc_err *err)
     fc_status st = rep_tol_for(v->dtype, &t, err);
     if (st)
         return st;
-    *bd = (bounds){v->degenerate, v->c * v->e_lp_max + v->floor, t.deg_atol, t.deg_rtol,
+    *bd = (bounds){v->degenerate, v->c * v->e_lp_max + v->floor, v->deg_atol, v->deg_rtol,
                    t.lse_atol, t.lse_rtol};
     return FC_OK;
 }
@@ -328,8 +328,10 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
     uint64_t cap = r->budget / per_row > 0 ? r->budget / per_row : 1;
     r->examined = (uint64_t)nfail < cap ? nfail : (size_t)cap;
     r->not_examined = nfail - r->examined;
+    /* Past the budget, a sample spread evenly over the failing rows (every head and batch
+     * entry has its say), still in row order. */
     for (size_t i = 0; i < r->examined && !st; i++)
-        st = examine(&e, r, failing[i], err);
+        st = examine(&e, r, failing[r->not_examined ? i * nfail / r->examined : i], err);
     if (!st)
         sort_findings(r, e.hyp_of);
 done:
@@ -396,13 +398,16 @@ void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_proble
                plural(r->failing));
         return;
     }
-    /* A finding that covers a minority of the rows may be a coincidence: say so. */
+    /* A finding that covers a minority of the rows looked at may be a coincidence: say so. */
     const diag_finding *x = &r->findings[0];
-    char first[96];
+    size_t seen = r->examined + r->nonfinite.count;
+    char first[96], sample[64] = "";
     diag_range_text(first, sizeof first, p, &x->rows.r[0]);
-    fc_fmt(buf, cap, "%s%s: %zu of %zu failing rows, (b, h, q) = %s%s",
-           2 * x->rows.count < r->failing ? "no hypothesis explains most rows; at best " : "",
-           x->title, x->rows.count, r->failing, first, x->rows.nranges > 1 ? " ..." : "");
+    if (r->not_examined)
+        fc_fmt(sample, sizeof sample, " examined (of %zu)", r->failing);
+    fc_fmt(buf, cap, "%s%s: %zu of %zu failing rows%s, (b, h, q) = %s%s",
+           2 * x->rows.count < seen ? "no hypothesis explains most rows; at best " : "",
+           x->title, x->rows.count, seen, sample, first, x->rows.nranges > 1 ? " ..." : "");
 }
 
 void diag_explain(const diag_in *in, rep_row *row, FILE *f, const char *indent)

@@ -17,7 +17,7 @@
  * H5 fail, row by row):
  * - bound of an element with reference value g: non-degenerate verdict: |o - g| <= c * e_lp_max
  *   + floor (rep_verdict's c, e_lp_max, floor: the H1 bound); degenerate verdict (element-wise
- *   H1): |o - g| <= deg_atol + deg_rtol * |g| (rep_tol_for(v->dtype)). LSE with reference value
+ *   H1): |o - g| <= deg_atol + deg_rtol * |g| (the verdict's own). LSE with reference value
  *   l: |lse - l| <= lse_atol + lse_rtol * |l| (H5's, rep_tol_for).
  * - a row MATCHES a reference row (o_ref, lse_ref) when every element is finite and within the
  *   bound of o_ref's, and the LSE, when the output under test has one, is within the LSE bound
@@ -34,9 +34,9 @@
  *   explains nothing, so coinciding hypotheses never invent rows.
  *
  * Work: examining one row under one hypothesis costs about Lk * D multiply-adds; rows are
- * examined in row order while failing rows x Lk x D x hypotheses stays within the budget
- * (diag_in.budget, default DIAG_BUDGET = 2^31; at least one row is always examined). The report
- * says how many of the failing rows were examined.
+ * examined while failing rows x Lk x D x hypotheses stays within the budget (diag_in.budget,
+ * default DIAG_BUDGET = 2^31; at least one row is always examined): all of them, or past the
+ * budget a sample spread evenly over them in row order. The report says how many were examined.
  *
  * Rows are reported as ranges of consecutive q of one (b, h) (and, for a packed batch, one
  * sequence), in the coordinates of attn_row_where (masks/problem.h).

@@ -32,6 +32,8 @@
  *   half tensor (opmath float, result rounded to the tensor's dtype).
  * - H1 ratio = max|err| / (c * e_lp_max + floor); 0/0 is 0 and x/0 is +inf. In the degenerate
  *   baseline case it is the largest element-wise |err| / (atol + rtol * |O_gold|).
+ * - NMSE_lp (H2's scale) covers the baseline's elements (every finite O_gold of a non-empty
+ *   row), NMSE the compared pairs; H2's ceiling is max(u^2, c^2 * NMSE_lp).
  * - NMSE with sum(O_gold^2) == 0: 0 when the error sum is 0 too, else +inf (fails H2): a zero
  *   oracle with a nonzero output is an infinite relative error.
  * - S1 with e_lp_mean == 0 and S2 with rmse(O_lp) == 0 follow the same 0/0 = 0, x/0 = +inf rule.
@@ -79,11 +81,12 @@ const char *rep_gate_title(rep_gate g);
 
 /* The constants of docs/tolerance.md for one dtype. */
 typedef struct rep_tol {
-    double c;                    /* H1: multiple of e_lp_max */
-    double nmse_max;             /* H2 */
+    double c;                    /* H1: multiple of e_lp_max; H2: c^2 times NMSE_lp */
+    double u;                    /* unit roundoff: 2^-24, 2^-11, 2^-8. H2's floor is u^2; the
+                                  * baseline is degenerate when e_lp_max < (u / 8) max|O_gold| */
     double lse_atol, lse_rtol;   /* H5 */
     double deg_atol, deg_rtol;   /* H1 element-wise, degenerate baseline */
-    double deg_frac;             /* degenerate when e_lp_max < deg_frac * max|O_gold| */
+    int deg_atol_scaled;         /* float32: the atol is deg_atol * max(1, max|O_gold|) */
     double s1_max, s2_max;       /* soft-signal flags */
 } rep_tol;
 
@@ -137,12 +140,17 @@ typedef struct rep_verdict {
     double max_err, mean_err, rmse, nmse;
     size_t worst_row, worst_col; /* where |O - O_gold| is largest */
     double e_lp_max, e_lp_mean, rmse_lp;
+    double nmse_lp;       /* the baseline's own NMSE against O_gold (over every finite O_gold) */
 
     /* H1 */
     double c, floor;
     double h1_tol;        /* c * e_lp_max + floor, or atol + rtol*|g| at the worst element */
     double h1_ratio;
     int degenerate;       /* element-wise atol/rtol mode */
+    double deg_atol, deg_rtol; /* its bound |O - O_gold| <= deg_atol + deg_rtol * |O_gold| */
+
+    /* H2 */
+    double nmse_tol;      /* max(u^2, c^2 * nmse_lp) */
 
     /* H5 over non-empty rows with a finite tested LSE */
     double lse_err;       /* max|LSE - LSE_gold| */

@@ -680,8 +680,8 @@ Test(diag_coincide, degenerate_verdict_uses_element_wise_bounds)
 
 /* Every other row of head 1 from 20 to 88 computed with W+1 (35 rows, 35 ranges): all of them
  * explained under the default budget, printed 8 ranges and "and 27 more"; under a budget for 5
- * rows, the first 5 are examined and the rest counted. */
-Test(diag_budget, past_the_budget_the_first_rows_are_examined_and_the_rest_counted)
+ * rows, 5 spread evenly over them are examined and the rest counted. */
+Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_counted)
 {
     const spec s = {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 27};
     tcase c;
@@ -709,7 +709,15 @@ Test(diag_budget, past_the_budget_the_first_rows_are_examined_and_the_rest_count
     cr_assert_eq(r->examined, 5);
     cr_assert_eq(r->not_examined, 30);
     cr_assert_eq(r->findings[0].rows.count, 5);
-    cr_assert_eq(r->findings[0].rows.r[4].q0, 28, "the first five rows, in row order");
+    /* A sample spread over the 35 failing rows: rows 0, 7, 14, 21, 28 of them (q = 20 + 2k). */
+    static const int32_t q_sample[5] = {20, 34, 48, 62, 76};
+    for (int k = 0; k < 5; k++)
+        cr_assert_eq(r->findings[0].rows.r[k].q0, q_sample[k], "sample row %d: q %d", k,
+                     (int)r->findings[0].rows.r[k].q0);
+    char line[256];
+    diag_summary(line, sizeof line, r, &c.p);
+    cr_assert(strstr(line, "window W+1 (17 -> 18): 5 of 5 failing rows examined (of 35), (b, h, "
+                           "q) = (0, 1, 20) ..."), "%s", line);
     text = print_report(r, &c.p);
     cr_assert(strstr(text, "35 of 192 rows failing (0 non-finite), 5 examined under "), "%s", text);
     cr_assert(strstr(text, ", 30 not examined (work budget "), "%s", text);

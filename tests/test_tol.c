@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "reports/tol.h"
@@ -144,7 +145,8 @@ static void plant(tcase *c, defect d)
     case FINITE_LSE_EMPTY_ROW: c->lse[2] = -1e30f; break;
     /* gold[2] = 1.0, e_lp_max = 2^-6. f16 floor 2^-11, bf16 floor 2^-7 (the clean floor
      * test): the H1 limit 2 * 2^-6 + floor is 0.0317 (f16) or 0.0391 (bf16). 3x = 0.046875 fails it, 1.5x = 0.0234375 passes. NMSE at 1.5x:
-     * 0.0234375^2 / 2.45703125 = 2.24e-4 <= 5e-4. */
+     * 0.0234375^2 / 2.45703125 = 2.24e-4, under H2's ceiling c^2 * NMSE_lp = 4 * (8 * 2^-12 /
+     * 2.45703125) = 3.18e-3 (f16, bf16; f32: 100 * 7.95e-4). */
     case O_ERR_3X: c->o[2] = (float)(1.0 + 3 * E_LP); break;
     case O_ERR_1_5X: c->o[2] = (float)(1.0 + 1.5 * E_LP); break;
     /* LSE_gold[0] = 1.5. f16 limit 1e-3 + 1e-3 * 1.5 = 2.5e-3: off 3e-3 fails, 7.5e-4 passes.
@@ -358,7 +360,7 @@ Test(floor, is_twice_the_largest_term_over_full_rows_only)
 
 Test(floor, lets_an_error_below_it_pass_when_the_baseline_is_exact_at_zero_gold)
 {
-    /* All-zero gold and baseline: e_lp_max = 0 = 1e-4 * max|O_gold|, not degenerate (strict <),
+    /* All-zero gold and baseline: e_lp_max = 0 = (u/8) * max|O_gold|, not degenerate (strict <),
      * so the H1 limit is the floor alone: f16 2 * 819 * 2^-24 = 9.76e-5. */
     tcase c;
     clean_case(&c, FC_F16);
@@ -398,9 +400,11 @@ Test(h1, ratio_is_max_error_over_the_limit)
 
 Test(h1, falls_back_to_elementwise_tolerance_when_the_baseline_is_exact)
 {
-    /* One row {0.5, -0.25, 1.0, 2.0}, O_lp == O_gold: e_lp_max = 0 < 1e-4 * 2. f16 limits
+    /* One row {0.5, -0.25, 1.0, 2.0}, O_lp == O_gold: e_lp_max = 0 < (u/8) * 2. f16 limits
      * 1e-3 + 1e-3 * |g|: at g = 2.0 that is 3e-3, so 2^-9 (1.95e-3) passes and 2^-8 (3.9e-3)
-     * fails; at g = 0.5 it is 1.5e-3, so 2^-9 fails there. bf16: 1e-2 + 1.6e-2 * 2 = 4.2e-2. */
+     * fails; at g = 0.5 it is 1.5e-3, so 2^-9 fails there. bf16: 1e-2 + 1.6e-2 * 2 = 4.2e-2.
+     * f32: the atol scales with the output, 1e-5 * max(1, max|O_gold| = 2) = 2e-5, plus
+     * 1.3e-6 * 2: 2.26e-5 at g = 2. */
     static const struct {
         const char *name;
         fc_dtype dt;
@@ -413,8 +417,8 @@ Test(h1, falls_back_to_elementwise_tolerance_when_the_baseline_is_exact)
         {"f16 2^-9 at g=0.5", FC_F16, 0, 1.0 / 512, 0},
         {"bf16 2^-5 at g=2", FC_BF16, 3, 1.0 / 32, 1},
         {"bf16 2^-4 at g=2", FC_BF16, 3, 1.0 / 16, 0},
-        {"f32 2^-17 at g=2", FC_F32, 3, 1.0 / 131072, 1},  /* 7.6e-6 <= 1e-5 + 2.6e-6 */
-        {"f32 2^-16 at g=2", FC_F32, 3, 1.0 / 65536, 0},   /* 1.5e-5 > 1.26e-5 */
+        {"f32 2^-16 at g=2", FC_F32, 3, 1.0 / 65536, 1},   /* 1.53e-5 <= 2.26e-5 */
+        {"f32 2^-15 at g=2", FC_F32, 3, 1.0 / 32768, 0},   /* 3.05e-5 > 2.26e-5 */
     };
     static const double g[DV] = {0.5, -0.25, 1.0, 2.0};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -437,40 +441,54 @@ Test(h1, falls_back_to_elementwise_tolerance_when_the_baseline_is_exact)
     }
 }
 
-Test(h1, degenerate_threshold_is_1e_minus_4_of_max_gold)
+Test(h1, degenerate_threshold_is_an_eighth_of_the_unit_roundoff_of_max_gold)
 {
-    /* max|O_gold| = 1.0 in the clean case, threshold 1e-4. e_lp_max 2^-14 (6.1e-5) is
-     * degenerate, 2^-13 (1.22e-4) is not. */
-    tcase c;
-    clean_case(&c, FC_F32);
-    for (int i = 0; i < 2 * DV; i++)
-        c.o_lp[i] = (float)c.o_gold[i];
-    c.o_lp[2] = (float)(1.0 + 1.0 / 16384);
-    rep_verdict v = judge("e_lp 2^-14", &c);
-    cr_expect(v.degenerate, "e_lp 2^-14: not degenerate");
-    c.o_lp[2] = (float)(1.0 + 1.0 / 8192);
-    v = judge("e_lp 2^-13", &c);
-    cr_expect(!v.degenerate, "e_lp 2^-13: degenerate");
+    /* The clean case with an exact baseline except at gold[2] = 1 + 2^-k (stored in double),
+     * where O_lp = O = 1.0f: e_lp_max = 2^-k, max|O_gold| = 1 + 2^-k. Threshold (u/8) * that:
+     * f32 2^-27, f16 2^-14, bf16 2^-11 (times 1 + 2^-k). One exponent either side of each. */
+    static const struct {
+        fc_dtype dt;
+        int k, degenerate;
+    } cases[] = {
+        {FC_F32, 28, 1}, {FC_F32, 26, 0}, {FC_F16, 15, 1}, {FC_F16, 13, 0},
+        {FC_BF16, 12, 1}, {FC_BF16, 10, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tcase c;
+        clean_case(&c, cases[i].dt);
+        for (int j = 0; j < 2 * DV; j++)
+            c.o_lp[j] = (float)c.o_gold[j];
+        c.o_gold[2] = 1.0 + ldexp(1.0, -cases[i].k);
+        c.o[2] = c.o_lp[2] = 1.0f;
+        char name[48];
+        snprintf(name, sizeof name, "%s e_lp 2^-%d", fc_dtype_name(cases[i].dt), cases[i].k);
+        rep_verdict v = judge(name, &c);
+        cr_expect(v.e_lp_max == ldexp(1.0, -cases[i].k), "%s: e_lp_max %g", name, v.e_lp_max);
+        cr_expect_eq(v.degenerate, cases[i].degenerate, "%s: degenerate %d", name, v.degenerate);
+    }
 }
 
 /* ---- H2 NMSE ----------------------------------------------------------------------------- */
 
-Test(h2, nmse_boundary_is_exact_per_dtype)
+Test(h2, the_ceiling_is_c_squared_times_the_baselines_nmse_with_an_exact_boundary)
 {
-    /* One row of ones, every element off by e: NMSE = 4 e^2 / 4 = e^2. O_lp off by 2^-6 keeps
-     * H1 out of the way for f16 (limit >= 2^-5 = 0.03125 > e) and by 2^-10 for f32 (limit
-     * 10 * 2^-10 = 9.8e-3 > e). f16 ceiling 5e-4: e = 0.022 -> 4.84e-4 passes, e = 0.0227 ->
-     * 5.15e-4 fails. f32 ceiling 1e-7: e = 3e-4 -> 9e-8 passes, 3.3e-4 -> 1.09e-7 fails. */
+    /* One row of ones. The baseline is off by E in element 0 only: NMSE_lp = E^2 / 4, so the
+     * ceiling c^2 * NMSE_lp is E^2 (c = 2) or 25 E^2 (c = 10). The output is off by e
+     * everywhere: NMSE = e^2, while H1 allows e up to c * E + floor. So e = E (f16, bf16) or
+     * 5E (f32) sits exactly on the ceiling and passes; 1.25 E or 6 E fails H2 alone. All
+     * values are dyadic, every sum exact. */
     static const struct {
         const char *name;
         fc_dtype dt;
-        double e, e_lp;
+        double e, E;
         int pass;
     } cases[] = {
-        {"f16 NMSE 4.84e-4", FC_F16, 0.022, 1.0 / 64, 1},
-        {"f16 NMSE 5.15e-4", FC_F16, 0.0227, 1.0 / 64, 0},
-        {"f32 NMSE 9e-8", FC_F32, 3e-4, 1.0 / 1024, 1},
-        {"f32 NMSE 1.09e-7", FC_F32, 3.3e-4, 1.0 / 1024, 0},
+        {"f16 on the ceiling", FC_F16, 0x1p-6, 0x1p-6, 1},
+        {"f16 1.25x over", FC_F16, 1.25 * 0x1p-6, 0x1p-6, 0},
+        {"bf16 on the ceiling", FC_BF16, 0x1p-6, 0x1p-6, 1},
+        {"bf16 1.25x over", FC_BF16, 1.25 * 0x1p-6, 0x1p-6, 0},
+        {"f32 on the ceiling", FC_F32, 5 * 0x1p-10, 0x1p-10, 1},
+        {"f32 6/5 over", FC_F32, 6 * 0x1p-10, 0x1p-10, 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         tcase c;
@@ -481,20 +499,51 @@ Test(h2, nmse_boundary_is_exact_per_dtype)
         for (int j = 0; j < DV; j++) {
             c.o_gold[j] = 1.0;
             c.o[j] = (float)(1.0 + cases[k].e);
-            c.o_lp[j] = (float)(1.0 + cases[k].e_lp);
+            c.o_lp[j] = 1.0f;
         }
+        c.o_lp[0] = (float)(1.0 + cases[k].E);
         c.lse_gold[0] = 1.0;
         c.lse[0] = 1.0f;
         rep_verdict v = judge(cases[k].name, &c);
-        double want = ((double)(float)(1.0 + cases[k].e) - 1.0);
-        want *= want;
-        cr_expect(fabs(v.nmse - want) <= 1e-12 * want, "%s: NMSE %.17g, want %.17g",
-                  cases[k].name, v.nmse, want);
+        double E = cases[k].E, cc = cases[k].dt == FC_F32 ? 10 : 2;
+        cr_expect(v.nmse == cases[k].e * cases[k].e, "%s: NMSE %.17g", cases[k].name, v.nmse);
+        cr_expect(v.nmse_lp == E * E / 4, "%s: NMSE_lp %.17g", cases[k].name, v.nmse_lp);
+        cr_expect(v.nmse_tol == cc * cc * E * E / 4, "%s: ceiling %.17g", cases[k].name,
+                  v.nmse_tol);
+        cr_expect(!v.degenerate, "%s: degenerate", cases[k].name);
         cr_expect_eq(v.gate[REP_H1], REP_PASS, "%s: H1 %s", cases[k].name, v.why[REP_H1]);
         if (cases[k].pass)
             cr_expect(v.pass, "%s: %s", cases[k].name, rep_verdict_reason(&v));
         else
             cr_expect_eq(v.first_fail, REP_H2, "%s: first %s", cases[k].name, first_gate_name(&v));
+    }
+}
+
+Test(h2, an_exact_baseline_still_allows_u_squared)
+{
+    /* O_lp == O_gold: NMSE_lp = 0 and the ceiling is u^2 (f16 2^-22). The baseline is
+     * degenerate, so H1 is element-wise (1e-3 + 1e-3 * 1 = 2e-3) and lets both errors
+     * through: 2^-11 everywhere gives NMSE 2^-22 (passes), 2^-10 gives 2^-20 (fails H2). */
+    for (int k = 11; k >= 10; k--) {
+        tcase c;
+        memset(&c, 0, sizeof c);
+        c.dt = FC_F16;
+        c.rows = 1;
+        c.dv = DV;
+        for (int j = 0; j < DV; j++) {
+            c.o_gold[j] = 1.0;
+            c.o_lp[j] = 1.0f;
+            c.o[j] = (float)(1.0 + ldexp(1.0, -k));
+        }
+        c.lse_gold[0] = 1.0;
+        c.lse[0] = 1.0f;
+        rep_verdict v = judge("f16 exact baseline", &c);
+        cr_expect(v.degenerate && v.nmse_lp == 0 && v.nmse_tol == 0x1p-22,
+                  "2^-%d: degenerate %d, NMSE_lp %g, ceiling %g", k, v.degenerate, v.nmse_lp,
+                  v.nmse_tol);
+        cr_expect_eq(v.gate[REP_H1], REP_PASS, "2^-%d: H1 %s", k, v.why[REP_H1]);
+        cr_expect_eq(v.gate[REP_H2], k == 11 ? REP_PASS : REP_FAIL, "2^-%d: H2 %s", k,
+                     v.why[REP_H2]);
     }
 }
 
@@ -821,16 +870,17 @@ Test(tables, constants_are_those_of_the_page)
 {
     rep_tol t;
     cr_assert_eq(rep_tol_for(FC_F16, &t, NULL), FC_OK, "f16");
-    cr_expect(t.c == 2 && t.nmse_max == 5e-4 && t.lse_atol == 1e-3 && t.lse_rtol == 1e-3 &&
-                  t.deg_atol == 1e-3 && t.deg_rtol == 1e-3 && t.s1_max == 1.1 && t.s2_max == 1.2,
+    cr_expect(t.c == 2 && t.u == 1.0 / 2048 && t.lse_atol == 1e-3 && t.lse_rtol == 1e-3 &&
+                  t.deg_atol == 1e-3 && !t.deg_atol_scaled && t.deg_rtol == 1e-3 &&
+                  t.s1_max == 1.1 && t.s2_max == 1.2,
               "f16 constants");
     cr_assert_eq(rep_tol_for(FC_BF16, &t, NULL), FC_OK, "bf16");
-    cr_expect(t.c == 2 && t.nmse_max == 5e-4 && t.deg_atol == 1e-2 && t.deg_rtol == 1.6e-2,
-              "bf16 constants");
+    cr_expect(t.c == 2 && t.u == 1.0 / 256 && t.deg_atol == 1e-2 && !t.deg_atol_scaled &&
+                  t.deg_rtol == 1.6e-2, "bf16 constants");
     cr_assert_eq(rep_tol_for(FC_F32, &t, NULL), FC_OK, "f32");
-    cr_expect(t.c == 10 && t.nmse_max == 1e-7 && t.lse_atol == 1e-5 && t.lse_rtol == 1e-5 &&
-                  t.deg_atol == 1e-5 && t.deg_rtol == 1.3e-6 && t.s1_max == 10,
-              "f32 constants");
+    cr_expect(t.c == 10 && t.u == 1.0 / 16777216 && t.lse_atol == 1e-5 && t.lse_rtol == 1e-5 &&
+                  t.deg_atol == 1e-5 && t.deg_atol_scaled && t.deg_rtol == 1.3e-6 &&
+                  t.s1_max == 10, "f32 constants");
     cr_expect_str_eq(rep_gate_name(REP_H6), "H6", "gate names");
     cr_expect_str_eq(rep_gate_name(REP_H1), "H1", "gate names");
     cr_expect_str_eq(rep_gate_name(REP_NGATES), "?", "past the last gate");
