@@ -24,9 +24,10 @@ CUDA_HOME ?= /usr/local/cuda
 
 # pkg-config is asked once, lazily, after the installer has run (recursive variables that
 # replace themselves on first use).
-PKG_DEPS := openblas hdf5 criterion
+# jansson: the JSON parser that reads rows.json back (flexcheck report merge).
+PKG_DEPS := openblas hdf5 criterion jansson
 PKG_CFLAGS = $(eval PKG_CFLAGS := $$(shell pkg-config --cflags $(PKG_DEPS)))$(PKG_CFLAGS)
-PKG_LIBS = $(eval PKG_LIBS := $$(shell pkg-config --libs openblas hdf5))$(PKG_LIBS)
+PKG_LIBS = $(eval PKG_LIBS := $$(shell pkg-config --libs openblas hdf5 jansson))$(PKG_LIBS)
 CRITERION_LIBS = $(eval CRITERION_LIBS := $$(shell pkg-config --libs criterion))$(CRITERION_LIBS)
 
 WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter
@@ -68,6 +69,21 @@ $(DEPS_STAMP): ci/install-deps.sh
 	@sh ci/install-deps.sh
 	@mkdir -p $(@D) && touch $@
 deps: $(DEPS_STAMP)
+
+# The commit the binary is built from, compiled into base/version.c alone (every report records
+# it). The stamp is rewritten only when the commit changes, so a new commit rebuilds that one
+# object and relinks, and an unchanged one rebuilds nothing; nothing else embeds it, so the
+# build stays reproducible otherwise. "unknown" outside a git checkout, or when the checkout
+# found is another project's (its top is not this folder).
+FC_GIT_TOP := $(shell git -C $(CURDIR) rev-parse --show-toplevel 2>/dev/null)
+FC_COMMIT := $(or $(if $(filter $(CURDIR),$(FC_GIT_TOP)),$(shell git -C $(CURDIR) rev-parse --short HEAD 2>/dev/null)),unknown)
+COMMIT_STAMP := $(BUILD)/commit
+.PHONY: FORCE
+$(COMMIT_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(FC_COMMIT)' | cmp -s - $@ 2>/dev/null || echo '$(FC_COMMIT)' > $@
+$(BUILD)/obj/base/version.o: $(COMMIT_STAMP)
+$(BUILD)/obj/base/version.o: CPPFLAGS += -DFLEXCHECK_COMMIT='"$(FC_COMMIT)"'
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)

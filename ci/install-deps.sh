@@ -7,7 +7,8 @@ set -eu
 
 # python3-pytest: the tests of ci/check_arrows.py (tests/python/) and of the fixture package
 # (python/), run by Debian's python3; python3-h5py and python3-numpy: that package's needs.
-PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev python3-pytest python3-h5py python3-numpy"
+# libjansson-dev: the JSON parser `flexcheck report merge` reads rows.json with.
+PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev libjansson-dev python3-pytest python3-h5py python3-numpy"
 
 missing=""
 for p in $PKGS; do

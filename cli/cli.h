@@ -24,6 +24,15 @@ int cmd_gen(int argc, char **argv);
 int cmd_blockmask(int argc, char **argv);
 int cmd_layout(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+
+/* The run identity of a report (cli/run_id.c). main() keeps the command line as given, before
+ * any command's parser moves its arguments; cli_run_identity fills run with the time now
+ * (UTC), this binary's version and commit, that command line and `matrix` ("quick", ...,
+ * "check"), no seed, shard 1/1 and no filter (a command with those sets them after). */
+struct rep_run;
+void cli_keep_command_line(int argc, char **argv);
+void cli_run_identity(struct rep_run *run, const char *matrix);
 
 /* 'flexcheck bench <what>' parts, one file each (cli/bench_<what>.c). */
 int bench_blockmask(int argc, char **argv);

@@ -594,7 +594,9 @@ int cmd_check(int argc, char **argv)
     fflush(stdout);
     rc = t.rejected ? CLI_BADINPUT : t.failed || t.tested_failed ? CLI_FAIL : CLI_PASS;
     if (o.report_dir) { /* after the verdict is printed: a report that fails cannot hide it */
-        rep_set set = {.rows = t.rows, .n = t.nrows};
+        rep_run run;
+        cli_run_identity(&run, "check");
+        rep_set set = {.rows = t.rows, .n = t.nrows, .run = &run};
         fc_err err;
         if (t.oom)
             rc = cli_usage_error(CMD, "%s: out of memory for the report rows; not written",

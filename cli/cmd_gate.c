@@ -203,6 +203,8 @@ int cmd_gate(int argc, char **argv)
     int rc = parse(argc, argv, &g);
     if (rc != CLI_GO)
         return rc;
+    if (g.filter && strlen(g.filter) >= REP_TEXT_LEN) /* the report's run identity holds it */
+        return cli_usage_error(CMD, "--filter: longer than %d characters", REP_TEXT_LEN - 1);
     memset(&opts, 0, sizeof opts);
     opts.run.kernel = g.kernel;
     opts.cache_key = GATE_CACHE_FULL;
@@ -254,7 +256,13 @@ int cmd_gate(int argc, char **argv)
         }
     rc = CLI_PASS;
     rep_check checks[GATE_MAX_CHECKS];
-    rep_set set = {.rows = flat.v, .n = flat.n, .checks = checks};
+    rep_run run; /* what a merge of shards checks them against */
+    cli_run_identity(&run, gate_size_name((gate_size)g.size));
+    run.seed = g.seed;
+    run.shard_i = g.shard[0];
+    run.shard_n = g.shard[1];
+    rep_set_str(run.filter, sizeof run.filter, g.filter);
+    rep_set set = {.rows = flat.v, .n = flat.n, .checks = checks, .run = &run};
     set.nchecks = gate_check_report_list(checks);
     if (hard < 0 || rep_write_all(g.report_dir, &set, &err)) {
         fprintf(stderr, "flexcheck gate: %s\n", hard < 0 ? "out of memory" : err.msg);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/version.h"
 #include "cli/cli.h"
 
 typedef struct command {
@@ -23,6 +24,7 @@ static const command commands[] = {
     {"blockmask", cmd_blockmask, "print a block mask as a grid or JSON; diff two builders"},
     {"layout", cmd_layout, "the layer plan (causal / window / chunk) of a model layout"},
     {"bench", cmd_bench, "benchmarks: builders, reference, kernels, side by side as ratios"},
+    {"report", cmd_report, "report sets: merge the shards of a gate run, or check runs"},
 };
 
 static void usage(FILE *f)
@@ -31,18 +33,24 @@ static void usage(FILE *f)
                "flexcheck is a correctness gate for flex-attention kernels.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n'flexcheck <command> --help' describes each command.\n"
+    fprintf(f, "\n'flexcheck <command> --help' describes each command; 'flexcheck --version'\n"
+               "prints the version and the commit built from.\n"
                "exit status: 0 pass, 1 a check or gate failed, 2 bad input.\n");
 }
 
 int main(int argc, char **argv)
 {
+    cli_keep_command_line(argc, argv); /* for reports, before a parser reorders argv */
     if (argc < 2) {
         usage(stderr);
         return CLI_BADINPUT;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return CLI_PASS;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("flexcheck %s (commit %s)\n", fc_version(), fc_commit());
         return CLI_PASS;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

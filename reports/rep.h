@@ -6,7 +6,10 @@
  *
  * rep_write_all() writes every file into a directory (created if missing); each file is
  * written to a temporary name in that directory and renamed into place, so a reader never
- * sees half a report. The rep_write_* writers take an open FILE* (tests, stdout).
+ * sees half a report. The rep_write_* writers take an open FILE* (tests, stdout). Every format
+ * names the run that made it (rep_run). rows.json holds everything the other files are written
+ * from, so rep_read_json() reads a report set back and rep_merge() combines the shards of one
+ * gate run, or several check runs, into one (`flexcheck report merge`).
  */
 #ifndef FLEXCHECK_REP_H
 #define FLEXCHECK_REP_H
@@ -82,14 +85,81 @@ typedef struct rep_check {
     const char *name, *title;
 } rep_check;
 
-/* What a report is written from: the rows, and the exactness checks of the run that made them
- * in the order they are listed. The runner gives the checks (reports know no producer). */
+#define REP_CMD_LEN 2048 /* a run's command line; a longer one is cut and ends in " ..." */
+#define REP_DIR_LEN 1024 /* a merged part's report directory */
+
+/* Which run made a report, so that a report can be told apart from another and shards can be
+ * checked to belong together before they are merged. A merged report's identity is the merge's
+ * own (time, id, command line) over what the parts share (version, commit, matrix, seed,
+ * filter), shard 1/1, and the parts' identities as its parts. */
+typedef struct rep_run {
+    char time[REP_NAME_LEN];     /* UTC, ISO 8601 to the second: "2026-11-29T10:04:05Z" */
+    char id[REP_NAME_LEN];       /* 16 random hex digits, new for every run: two runs with the
+                                  * same command in the same second are still two runs */
+    char version[REP_NAME_LEN];  /* flexcheck's version (base/version.h) */
+    char commit[REP_NAME_LEN];   /* the git commit it was built from, or "unknown" */
+    char command[REP_CMD_LEN];   /* argv joined, each argument shell-quoted where needed */
+    char matrix[REP_NAME_LEN];   /* "quick", "default", "full"; "check" for a check run */
+    int64_t seed;                /* the matrix seed; -1: none (a check run) */
+    int32_t shard_i, shard_n;    /* the I-th of N parts (1 <= I <= N); 1/1 for a whole run */
+    char filter[REP_TEXT_LEN];   /* the gate's --filter, "" for none */
+    char dir[REP_DIR_LEN];       /* a merged part: the report directory it was read from */
+    const struct rep_run *parts; /* a merged report: the runs merged (none of them merged in
+                                  * turn: a merged part contributes its parts); else NULL */
+    size_t nparts;
+} rep_run;
+
+/* What a report is written from: the rows, the exactness checks of the run that made them in
+ * the order they are listed, and the run's identity (NULL: written without one, and then not
+ * mergeable). The runner gives the checks (reports know no producer). */
 typedef struct rep_set {
     const rep_row *rows;
     size_t n;
     const rep_check *checks;
     size_t nchecks;
+    const rep_run *run;
 } rep_set;
+
+/* What a run covered, as the summaries show it: "quick matrix, seed 1, shard 2/4, filter
+ * 'm1-*'", "check run"; a merged report's ends in ", merged from N runs". */
+void rep_run_scope(char *buf, size_t cap, const rep_run *run);
+
+/* ---- reading a report back (rep_read.c) ---------------------------------------------------- */
+
+/* An exactness check read back: the storage rep_check's pointers point into. */
+typedef struct rep_check_text {
+    char name[REP_NAME_LEN], title[REP_TEXT_LEN];
+} rep_check_text;
+
+/* A report set read back from its rows.json: everything its other files are written from. */
+typedef struct rep_report {
+    rep_row *rows;
+    size_t n;
+    rep_check *checks;          /* name and title point into check_text */
+    rep_check_text *check_text;
+    size_t nchecks;
+    rep_run run;                /* run.parts points into parts */
+    rep_run *parts;
+} rep_report;
+
+/* Reads path (a rows.json) into *out, which the caller frees with rep_report_free (also after
+ * an error). The file is taken as hostile: anything that does not parse, a field missing or of
+ * the wrong type, a string longer than its field, a number out of its field's range, a total
+ * that is not the count of its rows: FC_EINVAL with one line naming the file and the field
+ * (FC_EIO when it cannot be read, FC_ENOMEM). Nothing is truncated or guessed. */
+fc_status rep_read_json(const char *path, rep_report *out, fc_err *err);
+void rep_report_free(rep_report *r);
+
+/* Merges n reports read back (each with run.dir set to the directory it came from) into *out,
+ * freed with rep_report_free (also after an error). They must belong together: the same matrix,
+ * version, commit, seed, filter and shard count N, and then either gate shards 1..N each once
+ * (rows put back in the unsharded run's order) or check runs, none twice (rows in the order
+ * given). The merged identity is what they share, shard 1/1, self's time, id and command line
+ * (the merge's own), and the runs merged as its parts (a merged input contributes its parts); the
+ * checks are every input's, each once. FC_EINVAL with one line naming the directories and the
+ * field when they do not belong together, FC_ENOMEM. */
+fc_status rep_merge(const rep_report *in, size_t n, const rep_run *self, rep_report *out,
+                    fc_err *err);
 
 /* Writers: FC_OK, or FC_EIO when the stream reports an error, FC_ENOMEM. */
 fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err);

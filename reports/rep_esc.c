@@ -7,10 +7,41 @@
 
 #include "reports/rep_internal.h"
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong form, no surrogate,
+ * nothing above U+10FFFF), or 0. Stops at the first byte that does not fit, so it never reads
+ * past the string's NUL. */
+static size_t utf8_seq(const unsigned char *p)
+{
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+        n = 2;
+    } else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
+        n = 3;
+        lo = p[0] == 0xE0 ? 0xA0 : 0x80; /* overlong */
+        hi = p[0] == 0xED ? 0x9F : 0xBF; /* surrogates */
+    } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+        n = 4;
+        lo = p[0] == 0xF0 ? 0x90 : 0x80; /* overlong */
+        hi = p[0] == 0xF4 ? 0x8F : 0xBF; /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
 void rep_put_json(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = 1; /* bytes consumed */
         switch (*p) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -18,13 +49,19 @@ void rep_put_json(FILE *f, const char *s)
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
         default:
-            /* Other control characters must be \u escapes; DEL and bytes >= 0x80 (UTF-8)
-             * are legal as they are. */
+            /* Other control characters must be \u escapes; DEL is legal as it is. */
             if (*p < 0x20)
                 fprintf(f, "\\u%04x", *p);
-            else
+            else if (*p < 0x80)
                 fputc(*p, f);
+            else if ((n = utf8_seq(p)) > 0)
+                fwrite(p, 1, n, f);
+            else {
+                fputc('?', f);
+                n = 1;
+            }
         }
+        p += n;
     }
     fputc('"', f);
 }

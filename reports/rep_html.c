@@ -23,6 +23,15 @@ static void group_label(char *buf, size_t cap, const rep_group *g)
     snprintf(buf, cap, "%s/%s", fc_dtype_name(g->dtype), g->backend);
 }
 
+/* One row of the run identity's table. */
+static void put_run_item(void *ctx, const char *key, const char *value)
+{
+    FILE *f = ctx;
+    fprintf(f, "<tr><th>%s</th><td>", key);
+    rep_put_xml(f, value);
+    fputs("</td></tr>\n", f);
+}
+
 static void write_head(FILE *f, const rep_set *set, const rep_summary *s)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -31,7 +40,13 @@ static void write_head(FILE *f, const rep_set *set, const rep_summary *s)
           "table{border-collapse:collapse;margin:1em 0}\n"
           "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}\n"
           "td.n{text-align:right}\n.fail{background:#fdd}\n.error{background:#fec}\n.skip{background:#eee}\n"
+          "table.run th{text-align:left}\n"
           "</style>\n</head>\n<body>\n<h1>flexcheck tolerance report</h1>\n", f);
+    if (set->run) { /* which run this is, before what it found */
+        fputs("<table class=\"run\">\n", f);
+        rep_run_each(set->run, put_run_item, f);
+        fputs("</table>\n", f);
+    }
     fprintf(f, "<p><b class=\"%s\">%s</b>: %zu rows, %zu pass, %zu fail, %zu error, "
                "%zu skipped.</p>\n",
             s->fail || s->error ? "fail" : "pass", s->fail || s->error ? "FAIL" : "PASS",

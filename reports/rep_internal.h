@@ -10,7 +10,8 @@
 
 #include "reports/rep.h"
 
-/* ---- columns (rep_row.c): one table drives the CSV header, CSV rows and JSON keys ------- */
+/* ---- columns (rep_row.c): one table drives the CSV header, CSV rows, JSON keys and the JSON
+ * reader (rep_read.c); the run identity's fields have a table of their own (rep_run.c) ------ */
 
 typedef enum rep_col_kind {
     REP_COL_STR,     /* char[] field */
@@ -20,26 +21,35 @@ typedef enum rep_col_kind {
     REP_COL_DTYPE,   /* fc_dtype, written by name */
     REP_COL_OUTCOME, /* rep_outcome, written by name */
     REP_COL_GATE,    /* first_fail: a gate or check name, or empty/null when none */
+    REP_COL_SEED,    /* int64_t, null when negative (none) */
 } rep_col_kind;
 
 typedef struct rep_col {
     const char *name;
     rep_col_kind kind;
-    size_t off;
+    size_t off;  /* of the field in its struct (rep_row, rep_run) */
+    size_t size; /* of the field: a string read back must fit with its NUL */
 } rep_col;
 
 extern const rep_col rep_cols[];
 extern const size_t rep_ncols;
+extern const rep_col rep_run_cols[]; /* rep_run's fields but parts/nparts */
+extern const size_t rep_run_ncols;
 
 /* What a column's value is, as text without any escaping. */
 typedef enum rep_val { REP_VAL_TEXT, REP_VAL_NUMBER, REP_VAL_NONE } rep_val;
-/* Numbers use %.17g (exact round trip); non-finite numbers give "nan", "inf", "-inf" with
- * REP_VAL_NONE so JSON can write null. A gate of -1 gives "" and REP_VAL_NONE. */
-rep_val rep_col_value(const rep_col *c, const rep_row *r, char *buf, size_t cap);
+/* The value of column c of the struct at base (a rep_row for rep_cols). Numbers use %.17g
+ * (exact round trip); NaN gives "nan" with REP_VAL_NONE (JSON null: no value), infinities
+ * "inf" and "-inf" as REP_VAL_TEXT (JSON has no infinity, and a reader must tell them from
+ * NaN). A gate of "" gives "" and REP_VAL_NONE, so does a negative seed. */
+rep_val rep_col_value(const rep_col *c, const void *base, char *buf, size_t cap);
 
 /* ---- escaping (rep_esc.c) ----------------------------------------------------------------- */
 
-void rep_put_json(FILE *f, const char *s);  /* with the quotes */
+/* With the quotes. A byte that is not part of well-formed UTF-8 is written '?', so the file
+ * is always valid JSON (RFC 8259 requires UTF-8) and keeps its length, whatever a producer
+ * attribute or a cut string held. */
+void rep_put_json(FILE *f, const char *s);
 void rep_put_xml(FILE *f, const char *s);   /* text and attribute values (HTML too) */
 void rep_put_csv(FILE *f, const char *s);   /* quoted only when needed (RFC 4180) */
 void rep_put_md(FILE *f, const char *s);    /* inside a table cell */
@@ -48,6 +58,16 @@ void rep_fmt_num(char *buf, size_t cap, double x);
 /* The gates in evaluation order, then the set's exactness checks, as one sentence for the
  * summaries (from tol.c's names and the runner's check list, the names rows carry). */
 void rep_put_gate_order(FILE *f, const rep_set *set, void (*put)(FILE *, const char *));
+
+/* A merged part in one line, "DIR: scope, time, command"; REP_RUN_PART_LEN holds any. */
+#define REP_RUN_PART_LEN (REP_DIR_LEN + 2 * REP_TEXT_LEN + REP_NAME_LEN + REP_CMD_LEN + 16)
+void rep_run_part_line(char *buf, size_t cap, const rep_run *part);
+
+/* The run identity, for the human formats: calls put(ctx, key, value) for "run" (its scope,
+ * rep_run_scope), "flexcheck" (version and commit), "time" and "command", then once per merged
+ * part "merged" (rep_run_part_line). Nothing when run is NULL. */
+void rep_run_each(const rep_run *run, void (*put)(void *ctx, const char *key, const char *value),
+                  void *ctx);
 
 /* ---- summary (rep_summary.c) --------------------------------------------------------------- */
 

@@ -4,7 +4,8 @@
  * backends ran it. A case fails when any of its rows failed; the failure message is the first
  * failing row's gate and reason, the body lists every row that did not pass. A case with no
  * failing row but a row that could not be judged is an <error>; a case whose every row was
- * skipped is <skipped> (a case with some judged rows is decided by those).
+ * skipped is <skipped> (a case with some judged rows is decided by those). Each testsuite
+ * carries the run identity as its <properties>.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,32 @@ static void write_case(FILE *f, const rep_row *const *r, size_t n)
     fprintf(f, "</%s>\n    </testcase>\n", tag);
 }
 
+static void put_property(FILE *f, const char *name, const char *value)
+{
+    fputs("      <property name=\"", f);
+    rep_put_xml(f, name);
+    fputs("\" value=\"", f);
+    rep_put_xml(f, value);
+    fputs("\"/>\n", f);
+}
+
+/* The run identity as the suite's properties, one per field of rep_run.c's table (a field
+ * without a value is left out), and one "merged" per part of a merged report. */
+static void write_properties(FILE *f, const rep_run *run)
+{
+    char buf[REP_CMD_LEN + 32];
+    fputs("    <properties>\n", f);
+    for (size_t c = 0; c < rep_run_ncols; c++)
+        if (rep_col_value(&rep_run_cols[c], run, buf, sizeof buf) != REP_VAL_NONE && buf[0])
+            put_property(f, rep_run_cols[c].name, buf);
+    for (size_t i = 0; i < run->nparts; i++) {
+        char line[REP_RUN_PART_LEN];
+        rep_run_part_line(line, sizeof line, &run->parts[i]);
+        put_property(f, "merged", line);
+    }
+    fputs("    </properties>\n", f);
+}
+
 typedef struct counts {
     size_t cases, fails, errors, skipped;
 } counts;
@@ -146,6 +173,8 @@ fc_status rep_write_junit(FILE *f, const rep_set *set, fc_err *err)
         rep_put_xml(f, group_of(by[i]));
         fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\">\n",
                 c.cases, c.fails, c.errors, c.skipped);
+        if (set->run) /* the schema allows properties on a testsuite only */
+            write_properties(f, set->run);
         for (size_t j = i; j < end;) {
             size_t k = j + 1;
             while (k < end && same_case(by[j], by[k]))

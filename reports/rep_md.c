@@ -1,5 +1,5 @@
 /*
- * rep_md.c - the Markdown summary: totals, per dtype and backend the pass/fail counts and the
+ * rep_md.c - the Markdown summary: the run identity, totals, per dtype and backend the pass/fail counts and the
  * H1 ratio distribution, the failing rows with their first failing gate, max|err| against Lk
  * and against W, and the fp16/fp32 and bf16/fp32 error ratios.
  */
@@ -19,6 +19,15 @@ static void group_label(FILE *f, const rep_group *g)
     fputs(fc_dtype_name(g->dtype), f);
     fputc('/', f);
     rep_put_md(f, g->backend);
+}
+
+/* One line of the run identity's block: "- key: value". */
+static void put_run_item(void *ctx, const char *key, const char *value)
+{
+    FILE *f = ctx;
+    fprintf(f, "- %s: ", key);
+    rep_put_md(f, value);
+    fputc('\n', f);
 }
 
 static void write_groups(FILE *f, const rep_summary *s)
@@ -140,8 +149,12 @@ fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err)
     fc_status st = rep_summarize(rows, n, &s, err);
     if (st != FC_OK)
         return st;
-    fprintf(f, "# flexcheck tolerance report\n\n**%s**: %zu rows, %zu pass, %zu fail, %zu error, "
-               "%zu skipped.\n\n",
+    fputs("# flexcheck tolerance report\n\n", f);
+    if (set->run) { /* which run this is, before what it found */
+        rep_run_each(set->run, put_run_item, f);
+        fputc('\n', f);
+    }
+    fprintf(f, "**%s**: %zu rows, %zu pass, %zu fail, %zu error, %zu skipped.\n\n",
             s.fail || s.error ? "FAIL" : "PASS", s.rows, s.pass, s.fail, s.error, s.skip);
     rep_put_gate_order(f, set, rep_put_md);
     fputs("\n\n", f);

@@ -1,6 +1,6 @@
 /*
  * rep_row.c - report rows (rep.h): filling one from a verdict, and the column table that the
- * CSV and JSON writers share, so their columns can never drift apart.
+ * CSV and JSON writers and the JSON reader share, so their columns can never drift apart.
  */
 #include <math.h>
 #include <stddef.h>
@@ -9,14 +9,16 @@
 
 #include "reports/rep_internal.h"
 
-#define COL(name, kind) {#name, kind, offsetof(rep_row, name)}
+#define FIELD_SIZE(type, field) sizeof(((type *)0)->field)
+#define COL(name, kind) {#name, kind, offsetof(rep_row, name), FIELD_SIZE(rep_row, name)}
 
 const rep_col rep_cols[] = {
     COL(case_id, REP_COL_STR),    COL(group, REP_COL_STR),     COL(b, REP_COL_I32),
     COL(hq, REP_COL_I32),         COL(hkv, REP_COL_I32),       COL(lq, REP_COL_I32),
     COL(lk, REP_COL_I32),         COL(d, REP_COL_I32),         COL(dv, REP_COL_I32),
     /* one column per mask term, named as its CLI option ("window") */
-#define MASK_COL(field, name, opt, ...) {opt, REP_COL_I32, offsetof(rep_row, mask.field)},
+#define MASK_COL(field, name, opt, ...)                                                        \
+    {opt, REP_COL_I32, offsetof(rep_row, mask.field), FIELD_SIZE(rep_row, mask.field)},
     MASK_PARAMS(MASK_COL)
 #undef MASK_COL
     COL(q_block, REP_COL_I32),    COL(kv_block, REP_COL_I32),  COL(builder, REP_COL_STR),
@@ -33,9 +35,9 @@ const rep_col rep_cols[] = {
 };
 const size_t rep_ncols = sizeof rep_cols / sizeof rep_cols[0];
 
-rep_val rep_col_value(const rep_col *c, const rep_row *r, char *buf, size_t cap)
+rep_val rep_col_value(const rep_col *c, const void *base, char *buf, size_t cap)
 {
-    const char *p = (const char *)r + c->off;
+    const char *p = (const char *)base + c->off;
     switch (c->kind) {
     case REP_COL_STR:
         snprintf(buf, cap, "%s", p);
@@ -61,9 +63,12 @@ rep_val rep_col_value(const rep_col *c, const rep_row *r, char *buf, size_t cap)
         }
         if (isinf(x)) {
             snprintf(buf, cap, "%s", x > 0 ? "inf" : "-inf");
-            return REP_VAL_NONE;
+            return REP_VAL_TEXT;
         }
-        snprintf(buf, cap, "%.17g", x);
+        if (x == 0 && signbit(x)) /* "-0" would read back as the integer 0 */
+            snprintf(buf, cap, "-0.0");
+        else
+            snprintf(buf, cap, "%.17g", x);
         return REP_VAL_NUMBER;
     }
     case REP_COL_DTYPE: {
@@ -81,6 +86,12 @@ rep_val rep_col_value(const rep_col *c, const rep_row *r, char *buf, size_t cap)
     case REP_COL_GATE:
         snprintf(buf, cap, "%s", p);
         return *p ? REP_VAL_TEXT : REP_VAL_NONE;
+    case REP_COL_SEED: {
+        int64_t x;
+        memcpy(&x, p, sizeof x);
+        snprintf(buf, cap, "%lld", (long long)x);
+        return x >= 0 ? REP_VAL_NUMBER : REP_VAL_NONE;
+    }
     }
     buf[0] = 0;
     return REP_VAL_NONE;

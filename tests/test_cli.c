@@ -133,6 +133,8 @@ static const cmd_opts commands[] = {
                       {"threads", "N"}}},
     {"bench kernel", 0, {{"backend", "B"}, {"kernel", "K"}, {"reps", "N"},
                          {"gpu-shapes", NULL}}},
+    {"report", 0, {{NULL, NULL}}},
+    {"report merge", 0, {{"out", "DIR"}, {"force", NULL}}},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -190,7 +192,7 @@ Test(cli, a_missing_value_exits_2_naming_the_option)
         {"repro x.h5 --case", "--case"},    {"gen --case --out", "--out"},
         {"blockmask --lq", "--lq"},         {"layout --layers", "--layers"},
         {"bench blockmask --l", "--l"},     {"bench ref --reps", "--reps"},
-        {"bench kernel --reps", "--reps"},
+        {"bench kernel --reps", "--reps"},  {"report merge --out", "--out"},
     };
     run_out r;
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {

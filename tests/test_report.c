@@ -3,7 +3,9 @@
  * into a temporary directory: the JSON parses (a small validating parser below) and carries
  * exact escaped values, the CSV has the header and one record per row, JUnit counts failures
  * per case id, the HTML holds its four SVG charts and no script, the Markdown summary shows
- * the H1 distribution and dtype ratios worked out by hand here.
+ * the H1 distribution and dtype ratios worked out by hand here, and every format names the run
+ * (rep_run: the summary's header block, rows.json's "run", JUnit properties, the HTML header).
+ * Reading rows.json back and merging are tests/test_merge.c's.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -94,9 +96,16 @@ static void make_rows(rep_row *rows)
 static const rep_check test_checks[] = {{"window-edge", "window edges differ"},
                                         {"p-round", "P rounded to the input type"}};
 
+/* The run identity the test reports carry: a shard of a filtered quick gate, the filter with
+ * a character the command line must quote. */
+static const rep_run test_run = {
+    .time = "2026-11-29T10:04:05Z", .id = "00000000000000aa", .version = "0.1.0",
+    .commit = "abc1234", .command = "flexcheck gate --quick --filter 'm1 x' --shard 2/4",
+    .matrix = "quick", .seed = 7, .shard_i = 2, .shard_n = 4, .filter = "m1 x"};
+
 static rep_set set_of(const rep_row *rows, size_t n)
 {
-    rep_set set = {rows, n, test_checks, sizeof test_checks / sizeof test_checks[0]};
+    rep_set set = {rows, n, test_checks, sizeof test_checks / sizeof test_checks[0], &test_run};
     return set;
 }
 
@@ -160,7 +169,7 @@ static void write_report(const char *dir)
     rep_row rows[NROWS];
     make_rows(rows);
     fc_err err = {{0}};
-    cr_assert_eq(rep_write_all(dir, &(rep_set){rows, NROWS, test_checks, 2}, &err), FC_OK,
+    cr_assert_eq(rep_write_all(dir, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err), FC_OK,
                  "rep_write_all: %s", err.msg);
 }
 
@@ -472,7 +481,7 @@ Test(files, are_written_atomically_into_a_created_directory)
     rep_row rows[NROWS];
     make_rows(rows);
     fc_err err = {{0}};
-    cr_expect_eq(rep_write_all(blocked, &(rep_set){rows, NROWS, test_checks, 2}, &err), FC_EIO,
+    cr_expect_eq(rep_write_all(blocked, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err), FC_EIO,
                  "blocked dir: not EIO");
     cr_expect(strstr(err.msg, REP_FILE_MD), "blocked dir: message '%s' names no path", err.msg);
     remove_tree(tmpdir);
@@ -482,7 +491,7 @@ Test(files, an_empty_run_still_writes_valid_files)
 {
     make_tmpdir();
     fc_err err = {{0}};
-    cr_assert_eq(rep_write_all(tmpdir, &(rep_set){NULL, 0, test_checks, 2}, &err), FC_OK,
+    cr_assert_eq(rep_write_all(tmpdir, &(rep_set){NULL, 0, test_checks, 2, NULL}, &err), FC_OK,
                  "empty run: %s", err.msg);
     char *s = slurp(tmpdir, REP_FILE_JSON);
     cr_expect(json_valid(s), "empty rows.json does not parse: %s", s);
@@ -544,7 +553,7 @@ Test(summary, a_float32_error_of_zero_gives_no_ratio_and_is_counted)
     FILE *f = open_memstream(&buf, &len);
     cr_assert(f, "open_memstream failed");
     fc_err err = {{0}};
-    cr_expect_eq(rep_write_markdown(f, &(rep_set){rows, 2, test_checks, 2}, &err), FC_OK, "zero float32 error: %s", err.msg);
+    cr_expect_eq(rep_write_markdown(f, &(rep_set){rows, 2, test_checks, 2, NULL}, &err), FC_OK, "zero float32 error: %s", err.msg);
     fclose(f);
     cr_expect(strstr(buf, "| emu | float16/float32 | 0 | - | - | 1 |"),
               "zero float32 error: ratio row:\n%s", buf);
@@ -575,7 +584,7 @@ Test(summary, rows_of_two_kernel_versions_are_grouped_apart)
     FILE *f = open_memstream(&buf, &len);
     cr_assert(f, "open_memstream failed");
     fc_err err = {{0}};
-    cr_expect_eq(rep_write_markdown(f, &(rep_set){rows, 2, test_checks, 2}, &err), FC_OK, "two kernels: %s", err.msg);
+    cr_expect_eq(rep_write_markdown(f, &(rep_set){rows, 2, test_checks, 2, NULL}, &err), FC_OK, "two kernels: %s", err.msg);
     fclose(f);
     cr_expect(strstr(buf, "| float16 | emu kernel 1 | 1 | 1 | 0 | 0 | 0 | 0.25 | 0.25 | 0.25 |"),
               "kernel 1 group:\n%s", buf);
@@ -619,5 +628,122 @@ Test(summary, lists_the_runners_exactness_checks_after_the_hard_gates)
     fclose(f);
     cr_expect(strstr(buf, "H7 determinism. The H1 ratio") && !strstr(buf, "exactness checks"),
               "no checks given, none listed:\n%s", buf);
+    free(buf);
+}
+
+/* ---- the run identity ------------------------------------------------------------------------ */
+
+Test(run, every_format_names_the_run)
+{
+    make_tmpdir();
+    write_report(tmpdir);
+    char *s = slurp(tmpdir, REP_FILE_MD);
+    cr_expect(strstr(s, "# flexcheck tolerance report\n\n"
+                        "- run: quick matrix, seed 7, shard 2/4, filter 'm1 x'\n"
+                        "- flexcheck: 0.1.0, commit abc1234\n"
+                        "- time: 2026-11-29T10:04:05Z\n"
+                        "- command: flexcheck gate --quick --filter 'm1 x' --shard 2/4\n\n"
+                        "**FAIL**"),
+              "summary.md: no run block before the totals:\n%.600s", s);
+    free(s);
+    s = slurp(tmpdir, REP_FILE_JSON);
+    cr_expect(json_valid(s), "rows.json does not parse");
+    static const char head[] = "{\"run\": {\"time\": \"2026-11-29T10:04:05Z\", \"id\": "
+        "\"00000000000000aa\", \"version\": \"0.1.0\", \"commit\": \"abc1234\", "
+        "\"command\": \"flexcheck gate --quick --filter 'm1 x' --shard 2/4\", "
+        "\"matrix\": \"quick\", \"seed\": 7, \"shard_i\": 2, \"shard_n\": 4, "
+        "\"filter\": \"m1 x\", \"dir\": \"\"},\n \"checks\": [{\"name\": "
+        "\"window-edge\", \"title\": \"window edges differ\"}, {\"name\": "
+        "\"p-round\", \"title\": \"P rounded to the input type\"}],\n";
+    cr_expect(!strncmp(s, head, strlen(head)), "rows.json: run and checks:\n%.400s", s);
+    free(s);
+    s = slurp(tmpdir, REP_FILE_JUNIT);
+    /* Three suites (M1, M2, M4), each with the identity as properties. */
+    cr_expect_eq(count_of(s, "<properties>"), 3, "junit.xml: properties per suite:\n%s", s);
+    cr_expect_eq(count_of(s, "<property name=\"commit\" value=\"abc1234\"/>"), 3, "junit.xml");
+    cr_expect(strstr(s, "<property name=\"command\" value=\"flexcheck gate --quick --filter "
+                        "&#39;m1 x&#39; --shard 2/4\"/>"),
+              "junit.xml: command property");
+    cr_expect(strstr(s, "<property name=\"seed\" value=\"7\"/>"), "junit.xml: seed property");
+    cr_expect(!strstr(s, "name=\"dir\""), "junit.xml: an empty field is left out");
+    cr_expect(strstr(s, "skipped=\"1\">\n    <properties>\n"), "junit.xml: properties first");
+    free(s);
+    s = slurp(tmpdir, REP_FILE_HTML);
+    cr_expect(strstr(s, "<table class=\"run\">\n<tr><th>run</th><td>quick matrix, seed 7, "
+                        "shard 2/4, filter &#39;m1 x&#39;</td></tr>\n"),
+              "report.html: run table");
+    cr_expect(strstr(s, "<tr><th>flexcheck</th><td>0.1.0, commit abc1234</td></tr>"),
+              "report.html: version and commit");
+    free(s);
+    remove_tree(tmpdir);
+}
+
+Test(run, a_merged_report_lists_its_parts_and_a_check_run_has_no_seed)
+{
+    rep_run parts[2] = {test_run, test_run};
+    parts[0].shard_i = 1, parts[1].shard_i = 2, parts[0].shard_n = parts[1].shard_n = 2;
+    rep_set_str(parts[0].dir, sizeof parts[0].dir, "report-1");
+    rep_set_str(parts[1].dir, sizeof parts[1].dir, "report-2");
+    rep_run merged = test_run;
+    merged.shard_i = merged.shard_n = 1;
+    merged.parts = parts;
+    merged.nparts = 2;
+    rep_row rows[NROWS];
+    make_rows(rows);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream failed");
+    fc_err err = {{0}};
+    cr_assert_eq(rep_write_markdown(f, &(rep_set){rows, NROWS, test_checks, 2, &merged}, &err),
+                 FC_OK, "%s", err.msg);
+    fclose(f);
+    cr_expect(strstr(buf, "- run: quick matrix, seed 7, filter 'm1 x', merged from 2 runs\n"),
+              "merged scope:\n%.900s", buf);
+    cr_expect(strstr(buf, "- merged: report-1: quick matrix, seed 7, shard 1/2, filter 'm1 x', "
+                          "2026-11-29T10:04:05Z, flexcheck gate --quick --filter 'm1 x' "
+                          "--shard 2/4\n"),
+              "merged part:\n%.900s", buf);
+    free(buf);
+
+    rep_run check = test_run;
+    rep_set_str(check.matrix, sizeof check.matrix, "check");
+    check.seed = -1;
+    check.shard_i = check.shard_n = 1;
+    check.filter[0] = 0;
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream failed");
+    cr_assert_eq(rep_write_json(f, &(rep_set){rows, NROWS, test_checks, 2, &check}, &err), FC_OK,
+                 "%s", err.msg);
+    fclose(f);
+    cr_expect(strstr(buf, "\"matrix\": \"check\", \"seed\": null, \"shard_i\": 1, "
+                          "\"shard_n\": 1, \"filter\": \"\""),
+              "check run:\n%.500s", buf);
+    free(buf);
+}
+
+Test(json, infinities_are_strings_nan_null_and_bad_utf8_a_question_mark)
+{
+    rep_row rows[NROWS];
+    make_rows(rows);
+    rows[0].max_err = INFINITY;
+    rows[0].lse_err = -INFINITY;
+    rows[0].rmse = NAN;
+    /* é kept; a lone continuation byte, a cut sequence and an overlong '/' become '?' */
+    rep_set_str(rows[0].reason, sizeof rows[0].reason, "caf\xc3\xa9 \x80 \xe2\x82 \xc0\xaf end");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream failed");
+    fc_err err = {{0}};
+    cr_assert_eq(rep_write_json(f, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err),
+                 FC_OK, "%s", err.msg);
+    fclose(f);
+    cr_expect(json_valid(buf), "rows.json does not parse");
+    cr_expect(strstr(buf, "\"max_err\": \"inf\""), "+inf:\n%.600s", buf);
+    cr_expect(strstr(buf, "\"lse_err\": \"-inf\""), "-inf");
+    cr_expect(strstr(buf, "\"rmse\": null"), "NaN");
+    cr_expect(strstr(buf, "\"reason\": \"caf\xc3\xa9 ? ?? ?? end\""), "UTF-8:\n%.900s", buf);
     free(buf);
 }

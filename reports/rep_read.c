@@ -1,0 +1,348 @@
+/*
+ * rep_read.c - a report set read back from its rows.json (rep.h, rep_read_json), for
+ * `flexcheck report merge`. The parsing is jansson's (a maintained RFC 8259 parser that keeps
+ * integers and reals apart, refuses duplicate keys and reports line and column); what each
+ * value means comes from the same column tables the writer uses (rep_row.c, rep_run.c), so a
+ * column added there is read back with no edit here.
+ *
+ * The file may come from anywhere (a CI artifact): every value is checked for its type and
+ * range, every string against the size of the field it goes into, and the totals against the
+ * rows; the first thing wrong ends the read with one line naming the file and the field.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/rep_internal.h"
+
+/* Where a value is, as the messages name it: "rows[3].max_err", "run.merged[0].seed". */
+#define WHERE_LEN 160
+
+typedef struct reader {
+    const char *path;
+    fc_err *err;
+} reader;
+
+static fc_status bad(const reader *r, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static fc_status bad(const reader *r, const char *where, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fc_errf(r->err, FC_EINVAL, "%s: field %s: %s", r->path, where, msg);
+}
+
+static fc_status no_memory(const reader *r)
+{
+    return fc_errf(r->err, FC_ENOMEM, "%s: out of memory", r->path);
+}
+
+/* A string into a char[cap] field; null gives "" when null_ok. Over-long values are refused,
+ * never cut: a cut id or reason would silently be another value. */
+static fc_status get_str(const reader *r, const char *where, const json_t *v, char *dst,
+                         size_t cap, int null_ok)
+{
+    if (null_ok && json_is_null(v)) {
+        dst[0] = 0;
+        return FC_OK;
+    }
+    if (!json_is_string(v))
+        return bad(r, where, "expected a string%s", null_ok ? " or null" : "");
+    size_t len = json_string_length(v);
+    const char *s = json_string_value(v);
+    if (len >= cap)
+        return bad(r, where, "%zu bytes, longer than the field's %zu", len, cap - 1);
+    if (strlen(s) != len) /* jansson refuses \u0000 unless asked; checked all the same */
+        return bad(r, where, "holds a NUL character");
+    memcpy(dst, s, len + 1);
+    return FC_OK;
+}
+
+/* An integer in [lo, hi]. */
+static fc_status get_int(const reader *r, const char *where, const json_t *v, json_int_t lo,
+                         json_int_t hi, json_int_t *out)
+{
+    if (!json_is_integer(v))
+        return bad(r, where, "expected an integer");
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return bad(r, where, "%lld is out of range [%lld, %lld]", (long long)x, (long long)lo,
+                   (long long)hi);
+    *out = x;
+    return FC_OK;
+}
+
+/* A metric: a number, null (NaN: no value) or "inf" / "-inf", as rep_json.c writes them. */
+static fc_status get_f64(const reader *r, const char *where, const json_t *v, double *out)
+{
+    if (json_is_number(v))
+        *out = json_number_value(v);
+    else if (json_is_null(v))
+        *out = NAN;
+    else if (json_is_string(v) && !strcmp(json_string_value(v), "inf"))
+        *out = INFINITY;
+    else if (json_is_string(v) && !strcmp(json_string_value(v), "-inf"))
+        *out = -INFINITY;
+    else
+        return bad(r, where, "expected a number, null, \"inf\" or \"-inf\"");
+    return FC_OK;
+}
+
+static fc_status get_outcome(const reader *r, const char *where, const json_t *v,
+                             rep_outcome *out)
+{
+    static const rep_outcome all[] = {REP_ROW_PASS, REP_ROW_FAIL, REP_ROW_ERROR, REP_ROW_SKIP};
+    for (size_t i = 0; json_is_string(v) && i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(json_string_value(v), rep_outcome_name(all[i]))) {
+            *out = all[i];
+            return FC_OK;
+        }
+    return bad(r, where, "expected \"pass\", \"fail\", \"error\" or \"skip\"");
+}
+
+/* One column of a table from obj into the struct at base. */
+static fc_status get_col(const reader *r, const char *prefix, const json_t *obj,
+                         const rep_col *c, void *base)
+{
+    char where[WHERE_LEN];
+    snprintf(where, sizeof where, "%s.%s", prefix, c->name);
+    const json_t *v = json_object_get(obj, c->name);
+    if (!v)
+        return bad(r, where, "missing");
+    char *p = (char *)base + c->off;
+    json_int_t x;
+    fc_status st;
+    switch (c->kind) {
+    case REP_COL_STR:
+    case REP_COL_GATE:
+        return get_str(r, where, v, p, c->size, c->kind == REP_COL_GATE);
+    case REP_COL_I32: {
+        if ((st = get_int(r, where, v, INT32_MIN, INT32_MAX, &x)))
+            return st;
+        int32_t y = (int32_t)x;
+        memcpy(p, &y, sizeof y);
+        return FC_OK;
+    }
+    case REP_COL_U64: { /* counts, never near jansson's int64 limit */
+        if ((st = get_int(r, where, v, 0, INT64_MAX, &x)))
+            return st;
+        uint64_t y = (uint64_t)x;
+        memcpy(p, &y, sizeof y);
+        return FC_OK;
+    }
+    case REP_COL_SEED: { /* null: no seed, -1 */
+        x = -1;
+        if (!json_is_null(v) && (st = get_int(r, where, v, 0, INT64_MAX, &x)))
+            return st;
+        int64_t y = (int64_t)x;
+        memcpy(p, &y, sizeof y);
+        return FC_OK;
+    }
+    case REP_COL_F64: {
+        double y = NAN;
+        if ((st = get_f64(r, where, v, &y)))
+            return st;
+        memcpy(p, &y, sizeof y);
+        return FC_OK;
+    }
+    case REP_COL_DTYPE: {
+        fc_dtype dt = FC_F32;
+        if (!json_is_string(v) || fc_dtype_parse(json_string_value(v), &dt))
+            return bad(r, where, "expected \"float32\", \"float16\" or \"bfloat16\"");
+        memcpy(p, &dt, sizeof dt);
+        return FC_OK;
+    }
+    case REP_COL_OUTCOME: {
+        rep_outcome o = REP_ROW_ERROR;
+        if ((st = get_outcome(r, where, v, &o)))
+            return st;
+        memcpy(p, &o, sizeof o);
+        return FC_OK;
+    }
+    }
+    return bad(r, where, "unknown column kind");
+}
+
+/* Every column of a table from the object at where. */
+static fc_status get_cols(const reader *r, const char *where, const json_t *obj,
+                          const rep_col *cols, size_t ncols, void *base)
+{
+    if (!json_is_object(obj))
+        return bad(r, where, "expected an object");
+    for (size_t c = 0; c < ncols; c++) {
+        fc_status st = get_col(r, where, obj, &cols[c], base);
+        if (st)
+            return st;
+    }
+    return FC_OK;
+}
+
+/* A run identity's own fields, and what rep.h promises of them. */
+static fc_status get_run_fields(const reader *r, const char *where, const json_t *obj,
+                                rep_run *run)
+{
+    memset(run, 0, sizeof *run);
+    fc_status st = get_cols(r, where, obj, rep_run_cols, rep_run_ncols, run);
+    if (st)
+        return st;
+    char w[WHERE_LEN];
+    snprintf(w, sizeof w, "%s.shard_i", where);
+    if (run->shard_n < 1 || run->shard_i < 1 || run->shard_i > run->shard_n)
+        return bad(r, w, "shard %d/%d: need 1 <= I <= N", (int)run->shard_i, (int)run->shard_n);
+    return FC_OK;
+}
+
+static fc_status get_run(const reader *r, const json_t *obj, rep_report *out)
+{
+    if (json_is_null(obj))
+        return bad(r, "run", "null: the report was written without a run identity");
+    fc_status st = get_run_fields(r, "run", obj, &out->run);
+    if (st)
+        return st;
+    const json_t *merged = json_object_get(obj, "merged");
+    if (!merged)
+        return FC_OK;
+    size_t n = json_array_size(merged);
+    if (!json_is_array(merged) || n == 0)
+        return bad(r, "run.merged", "expected a non-empty array");
+    if (!(out->parts = calloc(n, sizeof *out->parts)))
+        return no_memory(r);
+    for (size_t i = 0; i < n; i++) {
+        char where[WHERE_LEN];
+        snprintf(where, sizeof where, "run.merged[%zu]", i);
+        const json_t *part = json_array_get(merged, i);
+        if ((st = get_run_fields(r, where, part, &out->parts[i])))
+            return st;
+        if (json_object_get(part, "merged")) /* writers flatten: a part is never merged */
+            return bad(r, where, "a merged part holds parts of its own");
+    }
+    out->run.parts = out->parts;
+    out->run.nparts = n;
+    return FC_OK;
+}
+
+static fc_status get_checks(const reader *r, const json_t *arr, rep_report *out)
+{
+    if (!json_is_array(arr))
+        return bad(r, "checks", "expected an array");
+    size_t n = json_array_size(arr);
+    out->checks = calloc(n + 1, sizeof *out->checks);
+    out->check_text = calloc(n + 1, sizeof *out->check_text);
+    if (!out->checks || !out->check_text)
+        return no_memory(r);
+    for (size_t i = 0; i < n; i++) {
+        char where[WHERE_LEN];
+        const json_t *c = json_array_get(arr, i);
+        rep_check_text *t = &out->check_text[i];
+        snprintf(where, sizeof where, "checks[%zu]", i);
+        if (!json_is_object(c))
+            return bad(r, where, "expected an object");
+        fc_status st;
+        snprintf(where, sizeof where, "checks[%zu].name", i);
+        const json_t *name = json_object_get(c, "name"), *title = json_object_get(c, "title");
+        if (!name)
+            return bad(r, where, "missing");
+        if ((st = get_str(r, where, name, t->name, sizeof t->name, 0)))
+            return st;
+        snprintf(where, sizeof where, "checks[%zu].title", i);
+        if (!title)
+            return bad(r, where, "missing");
+        if ((st = get_str(r, where, title, t->title, sizeof t->title, 0)))
+            return st;
+        out->checks[i] = (rep_check){t->name, t->title};
+    }
+    out->nchecks = n;
+    return FC_OK;
+}
+
+static fc_status get_rows(const reader *r, const json_t *arr, rep_report *out)
+{
+    if (!json_is_array(arr))
+        return bad(r, "rows", "expected an array");
+    size_t n = json_array_size(arr);
+    if (!(out->rows = calloc(n + 1, sizeof *out->rows)))
+        return no_memory(r);
+    for (size_t i = 0; i < n; i++) {
+        char where[WHERE_LEN];
+        snprintf(where, sizeof where, "rows[%zu]", i);
+        fc_status st = get_cols(r, where, json_array_get(arr, i), rep_cols, rep_ncols,
+                                &out->rows[i]);
+        if (st)
+            return st;
+    }
+    out->n = n;
+    return FC_OK;
+}
+
+/* The totals the file states must be what its rows add up to. */
+static fc_status check_totals(const reader *r, const json_t *root, const rep_report *rep)
+{
+    size_t count[4] = {0};
+    for (size_t i = 0; i < rep->n; i++)
+        count[rep->rows[i].outcome]++; /* get_outcome admits the four values only */
+    static const char *const keys[] = {"pass", "fail", "error", "skip"};
+    for (size_t k = 0; k < 5; k++) {
+        const char *key = k < 4 ? keys[k] : "rows_total";
+        size_t want = k < 4 ? count[k] : rep->n;
+        json_int_t x;
+        const json_t *v = json_object_get(root, key);
+        if (!v)
+            return bad(r, key, "missing");
+        fc_status st = get_int(r, key, v, 0, INT64_MAX, &x);
+        if (st)
+            return st;
+        if ((size_t)x != want)
+            return bad(r, key, "says %lld, the rows add up to %zu", (long long)x, want);
+    }
+    return FC_OK;
+}
+
+/* The top level: run, checks, rows, then the totals against the rows. */
+static fc_status get_root(const reader *r, const json_t *root, rep_report *out)
+{
+    static const char *const parts[] = {"run", "checks", "rows"};
+    if (!json_is_object(root))
+        return bad(r, "(top level)", "expected an object");
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+        if (!json_object_get(root, parts[k]))
+            return bad(r, parts[k], "missing");
+    fc_status st;
+    if ((st = get_run(r, json_object_get(root, "run"), out)) ||
+        (st = get_checks(r, json_object_get(root, "checks"), out)) ||
+        (st = get_rows(r, json_object_get(root, "rows"), out)))
+        return st;
+    return check_totals(r, root, out);
+}
+
+fc_status rep_read_json(const char *path, rep_report *out, fc_err *err)
+{
+    memset(out, 0, sizeof *out);
+    reader r = {path, err};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fc_errf(err, FC_EIO, "%s: cannot open: %s", path, strerror(errno));
+    json_error_t je;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
+    if (!root)
+        return fc_errf(err, FC_EINVAL, "%s: line %d column %d: does not parse: %s", path,
+                       je.line, je.column, je.text);
+    fc_status st = get_root(&r, root, out);
+    json_decref(root);
+    return st;
+}
+
+void rep_report_free(rep_report *r)
+{
+    free(r->rows);
+    free(r->checks);
+    free(r->check_text);
+    free(r->parts);
+    memset(r, 0, sizeof *r);
+}
