@@ -30,11 +30,13 @@ typedef struct opts {
     gpu_backend be;
     int32_t kernel;
     const char *report_dir; /* NULL: no report files */
+    int strict;             /* outside-contract rows fail; a run that judged nothing fails */
 } opts;
 
 typedef struct tally {
     int files, rejected, cases, passed, failed, skipped;
     int tested, tested_passed, tested_failed; /* outputs under test (tested/<label>) */
+    int outside, tested_outside; /* cases / outputs outside the contract (docs/tolerance.md) */
     rep_row *rows;                            /* the report rows, in the order judged */
     size_t nrows, cap;
     int oom;                                  /* a row could not be kept */
@@ -84,8 +86,9 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
         return;
     char mask[128];
     mask_params_text(mask, sizeof mask, &c->prob.mask, MASK_TEXT_LABEL_EQ);
-    printf("%s %s %s %s %s", !r->passed ? "FAIL" : skipped ? "SKIP" : "PASS", path, c->name,
-           fc_dtype_name(c->dtype), mask);
+    printf("%s %s %s %s %s", !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP"
+                                                                                  : "PASS",
+           path, c->name, fc_dtype_name(c->dtype), mask);
     if (!r->passed || skipped) {
         printf(": %s\n", r->detail);
         return;
@@ -157,7 +160,8 @@ static const bmask *meta_get(layer_meta *meta, const fix_case *c, fc_err *err)
 /* The kernel on this case under the gates: with the stored block mask as given (if any), with
  * the direct builder's, and for a layer of a layout file (meta not NULL) with the shared
  * metadata's, which must also give bitwise the output of the fresh build. The first failure
- * becomes the case's detail; a configuration the kernel refuses (FC_EUNSUP) sets *skipped and
+ * becomes the case's detail; a case outside the contract sets *skipped = 2 (a failure under
+ * --strict); a configuration the kernel refuses (FC_EUNSUP) sets *skipped and
  * the reason instead. */
 static void check_kernel(const char *path, const fix_case *c, const opts *o, layer_meta *meta,
                          fix_check_result *r, int *skipped, tally *t)
@@ -222,8 +226,8 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
         keep_row(t, &row);
         if (pass == 1)
             continue;
-        if (row.outcome == REP_ROW_SKIP) {
-            *skipped = 1;
+        if (row.outcome == REP_ROW_SKIP || (row.outcome == REP_ROW_OUTSIDE && !o->strict)) {
+            *skipped = row.outcome == REP_ROW_SKIP ? 1 : 2;
             fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s: %s", (int)o->kernel,
                    gpu_backend_name(o->be), row.reason);
             break;
@@ -253,7 +257,8 @@ static int tested_bmask(const fix_case *c, const fix_tested *tt, char *text, siz
     return d.dropped || d.leaked;
 }
 
-/* One output under test judged: its report row, 1 pass, 0 fail, -1 not judged. */
+/* One output under test judged: its report row, 1 pass, 0 fail, -1 not judged, 2 outside the
+ * contract. */
 static int judge_tested(const char *path, const fix_case *c, const fix_tested *tt,
                         const judge_case *jc, const float *o_lp, const char *not_judged,
                         rep_row *row, rep_verdict *v)
@@ -275,6 +280,8 @@ static int judge_tested(const char *path, const fix_case *c, const fix_tested *t
         return -1;
     }
     rep_row_set_verdict(row, v);
+    if (v->outside)
+        return 2;
     char bm[REP_WHY_LEN];
     if (tt->has_bmask && tested_bmask(c, tt, bm, sizeof bm)) {
         judge_row_fail_check(row, "block-mask", "the producer's block mask is %s", bm);
@@ -304,15 +311,20 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
         rep_row row;
         rep_verdict v;
         int pass = judge_tested(path, c, tt, &jc, o_lp, why[0] ? why : NULL, &row, &v);
+        if (pass == 2 && o->strict)
+            pass = 0; /* --strict: outside the contract fails */
         t->tested++;
         t->tested_passed += pass == 1;
-        t->tested_failed += pass != 1;
+        t->tested_outside += pass == 2;
+        t->tested_failed += pass != 1 && pass != 2;
         if (pass == 1 && o->quiet) {
             keep_row(t, &row);
             continue;
         }
         char detail[REP_WHY_LEN + 160];
-        if (pass == 1)
+        if (pass == 2 || v.outside)
+            fc_fmt(detail, sizeof detail, "%s", row.reason);
+        else if (pass == 1)
             fc_fmt(detail, sizeof detail, "passes the gates (H1 ratio %.3g%s%s)", v.h1_ratio,
                    tt->lse ? "" : "; no LSE stored, H5 not run",
                    tt->out_rerun ? "; rerun bitwise equal" : "");
@@ -324,7 +336,8 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
         } else {
             fc_fmt(detail, sizeof detail, "%s", row.reason);
         }
-        printf("%s %s %s tested/%s %s (%s, out stored as %s): %s\n", pass == 1 ? "PASS" : "FAIL",
+        printf("%s %s %s tested/%s %s (%s, out stored as %s): %s\n",
+               pass == 1 ? "PASS" : pass == 2 ? "OUTSIDE" : "FAIL",
                path, c->name, tt->label, fc_dtype_name(c->dtype), tt->producer, tt->encoding,
                detail);
         for (int g = 0; pass == 0 && g < REP_NGATES; g++) /* every other failed gate too */
@@ -477,6 +490,8 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
         t->cases++;
         if (!r.passed)
             t->failed++;
+        else if (skipped == 2)
+            t->outside++;
         else if (skipped)
             t->skipped++;
         else
@@ -541,7 +556,7 @@ static int parse_backend(const char *cmd, const char *opt, const char *v, void *
 
 int cmd_check(int argc, char **argv)
 {
-    opts o = {FIX_BACKEND_REF, 0, 0, NULL, 0, GPU_BACKEND_EMU, GPU_DEFAULT_KERNEL, NULL};
+    opts o = {.backend = FIX_BACKEND_REF, .be = GPU_BACKEND_EMU, .kernel = GPU_DEFAULT_KERNEL};
     const cli_opt table[] = {
         CLI_FN("backend", "B", "ref: the reference checks only (default); emu or gpu: also\n"
                "run the kernel on each case and judge it under the gates", parse_backend, &o),
@@ -551,6 +566,8 @@ int cmd_check(int argc, char **argv)
                  &o.exact_blocks, 1),
         CLI_STR("case", "NAME", "only the case NAME of each file", &o.only_case),
         CLI_FLAG("quiet", "print failures and the summary only", &o.quiet, 1),
+        CLI_FLAG("strict", "rows outside the contract (docs/tolerance.md) fail, and so does a\n"
+                 "run in which the kernel judged no case", &o.strict, 1),
         CLI_STR("report", "DIR", "also write the judged outputs as a report set in DIR (the\n"
                 "gate's files: summary.md, rows.json, rows.csv, junit.xml, report.html)",
                 &o.report_dir),
@@ -567,7 +584,7 @@ int cmd_check(int argc, char **argv)
     const cli_spec spec = {
         .cmd = CMD,
         .usage = "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
-                 "[--case NAME] [--quiet] [--report DIR] FILE...\n",
+                 "[--case NAME] [--quiet] [--strict] [--report DIR] FILE...\n",
         .intro = intro,
         .opts = table,
         .nopts = sizeof table / sizeof table[0],
@@ -587,12 +604,24 @@ int cmd_check(int argc, char **argv)
            t.cases, t.passed, t.failed);
     if (t.skipped)
         printf(", %d skipped (the kernel refuses their configuration)", t.skipped);
+    if (t.outside)
+        printf(", %d outside the contract", t.outside);
     if (t.tested)
         printf("; %d outputs under test, %d passed, %d failed", t.tested, t.tested_passed,
                t.tested_failed);
+    if (t.tested_outside)
+        printf(", %d outside the contract", t.tested_outside);
     printf("\n");
+    /* A run whose every case the kernel refused judged nothing: say so; --strict fails it. */
+    int nothing = o.kernel_backend && t.cases > 0 && t.skipped + t.outside == t.cases &&
+                  t.tested == 0;
+    if (nothing)
+        printf("check: the kernel judged none of the %d cases (every one skipped or outside the "
+               "contract)%s\n", t.cases, o.strict ? "; --strict fails the run" : "");
     fflush(stdout);
-    rc = t.rejected ? CLI_BADINPUT : t.failed || t.tested_failed ? CLI_FAIL : CLI_PASS;
+    rc = t.rejected                                          ? CLI_BADINPUT
+         : t.failed || t.tested_failed || (o.strict && nothing) ? CLI_FAIL
+                                                                : CLI_PASS;
     if (o.report_dir) { /* after the verdict is printed: a report that fails cannot hide it */
         rep_run run;
         cli_run_identity(&run, "check");

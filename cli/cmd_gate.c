@@ -22,7 +22,7 @@ typedef struct gate_cfg {
     int size; /* gate_size */
     const char *filter, *report_dir;
     int32_t shard[2], jobs, kernel, seed; /* shard: I, N */
-    int list;
+    int list, strict;
     const char *backend;
 } gate_cfg;
 
@@ -60,6 +60,8 @@ static int parse(int argc, char **argv, gate_cfg *g)
         CLI_STR("report-dir", "DIR", "where the report goes (default build/reports)",
                 &g->report_dir),
         CLI_FLAG("list", "print the selected case ids and exit", &g->list, 1),
+        CLI_FLAG("strict", "rows outside the contract (docs/tolerance.md) fail the run too",
+                 &g->strict, 1),
     };
     const cli_spec spec = {
         .cmd = CMD,
@@ -104,6 +106,7 @@ typedef struct run_state {
     fc_status *st;
     pthread_mutex_t mu;
     int next, done, failed;
+    int strict; /* outside-contract rows count as failed */
 } run_state;
 
 static void *worker(void *arg)
@@ -118,7 +121,7 @@ static void *worker(void *arg)
         rs->st[i] = gate_run_case(&rs->cases[i], rs->opts, &rs->rows[i], &rs->errs[i]);
         int bad = rs->st[i] != FC_OK;
         for (size_t r = 0; r < rs->rows[i].n; r++)
-            bad |= rep_row_failed(&rs->rows[i].v[r]);
+            bad |= rep_row_fails(&rs->rows[i].v[r], rs->strict);
         pthread_mutex_lock(&rs->mu);
         rs->done++;
         rs->failed += bad;
@@ -150,10 +153,10 @@ static void progress(run_state *rs, double t0, int tty, double *last, int final)
     }
 }
 
-static int run_all(const gate_case *cases, int n, const gate_opts *opts, int jobs,
+static int run_all(const gate_case *cases, int n, const gate_opts *opts, int jobs, int strict,
                    gate_rows *rows, double *elapsed)
 {
-    run_state rs = {.cases = cases, .n = n, .opts = opts, .rows = rows};
+    run_state rs = {.cases = cases, .n = n, .opts = opts, .rows = rows, .strict = strict};
     rs.errs = calloc((size_t)n + 1, sizeof *rs.errs);
     rs.st = calloc((size_t)n + 1, sizeof *rs.st);
     pthread_t *th = calloc((size_t)jobs, sizeof *th);
@@ -239,10 +242,10 @@ int cmd_gate(int argc, char **argv)
         return cli_usage_error(CMD, "out of memory");
     }
     double elapsed = 0;
-    int hard = run_all(all, n, &opts, g.jobs, rows, &elapsed);
+    int hard = run_all(all, n, &opts, g.jobs, g.strict, rows, &elapsed);
     /* Rows in case order, whatever order the workers finished in. */
     gate_rows flat = {0};
-    size_t failed = 0, skipped = 0;
+    size_t failed = 0, skipped = 0, outside = 0;
     for (int i = 0; i < n && hard >= 0; i++)
         for (size_t r = 0; r < rows[i].n; r++) {
             rep_row *row = gate_rows_push(&flat);
@@ -251,8 +254,9 @@ int cmd_gate(int argc, char **argv)
                 break;
             }
             *row = rows[i].v[r];
-            failed += rep_row_failed(row);
+            failed += rep_row_fails(row, g.strict);
             skipped += row->outcome == REP_ROW_SKIP;
+            outside += row->outcome == REP_ROW_OUTSIDE && !g.strict;
         }
     rc = CLI_PASS;
     rep_check checks[GATE_MAX_CHECKS];
@@ -264,18 +268,29 @@ int cmd_gate(int argc, char **argv)
     rep_set_str(run.filter, sizeof run.filter, g.filter);
     rep_set set = {.rows = flat.v, .n = flat.n, .checks = checks, .run = &run};
     set.nchecks = gate_check_report_list(checks);
-    if (hard < 0 || rep_write_all(g.report_dir, &set, &err)) {
-        fprintf(stderr, "flexcheck gate: %s\n", hard < 0 ? "out of memory" : err.msg);
+    if (hard < 0) {
+        fprintf(stderr, "flexcheck gate: out of memory\n");
         rc = CLI_BADINPUT;
     } else {
-        for (size_t r = 0; r < flat.n; r++)
-            if (rep_row_failed(&flat.v[r]))
-                printf("FAIL %s [%s %s]: %s\n", flat.v[r].case_id, flat.v[r].backend,
-                       fc_dtype_name(flat.v[r].dtype), flat.v[r].reason);
-        printf("gate: %zu rows from %d cases in %.1f s: %zu passed, %zu failed, %zu skipped; "
-               "report in %s/\n", flat.n, n, elapsed, flat.n - failed - skipped, failed, skipped,
-               g.report_dir);
+        /* The verdict first: a report that cannot be written must not hide it. */
+        for (size_t r = 0; r < flat.n; r++) {
+            const rep_row *row = &flat.v[r];
+            int out = row->outcome == REP_ROW_OUTSIDE;
+            if (rep_row_fails(row, g.strict) || out)
+                printf("%s %s [%s %s]: %s\n", rep_row_fails(row, g.strict) ? "FAIL" : "OUTSIDE",
+                       row->case_id, row->backend, fc_dtype_name(row->dtype), row->reason);
+        }
+        printf("gate: %zu rows from %d cases in %.1f s: %zu passed, %zu failed, %zu skipped",
+               flat.n, n, elapsed, flat.n - failed - skipped - outside, failed, skipped);
+        if (outside)
+            printf(", %zu outside the contract (not judged; --strict fails them)", outside);
+        printf("; report in %s/\n", g.report_dir);
+        fflush(stdout);
         rc = failed || hard ? CLI_FAIL : CLI_PASS;
+        if (rep_write_all(g.report_dir, &set, &err)) {
+            fprintf(stderr, "flexcheck gate: the report could not be written: %s\n", err.msg);
+            rc = CLI_BADINPUT;
+        }
     }
     for (int i = 0; i < n; i++)
         gate_rows_free(&rows[i]);

@@ -36,6 +36,9 @@ typedef enum rep_outcome {
     REP_ROW_FAIL = 1,
     REP_ROW_ERROR = 2,
     REP_ROW_SKIP = 3,
+    REP_ROW_OUTSIDE = 4, /* outside the contract (docs/tolerance.md): the baseline overflowed,
+                          * so the row cannot be judged; counted apart, never a kernel failure
+                          * unless the run is --strict */
 } rep_outcome;
 
 /* One report row. No pointers, so rows copy and sort freely (and suit Criterion parameters).
@@ -74,7 +77,7 @@ int rep_row_judged(const rep_row *row);
 /* What ran the row, as summaries group and show it: "emu kernel 2", or the backend alone when
  * no kernel version applies. */
 void rep_row_backend_label(const rep_row *row, char out[REP_NAME_LEN]);
-/* "pass", "fail", "error", "skip". */
+/* "pass", "fail", "error", "skip", "outside-contract". */
 const char *rep_outcome_name(rep_outcome o);
 /* Safe copy into a fixed field: truncates, always terminates. */
 void rep_set_str(char *dst, size_t cap, const char *src);
@@ -185,6 +188,8 @@ fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const 
 fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err);
 /* 1 iff the row counts as a gate failure (fail or error). */
 int rep_row_failed(const rep_row *row);
+/* The same for a run with --strict, where outside-contract rows fail too. */
+int rep_row_fails(const rep_row *row, int strict);
 
 #ifdef __cplusplus
 }

@@ -48,9 +48,9 @@ static void write_head(FILE *f, const rep_set *set, const rep_summary *s)
         fputs("</table>\n", f);
     }
     fprintf(f, "<p><b class=\"%s\">%s</b>: %zu rows, %zu pass, %zu fail, %zu error, "
-               "%zu skipped.</p>\n",
+               "%zu skipped, %zu outside the contract.</p>\n",
             s->fail || s->error ? "fail" : "pass", s->fail || s->error ? "FAIL" : "PASS",
-            s->rows, s->pass, s->fail, s->error, s->skip);
+            s->rows, s->pass, s->fail, s->error, s->skip, s->outside);
     fputs("<p>", f);
     rep_put_gate_order(f, set, rep_put_xml);
     fputs("</p>\n", f);
@@ -59,7 +59,8 @@ static void write_head(FILE *f, const rep_set *set, const rep_summary *s)
 static void write_groups(FILE *f, const rep_summary *s)
 {
     fputs("<h2>Per dtype and backend</h2>\n<table>\n<tr><th>dtype</th><th>backend</th>"
-          "<th>rows</th><th>pass</th><th>fail</th><th>error</th><th>skip</th><th>H1 median</th>"
+          "<th>rows</th><th>pass</th><th>fail</th><th>error</th><th>skip</th><th>outside</th>"
+          "<th>H1 median</th>"
           "<th>H1 p95</th><th>H1 max</th><th>S1 flagged</th><th>S2 flagged</th></tr>\n", f);
     for (size_t k = 0; k < s->ngroups; k++) {
         const rep_group *g = &s->groups[k];
@@ -67,8 +68,9 @@ static void write_groups(FILE *f, const rep_summary *s)
                 fc_dtype_name(g->dtype));
         rep_put_xml(f, g->backend);
         fprintf(f, "</td><td class=\"n\">%zu</td><td class=\"n\">%zu</td><td class=\"n\">%zu"
-                   "</td><td class=\"n\">%zu</td><td class=\"n\">%zu</td>",
-                g->rows, g->pass, g->fail, g->error, g->skip);
+                   "</td><td class=\"n\">%zu</td><td class=\"n\">%zu</td>"
+                   "<td class=\"n\">%zu</td>",
+                g->rows, g->pass, g->fail, g->error, g->skip, g->outside);
         const double st[3] = {g->h1_median, g->h1_p95, g->h1_max};
         for (int i = 0; i < 3; i++) {
             fputs("<td class=\"n\">", f);

@@ -77,7 +77,7 @@ void rep_run_each(const rep_run *run, void (*put)(void *ctx, const char *key, co
 typedef struct rep_group {
     fc_dtype dtype;
     char backend[REP_NAME_LEN];
-    size_t rows, pass, fail, error, skip, s1_flags, s2_flags;
+    size_t rows, pass, fail, error, skip, outside, s1_flags, s2_flags;
     size_t judged;                 /* pass + fail */
     double h1_median, h1_p95, h1_max;
     double *h1;                    /* [judged] ascending */
@@ -101,7 +101,7 @@ typedef struct rep_pairs {
 } rep_pairs;
 
 typedef struct rep_summary {
-    size_t rows, pass, fail, error, skip;
+    size_t rows, pass, fail, error, skip, outside;
     rep_group *groups;             /* sorted by dtype, then backend */
     size_t ngroups;
     rep_axis by_lk, by_w;

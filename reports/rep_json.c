@@ -66,7 +66,7 @@ fc_status rep_write_json(FILE *f, const rep_set *set, fc_err *err)
 {
     const rep_row *rows = set->rows;
     size_t n = set->n;
-    size_t pass = 0, fail = 0, error = 0, skip = 0;
+    size_t pass = 0, fail = 0, error = 0, skip = 0, outside = 0;
     fputs("{\"run\": ", f);
     put_run(f, set->run);
     fputs(",\n \"checks\": ", f);
@@ -77,13 +77,14 @@ fc_status rep_write_json(FILE *f, const rep_set *set, fc_err *err)
         fail += rows[i].outcome == REP_ROW_FAIL;
         error += rows[i].outcome == REP_ROW_ERROR;
         skip += rows[i].outcome == REP_ROW_SKIP;
+        outside += rows[i].outcome == REP_ROW_OUTSIDE;
         fputs(i ? ",\n  {" : "\n  {", f);
         put_fields(f, rep_cols, rep_ncols, &rows[i]);
         fputc('}', f);
     }
     fprintf(f,
             "%s],\n \"rows_total\": %zu, \"pass\": %zu, \"fail\": %zu, \"error\": %zu, "
-            "\"skip\": %zu}\n",
-            n ? "\n" : "", n, pass, fail, error, skip);
+            "\"skip\": %zu, \"outside\": %zu}\n",
+            n ? "\n" : "", n, pass, fail, error, skip, outside);
     return ferror(f) ? fc_errf(err, FC_EIO, "JSON report: write failed") : FC_OK;
 }

@@ -33,15 +33,15 @@ static void put_run_item(void *ctx, const char *key, const char *value)
 static void write_groups(FILE *f, const rep_summary *s)
 {
     fputs("## Per dtype and backend\n\n"
-          "| dtype | backend | rows | pass | fail | error | skip | H1 median | H1 p95 | H1 max "
-          "| S1 flagged | S2 flagged |\n"
-          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
+          "| dtype | backend | rows | pass | fail | error | skip | outside | H1 median | H1 p95 "
+          "| H1 max | S1 flagged | S2 flagged |\n"
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
     for (size_t k = 0; k < s->ngroups; k++) {
         const rep_group *g = &s->groups[k];
         fprintf(f, "| %s | ", fc_dtype_name(g->dtype));
         rep_put_md(f, g->backend);
-        fprintf(f, " | %zu | %zu | %zu | %zu | %zu | ", g->rows, g->pass, g->fail, g->error,
-                g->skip);
+        fprintf(f, " | %zu | %zu | %zu | %zu | %zu | %zu | ", g->rows, g->pass, g->fail, g->error,
+                g->skip, g->outside);
         put_num(f, g->h1_median);
         fputs(" | ", f);
         put_num(f, g->h1_p95);
@@ -52,8 +52,22 @@ static void write_groups(FILE *f, const rep_summary *s)
     fputc('\n', f);
 }
 
-/* The rows of one outcome set: failures and errors together, or the skipped ones. */
-static void write_listed(FILE *f, const rep_row *rows, size_t n, int skipped, const char *title)
+/* Which rows a listing shows: failures and errors together, the skipped ones, or those
+ * outside the contract. */
+typedef enum listing { LIST_FAILED, LIST_SKIPPED, LIST_OUTSIDE } listing;
+
+static int listed(const rep_row *r, listing which)
+{
+    switch (which) {
+    case LIST_FAILED: return rep_row_failed(r);
+    case LIST_SKIPPED: return r->outcome == REP_ROW_SKIP;
+    case LIST_OUTSIDE: return r->outcome == REP_ROW_OUTSIDE;
+    }
+    return 0;
+}
+
+static void write_listed(FILE *f, const rep_row *rows, size_t n, listing which,
+                         const char *title)
 {
     fprintf(f, "## %s\n\n"
                "| case | dtype | backend | builder | gate | reason | explained by |\n"
@@ -61,7 +75,7 @@ static void write_listed(FILE *f, const rep_row *rows, size_t n, int skipped, co
             title);
     for (size_t i = 0; i < n; i++) {
         const rep_row *r = &rows[i];
-        if (r->outcome == REP_ROW_PASS || (r->outcome == REP_ROW_SKIP) != skipped)
+        if (!listed(r, which))
             continue;
         fputs("| ", f);
         rep_put_md(f, r->case_id);
@@ -154,15 +168,20 @@ fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err)
         rep_run_each(set->run, put_run_item, f);
         fputc('\n', f);
     }
-    fprintf(f, "**%s**: %zu rows, %zu pass, %zu fail, %zu error, %zu skipped.\n\n",
+    fprintf(f, "**%s**: %zu rows, %zu pass, %zu fail, %zu error, %zu skipped",
             s.fail || s.error ? "FAIL" : "PASS", s.rows, s.pass, s.fail, s.error, s.skip);
+    if (s.outside) /* apart from pass and fail: docs/tolerance.md */
+        fprintf(f, ", %zu outside the contract", s.outside);
+    fputs(".\n\n", f);
     rep_put_gate_order(f, set, rep_put_md);
     fputs("\n\n", f);
     write_groups(f, &s);
     if (s.fail || s.error)
-        write_listed(f, rows, n, 0, "Failures and errors");
+        write_listed(f, rows, n, LIST_FAILED, "Failures and errors");
     if (s.skip)
-        write_listed(f, rows, n, 1, "Skipped");
+        write_listed(f, rows, n, LIST_SKIPPED, "Skipped");
+    if (s.outside)
+        write_listed(f, rows, n, LIST_OUTSIDE, "Outside the contract (not judged)");
     write_axis(f, &s, &s.by_lk, "Max error against Lk", "Lk");
     write_axis(f, &s, &s.by_w, "Max error against W", "W");
     write_pairs(f, &s);

@@ -97,13 +97,15 @@ static fc_status get_f64(const reader *r, const char *where, const json_t *v, do
 static fc_status get_outcome(const reader *r, const char *where, const json_t *v,
                              rep_outcome *out)
 {
-    static const rep_outcome all[] = {REP_ROW_PASS, REP_ROW_FAIL, REP_ROW_ERROR, REP_ROW_SKIP};
+    static const rep_outcome all[] = {REP_ROW_PASS, REP_ROW_FAIL, REP_ROW_ERROR, REP_ROW_SKIP,
+                                      REP_ROW_OUTSIDE};
     for (size_t i = 0; json_is_string(v) && i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(json_string_value(v), rep_outcome_name(all[i]))) {
             *out = all[i];
             return FC_OK;
         }
-    return bad(r, where, "expected \"pass\", \"fail\", \"error\" or \"skip\"");
+    return bad(r, where, "expected \"pass\", \"fail\", \"error\", \"skip\" or "
+               "\"outside-contract\"");
 }
 
 /* One column of a table from obj into the struct at base. */
@@ -283,13 +285,13 @@ static fc_status get_rows(const reader *r, const json_t *arr, rep_report *out)
 /* The totals the file states must be what its rows add up to. */
 static fc_status check_totals(const reader *r, const json_t *root, const rep_report *rep)
 {
-    size_t count[4] = {0};
+    size_t count[5] = {0};
     for (size_t i = 0; i < rep->n; i++)
-        count[rep->rows[i].outcome]++; /* get_outcome admits the four values only */
-    static const char *const keys[] = {"pass", "fail", "error", "skip"};
-    for (size_t k = 0; k < 5; k++) {
-        const char *key = k < 4 ? keys[k] : "rows_total";
-        size_t want = k < 4 ? count[k] : rep->n;
+        count[rep->rows[i].outcome]++; /* get_outcome admits the five values only */
+    static const char *const keys[] = {"pass", "fail", "error", "skip", "outside"};
+    for (size_t k = 0; k < 6; k++) {
+        const char *key = k < 5 ? keys[k] : "rows_total";
+        size_t want = k < 5 ? count[k] : rep->n;
         json_int_t x;
         const json_t *v = json_object_get(root, key);
         if (!v)

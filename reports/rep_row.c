@@ -111,14 +111,21 @@ const char *rep_outcome_name(rep_outcome o)
     case REP_ROW_FAIL: return "fail";
     case REP_ROW_ERROR: return "error";
     case REP_ROW_SKIP: return "skip";
+    case REP_ROW_OUTSIDE: return "outside-contract";
     }
     return "?";
 }
+
+static void set_unjudged(rep_row *row, rep_outcome o, const char *msg);
 
 void rep_row_set_verdict(rep_row *row, const rep_verdict *v)
 {
     static const char state_char[] = {[REP_NOT_RUN] = '-', [REP_PASS] = 'P', [REP_FAIL] = 'F'};
     row->dtype = v->dtype;
+    if (v->outside) { /* no gate was run: the row says why, apart from pass and fail */
+        set_unjudged(row, REP_ROW_OUTSIDE, v->outside_why);
+        return;
+    }
     row->max_err = v->max_err;
     row->mean_err = v->mean_err;
     row->rmse = v->rmse;
@@ -187,4 +194,9 @@ void rep_row_backend_label(const rep_row *row, char out[REP_NAME_LEN])
 int rep_row_failed(const rep_row *row)
 {
     return row->outcome == REP_ROW_FAIL || row->outcome == REP_ROW_ERROR;
+}
+
+int rep_row_fails(const rep_row *row, int strict)
+{
+    return rep_row_failed(row) || (strict && row->outcome == REP_ROW_OUTSIDE);
 }

@@ -89,6 +89,7 @@ static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_e
         if (!rep_row_judged(r)) {
             g->error += r->outcome == REP_ROW_ERROR;
             g->skip += r->outcome == REP_ROW_SKIP;
+            g->outside += r->outcome == REP_ROW_OUTSIDE;
             continue;
         }
         g->judged++;
@@ -253,6 +254,7 @@ fc_status rep_summarize(const rep_row *rows, size_t n, rep_summary *s, fc_err *e
         s->fail += rows[i].outcome == REP_ROW_FAIL;
         s->error += rows[i].outcome == REP_ROW_ERROR;
         s->skip += rows[i].outcome == REP_ROW_SKIP;
+        s->outside += rows[i].outcome == REP_ROW_OUTSIDE;
     }
     fc_status st = make_groups(rows, n, s, err);
     if (st == FC_OK)

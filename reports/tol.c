@@ -129,9 +129,18 @@ static void pass_unless_failed(rep_verdict *v, rep_gate g)
         v->gate[g] = REP_PASS;
 }
 
-/* Arguments and references. A verdict resting on a broken oracle or an overflowed baseline
- * would blame the kernel for the reference's fault, so those are input errors. */
-static fc_status check_inputs(const rep_inputs *in, size_t n, fc_err *err)
+/* Where the baseline overflowed although O_gold is finite: the first such element. */
+typedef struct overflow {
+    int found;
+    size_t r, j;
+    double lp, g;
+} overflow;
+
+/* Arguments and references. A verdict resting on a broken oracle would blame the kernel for the
+ * reference's fault, so that is an input error. A baseline that overflowed where O_gold is
+ * finite (scores float32 cannot hold, or a dtype that cannot) leaves H1 without a scale: the
+ * case is outside the contract (*ov), which is no kernel's failure either. */
+static fc_status check_inputs(const rep_inputs *in, size_t n, overflow *ov, fc_err *err)
 {
     if (n && (!in->o || !in->o_gold || !in->o_lp))
         return fc_errf(err, FC_EINVAL, "evaluate: o, o_gold and o_lp are required");
@@ -164,11 +173,8 @@ static fc_status check_inputs(const rep_inputs *in, size_t n, fc_err *err)
                 return fc_errf(err, FC_EINVAL,
                                "evaluate: row %s is empty (LSE_gold -inf) but O_gold there is %g",
                                at(in, r, (long)j).s, g);
-            if (isfinite(g) && !isfinite(in->o_lp[i]))
-                return fc_errf(err, FC_EINVAL,
-                               "evaluate: baseline O_lp is %g at %s where O_gold is "
-                               "%g: it overflowed, so H1 has no scale for this case",
-                               (double)in->o_lp[i], at(in, r, (long)j).s, g);
+            if (isfinite(g) && !isfinite(in->o_lp[i]) && !ov->found)
+                *ov = (overflow){1, r, j, (double)in->o_lp[i], g};
         }
     }
     return FC_OK;
@@ -416,13 +422,22 @@ fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
     if (fc_mul_size(in->rows, in->dv, &n) || n > SIZE_MAX / sizeof(double))
         return fc_errf(err, FC_EINVAL, "evaluate: %zu rows x %zu cols overflows", in->rows,
                        in->dv);
-    st = check_inputs(in, n, err);
+    overflow ov = {0};
+    st = check_inputs(in, n, &ov, err);
     if (st != FC_OK)
         return st;
 
     v->dtype = in->dtype;
     v->rows = in->rows;
     v->dv = in->dv;
+    if (ov.found) { /* no gate is run: docs/tolerance.md "Outside the contract" */
+        v->outside = 1;
+        fc_fmt(v->outside_why, sizeof v->outside_why,
+               "outside-contract: the %s baseline is %g at %s where O_gold is %g: the scores "
+               "overflow it, so H1 has no scale", fc_dtype_name(in->dtype), ov.lp,
+               at(in, ov.r, (long)ov.j).s, ov.g);
+        return FC_OK;
+    }
     gate_h6(in, v);
     gate_h3(in, v);
     gate_h4(in, v);
@@ -445,5 +460,5 @@ fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
 
 const char *rep_verdict_reason(const rep_verdict *v)
 {
-    return v->first_fail >= 0 ? v->why[v->first_fail] : "pass";
+    return v->outside ? v->outside_why : v->first_fail >= 0 ? v->why[v->first_fail] : "pass";
 }

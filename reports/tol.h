@@ -24,9 +24,10 @@
  *   tested value and the oracle are both finite. H3 is symmetric for O (a NaN anywhere fails;
  *   an infinity in O or in O_gold must be matched by the same infinity in the other). For LSE,
  *   a tested infinity must match LSE_gold; a finite tested LSE in an empty row is H4's failure.
- * - The references must be usable: a NaN in O_gold/LSE_gold, +inf in LSE_gold, a non-finite
- *   O_lp where O_gold is finite (the baseline overflowed, so H1 has no scale), or a nonzero
- *   O_gold in an empty row make rep_evaluate return FC_EINVAL instead of a verdict.
+ * - The references must be usable: a NaN in O_gold/LSE_gold, +inf in LSE_gold or a nonzero
+ *   O_gold in an empty row make rep_evaluate return FC_EINVAL instead of a verdict. A non-finite
+ *   O_lp where O_gold is finite (the baseline overflowed, so H1 has no scale) is a verdict
+ *   "outside the contract" (v->outside): no gate run, never a kernel failure.
  * - H1 floor for float16/bfloat16: g = rnd((float)O_gold), then rnd(g + 0.3f) and
  *   rnd(that - 0.3f) with the additions in float, as PyTorch evaluates `out + 0.3 - 0.3` on a
  *   half tensor (opmath float, result rounded to the tensor's dtype).
@@ -161,16 +162,20 @@ typedef struct rep_verdict {
     int s1_flag, s2_flag;
 
     rep_gate_state gate[REP_NGATES];
-    int pass;             /* no gate is REP_FAIL */
+    int outside;          /* outside the contract: the baseline overflowed where O_gold is
+                           * finite; no gate was run, pass is 0, outside_why says where */
+    char outside_why[REP_WHY_LEN];
+    int pass;             /* no gate is REP_FAIL (and the case is inside the contract) */
     int first_fail;       /* a rep_gate, or -1 */
     char why[REP_NGATES][REP_WHY_LEN]; /* one line per failed gate, "" otherwise */
 } rep_verdict;
 
-/* Judges one case. FC_OK means a verdict was reached (which may be a failure: see v->pass);
+/* Judges one case. FC_OK means a verdict was reached (which may be a failure, see v->pass, or
+ * outside the contract, see v->outside);
  * FC_EINVAL means bad arguments or unusable references (the message says which). */
 fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err);
 
-/* v->why[v->first_fail], or "pass". */
+/* v->why[v->first_fail], the outside-contract reason, or "pass". */
 const char *rep_verdict_reason(const rep_verdict *v);
 
 #ifdef __cplusplus

@@ -108,9 +108,9 @@ typedef struct cmd_opts {
 static const cmd_opts commands[] = {
     {"gate", 0, {{"quick", NULL}, {"full", NULL}, {"filter", "PATTERN"}, {"shard", "I/N"},
                  {"backend", "B"}, {"kernel", "K"}, {"jobs", "N"}, {"seed", "S"},
-                 {"report-dir", "DIR"}, {"list", NULL}}},
+                 {"report-dir", "DIR"}, {"list", NULL}, {"strict", NULL}}},
     {"check", 0, {{"backend", "B"}, {"kernel", "K"}, {"exact-blocks", NULL}, {"case", "NAME"},
-                  {"quiet", NULL}, {"report", "DIR"}}},
+                  {"quiet", NULL}, {"report", "DIR"}, {"strict", NULL}}},
     {"fill", 0, {{"out", "OUT"}, {"in-place", NULL}, {"force", NULL}}},
     {"export", 0, {{"quick", NULL}, {"full", NULL}, {"filter", "PATTERN"}, {"shard", "I/N"},
                    {"seed", "S"}, {"out", "DIR"}, {"force", NULL}}},

@@ -265,7 +265,7 @@ static void read_back(const char *name, rep_report *rep)
 
 Test(roundtrip, rows_run_and_checks_read_back_equal_field_by_field)
 {
-    rep_row rows[6];
+    rep_row rows[7];
     make_row(&rows[0], "m1-plain", FC_F32, 0);
     make_row(&rows[1], "m1-extremes", FC_BF16, 1);
     rows[1].max_err = INFINITY, rows[1].lse_err = -INFINITY, rows[1].rmse = NAN;
@@ -289,6 +289,12 @@ Test(roundtrip, rows_run_and_checks_read_back_equal_field_by_field)
     memset(rows[5].case_id, 'x', REP_ID_LEN - 1);
     rows[5].case_id[REP_ID_LEN - 1] = 0;
     rows[5].group[0] = 0;
+    make_row(&rows[6], "m5-outside", FC_F16, 6);
+    rep_verdict ov = {.dtype = FC_F16, .outside = 1}; /* outside the contract */
+    rep_set_str(ov.outside_why, sizeof ov.outside_why, "outside-contract: the float16 baseline "
+                "is inf at (b, h, q, d) = (0, 0, 0, 0)");
+    rep_row_set_verdict(&rows[6], &ov);
+    cr_assert_eq(rows[6].outcome, REP_ROW_OUTSIDE);
 
     rep_run parts[2] = {shard_run(1, 2), shard_run(2, 2)};
     rep_set_str(parts[0].dir, sizeof parts[0].dir, "report-1");
@@ -296,12 +302,12 @@ Test(roundtrip, rows_run_and_checks_read_back_equal_field_by_field)
     rep_run run = base_run();
     rep_set_str(run.command, sizeof run.command, "flexcheck report merge 'a b' --out r");
     run.parts = parts, run.nparts = 2;
-    write_set("r", rows, 6, &run);
+    write_set("r", rows, 7, &run);
 
     rep_report back;
     read_back("r", &back);
-    cr_assert_eq(back.n, 6, "rows read back: %zu", back.n);
-    for (size_t i = 0; i < 6; i++)
+    cr_assert_eq(back.n, 7, "rows read back: %zu", back.n);
+    for (size_t i = 0; i < 7; i++)
         expect_rows_equal(&rows[i], &back.rows[i], "round trip", i);
     expect_runs_equal(&run, &back.run, "round trip");
     cr_expect_eq(back.nchecks, 2, "checks read back");
@@ -468,7 +474,7 @@ Test(merge, a_failing_row_makes_the_merge_exit_1_and_totals_are_sums)
     snprintf(path, sizeof path, "%s/m/%s", dir, REP_FILE_JSON);
     char *s = slurp(path, NULL);
     cr_expect(strstr(s, "\"rows_total\": 12, \"pass\": 10, \"fail\": 1, \"error\": 0, "
-                        "\"skip\": 1}"),
+                        "\"skip\": 1, \"outside\": 0}"),
               "totals");
     free(s);
 }

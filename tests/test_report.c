@@ -309,7 +309,8 @@ Test(report, json_parses_and_holds_exact_escaped_values)
     cr_expect(strstr(s, "\"h1_ratio\": null"), "rows.json: NaN of the error row not null");
     cr_expect(strstr(s, "\"max_err\": 0.001,"), "rows.json: max_err 1e-3 not exact");
     cr_expect(strstr(s, "\"dtype\": \"bfloat16\""), "rows.json: dtype name");
-    cr_expect(strstr(s, "\"rows_total\": 10, \"pass\": 6, \"fail\": 2, \"error\": 1, \"skip\": 1}"),
+    cr_expect(strstr(s, "\"rows_total\": 10, \"pass\": 6, \"fail\": 2, \"error\": 1, \"skip\": 1, "
+                        "\"outside\": 0}"),
               "rows.json: totals");
     cr_expect_eq(count_of(s, "\"case_id\""), NROWS, "rows.json: row count");
     free(s);
@@ -421,9 +422,9 @@ Test(report, markdown_summary_shows_hand_computed_statistics)
     char *s = slurp(tmpdir, REP_FILE_MD);
     cr_expect(strstr(s, "**FAIL**: 10 rows, 6 pass, 2 fail, 1 error, 1 skipped."),
               "summary.md totals:\n%s", s);
-    cr_expect(strstr(s, "| float16 | emu | 6 | 3 | 2 | 0 | 1 | 0.3 | 1.5 | 1.5 |"),
+    cr_expect(strstr(s, "| float16 | emu | 6 | 3 | 2 | 0 | 1 | 0 | 0.3 | 1.5 | 1.5 |"),
               "summary.md: float16/emu H1 distribution:\n%s", s);
-    cr_expect(strstr(s, "| float32 | emu | 3 | 2 | 0 | 1 | 0 | 0.3 | 0.4 | 0.4 |"),
+    cr_expect(strstr(s, "| float32 | emu | 3 | 2 | 0 | 1 | 0 | 0 | 0.3 | 0.4 | 0.4 |"),
               "summary.md: float32/emu H1 distribution");
     cr_expect(strstr(s, "## Skipped\n"), "summary.md: no skipped section");
     cr_expect(strstr(s, "| m2-paged | float16 | emu | direct | skip | paged K/V: no paged path "
@@ -586,9 +587,9 @@ Test(summary, rows_of_two_kernel_versions_are_grouped_apart)
     fc_err err = {{0}};
     cr_expect_eq(rep_write_markdown(f, &(rep_set){rows, 2, test_checks, 2, NULL}, &err), FC_OK, "two kernels: %s", err.msg);
     fclose(f);
-    cr_expect(strstr(buf, "| float16 | emu kernel 1 | 1 | 1 | 0 | 0 | 0 | 0.25 | 0.25 | 0.25 |"),
+    cr_expect(strstr(buf, "| float16 | emu kernel 1 | 1 | 1 | 0 | 0 | 0 | 0 | 0.25 | 0.25 | 0.25 |"),
               "kernel 1 group:\n%s", buf);
-    cr_expect(strstr(buf, "| float16 | emu kernel 2 | 1 | 0 | 1 | 0 | 0 | 3 | 3 | 3 |"),
+    cr_expect(strstr(buf, "| float16 | emu kernel 2 | 1 | 0 | 1 | 0 | 0 | 0 | 3 | 3 | 3 |"),
               "kernel 2 group:\n%s", buf);
     cr_expect(strstr(buf, "| k | float16 | emu kernel 2 |"), "failing row:\n%s", buf);
     free(buf);
@@ -746,4 +747,45 @@ Test(json, infinities_are_strings_nan_null_and_bad_utf8_a_question_mark)
     cr_expect(strstr(buf, "\"rmse\": null"), "NaN");
     cr_expect(strstr(buf, "\"reason\": \"caf\xc3\xa9 ? ?? ?? end\""), "UTF-8:\n%.900s", buf);
     free(buf);
+}
+
+/* A row outside the contract (docs/tolerance.md) is counted apart from pass and fail in every
+ * format, listed in a section of its own, a skipped testcase in JUnit, and fails nothing. */
+Test(report, outside_contract_rows_are_counted_apart_in_every_format)
+{
+    rep_row rows[2];
+    memset(rows, 0, sizeof rows);
+    for (int i = 0; i < 2; i++) {
+        snprintf(rows[i].case_id, sizeof rows[i].case_id, "m5-case-%d", i);
+        rep_set_str(rows[i].group, sizeof rows[i].group, "M5");
+        rep_set_str(rows[i].backend, sizeof rows[i].backend, "emu");
+        rows[i].dtype = FC_F16;
+        memcpy(rows[i].gates, "-PPPPP-", REP_NGATES + 1);
+        rep_set_str(rows[i].reason, sizeof rows[i].reason, "pass");
+    }
+    rep_verdict v = {.dtype = FC_F16, .outside = 1};
+    rep_set_str(v.outside_why, sizeof v.outside_why, "outside-contract: the float16 baseline "
+                "overflows");
+    rep_row_set_verdict(&rows[1], &v);
+    make_tmpdir();
+    fc_err err = {{0}};
+    rep_set set = {.rows = rows, .n = 2, .checks = test_checks, .nchecks = 2};
+    cr_assert_eq(rep_write_all(tmpdir, &set, &err), FC_OK, "%s", err.msg);
+    char *md = slurp(tmpdir, REP_FILE_MD);
+    cr_expect(strstr(md, "**PASS**: 2 rows, 1 pass, 0 fail, 0 error, 0 skipped, 1 outside the "
+                         "contract."), "%s", md);
+    cr_expect(strstr(md, "| float16 | emu | 2 | 1 | 0 | 0 | 0 | 1 |"), "%s", md);
+    cr_expect(strstr(md, "## Outside the contract (not judged)\n") &&
+                  strstr(md, "| m5-case-1 | float16 | emu |  | outside-contract | outside-contract:"),
+              "%s", md);
+    free(md);
+    char *js = slurp(tmpdir, REP_FILE_JSON);
+    cr_expect(strstr(js, "\"outcome\": \"outside-contract\"") &&
+                  strstr(js, "\"pass\": 1, \"fail\": 0, \"error\": 0, \"skip\": 0, \"outside\": 1}"),
+              "%s", js);
+    free(js);
+    char *ju = slurp(tmpdir, REP_FILE_JUNIT);
+    cr_expect(strstr(ju, "<skipped message=\"outside-contract: the float16 baseline overflows\"/>")
+              && !strstr(ju, "<failure") && !strstr(ju, "<error"), "%s", ju);
+    free(ju);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "reports/rep.h"
 #include "reports/tol.h"
 
 #define ROWS 3
@@ -840,7 +841,6 @@ Test(edges, unusable_references_are_input_errors)
         {"NaN in O_gold", 0},
         {"NaN in LSE_gold", 1},
         {"+inf in LSE_gold", 2},
-        {"baseline overflowed to inf", 3},
         {"nonzero O_gold in an empty row", 4},
         {"unknown dtype", 5},
         {"an LSE rerun without an O rerun", 6},
@@ -853,7 +853,6 @@ Test(edges, unusable_references_are_input_errors)
         case 0: c.o_gold[3] = NAN; break;
         case 1: c.lse_gold[0] = NAN; break;
         case 2: c.lse_gold[0] = INFINITY; break;
-        case 3: c.o_lp[4] = INFINITY; break;
         case 4: c.o_gold[2 * DV] = 0.5; break;
         case 5: in.dtype = (fc_dtype)7; break;
         case 6: in.lse_rerun = c.lse; break;
@@ -864,6 +863,37 @@ Test(edges, unusable_references_are_input_errors)
                      cases[k].name);
         cr_expect(err.msg[0] != 0, "%s: no message", cases[k].name);
     }
+}
+
+/* A baseline that overflowed where O_gold is finite leaves H1 without a scale: the case is
+ * outside the contract (docs/tolerance.md), a verdict of its own, never a kernel failure. */
+Test(edges, an_overflowed_baseline_is_outside_the_contract)
+{
+    tcase c;
+    clean_case(&c, FC_F16);
+    c.o_lp[4] = INFINITY; /* row 1, column 0: gold 0.75 */
+    c.o[1] = NAN;         /* what the kernel did does not matter: nothing is judged */
+    rep_inputs in = inputs_of(&c);
+    rep_verdict v;
+    fc_err err;
+    cr_assert_eq(rep_evaluate(&in, &v, &err), FC_OK, "%s", err.msg);
+    cr_expect(v.outside && !v.pass && v.first_fail == -1, "outside %d pass %d first %d",
+              v.outside, v.pass, v.first_fail);
+    for (int g = 0; g < REP_NGATES; g++)
+        cr_expect_eq(v.gate[g], REP_NOT_RUN, "gate %s ran", rep_gate_name((rep_gate)g));
+    cr_expect(!strncmp(rep_verdict_reason(&v), "outside-contract: the float16 baseline is inf at "
+                       "row 1 col 0 where O_gold is 0.75", 77), "%s", rep_verdict_reason(&v));
+    rep_row row;
+    memset(&row, 0, sizeof row);
+    rep_row_set_verdict(&row, &v);
+    cr_expect_eq(row.outcome, REP_ROW_OUTSIDE);
+    cr_expect_str_eq(rep_outcome_name(row.outcome), "outside-contract");
+    cr_expect(!rep_row_failed(&row) && !rep_row_fails(&row, 0) && rep_row_fails(&row, 1),
+              "only --strict fails it");
+    /* A NaN in the oracle is still the reference's fault: an input error, not a verdict. */
+    c.o_gold[3] = NAN;
+    in = inputs_of(&c);
+    cr_expect_eq(rep_evaluate(&in, &v, &err), FC_EINVAL);
 }
 
 Test(tables, constants_are_those_of_the_page)
