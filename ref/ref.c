@@ -207,21 +207,48 @@ static int32_t worker_count(const attn_problem *p, int blas_threads)
     return (int32_t)(n < REF_MAX_THREADS ? n : REF_MAX_THREADS);
 }
 
+/* OpenBLAS's thread count is process-wide, and calls may run concurrently (the gate's
+ * --jobs). While any call is active BLAS stays single-threaded, and every call sizes its own
+ * workers by the count the caller had set when the first of them entered: the last to leave
+ * restores it. (Each call saving and restoring the count itself let one call see another's
+ * temporary 1, or run its sgemm after another had restored 4: different bits.) */
+static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
+static int blas_active, blas_saved = 1;
+
+static int blas_enter(void)
+{
+    pthread_mutex_lock(&blas_mu);
+    if (blas_active++ == 0) {
+        blas_saved = openblas_get_num_threads();
+        if (blas_saved > 1)
+            openblas_set_num_threads(1);
+    }
+    int n = blas_saved;
+    pthread_mutex_unlock(&blas_mu);
+    return n;
+}
+
+static void blas_leave(void)
+{
+    pthread_mutex_lock(&blas_mu);
+    if (--blas_active == 0 && blas_saved > 1)
+        openblas_set_num_threads(blas_saved);
+    pthread_mutex_unlock(&blas_mu);
+}
+
 /* Runs the panels on worker_count() threads, each panel wholly on one thread with BLAS
  * single-threaded, so the result is bitwise the same for every thread count (OpenBLAS's own
  * threading is not: its sgemm changes in the last bits with the thread count). */
 static fc_status run(ref_call *c, size_t elem, ref_head_fn head, fc_err *err)
 {
     c->view = seq_info_view(&c->p->seq);
-    int blas_threads = openblas_get_num_threads();
+    int blas_threads = blas_enter();
     int32_t n = worker_count(c->p, blas_threads);
     ref_worker w[REF_MAX_THREADS];
     pthread_t tid[REF_MAX_THREADS];
     int started[REF_MAX_THREADS] = {0};
     for (int32_t i = 0; i < n; i++)
         w[i] = (ref_worker){.call = *c, .head = head, .elem = elem, .first = i, .stride = n};
-    if (blas_threads > 1)
-        openblas_set_num_threads(1);
     if (n == 1)
         worker_main(&w[0]);
     for (int32_t i = 0; n > 1 && i < n; i++) {
@@ -233,8 +260,7 @@ static fc_status run(ref_call *c, size_t elem, ref_head_fn head, fc_err *err)
     for (int32_t i = 0; n > 1 && i < n; i++)
         if (started[i])
             pthread_join(tid[i], NULL);
-    if (blas_threads > 1)
-        openblas_set_num_threads(blas_threads);
+    blas_leave();
     for (int32_t i = 0; i < n; i++)
         if (w[i].st) {
             if (err)

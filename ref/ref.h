@@ -21,11 +21,12 @@
  * the key range) is caught disagreeing with the predicate. NaN in an input a row may see reaches that row's
  * output (and LSE, for q and k); NaN or inf in keys/values no row may see never does.
  * Threads: calls of at least 2^24 multiply-adds spread their panels over as many threads
- * as OpenBLAS is set to use (openblas_get_num_threads() at entry; OPENBLAS_NUM_THREADS=1
- * makes everything single-threaded). Each panel runs wholly on one thread with BLAS set to
- * one thread for the duration of the call and restored after, so results are bitwise the
- * same for every thread count. Because that setting is process-wide, do not call BLAS from
- * other threads while a reference call runs.
+ * as OpenBLAS is set to use (openblas_get_num_threads() when the first of the concurrently
+ * running calls entered; OPENBLAS_NUM_THREADS=1 makes everything single-threaded). Each panel
+ * runs wholly on one thread with BLAS set to one thread while any reference call runs and
+ * restored when the last one leaves, so results are bitwise the same for every thread count
+ * and any number of concurrent calls (tests/test_ref.c, ref_threads). BLAS called from other
+ * code while a reference call runs is single-threaded too.
  */
 #ifndef FLEXCHECK_REF_H
 #define FLEXCHECK_REF_H

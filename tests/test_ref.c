@@ -13,6 +13,7 @@
 #include <cblas.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1057,5 +1058,69 @@ Test(ref_threads, results_do_not_depend_on_the_thread_count)
         free_outputs(&four);
         free_inputs(&t);
     }
+    attn_problem_free(&p);
+}
+
+/* The same, with calls from several threads at once (the gate's --jobs): the thread count
+ * OpenBLAS is set to is process-wide, so one call must never see another's temporary setting
+ * (with OpenBLAS at 4 threads, a call that read 1 while another ran, or ran its sgemm after
+ * another restored 4, gave different bits: reports of --jobs 2 differed in one run of eight).
+ * Four threads, each computing the float32 variant six times, must all give the single-threaded
+ * bits. */
+typedef struct conc_job {
+    const attn_problem *p;
+    const tensors *t;
+    const outputs *want;
+    int mismatches, failures;
+} conc_job;
+
+static void *conc_main(void *arg)
+{
+    conc_job *j = arg;
+    for (int rep = 0; rep < 6; rep++) {
+        outputs r = {malloc((attn_o_elems(j->p) + 1) * sizeof(double)),
+                     malloc((attn_lse_elems(j->p) + 1) * sizeof(double))};
+        fc_err err;
+        if (!r.o || !r.lse || run_variant(V_F32, j->p, j->t, r.o, r.lse, &err))
+            j->failures++;
+        else
+            j->mismatches += !bitwise_equal(&r, j->want, j->p);
+        free_outputs(&r);
+    }
+    return NULL;
+}
+
+Test(ref_threads, concurrent_calls_give_the_single_threaded_bits)
+{
+    ref_case rc = {.name = "L512 D64 causal window 200", .batch = 1, .hq = 2, .hkv = 1,
+                   .lq = 512, .lk = 512, .d = 64, .dv = 64, .causal = 1, .window = 200};
+    attn_problem p;
+    make_problem(&rc, &p);
+    tensors t;
+    make_inputs(&p, 901, FC_F32, &t);
+    int saved = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    outputs want = run_ok(rc.name, V_F32, &p, &t);
+    openblas_set_num_threads(4);
+    conc_job jobs[4];
+    pthread_t tid[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (conc_job){.p = &p, .t = &t, .want = &want};
+        cr_assert_eq(pthread_create(&tid[i], NULL, conc_main, &jobs[i]), 0);
+    }
+    int mismatches = 0, failures = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(tid[i], NULL);
+        mismatches += jobs[i].mismatches;
+        failures += jobs[i].failures;
+    }
+    int after = openblas_get_num_threads();
+    openblas_set_num_threads(saved);
+    cr_expect_eq(failures, 0, "reference calls failed");
+    cr_expect_eq(mismatches, 0, "%d of 24 concurrent calls differ from the single-threaded bits",
+                 mismatches);
+    cr_expect_eq(after, 4, "the caller's thread count was not restored (%d)", after);
+    free_outputs(&want);
+    free_inputs(&t);
     attn_problem_free(&p);
 }
