@@ -597,6 +597,9 @@ int cmd_check(int argc, char **argv)
         return rc;
     if (nfiles == 0)
         return cli_usage_error(CMD, "no fixture files given (--help)");
+    fc_err derr;
+    if (o.report_dir && rep_dir_check(o.report_dir, &derr)) /* before any work, not after it */
+        return cli_usage_error(CMD, "%s", derr.msg);
     tally t = {0};
     for (int i = 1; i <= nfiles; i++) /* cli_parse moved the files to argv[1..nfiles] */
         check_file(argv[i], &o, &t);

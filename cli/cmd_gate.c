@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,12 +110,20 @@ typedef struct run_state {
     int strict; /* outside-contract rows count as failed */
 } run_state;
 
+/* SIGINT/SIGTERM: workers finish the case they hold and take no other; nothing is written. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+    stop_signal = sig;
+}
+
 static void *worker(void *arg)
 {
     run_state *rs = arg;
     for (;;) {
         pthread_mutex_lock(&rs->mu);
-        int i = rs->next < rs->n ? rs->next++ : -1;
+        int i = rs->next < rs->n && !stop_signal ? rs->next++ : -1;
         pthread_mutex_unlock(&rs->mu);
         if (i < 0)
             return NULL;
@@ -177,7 +186,7 @@ static int run_all(const gate_case *cases, int n, const gate_opts *opts, int job
         pthread_mutex_lock(&rs.mu);
         int done = rs.done;
         pthread_mutex_unlock(&rs.mu);
-        if (done >= n)
+        if (done >= n || stop_signal)
             break;
         progress(&rs, t0, tty, &last, 0);
         nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
@@ -186,6 +195,11 @@ static int run_all(const gate_case *cases, int n, const gate_opts *opts, int job
         pthread_join(th[j], NULL);
     progress(&rs, t0, tty, &last, 1);
     *elapsed = now_s() - t0;
+    if (stop_signal) {
+        pthread_mutex_destroy(&rs.mu);
+        free(rs.errs), free(rs.st), free(th);
+        return -2;
+    }
     int hard = 0;
     for (int i = 0; i < n; i++)
         if (rs.st[i]) {
@@ -208,6 +222,9 @@ int cmd_gate(int argc, char **argv)
         return rc;
     if (g.filter && strlen(g.filter) >= REP_TEXT_LEN) /* the report's run identity holds it */
         return cli_usage_error(CMD, "--filter: longer than %d characters", REP_TEXT_LEN - 1);
+    fc_err derr;
+    if (!g.list && rep_dir_check(g.report_dir, &derr)) /* before any work, not after it */
+        return cli_usage_error(CMD, "%s", derr.msg);
     memset(&opts, 0, sizeof opts);
     opts.run.kernel = g.kernel;
     opts.cache_key = GATE_CACHE_FULL;
@@ -242,7 +259,26 @@ int cmd_gate(int argc, char **argv)
         return cli_usage_error(CMD, "out of memory");
     }
     double elapsed = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     int hard = run_all(all, n, &opts, g.jobs, g.strict, rows, &elapsed);
+    if (hard == -2) {
+        int done = 0;
+        for (int i = 0; i < n; i++)
+            done += rows[i].n > 0;
+        fprintf(stderr, "flexcheck gate: stopped by %s after %d of %d cases: no report written, "
+                "the previous one in %s/ is untouched\n",
+                stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", done, n, g.report_dir);
+        for (int i = 0; i < n; i++)
+            gate_rows_free(&rows[i]);
+        free(rows);
+        free(all);
+        return 128 + (int)stop_signal;
+    }
     /* Rows in case order, whatever order the workers finished in. */
     gate_rows flat = {0};
     size_t failed = 0, skipped = 0, outside = 0;

@@ -184,8 +184,13 @@ fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const 
 #define REP_FILE_JUNIT "junit.xml"
 #define REP_FILE_HTML "report.html"
 
-/* Every format into dir. */
+/* Every format into dir, as a unit: all files written to temporaries first, then renamed over
+ * the previous set with SIGINT/SIGTERM held; a failure before the renames leaves the previous
+ * set whole and no temporary behind. */
 fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err);
+/* dir created if missing and shown writable (a probe file made and removed): for commands to
+ * refuse a report directory before any work rather than after it. */
+fc_status rep_dir_check(const char *dir, fc_err *err);
 /* 1 iff the row counts as a gate failure (fail or error). */
 int rep_row_failed(const rep_row *row);
 /* The same for a run with --strict, where outside-contract rows fail too. */

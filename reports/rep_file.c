@@ -2,9 +2,11 @@
  * rep_file.c - report files written atomically: each goes to a temporary file in the target
  * directory (same filesystem) and is renamed over the final name only once complete and
  * flushed, so a CI system never reads half a report, and a failed run leaves the previous
- * report intact.
+ * report intact. rep_write_all does it for the whole set at once (see there).
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,54 +40,99 @@ static fc_status make_dirs(const char *dir, fc_err *err)
     return st;
 }
 
+/* Writes dir/name's content to a new temporary file in dir (*tmp, heap), complete and synced.
+ * On failure nothing is left behind. */
+static fc_status write_temp(const char *dir, const char *name, rep_writer w, const rep_set *set,
+                            char **tmp, fc_err *err)
+{
+    size_t cap = strlen(dir) + strlen(name) + 16;
+    fc_status st = FC_OK;
+    *tmp = malloc(cap);
+    if (!*tmp)
+        return fc_errf(err, FC_ENOMEM, "report file %s: out of memory", name);
+    snprintf(*tmp, cap, "%s/.%s.XXXXXX", dir, name);
+    int fd = mkstemp(*tmp);
+    if (fd < 0) {
+        st = fc_errf(err, FC_EIO, "report file %s/%s: cannot create a temporary file: %s", dir,
+                     name, strerror(errno));
+        free(*tmp);
+        *tmp = NULL;
+        return st;
+    }
+    /* mkstemp makes the file private (0600); a report is for everyone to read. */
+    (void)fchmod(fd, 0644);
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        st = fc_errf(err, FC_EIO, "report file %s/%s: %s", dir, name, strerror(errno));
+        close(fd);
+    } else {
+        st = w(f, set, err);
+        if (st == FC_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+            st = fc_errf(err, FC_EIO, "report file %s/%s: write failed: %s", dir, name,
+                         strerror(errno));
+        if (fclose(f) != 0 && st == FC_OK)
+            st = fc_errf(err, FC_EIO, "report file %s/%s: close failed: %s", dir, name,
+                         strerror(errno));
+    }
+    if (st != FC_OK) {
+        unlink(*tmp);
+        free(*tmp);
+        *tmp = NULL;
+    }
+    return st;
+}
+
 fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const rep_set *set,
                          fc_err *err)
 {
     if (!dir || !*dir || !name || !*name || strchr(name, '/'))
         return fc_errf(err, FC_EINVAL, "report file: need a directory and a plain file name");
     fc_status st = make_dirs(dir, err);
+    char *tmp = NULL, *final = NULL;
+    if (st == FC_OK)
+        st = write_temp(dir, name, w, set, &tmp, err);
     if (st != FC_OK)
         return st;
-    size_t cap = strlen(dir) + strlen(name) + 16;
-    char *final = malloc(cap), *tmp = malloc(cap);
-    FILE *f = NULL;
-    int fd = -1;
-    if (!final || !tmp) {
+    size_t cap = strlen(dir) + strlen(name) + 2;
+    if (!(final = malloc(cap)))
         st = fc_errf(err, FC_ENOMEM, "report file %s: out of memory", name);
-        goto cleanup;
-    }
-    snprintf(final, cap, "%s/%s", dir, name);
-    snprintf(tmp, cap, "%s/.%s.XXXXXX", dir, name);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = fc_errf(err, FC_EIO, "report file %s: cannot create a temporary file: %s", final,
-                     strerror(errno));
-        goto cleanup;
-    }
-    /* mkstemp makes the file private (0600); a report is for everyone to read. */
-    (void)fchmod(fd, 0644);
-    f = fdopen(fd, "w");
-    if (!f) {
-        st = fc_errf(err, FC_EIO, "report file %s: %s", final, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        goto cleanup;
-    }
-    st = w(f, set, err);
-    if (st == FC_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        st = fc_errf(err, FC_EIO, "report file %s: write failed: %s", final, strerror(errno));
-    if (fclose(f) != 0 && st == FC_OK)
-        st = fc_errf(err, FC_EIO, "report file %s: close failed: %s", final, strerror(errno));
-    if (st == FC_OK && rename(tmp, final) != 0)
+    else if (snprintf(final, cap, "%s/%s", dir, name), rename(tmp, final) != 0)
         st = fc_errf(err, FC_EIO, "report file %s: rename failed: %s", final, strerror(errno));
     if (st != FC_OK)
         unlink(tmp);
-cleanup:
-    free(final);
     free(tmp);
+    free(final);
     return st;
 }
 
+fc_status rep_dir_check(const char *dir, fc_err *err)
+{
+    if (!dir || !*dir)
+        return fc_errf(err, FC_EINVAL, "report directory: empty name");
+    fc_status st = make_dirs(dir, err);
+    if (st != FC_OK)
+        return st;
+    size_t cap = strlen(dir) + 32;
+    char *probe = malloc(cap);
+    if (!probe)
+        return fc_errf(err, FC_ENOMEM, "report directory: out of memory");
+    snprintf(probe, cap, "%s/.write-test.XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        st = fc_errf(err, FC_EIO, "report directory %s: not writable: %s", dir, strerror(errno));
+    else {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    return st;
+}
+
+/* The set as a unit: every file is written to a temporary in dir first; only when all of them
+ * are complete are they renamed over the previous set, one after the other with SIGINT and
+ * SIGTERM held back, so an interrupted or failed run leaves the previous report whole, a
+ * signal cannot strand a temporary, and a reader sees a mixed set only for the instants
+ * between renames (or if a rename itself fails, which the message then says). */
 fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err)
 {
     static const struct {
@@ -96,10 +143,42 @@ fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err)
         {REP_FILE_CSV, rep_write_csv},     {REP_FILE_JUNIT, rep_write_junit},
         {REP_FILE_HTML, rep_write_html},
     };
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        fc_status st = rep_write_file(dir, files[i].name, files[i].w, set, err);
-        if (st != FC_OK)
-            return st;
+    enum { NFILES = sizeof files / sizeof files[0] };
+    if (!dir || !*dir)
+        return fc_errf(err, FC_EINVAL, "report directory: empty name");
+    fc_status st = make_dirs(dir, err);
+    if (st != FC_OK)
+        return st;
+    sigset_t hold, old;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigprocmask(SIG_BLOCK, &hold, &old);
+    char *tmp[NFILES] = {0};
+    for (size_t i = 0; i < NFILES && st == FC_OK; i++)
+        st = write_temp(dir, files[i].name, files[i].w, set, &tmp[i], err);
+    size_t renamed = 0;
+    for (size_t i = 0; i < NFILES && st == FC_OK; i++, renamed++) {
+        size_t cap = strlen(dir) + strlen(files[i].name) + 2;
+        char *final = malloc(cap);
+        if (!final) {
+            st = fc_errf(err, FC_ENOMEM, "report: out of memory");
+            break;
+        }
+        snprintf(final, cap, "%s/%s", dir, files[i].name);
+        if (rename(tmp[i], final) != 0)
+            st = fc_errf(err, FC_EIO, "report %s: renaming %s into place failed (%s): %zu of "
+                         "%d files are this run's, the rest the previous run's", dir,
+                         files[i].name, strerror(errno), renamed, (int)NFILES);
+        else
+            tmp[i][0] = 0; /* renamed: nothing to remove */
+        free(final);
     }
-    return FC_OK;
+    for (size_t i = 0; i < NFILES; i++) {
+        if (tmp[i] && tmp[i][0])
+            unlink(tmp[i]);
+        free(tmp[i]);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return st;
 }

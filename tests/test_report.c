@@ -789,3 +789,64 @@ Test(report, outside_contract_rows_are_counted_apart_in_every_format)
               && !strstr(ju, "<failure") && !strstr(ju, "<error"), "%s", ju);
     free(ju);
 }
+
+/* Entries of dir whose name starts with '.' and is not "." or "..": a writer's temporaries. */
+static int hidden_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    cr_assert(d, "%s", dir);
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+/* The set is written as a unit: a rename that cannot happen (summary.md is now a directory)
+ * leaves every previous file as it was, says how much of the set is this run's, and leaves no
+ * temporary file; a successful write leaves none either. */
+Test(report, the_set_is_written_as_a_unit_and_leaves_no_temporary)
+{
+    make_tmpdir();
+    write_report(tmpdir);
+    cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries after a successful write");
+    char *json_before = slurp(tmpdir, REP_FILE_JSON), *csv_before = slurp(tmpdir, REP_FILE_CSV);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, REP_FILE_MD);
+    cr_assert_eq(unlink(path), 0);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/%s/keep", tmpdir, REP_FILE_MD);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    rep_row rows[NROWS];
+    make_rows(rows);
+    rows[0].max_err = 42; /* this run's rows differ from the previous run's */
+    fc_err err = {{0}};
+    cr_expect_eq(rep_write_all(tmpdir, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err),
+                 FC_EIO);
+    cr_expect(strstr(err.msg, "renaming summary.md into place failed") &&
+                  strstr(err.msg, "0 of 5 files are this run's"), "%s", err.msg);
+    char *json_after = slurp(tmpdir, REP_FILE_JSON), *csv_after = slurp(tmpdir, REP_FILE_CSV);
+    cr_expect_str_eq(json_after, json_before, "rows.json changed");
+    cr_expect_str_eq(csv_after, csv_before, "rows.csv changed");
+    cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries left after a failed write");
+    free(json_before), free(csv_before), free(json_after), free(csv_after);
+}
+
+Test(report, a_report_directory_is_checked_before_any_work)
+{
+    make_tmpdir();
+    fc_err err = {{0}};
+    char path[512];
+    snprintf(path, sizeof path, "%s/new/deeper", tmpdir);
+    cr_expect_eq(rep_dir_check(path, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(hidden_entries(path), 0, "the probe was left behind");
+    snprintf(path, sizeof path, "%s/plain", tmpdir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/plain/sub", tmpdir);
+    cr_expect_eq(rep_dir_check(path, &err), FC_EIO);
+    cr_expect(strstr(err.msg, "is not a directory"), "%s", err.msg);
+}
