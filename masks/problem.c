@@ -93,6 +93,39 @@ size_t attn_lse_elems(const attn_problem *p)
     return (size_t)p->seq.batch * p->hq * p->seq.lq;
 }
 
+/* a * b, saturating. */
+static uint64_t smul(uint64_t a, uint64_t b)
+{
+    return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
+static uint64_t sadd(uint64_t a, uint64_t b)
+{
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+attn_cost attn_case_cost(const attn_problem *p, int32_t qb, int32_t kb)
+{
+    uint64_t b = (uint64_t)(p->seq.batch > 0 ? p->seq.batch : 0);
+    uint64_t hq = (uint64_t)(p->hq > 0 ? p->hq : 0), hkv = (uint64_t)(p->hkv > 0 ? p->hkv : 0);
+    uint64_t lq = (uint64_t)(p->seq.lq > 0 ? p->seq.lq : 0);
+    uint64_t lk = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 0);
+    uint64_t d = (uint64_t)(p->d > 0 ? p->d : 0), dv = (uint64_t)(p->dv > 0 ? p->dv : 0);
+    uint64_t rows = smul(smul(b, hq), lq), o = smul(rows, dv);
+    uint64_t in = sadd(smul(smul(b, hq), smul(lq, d)), smul(smul(b, hkv), smul(lk, d + dv)));
+    uint64_t bytes = smul(in, 4);                                /* q, k, v as float */
+    bytes = sadd(bytes, smul(sadd(o, rows), 8));                 /* the float64 oracle */
+    bytes = sadd(bytes, smul(sadd(smul(o, 4), smul(rows, 3)), 4)); /* o x2, o_lp, rerun; LSEs */
+    uint64_t bq = (uint64_t)(qb > 0 ? qb : 16), bk = (uint64_t)(kb > 0 ? kb : 16);
+    uint64_t tiles = smul((lq + bq - 1) / bq, (lk + bk - 1) / bk);
+    bytes = sadd(bytes, smul(tiles, 3 * 4 * 4));                 /* three masks, 4 int32 arrays */
+    uint64_t scratch = sadd(sadd(smul(128, smul(lk, 9)), smul(lk, smul(d + dv, 8))),
+                            smul(128, smul(d, 8)));              /* ref.h, e = 8 */
+    bytes = sadd(bytes, smul(scratch, 2));
+    attn_cost c = {bytes, smul(smul(rows, lk), d + dv)};
+    return c;
+}
+
 void attn_row_where(char *buf, size_t cap, const attn_problem *p, size_t row, int64_t d)
 {
     size_t lq = (size_t)(p->seq.lq > 0 ? p->seq.lq : 1), hq = (size_t)(p->hq > 0 ? p->hq : 1);

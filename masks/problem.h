@@ -39,6 +39,17 @@ size_t attn_v_elems(const attn_problem *p);
 size_t attn_o_elems(const attn_problem *p);
 size_t attn_lse_elems(const attn_problem *p);
 
+/* What judging one case costs, from its shapes alone (before anything is allocated): bytes for
+ * its inputs (as float), the float64 oracle, the judge's buffers (two kernel runs and the
+ * baseline), three block masks of [Lq / qb, Lk / kb] tiles (our builders' arrays), and the reference's
+ * scratch for two workers (ref.h's formula); work in multiply-adds of the dense score and value
+ * products, B * Hq * Lq * Lk * (D + Dv), an upper bound whatever the mask. Saturates at
+ * UINT64_MAX rather than wrapping. */
+typedef struct attn_cost {
+    uint64_t bytes, work;
+} attn_cost;
+attn_cost attn_case_cost(const attn_problem *p, int32_t qb, int32_t kb);
+
 /* Where output row `row` (= (b * Hq + h) * Lq + q, the order of o and lse) sits, in the one
  * convention every message and report uses: "(b, h, q, d) = (0, 1, 40, 5)", without d when
  * d < 0 ("(b, h, q) = (0, 1, 40)"), and for a packed batch the query's sequence and its

@@ -1309,3 +1309,60 @@ Test(fixture_reader, reads_a_file_image_from_memory_like_a_file)
     cr_assert(strstr(err.msg, "img-cut"), "%s", err.msg);
     free(buf);
 }
+
+/* ---- budgets: a small file may declare a case no machine can judge ---- */
+
+/* q, k, v, out and lse declared for Lq = Lk = 2^21 but never written (HDF5 allocates nothing,
+ * the file stays a few KB): the reader refuses on the work budget from the shapes alone, before
+ * any value is read or any buffer allocated; without the block mask, which no longer fits. */
+Test(fixture_reader, a_case_over_the_budget_is_refused_before_reading_values)
+{
+    const hsize_t L = (hsize_t)1 << 21;
+    const hsize_t q[4] = {1, 2, L, 4}, k[4] = {1, 1, L, 4}, o[4] = {1, 2, L, 4}, l[3] = {1, 2, L};
+    BROKEN("huge.h5", FC_F32, 0,
+           (del(f, BM), put_ds(f, C0 "/q", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, q, NULL),
+            put_ds(f, C0 "/k", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, k, NULL),
+            put_ds(f, C0 "/v", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, k, NULL),
+            put_ds(f, C0 "/out", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 4, o, NULL),
+            put_ds(f, C0 "/lse", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 3, l, NULL)));
+    struct stat sb;
+    cr_assert_eq(stat(p, &sb), 0);
+    cr_expect_lt(sb.st_size, 1 << 20, "the file is small: %lld bytes", (long long)sb.st_size);
+    /* Block masks of (2^21 / 16)^2 tiles alone are beyond 16 GiB. */
+    expect_rejected(p, C0, "Lq 2097152, Lk 2097152, D 4, Dv 4 need about", "GiB (inputs, "
+                    "oracle, buffers, block masks, reference scratch), over the memory budget "
+                    "of 16 GiB: raise it with --max-memory");
+    /* With the memory budget raised past that, the work budget refuses it: 2 heads x 2^21 x
+     * 2^21 x (4 + 4) multiply-adds = 2^46 = 7.04e13. */
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    ff.budget.max_bytes = (uint64_t)1 << 50;
+    fix_case c;
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "need about 7.04e+13 multiply-adds, over the work budget of "
+                              "1.1e+12: raise it with --max-work"), "%s", err.msg);
+    fix_close(&ff);
+}
+
+/* Plausibility: R sequences can cut at most max(Lq, Lk) + 1 = 25 ways (zero-length members
+ * allowed); 26 are refused from the shape alone. */
+Test(fixture_reader, rejects_more_sequences_than_tokens_plus_one)
+{
+    int32_t cu[27] = {0};
+    hsize_t d[1] = {27};
+    BROKEN("cumany.h5", FC_F32, 1, (put_i32(f, C0 "/cu_seqlens_q", 1, d, cu),
+                                    put_i32(f, C0 "/cu_seqlens_k", 1, d, cu)));
+    expect_rejected(p, C0 "/cu_seqlens_q", "26 sequences for 24 tokens: at most tokens + 1");
+}
+
+/* Plausibility: a row lists each of the ceil(24 / 16) = 2 kv blocks at most once, so a width of
+ * 3 is refused before anything is sized from it. */
+Test(fixture_reader, rejects_a_block_mask_wider_than_the_kv_blocks)
+{
+    int32_t ids[2 * 3] = {0, 1, -1, 1, -1, -1};
+    hsize_t d[4] = {1, 1, 2, 3};
+    BROKEN("bmwide.h5", FC_F32, 0, (put_i32(f, BM "/kv_indices", 4, d, ids),
+                                    put_i32(f, BM "/full_kv_indices", 4, d, ids)));
+    expect_rejected(p, BM "/kv_indices", "width 3: more than the 2 kv blocks");
+}
