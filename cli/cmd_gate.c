@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/progress.h"
 #include "cli/cli.h"
 #include "ci/gate.h"
 #include "ci/checks.h"
@@ -259,6 +260,7 @@ int cmd_gate(int argc, char **argv)
         return cli_usage_error(CMD, "out of memory");
     }
     double elapsed = 0;
+    fc_progress_set(NULL, NULL, 0); /* the gate shows its own progress, per case */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;

@@ -4,8 +4,10 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/version.h"
+#include "base/progress.h"
 #include "cli/cli.h"
 
 typedef struct command {
@@ -38,9 +40,23 @@ static void usage(FILE *f)
                "exit status: 0 pass, 1 a check or gate failed, 2 bad input.\n");
 }
 
+/* Progress of a long single step (the oracle on a big case, the slow builder), on stderr: a
+ * line rewritten in place on a terminal every 2 s, a plain line every 10 s in a log. */
+static void show_progress(void *ctx, const char *what, double fraction, double seconds)
+{
+    int tty = *(const int *)ctx;
+    fprintf(stderr, "%sflexcheck: %s %.0f%% done after %.0f s%s", tty ? "\r" : "", what,
+            100 * fraction, seconds, tty ? "  " : "\n");
+    if (tty && fraction >= 1)
+        fputc('\n', stderr);
+}
+
 int main(int argc, char **argv)
 {
     cli_keep_command_line(argc, argv); /* for reports, before a parser reorders argv */
+    static int tty;
+    tty = isatty(STDERR_FILENO);
+    fc_progress_set(show_progress, &tty, tty ? 2.0 : 10.0);
     if (argc < 2) {
         usage(stderr);
         return CLI_BADINPUT;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/progress.h"
 #include "masks/bmask.h"
 #include "masks/problem.h"
 
@@ -62,7 +63,10 @@ fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t
     }
     seq_view v = seq_info_view(s);
     int32_t tile = qb * kb;
+    fc_progress pr; /* Lq x Lk predicate calls: minutes at long lengths */
+    fc_progress_start(&pr, "slow block-mask builder", (uint64_t)out->nqb);
     for (int32_t r = 0; r < out->nqb; r++) {
+        fc_progress_step(&pr, 1, 1);
         memset(allowed, 0, sizeof(int32_t) * (size_t)out->nkb);
         /* Padding rows and columns (past lq / lk) are evaluated too: the predicate says no. */
         for (int32_t tq = r * qb; tq < (r + 1) * qb; tq++)

@@ -169,6 +169,7 @@ static fc_status run_panels(ref_call *c, ref_head_fn head, int32_t first, int32_
         for (int32_t b = 0; b < p->seq.batch; b++)
             for (int32_t h = 0; h < p->hq; h++)
                 head(c, &pn, b, h);
+        fc_progress_step(c->progress, 1, first == 0); /* the first worker reports */
     }
     free(allowed);
     free(seen);
@@ -242,6 +243,10 @@ static void blas_leave(void)
 static fc_status run(ref_call *c, size_t elem, ref_head_fn head, fc_err *err)
 {
     c->view = seq_info_view(&c->p->seq);
+    fc_progress pr;
+    fc_progress_start(&pr, "reference", (uint64_t)(c->p->seq.lq + REF_PANEL_ROWS - 1) /
+                                            REF_PANEL_ROWS);
+    c->progress = &pr;
     int blas_threads = blas_enter();
     int32_t n = worker_count(c->p, blas_threads);
     ref_worker w[REF_MAX_THREADS];

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "base/progress.h"
 #include "ref/ref.h"
 
 /* Query rows per panel. Large enough that both gemms run near the machine's sgemm rate,
@@ -43,6 +44,7 @@ typedef struct ref_call {
     void *qbuf; /* [REF_PANEL_ROWS x D]: the f64 copy of the query panel */
     void *kbuf; /* [Lk x D]: the f64 copy, or the lp scaled-and-rounded copy, of the keys */
     void *vbuf; /* [Lk x Dv]: values with keys no panel row may see zeroed */
+    fc_progress *progress; /* panels done, shared by the call's workers */
 } ref_call;
 
 /* Offsets (in rows) of the first query row of the panel for (b, h) and of key k0 for the

@@ -20,6 +20,8 @@
 
 #include "base/lowp.h"
 #include "masks/problem.h"
+#include "base/progress.h"
+#include "masks/bmask.h"
 #include "ref/ref.h"
 
 /* ---- cases and inputs ---- */
@@ -1121,6 +1123,60 @@ Test(ref_threads, concurrent_calls_give_the_single_threaded_bits)
                  mismatches);
     cr_expect_eq(after, 4, "the caller's thread count was not restored (%d)", after);
     free_outputs(&want);
+    free_inputs(&t);
+    attn_problem_free(&p);
+}
+
+/* Long steps report progress through the sink a command installs (base/progress.h): with an
+ * interval of 0 every panel of the oracle reports, fractions rising to 1; the slow block-mask
+ * builder reports per query tile. Without a sink nothing is called. */
+typedef struct prog_log {
+    int calls;
+    double fractions[64];
+    char what[64];
+} prog_log;
+
+static void log_progress(void *ctx, const char *what, double fraction, double seconds)
+{
+    prog_log *l = ctx;
+    if (l->calls < 64)
+        l->fractions[l->calls] = fraction;
+    l->calls++;
+    snprintf(l->what, sizeof l->what, "%s", what);
+    (void)seconds;
+}
+
+Test(ref_progress, long_steps_report_through_the_installed_sink)
+{
+    ref_case rc = {.name = "L512", .batch = 1, .hq = 2, .hkv = 1, .lq = 512, .lk = 256,
+                   .d = 16, .dv = 16, .causal = 1};
+    attn_problem p;
+    make_problem(&rc, &p);
+    tensors t;
+    make_inputs(&p, 902, FC_F32, &t);
+    int saved = openblas_get_num_threads();
+    openblas_set_num_threads(1); /* one worker: it reports every panel */
+    prog_log log = {0};
+    fc_progress_set(log_progress, &log, 0);
+    outputs o = run_ok(rc.name, V_F64, &p, &t);
+    cr_expect_eq(log.calls, 4, "512 rows are 4 panels of 128: %d reports", log.calls);
+    for (int i = 0; i < 4 && i < log.calls; i++)
+        cr_expect(log.fractions[i] == (i + 1) / 4.0, "report %d: %g", i, log.fractions[i]);
+    cr_expect_str_eq(log.what, "reference");
+    bmask bm;
+    fc_err err;
+    log = (prog_log){0};
+    cr_assert_eq(bmask_build_slow(&bm, p.mask, &p.seq, 64, 64, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(log.calls, 8, "512 rows are 8 query tiles of 64: %d reports", log.calls);
+    cr_expect_str_eq(log.what, "slow block-mask builder");
+    bmask_free(&bm);
+    fc_progress_set(NULL, NULL, 0);
+    log = (prog_log){0};
+    free_outputs(&o);
+    o = run_ok(rc.name, V_F64, &p, &t);
+    cr_expect_eq(log.calls, 0, "reports without a sink");
+    openblas_set_num_threads(saved);
+    free_outputs(&o);
     free_inputs(&t);
     attn_problem_free(&p);
 }
