@@ -1,0 +1,369 @@
+"""flexcheck.torch_flex - PyTorch's flex_attention run as a kernel under test on fixture files.
+
+    python -m flexcheck.torch_flex PATH... --device cpu|cuda [--compile] [--dtype T[,T]]
+                                           [--label L] [--overwrite] [--threads N]
+
+PATH is a fixture file (docs/fixtures.md) or a directory searched for them (*.h5, *.hdf5,
+recursively, in sorted order). For every case (read with read_case) this runs PyTorch's
+`flex_attention` on the case's stored inputs, in the case's dtype, with the case's scale,
+`enable_gqa` when Hq != Hkv and a block mask from `create_block_mask` at the case's q/kv block
+sizes, and stores what PyTorch returned with add_tested under tested/<label>:
+
+  - out: the output as PyTorch returned it (float32, float16 or bfloat16), never patched
+    (rows with no allowed key included: what PyTorch returns there is what is judged);
+  - lse: PyTorch's natural-log LSE (return_aux=AuxRequest(lse=True) where flex_attention
+    has it, else return_lse=True; told by the signature, not the version string);
+  - out_rerun: a second call on the same inputs and block mask (H7: bitwise determinism);
+  - block_mask: PyTorch's own BlockMask, which `flexcheck check` holds to the case's mask.
+
+The mask_mod is written from docs/semantics.md section 2, not from flexcheck's C code: per
+sequence, bottom-right alignment p_q = i + (nk - nq), p_k = j; packed batches through
+document-id lookup tensors built from cu_seqlens; causal p_k <= p_q, sliding window
+|p_q - p_k| < W, chunk floor(p_q / C) == floor(p_k / C); tokens past Lq / Lk (PyTorch pads the
+grid to whole blocks) never allowed. This module computes no reference: PyTorch is the thing
+judged, by `flexcheck check` against flexcheck's float64 oracle.
+
+The label defaults to torch-<version>-<device>[-compiled] (sanitized to [A-Za-z0-9._-], at most
+64 characters); the producer string names torch's version, the device, compiled or eager and
+the Python version. Files are modified in place through add_tested (atomic per case).
+
+Exit status: 0 every selected case ran and was stored; 1 some case could not be run or stored
+(each named on stderr, the others still stored); 2 bad arguments or no fixture file found.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import platform
+import re
+import sys
+import time
+import warnings
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .fixtures import DTYPES, add_tested, list_cases, read_case
+
+FIXTURE_SUFFIXES = (".h5", ".hdf5")
+LABEL_MAX = 64
+PROG = "torch_flex"
+
+
+# ---- pure helpers (no torch) ----
+
+def sanitize_label(text: str) -> str:
+    """text in the tested-label charset [A-Za-z0-9._-]: every run of other characters becomes
+    one '-' (torch's '2.15.0+cu132' becomes '2.15.0-cu132'), cut to 64 characters, never
+    ending in '-' where it was cut or replaced."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:LABEL_MAX].strip("-")
+    if not s:
+        raise ValueError(f"label {text!r}: nothing left of it in [A-Za-z0-9._-]")
+    return s
+
+
+def default_label(torch_version: str, device: str, compiled: bool) -> str:
+    """torch-<version>-<device>[-compiled], sanitized."""
+    return sanitize_label(f"torch-{torch_version}-{device}" + ("-compiled" if compiled else ""))
+
+
+def producer_string(torch_version: str, device: str, device_name: Optional[str],
+                    compiled: bool, python_version: Optional[str] = None) -> str:
+    """Free text for the producer attribute: torch version, device, compiled or eager, Python."""
+    dev = f"{device} ({device_name})" if device_name else device
+    mode = "compiled (torch.compile)" if compiled else "eager"
+    py = python_version or platform.python_version()
+    return f"torch {torch_version} flex_attention, {dev}, {mode}, Python {py}"
+
+
+def discover(paths: Sequence[str]) -> List[str]:
+    """The fixture files named by paths: a file as given (any name), a directory searched
+    recursively for *.h5 / *.hdf5 (hidden files and folders, such as the package's temporary
+    files, skipped), in sorted order. Each file once, in the order first met. ValueError for a
+    path that does not exist."""
+    files: List[str] = []
+    seen = set()
+
+    def add(p: str) -> None:
+        key = os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            files.append(p)
+
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, names in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for n in sorted(names):
+                    if n.endswith(FIXTURE_SUFFIXES) and not n.startswith("."):
+                        add(os.path.join(root, n))
+        elif os.path.isfile(p):
+            add(p)
+        else:
+            raise ValueError(f"{p}: no such file or directory")
+    return files
+
+
+def parse_dtypes(values: Optional[Iterable[str]]) -> Optional[Tuple[str, ...]]:
+    """--dtype values (repeatable, each comma-separated) as a tuple of DTYPES; None: all."""
+    if not values:
+        return None
+    out: List[str] = []
+    for v in values:
+        for t in v.split(","):
+            t = t.strip()
+            if t not in DTYPES:
+                raise ValueError(f"--dtype {t!r}: must be one of {', '.join(DTYPES)}")
+            if t not in out:
+                out.append(t)
+    return tuple(out)
+
+
+# ---- torch ----
+
+def _torch():
+    import torch  # only here: the helpers above and the tests of them run without torch
+
+    return torch
+
+
+def _fa():
+    from torch.nn.attention import flex_attention as fa
+
+    return fa
+
+
+def has_return_aux(fa=None) -> bool:
+    """True when flex_attention takes return_aux=AuxRequest(...) (PyTorch 2.9 and later),
+    told by feature: return_lse is deprecated there."""
+    fa = fa or _fa()
+    try:
+        params = inspect.signature(fa.flex_attention).parameters
+    except (TypeError, ValueError):
+        return False
+    return hasattr(fa, "AuxRequest") and "return_aux" in params
+
+
+def doc_ids(torch, cu, length: int, device):
+    """[max(length, 1)] int64: the sequence s with cu[s] <= t < cu[s + 1] of every token t
+    (right=True skips the repeated entries of empty sequences)."""
+    return torch.searchsorted(cu, torch.arange(max(length, 1), device=device), right=True) - 1
+
+
+def make_mask_mod(torch, *, causal: bool, window: int, chunk: int, lq: int, lk: int,
+                  cu_q=None, cu_k=None, device="cpu"):
+    """The mask_mod of docs/semantics.md section 2 on the (packed) token grid of one batch
+    entry: query token q_idx may use key token kv_idx when both are real tokens (q_idx < Lq,
+    kv_idx < Lk), of the same sequence, and every switched-on term allows the pair at the
+    positions p_q = i + (nk - nq), p_k = j within that sequence. cu_q / cu_k: the packed
+    batch's offsets (None: one sequence of Lq queries and Lk keys)."""
+    if cu_q is None:
+        cu_q, cu_k = [0, lq], [0, lk]
+    cq = torch.as_tensor([int(x) for x in cu_q], dtype=torch.int64, device=device)
+    ck = torch.as_tensor([int(x) for x in cu_k], dtype=torch.int64, device=device)
+    seq_q, seq_k = doc_ids(torch, cq, lq, device), doc_ids(torch, ck, lk, device)
+    shift = (ck[1:] - ck[:-1]) - (cq[1:] - cq[:-1])  # nk - nq of every sequence
+    last_q, last_k = max(lq - 1, 0), max(lk - 1, 0)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        real = (q_idx < lq) & (kv_idx < lk)
+        qi = q_idx.clamp(0, last_q)  # padded tokens looked up in range, then refused by `real`
+        ki = kv_idx.clamp(0, last_k)
+        sq, sk = seq_q[qi], seq_k[ki]
+        p_q = qi - cq[sq] + shift[sq]
+        p_k = ki - ck[sk]
+        ok = real & (sq == sk)
+        if causal:
+            ok = ok & (p_k <= p_q)
+        if window:
+            ok = ok & ((p_q - p_k).abs() < window)
+        if chunk:
+            ok = ok & (torch.div(p_q, chunk, rounding_mode="floor")
+                       == torch.div(p_k, chunk, rounding_mode="floor"))
+        return ok
+
+    return mask_mod
+
+
+def case_mask_mod(torch, case, device):
+    return make_mask_mod(torch, causal=case.causal, window=case.window, chunk=case.chunk,
+                         lq=case.q.shape[2], lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
+                         cu_k=case.cu_seqlens_k, device=device)
+
+
+def _raise_recompile_limits(torch) -> None:
+    """Every case is a new shape and a new mask_mod closure: dynamo's default recompile limit
+    (8) would otherwise make torch.compile fall back to running the function eagerly, and a
+    "compiled" label would then be false. The option's name changed (cache_size_limit ->
+    recompile_limit); set whichever this version has."""
+    cfg = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, 1 << 20)
+
+
+class Runner:
+    """flex_attention on one device, eager or compiled, returning (out, natural-log lse)."""
+
+    def __init__(self, device: str, compiled: bool):
+        torch, fa = _torch(), _fa()
+        self.torch, self.fa = torch, fa
+        self.device, self.compiled = device, compiled
+        self.aux = has_return_aux(fa)
+        self.lse_refused: Optional[str] = None  # why, once the backend refused to return it
+        self.dtypes = {"float32": torch.float32, "float16": torch.float16,
+                       "bfloat16": torch.bfloat16}
+        if device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("--device cuda: torch.cuda.is_available() is False")
+        self.device_name = torch.cuda.get_device_name(0) if device == "cuda" else None
+        _raise_recompile_limits(torch)
+        # fullgraph: a graph break would run part of it eagerly under a "compiled" label.
+        self.fn = (torch.compile(fa.flex_attention, dynamic=False, fullgraph=True)
+                   if compiled else fa.flex_attention)
+
+    def tensor(self, a, dtype: str, what: str):
+        """A stored input as a tensor of the case's dtype on the device; the values must be
+        exactly representable (docs/fixtures.md), so the conversion must not change them."""
+        torch = self.torch
+        t = torch.from_numpy(a)
+        r = t.to(self.dtypes[dtype])
+        if not torch.equal(r.to(t.dtype), t):
+            raise ValueError(f"{what}: values not exactly representable in {dtype}")
+        return r.to(self.device)
+
+    def block_mask(self, case):
+        return self.fa.create_block_mask(
+            case_mask_mod(self.torch, case, self.device), None, None, case.q.shape[2],
+            case.k.shape[2], device=self.device,
+            BLOCK_SIZE=(case.q_block_size, case.kv_block_size))
+
+    def call(self, q, k, v, bm, case):
+        """(out, lse); lse None once this backend has refused to return it."""
+        kw = dict(block_mask=bm, scale=case.scale, enable_gqa=q.shape[1] != k.shape[1])
+        if not self.lse_refused:
+            try:
+                if self.aux:
+                    out, aux = self.fn(q, k, v, return_aux=self.fa.AuxRequest(lse=True), **kw)
+                    return out, aux.lse
+                return self.fn(q, k, v, return_lse=True, **kw)
+            except Exception as e:
+                # Inductor's CPU flex_attention (2.15) raises "torch.compile on CPU only
+                # supports inference and `return_lse` is not supported yet": judge the
+                # output without the LSE (H5 not run) rather than not at all.
+                if not (self.compiled and "return_lse" in str(e) and "not supported" in str(e)):
+                    raise
+                self.lse_refused = next(ln for ln in str(e).splitlines() if "return_lse" in ln)
+                print(f"{PROG}: this backend returns no LSE ({self.lse_refused.strip()}): "
+                      f"outputs stored without it (H5 not run)", file=sys.stderr)
+        return self.fn(q, k, v, **kw), None
+
+    def run(self, case):
+        """(out, lse, out_rerun, block mask) of one case, moved to the CPU; lse None when the
+        backend refused to return it."""
+        q = self.tensor(case.q, case.dtype, "q")
+        k = self.tensor(case.k, case.dtype, "k")
+        v = self.tensor(case.v, case.dtype, "v")
+        bm = self.block_mask(case)
+        out, lse = self.call(q, k, v, bm, case)
+        rerun, _ = self.call(q, k, v, bm, case)
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+        return out.cpu(), None if lse is None else lse.cpu(), rerun.cpu(), bm.to("cpu")
+
+
+# ---- the command ----
+
+def _args(argv):
+    ap = argparse.ArgumentParser(
+        prog="python -m flexcheck.torch_flex",
+        description="Run PyTorch's flex_attention on every case of fixture files and store its "
+                    "output, LSE, rerun and block mask under tested/<label> for `flexcheck "
+                    "check` to judge.")
+    ap.add_argument("paths", nargs="+", metavar="PATH",
+                    help="fixture files, or directories searched for *.h5 / *.hdf5")
+    ap.add_argument("--device", required=True, choices=("cpu", "cuda"))
+    ap.add_argument("--compile", action="store_true",
+                    help="run torch.compile(flex_attention) (default: eager)")
+    ap.add_argument("--dtype", action="append", metavar="T[,T]",
+                    help="only cases of these dtypes (float32, float16, bfloat16; repeatable)")
+    ap.add_argument("--label", help="the tested label (default torch-<version>-<device>"
+                                    "[-compiled]), sanitized to [A-Za-z0-9._-]")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace an output already stored under the label")
+    ap.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N)")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = _args(argv)
+    try:
+        files = discover(a.paths)
+        dtypes = parse_dtypes(a.dtype)
+        if not files:
+            raise ValueError(f"no fixture file (*.h5, *.hdf5) under {' '.join(a.paths)}")
+        if a.threads is not None and a.threads < 1:
+            raise ValueError(f"--threads {a.threads}: must be >= 1")
+    except ValueError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    torch = _torch()
+    # Eager is what was asked for: PyTorch's advice to compile is not news.
+    warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    try:
+        runner = Runner(a.device, a.compile)
+        label = sanitize_label(a.label) if a.label else default_label(torch.__version__,
+                                                                      a.device, a.compile)
+    except (RuntimeError, ValueError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    producer = producer_string(torch.__version__, a.device, runner.device_name, a.compile)
+    print(f"{PROG}: {len(files)} files -> tested/{label} ({producer}; LSE via "
+          f"{'return_aux' if runner.aux else 'return_lse'})")
+    totals = dict(cases=0, stored=0, skipped=0, errors=0)
+    t_all = time.monotonic()
+    for path in files:
+        counts = dict(cases=0, stored=0, skipped=0, errors=0)
+        t0 = time.monotonic()
+        try:
+            names = list_cases(path)
+        except Exception as e:  # not HDF5, no /cases: flexcheck check says why in full
+            print(f"{PROG}: {path}: cannot list cases: {e}", file=sys.stderr)
+            print(f"ERROR {path}: not read")
+            totals["errors"] += 1
+            continue
+        for name in names:
+            counts["cases"] += 1
+            try:
+                case = read_case(path, name)
+                if dtypes and case.dtype not in dtypes:
+                    counts["skipped"] += 1
+                    continue
+                if label in case.tested and not a.overwrite:  # before spending PyTorch's time
+                    raise ValueError(f"tested/{label} exists; refusing to overwrite "
+                                     f"(--overwrite)")
+                out, lse, rerun, bm = runner.run(case)
+                prod = producer if lse is not None else f"{producer}, no LSE (backend refused)"
+                add_tested(path, name, label, out, producer=prod, lse=lse, out_rerun=rerun,
+                           block_mask=bm, overwrite=a.overwrite)
+                counts["stored"] += 1
+            except Exception as e:  # PyTorch refused the case, or the write was refused
+                counts["errors"] += 1
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                print(f"{PROG}: {path}: case {name}: {type(e).__name__}: {msg}",
+                      file=sys.stderr)
+        for key in totals:
+            totals[key] += counts[key]
+        status = "ok" if counts["errors"] == 0 else "ERROR"
+        print(f"{status} {path}: {counts['cases']} cases, {counts['stored']} stored, "
+              f"{counts['skipped']} skipped (dtype), {counts['errors']} errors "
+              f"({time.monotonic() - t0:.1f} s)")
+    print(f"{PROG}: {len(files)} files, {totals['cases']} cases: {totals['stored']} stored under "
+          f"tested/{label}, {totals['skipped']} skipped, {totals['errors']} errors in "
+          f"{time.monotonic() - t_all:.1f} s")
+    return 1 if totals["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

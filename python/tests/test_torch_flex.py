@@ -1,0 +1,330 @@
+"""Tests of flexcheck.torch_flex, the runner that judges PyTorch's flex_attention.
+
+Without torch: label sanitizing, the producer string, file discovery, the --dtype filter,
+argument errors, and that importing the module does not import torch. With torch
+(pytest.importorskip): the mask_mod against truth tables written by hand from
+docs/semantics.md section 2 (not computed by any code under test), and the runner end to end
+on small cases written with write_case: what it stores, the --dtype filter, refusing to
+overwrite a label, the return_lse path against the return_aux one. With FLEXCHECK_BIN as well,
+`flexcheck fill` and `flexcheck check` judge what it stored.
+
+Run: PYTHONPATH=python python3 -m pytest python/tests/test_torch_flex.py
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from flexcheck import read_case, write_case
+from flexcheck.fixtures import LABEL_RE
+from flexcheck import torch_flex as tf
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("FLEXCHECK_BIN")
+
+
+# ---- without torch ----
+
+@pytest.mark.parametrize("text, label", [
+    ("torch-2.15.0+cu132-cpu", "torch-2.15.0-cu132-cpu"),
+    ("torch-2.7.1-cuda-compiled", "torch-2.7.1-cuda-compiled"),
+    ("torch 2.8.0a0+git1234/rocm", "torch-2.8.0a0-git1234-rocm"),
+    ("++torch++", "torch"),
+    ("a" * 70, "a" * 64),
+    ("x" * 63 + "+y", "x" * 63),  # cut at 64 would end in '-': dropped
+])
+def test_sanitize_label(text, label):
+    assert tf.sanitize_label(text) == label
+    assert LABEL_RE.fullmatch(label)
+
+
+@pytest.mark.parametrize("text", ["", "+++", "é"])
+def test_sanitize_label_refuses_what_has_no_valid_character(text):
+    with pytest.raises(ValueError, match="nothing left"):
+        tf.sanitize_label(text)
+
+
+def test_default_label_and_producer():
+    assert tf.default_label("2.15.0+cu132", "cpu", False) == "torch-2.15.0-cu132-cpu"
+    assert tf.default_label("2.7.1", "cuda", True) == "torch-2.7.1-cuda-compiled"
+    p = tf.producer_string("2.7.1+cu126", "cuda", "NVIDIA H200", True, "3.11.2")
+    assert p == ("torch 2.7.1+cu126 flex_attention, cuda (NVIDIA H200), compiled "
+                 "(torch.compile), Python 3.11.2")
+    p = tf.producer_string("2.15.0", "cpu", None, False)
+    assert p.startswith("torch 2.15.0 flex_attention, cpu, eager, Python 3.")
+
+
+def touch(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb"):
+        pass
+    return path
+
+
+def test_discover(tmp_path):
+    d = str(tmp_path)
+    b = touch(os.path.join(d, "cases", "b.h5"))
+    a = touch(os.path.join(d, "cases", "a.hdf5"))
+    sub = touch(os.path.join(d, "cases", "m1", "c.h5"))
+    touch(os.path.join(d, "cases", "notes.txt"))
+    touch(os.path.join(d, "cases", ".b.h5.x1y2.tmp"))       # the package's temporary file
+    touch(os.path.join(d, "cases", ".hidden", "d.h5"))
+    touch(os.path.join(d, "cases", ".e.h5"))
+    odd = touch(os.path.join(d, "dump.bin"))                # named files are taken as they are
+    assert tf.discover([os.path.join(d, "cases")]) == [a, b, sub]
+    # each file once, in the order first met
+    assert tf.discover([odd, b, os.path.join(d, "cases")]) == [odd, b, a, sub]
+    assert tf.discover([os.path.join(d, "cases", "m1")]) == [sub]
+    os.makedirs(os.path.join(d, "empty"))
+    assert tf.discover([os.path.join(d, "empty")]) == []
+    with pytest.raises(ValueError, match="no such file or directory"):
+        tf.discover([os.path.join(d, "missing.h5")])
+
+
+def test_parse_dtypes():
+    assert tf.parse_dtypes(None) is None
+    assert tf.parse_dtypes([]) is None
+    assert tf.parse_dtypes(["float16"]) == ("float16",)
+    assert tf.parse_dtypes(["float32,bfloat16", "float32"]) == ("float32", "bfloat16")
+    with pytest.raises(ValueError, match="--dtype 'fp16'"):
+        tf.parse_dtypes(["fp16"])
+
+
+def test_bad_arguments_exit_2_before_torch_is_needed(tmp_path, capsys):
+    assert tf.main([str(tmp_path / "missing.h5"), "--device", "cpu"]) == 2
+    assert "missing.h5: no such file or directory" in capsys.readouterr().err
+    assert tf.main([str(tmp_path), "--device", "cpu"]) == 2
+    assert "no fixture file" in capsys.readouterr().err
+    touch(str(tmp_path / "x.h5"))
+    assert tf.main([str(tmp_path), "--device", "cpu", "--dtype", "half"]) == 2
+    assert "--dtype 'half'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse: --device is required
+        tf.main([str(tmp_path)])
+
+
+def test_importing_the_runner_does_not_import_torch():
+    code = "import sys, flexcheck.torch_flex; sys.exit(1 if 'torch' in sys.modules else 0)"
+    env = {**os.environ, "PYTHONPATH": os.path.join(REPO, "python"),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+
+
+# ---- the mask_mod against docs/semantics.md (torch) ----
+
+def table(rows):
+    return np.array([[c == "1" for c in r] for r in rows.split()], bool)
+
+
+# (name, parameters, grid evaluated (rows, cols), truth table by hand from docs/semantics.md)
+TRUTH = [
+    # bottom-right: nq = 3, nk = 5, so p_q = i + 2
+    ("causal_lq_lt_lk", dict(causal=True, window=0, chunk=0, lq=3, lk=5), (3, 5),
+     "11100 11110 11111"),
+    # nq = 4, nk = 2: p_q = i - 2; the first two queries see nothing
+    ("causal_lq_gt_lk", dict(causal=True, window=0, chunk=0, lq=4, lk=2), (4, 2),
+     "00 00 10 11"),
+    # causal window W covers W keys: the query's own position and W - 1 before it
+    ("causal_window_2", dict(causal=True, window=2, chunk=0, lq=5, lk=5), (5, 5),
+     "10000 11000 01100 00110 00011"),
+    # a bidirectional window covers 2W - 1
+    ("bidir_window_2", dict(causal=False, window=2, chunk=0, lq=4, lk=4), (4, 4),
+     "1100 1110 0111 0011"),
+    # chunks {0, 1}, {2, 3}, {4}, causal within
+    ("causal_chunk_2", dict(causal=True, window=0, chunk=2, lq=5, lk=5), (5, 5),
+     "10000 11000 00100 00110 00001"),
+    # p_q = -2, -1, 0, 1: floor(-1 / 3) = -1 shares no chunk with key 0 (truncation would)
+    ("bidir_chunk_negative_positions", dict(causal=False, window=0, chunk=3, lq=4, lk=2),
+     (4, 2), "00 00 11 11"),
+    # causal, W = 2, C = 3: the window and the chunk both hold
+    ("causal_window_chunk", dict(causal=True, window=2, chunk=3, lq=6, lk=6), (6, 6),
+     "100000 110000 011000 000100 000110 000011"),
+    # packed: s0 has 2 queries, 3 keys (p_q = 1, 2); s1 no queries, 1 key; s2 3 queries,
+    # 2 keys (p_q = -1, 0, 1)
+    ("packed_causal", dict(causal=True, window=0, chunk=0, lq=5, lk=6, cu_q=[0, 2, 2, 5],
+                           cu_k=[0, 3, 4, 6]), (5, 6),
+     "110000 111000 000000 000010 000011"),
+    # packed bidirectional window 2: no pair across sequences; s1 has queries and no key
+    ("packed_bidir_window_empty_k", dict(causal=False, window=2, chunk=0, lq=5, lk=4,
+                                         cu_q=[0, 2, 3, 5], cu_k=[0, 2, 2, 4]), (5, 4),
+     "1100 1100 0000 0011 0011"),
+    # PyTorch pads to whole blocks: tokens past Lq / Lk are never allowed
+    ("padding_dense", dict(causal=False, window=0, chunk=0, lq=3, lk=2), (4, 4),
+     "1100 1100 1100 0000"),
+    ("padding_packed_causal", dict(causal=True, window=0, chunk=0, lq=5, lk=6,
+                                   cu_q=[0, 2, 2, 5], cu_k=[0, 3, 4, 6]), (7, 8),
+     "11000000 11100000 00000000 00001000 00001100 00000000 00000000"),
+]
+
+
+@pytest.mark.parametrize("name, params, grid, rows", TRUTH, ids=[t[0] for t in TRUTH])
+def test_mask_mod_truth_tables(name, params, grid, rows):
+    torch = pytest.importorskip("torch")
+    mm = tf.make_mask_mod(torch, **params)
+    want = table(rows)
+    assert want.shape == grid
+    q = torch.arange(grid[0]).view(-1, 1)
+    k = torch.arange(grid[1]).view(1, -1)
+    zero = torch.tensor(0)
+    got = mm(zero, zero, q, k).expand(grid).numpy()
+    assert (got == want).all(), f"\n{got.astype(int)}\n!=\n{want.astype(int)}"
+    # the same through PyTorch's own evaluation (vmap over scalar indices), on the real grid
+    fa = pytest.importorskip("torch.nn.attention.flex_attention")
+    lq, lk = params["lq"], params["lk"]
+    dense = fa.create_mask(mm, 1, 1, lq, lk, device="cpu")[0, 0].numpy()
+    assert (dense == want[:lq, :lk]).all()
+
+
+# ---- the runner end to end (torch) ----
+
+def rng_inputs(seed, b, hq, hkv, lq, lk, d, dv, dtype):
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape in ((b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, dv)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        if dtype == "float16":
+            x = x.astype(np.float16)
+        elif dtype == "bfloat16":  # keep the top 16 bits: exactly representable
+            x = (x.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+        out.append(x)
+    return out
+
+
+@pytest.fixture
+def cases_file(tmp_path):
+    """Three small cases: float32 dense GQA Lq < Lk with an empty-row-free causal mask,
+    float16 packed causal window with empty rows, bfloat16 chunked decode."""
+    path = str(tmp_path / "cases.h5")
+    q, k, v = rng_inputs(1, 2, 4, 2, 20, 37, 16, 8, "float32")
+    write_case(path, "a_f32_gqa", q, k, v, causal=True, window=0, q_block_size=16,
+               kv_block_size=32)
+    q, k, v = rng_inputs(2, 1, 2, 2, 40, 30, 16, 16, "float16")
+    write_case(path, "b_f16_packed", q, k, v, causal=True, window=5,
+               cu_seqlens_q=[0, 10, 10, 40], cu_seqlens_k=[0, 12, 20, 30],
+               q_block_size=16, kv_block_size=16, dtype="float16")
+    q, k, v = rng_inputs(3, 1, 2, 1, 1, 50, 32, 32, "bfloat16")
+    write_case(path, "c_bf16_decode", q, k, v, causal=True, chunk=16, dtype="bfloat16",
+               q_block_size=16, kv_block_size=16)
+    return path
+
+
+def run_main(*args):
+    return tf.main([*map(str, args)])
+
+
+def test_runner_stores_out_lse_rerun_and_block_mask(cases_file, capsys):
+    torch = pytest.importorskip("torch")
+    assert run_main(cases_file, "--device", "cpu", "--threads", "1") == 0
+    stdout = capsys.readouterr().out
+    label = tf.default_label(torch.__version__, "cpu", False)
+    assert f"ok {cases_file}: 3 cases, 3 stored, 0 skipped (dtype), 0 errors" in stdout
+    assert f"3 stored under tested/{label}" in stdout
+    for name, enc in (("a_f32_gqa", "float32"), ("b_f16_packed", "float16"),
+                      ("c_bf16_decode", "bfloat16")):
+        c = read_case(cases_file, name)
+        t = c.tested[label]
+        assert t.encoding == enc
+        assert t.producer.startswith(f"torch {torch.__version__} flex_attention, cpu, eager, "
+                                     f"Python ")
+        b, hq, lq, _ = c.q.shape
+        assert t.out.shape == (b, hq, lq, c.v.shape[3])
+        assert t.lse.shape == (b, hq, lq) and t.lse.dtype == np.float32
+        assert t.out_rerun is not None and t.out_rerun.tobytes() == t.out.tobytes()
+        bm = t.block_mask
+        assert (bm["q_block_size"], bm["kv_block_size"]) == (c.q_block_size, c.kv_block_size)
+        assert bm["kv_num_blocks"].shape[-1] == -(-lq // c.q_block_size)
+    # The packed case's query tokens 0..9 are the sequence's last 10 of 12 keys under a window
+    # of 5; its second sequence has 0 queries; tokens 10..39 have 10 keys (p_q = i - 20), so
+    # the first 20 of them see no key at all: PyTorch's answer there is stored as returned.
+    t = read_case(cases_file, "b_f16_packed").tested[label]
+    assert np.isneginf(t.lse[0, :, 10:30]).all()
+    assert np.isfinite(t.lse[0, :, 30:]).all() and np.isfinite(t.lse[0, :, :10]).all()
+
+
+def test_runner_dtype_filter_label_and_overwrite(cases_file, capsys):
+    pytest.importorskip("torch")
+    assert run_main(cases_file, "--device", "cpu", "--dtype", "float16,bfloat16",
+                    "--label", "my torch+run") == 0
+    assert "3 cases, 2 stored, 1 skipped (dtype), 0 errors" in capsys.readouterr().out
+    assert list(read_case(cases_file, "a_f32_gqa").tested) == []
+    assert list(read_case(cases_file, "b_f16_packed").tested) == ["my-torch-run"]
+    before = open(cases_file, "rb").read()
+    # the label exists: refused case by case (exit 1), the file untouched
+    assert run_main(cases_file, "--device", "cpu", "--dtype", "float16",
+                    "--label", "my-torch-run") == 1
+    captured = capsys.readouterr()
+    assert "case b_f16_packed: ValueError" in captured.err and "overwrite" in captured.err
+    assert "ERROR " in captured.out
+    assert open(cases_file, "rb").read() == before
+    assert run_main(cases_file, "--device", "cpu", "--dtype", "float16",
+                    "--label", "my-torch-run", "--overwrite") == 0
+
+
+def test_return_lse_path_agrees_with_return_aux(cases_file):
+    torch = pytest.importorskip("torch")
+    r = tf.Runner("cpu", compiled=False)
+    assert r.aux == tf.has_return_aux()
+    c = read_case(cases_file, "b_f16_packed")
+    out, lse, rerun, _ = r.run(c)
+    if not r.aux:
+        pytest.skip(f"torch {torch.__version__} has no return_aux: return_lse is the path")
+    r.aux = False  # the path PyTorch before 2.9 takes (deprecated since, still working)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        out2, lse2, _, _ = r.run(c)
+    assert torch.equal(out, out2) and torch.equal(lse, lse2)
+
+
+def test_compiled_on_cpu_stores_the_output_without_the_lse(cases_file, capsys):
+    """Inductor's CPU flex_attention returns no LSE (2.15: "return_lse is not supported yet"):
+    the output is stored without it, the producer says so, and check judges it without H5.
+    One small case (compiling takes seconds); skipped where this PyTorch cannot compile
+    flex_attention for the CPU at all (2.7.1 on Debian 12: a C++ compile error)."""
+    torch = pytest.importorskip("torch")
+    rc = run_main(cases_file, "--device", "cpu", "--compile", "--dtype", "bfloat16")
+    captured = capsys.readouterr()
+    if rc == 1 and "CppCompileError" in captured.err:
+        pytest.skip(f"torch {torch.__version__} cannot compile flex_attention for this CPU")
+    assert rc == 0, captured.out + captured.err
+    label = tf.default_label(torch.__version__, "cpu", True)
+    assert label.endswith("-cpu-compiled")
+    t = read_case(cases_file, "c_bf16_decode").tested[label]
+    assert "compiled (torch.compile)" in t.producer
+    if t.lse is None:
+        assert t.producer.endswith("no LSE (backend refused)")
+        assert "this backend returns no LSE" in captured.err
+    assert t.out_rerun.tobytes() == t.out.tobytes()
+
+
+def test_runner_errors_are_per_case(tmp_path, cases_file, capsys):
+    """A file that is not a fixture is named and the others still run (exit 1)."""
+    pytest.importorskip("torch")
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"not hdf5")
+    assert run_main(bad, cases_file, "--device", "cpu", "--dtype", "bfloat16") == 1
+    captured = capsys.readouterr()
+    assert f"ERROR {bad}: not read" in captured.out
+    assert f"ok {cases_file}: 3 cases, 1 stored, 2 skipped (dtype), 0 errors" in captured.out
+
+
+@pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make python-tests sets it)")
+def test_flexcheck_checks_what_the_runner_stored(tmp_path, cases_file):
+    """fill (our float64 oracle), the runner, check: every case confirmed, PyTorch's outputs
+    judged (they pass: PyTorch's eager flex_attention is correct on these), its block masks
+    checked sound."""
+    torch = pytest.importorskip("torch")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    r = subprocess.run([BIN, "fill", cases_file, "--in-place"], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert run_main(cases_file, "--device", "cpu") == 0
+    r = subprocess.run([BIN, "check", cases_file, "--report", str(tmp_path / "report")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    label = tf.default_label(torch.__version__, "cpu", False)
+    assert r.stdout.count(f"PASS {cases_file}") == 6, r.stdout  # 3 cases + 3 outputs
+    assert r.stdout.count(f"tested/{label}") == 3
+    assert r.stdout.count("its block mask") == 3 and "sound" in r.stdout
+    assert "3 outputs under test, 3 passed, 0 failed" in r.stdout
