@@ -11,3 +11,6 @@ TEST_STEPS += python-tests
 python-tests: $(BIN)
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=python FLEXCHECK_BIN=$(BIN) OPENBLAS_NUM_THREADS=1 \
 	    $(PYTHON3) -m pytest -q -p no:cacheprovider python/tests
+
+# make torch-gate (PyTorch's flex_attention under the gates; not part of make test).
+include python/torch.mk

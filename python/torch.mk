@@ -1,0 +1,28 @@
+# python/torch.mk - `make torch-gate`: PyTorch's flex_attention judged by flexcheck's gates, its
+# first outside kernel. Not part of `make test` (it downloads PyTorch, ~5 GB with the CUDA
+# libraries PyPI's wheel depends on). Included by python/module.mk.
+#
+#   make torch-gate                              export --quick, PyTorch on the CPU (eager, all
+#                                                dtypes), check; report in build/torch-gate/report/
+#   make torch-gate TORCH_SPEC='torch==2.7.1'    another PyTorch (the venv is rebuilt when it changes)
+#   make torch-gate TORCH_GATE_SIZE=--default TORCH_GATE_ARGS='--dtype float16'
+#
+# The venv (build/torch-venv) is made by ci/torch_venv.sh and kept between runs; the runner
+# and the fixture package come from the tree (PYTHONPATH=python). The steps and their exit
+# status are ci/torch_gate.sh's.
+TORCH_SPEC ?= torch
+TORCH_VENV ?= $(BUILD)/torch-venv
+TORCH_GATE_DIR ?= $(BUILD)/torch-gate
+TORCH_GATE_SIZE ?= --quick
+TORCH_GATE_ARGS ?=
+
+.PHONY: torch-gate torch-venv
+torch-venv:
+	@if [ "$$(cat $(TORCH_VENV)/.flexcheck-torch-spec 2>/dev/null)" != "$(TORCH_SPEC)" ]; then \
+	    PYTHON3=$(PYTHON3) sh ci/torch_venv.sh $(TORCH_VENV) $(TORCH_SPEC) && \
+	    echo "$(TORCH_SPEC)" >$(TORCH_VENV)/.flexcheck-torch-spec; \
+	else echo "torch-gate: $(TORCH_VENV) has $(TORCH_SPEC) (delete it to reinstall)"; fi
+
+torch-gate: $(BIN) torch-venv
+	@BIN=$(BIN) PY=$(TORCH_VENV)/bin/python DIR=$(TORCH_GATE_DIR) SIZE="$(TORCH_GATE_SIZE)" \
+	    RUNNER_ARGS="$(TORCH_GATE_ARGS)" bash ci/torch_gate.sh
