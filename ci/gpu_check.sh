@@ -6,7 +6,15 @@
 #      (test_kernel_v2_ptx) and kernel 2 natively, paged and unpaged (test_kernel_v2);
 #   3. the quick gate on the gpu backend with kernel 1 and kernel 2;
 #   4. `flexcheck bench kernel --backend gpu --gpu-shapes` and, when PyTorch is importable,
-#      ci/bench_torch_flex.py on the same shapes and masks;
+#      ci/bench_torch_flex.py on the same shapes and masks (PyTorch 2.7 or later: the LSE is
+#      asked for with return_aux or return_lse, whichever flex_attention takes);
+#   5. when PyTorch is importable and `flexcheck export` exists: the gate's cases exported
+#      (TORCH_EXPORT, default --quick), PyTorch's compiled flex_attention run on them on the GPU
+#      (python -m flexcheck.torch_flex --device cuda --compile: out, LSE, rerun and block mask
+#      stored under tested/torch-<version>-cuda-compiled) and judged by `flexcheck check`, report
+#      in OUT/torch-report. Every case compiles anew (its shape and mask differ), so the quick
+#      set can take a long time: TORCH_EXPORT="--quick --shard 1/4" runs a quarter of it, and
+#      TORCH_TIMEOUT (seconds, default 900) bounds the runner;
 # and writes everything under OUT (default build/gpu-report; `$OUT` on the lent machine).
 #   bash ci/gpu_check.sh [--build-only]      # --build-only: step 1 alone (tested on CPU machines)
 set -uo pipefail
@@ -47,6 +55,23 @@ run gate_gpu_kernel2 build/flexcheck gate --quick --backend gpu --kernel 2 \
 run bench_kernel build/flexcheck bench kernel --backend gpu --gpu-shapes --reps 5 || status=1
 if python3 -c "import torch" 2>/dev/null; then
     run bench_torch python3 ci/bench_torch_flex.py || status=1
+    if build/flexcheck export --help >/dev/null 2>&1; then
+        rm -rf "$OUT/torch-cases"
+        # shellcheck disable=SC2086  # TORCH_EXPORT is a list of options
+        run torch_export build/flexcheck export ${TORCH_EXPORT:---quick} \
+            --out "$OUT/torch-cases" || status=1
+        run torch_flex_cuda env PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 \
+            timeout "${TORCH_TIMEOUT:-900}" python3 -m flexcheck.torch_flex "$OUT/torch-cases" \
+            --device cuda --compile || status=1
+        mapfile -t torch_files < <(find "$OUT/torch-cases" -type f -name '*.h5' | LC_ALL=C sort)
+        if [ ${#torch_files[@]} -gt 0 ]; then
+            run torch_check build/flexcheck check --quiet --report "$OUT/torch-report" \
+                "${torch_files[@]}" || status=1
+            grep "^check:" "$OUT/torch_check.txt" >>"$OUT/summary.txt"
+        fi
+    else
+        log "torch_flex_cuda              skipped: this flexcheck has no export subcommand"
+    fi
 else
     log "bench_torch                  skipped: PyTorch is not importable here"
 fi
