@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/isolate.h"
 #include "diag/diag.h"
 #include "fixtures/fix.h"
 #include "judge/judge.h"
@@ -31,12 +32,20 @@ typedef struct opts {
     int32_t kernel;
     const char *report_dir; /* NULL: no report files */
     int strict;             /* outside-contract rows fail; a run that judged nothing fails */
+    cli_iso iso;            /* each file in a child under this limit (cli/isolate.h) */
 } opts;
 
+/* The counters of a tally, one entry each: a file is checked in a child process, whose counts
+ * are added to the parent's through this list (tally_add). */
+#define TALLY_COUNTERS(X)                                                                       \
+    X(files) X(rejected) X(cases) X(passed) X(failed) X(skipped)                                \
+    X(tested) X(tested_passed) X(tested_failed) /* outputs under test (tested/<label>) */   \
+    X(outside) X(tested_outside) /* cases / outputs outside the contract (docs/tolerance.md) */
+
 typedef struct tally {
-    int files, rejected, cases, passed, failed, skipped;
-    int tested, tested_passed, tested_failed; /* outputs under test (tested/<label>) */
-    int outside, tested_outside; /* cases / outputs outside the contract (docs/tolerance.md) */
+#define TALLY_INT(name) int name;
+    TALLY_COUNTERS(TALLY_INT)
+#undef TALLY_INT
     rep_row *rows;                            /* the report rows, in the order judged */
     size_t nrows, cap;
     int oom;                                  /* a row could not be kept */
@@ -524,12 +533,17 @@ static void check_file(const char *path, const opts *o, tally *t)
     fix_file f;
     fc_err err;
     t->files++;
-    if (fix_open(path, &f, &err) || fix_validate(&f, &err)) {
+    fc_status st = fix_open(path, &f, &err);
+    if (!st)
+        st = fix_validate(&f, &err);
+    if (st) {
         if (f.h5 >= 0)
             fix_close(&f);
-        reject(path, err.msg, t);
+        char msg[sizeof err.msg + 96];
+        reject(path, cli_iso_errmsg(st, err.msg, msg, sizeof msg), t);
         return;
     }
+    cli_iso_set_phase(CLI_ISO_JUDGING); /* read whole: a crash now is not the file's */
     if (o->only_case && fix_find_case(&f, o->only_case) < 0) {
         fc_fmt(err.msg, sizeof err.msg, "%s: no case named '%s'", path, o->only_case);
         reject(path, err.msg, t);
@@ -539,13 +553,80 @@ static void check_file(const char *path, const opts *o, tally *t)
     fix_close(&f);
 }
 
+/* ---- each file in a child (cli/isolate.h) ----
+ * The child checks one file into a tally of its own and sends it back: the counters, then the
+ * report rows (plain data). A child that dies is one line and an error row here. */
+
+typedef struct file_job {
+    const char *path;
+    const opts *o;
+} file_job;
+
+static int check_file_child(void *arg, cli_iso_chan *ch)
+{
+    const file_job *j = arg;
+    tally t = {0};
+    check_file(j->path, j->o, &t);
+    tally head = t;
+    head.rows = NULL;
+    head.cap = 0;
+    int rc = cli_iso_send(ch, &head, sizeof head) ||
+             (t.nrows && cli_iso_send(ch, t.rows, t.nrows * sizeof *t.rows));
+    free(t.rows);
+    return rc ? 2 : 0;
+}
+
+static void tally_add(tally *t, const tally *c, const rep_row *rows)
+{
+#define TALLY_ADD(name) t->name += c->name;
+    TALLY_COUNTERS(TALLY_ADD)
+#undef TALLY_ADD
+    t->oom |= c->oom;
+    for (size_t i = 0; i < c->nrows; i++)
+        keep_row(t, &rows[i]);
+}
+
+static void check_file_isolated(const char *path, const opts *o, tally *t)
+{
+    file_job job = {path, o};
+    cli_iso_result res;
+    fc_err err;
+    if (cli_isolated(&o->iso, check_file_child, &job, &res, &err)) {
+        t->files++;
+        fc_fmt(err.msg + strlen(err.msg), sizeof err.msg - strlen(err.msg), " (%s)", path);
+        reject(path, err.msg, t);
+        return;
+    }
+    tally c;
+    int whole = res.finished && res.status == 0 && res.len >= sizeof c;
+    if (whole) {
+        memcpy(&c, res.data, sizeof c);
+        whole = c.nrows == (res.len - sizeof c) / sizeof(rep_row) &&
+                (res.len - sizeof c) % sizeof(rep_row) == 0;
+    }
+    if (whole) {
+        tally_add(t, &c, (const rep_row *)(res.data + sizeof c));
+    } else {
+        t->files++;
+    }
+    if (!whole || res.exit_status != 0) { /* it died, or finished with a sanitizer's report */
+        char msg[REP_WHY_LEN];
+        cli_iso_describe(&o->iso, path, &res, msg, sizeof msg);
+        if (whole && c.rejected) /* the file is counted once */
+            fprintf(stderr, "flexcheck check: %s\n", msg);
+        else
+            reject(path, msg, t);
+    }
+    cli_iso_result_free(&res);
+}
+
 /* --backend: ref alone, or emu/gpu (which must be present) to run the kernel too. */
 static int parse_backend(const char *cmd, const char *opt, const char *v, void *dst)
 {
     opts *o = dst;
     fc_err err;
     if (!gpu_backend_parse(v, &o->be)) {
-        if (!gpu_backend_available(o->be, &err))
+        if (!cli_backend_available(o->be, &err)) /* CUDA only in the files' children */
             return cli_usage_error(cmd, "%s %s: %s", opt, v, err.msg), -1;
         o->kernel_backend = 1;
     } else if (fix_backend_parse(v, &o->backend)) {
@@ -556,7 +637,8 @@ static int parse_backend(const char *cmd, const char *opt, const char *v, void *
 
 int cmd_check(int argc, char **argv)
 {
-    opts o = {.backend = FIX_BACKEND_REF, .be = GPU_BACKEND_EMU, .kernel = GPU_DEFAULT_KERNEL};
+    opts o = {.backend = FIX_BACKEND_REF, .be = GPU_BACKEND_EMU, .kernel = GPU_DEFAULT_KERNEL,
+              .iso = {CLI_ISO_DEFAULT_MAX_MEMORY, 0}};
     const cli_opt table[] = {
         CLI_FN("backend", "B", "ref: the reference checks only (default); emu or gpu: also\n"
                "run the kernel on each case and judge it under the gates", parse_backend, &o),
@@ -571,20 +653,26 @@ int cmd_check(int argc, char **argv)
         CLI_STR("report", "DIR", "also write the judged outputs as a report set in DIR (the\n"
                 "gate's files: summary.md, rows.json, rows.csv, junit.xml, report.html)",
                 &o.report_dir),
+        CLI_FN("max-memory", "BYTES", "each file is read and checked in a child process limited\n"
+               "to this much address space (K, M, G, T suffixes; default 16G)",
+               cli_parse_bytes, &o.iso.max_memory),
     };
-    char intro[512];
+    char intro[768];
     snprintf(intro, sizeof intro,
              "Validates each fixture file (docs/fixtures.md), recomputes the float64 reference\n"
              "from its inputs and compares it with the stored out/lse (relative %.0e), and\n"
              "checks any stored block mask: sound for the case's mask always, equal to the slow\n"
              "builder's sets with --exact-blocks. Outputs other producers stored under\n"
              "tested/<label> are judged under the gates against the confirmed oracle, one line\n"
-             "each. Options may follow the files.\n",
+             "each. Each file is read and checked in a child process: a file that crashes\n"
+             "libhdf5 or exhausts --max-memory is one line on stderr and rejected, and the\n"
+             "next file is still checked. Options may follow the files.\n",
              FIX_CHECK_RTOL);
     const cli_spec spec = {
         .cmd = CMD,
         .usage = "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
-                 "[--case NAME] [--quiet] [--strict] [--report DIR] FILE...\n",
+                 "[--case NAME] [--quiet] [--strict] [--report DIR] [--max-memory BYTES] "
+                 "FILE...\n",
         .intro = intro,
         .opts = table,
         .nopts = sizeof table / sizeof table[0],
@@ -600,9 +688,10 @@ int cmd_check(int argc, char **argv)
     fc_err derr;
     if (o.report_dir && rep_dir_check(o.report_dir, &derr)) /* before any work, not after it */
         return cli_usage_error(CMD, "%s", derr.msg);
+    o.iso.data_limit = o.kernel_backend && o.be == GPU_BACKEND_CUDA;
     tally t = {0};
     for (int i = 1; i <= nfiles; i++) /* cli_parse moved the files to argv[1..nfiles] */
-        check_file(argv[i], &o, &t);
+        check_file_isolated(argv[i], &o, &t);
     printf("check: %d files, %d rejected; %d cases, %d passed, %d failed", t.files, t.rejected,
            t.cases, t.passed, t.failed);
     if (t.skipped)

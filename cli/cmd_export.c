@@ -50,8 +50,20 @@ int cmd_export(int argc, char **argv)
         return rc;
     if (!out)
         return cli_usage_error(CMD, "--out DIR is required (--help)");
-    if (mkdir(out, 0777) != 0 && errno != EEXIST)
-        return cli_usage_error(CMD, "%s: cannot create: %s", out, strerror(errno));
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        if (errno != ENOENT)
+            return cli_usage_error(CMD, "%s: cannot create: %s", out, strerror(errno));
+        char parent[1024]; /* one level is made, not a path of them: say which is missing */
+        snprintf(parent, sizeof parent, "%s", out);
+        size_t n = strlen(parent);
+        while (n > 1 && parent[n - 1] == '/')
+            parent[--n] = '\0';
+        char *slash = strrchr(parent, '/');
+        if (slash)
+            *(slash == parent ? slash + 1 : slash) = '\0';
+        return cli_usage_error(CMD, "%s: cannot create it: the directory %s does not exist", out,
+                               slash ? parent : ".");
+    }
     gate_case *all;
     int nall;
     fc_err err;

@@ -13,6 +13,7 @@
 
 #include "masks/bmask.h"
 #include "cli/cli.h"
+#include "cli/isolate.h"
 #include "diag/diag.h"
 #include "fixtures/fix.h"
 #include "judge/judge.h"
@@ -26,6 +27,7 @@ static const char *const CMD = "repro";
 typedef struct repro_opts {
     const char *file, *name, *builder_s, *dtype_s, *backend_s, *label, *row_s;
     int32_t kernel, worst;
+    cli_iso iso; /* the file is read and judged in a child under this limit */
 } repro_opts;
 
 /* Returns CLI_GO or the exit status (help printed, or bad input). */
@@ -34,8 +36,10 @@ static int parse(int argc, char **argv, repro_opts *o)
     memset(o, 0, sizeof *o);
     o->kernel = GPU_DEFAULT_KERNEL;
     o->worst = 5;
+    o->iso.max_memory = CLI_ISO_DEFAULT_MAX_MEMORY;
     const cli_opt opts[] = {
-        CLI_STR("case", "NAME", "the case to tell (required)", &o->name),
+        CLI_STR("case", "NAME", "the case to tell (required when FILE holds more than one)",
+                &o->name),
         CLI_STR("backend", "B", "emu (default) or gpu", &o->backend_s),
         CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &o->kernel, 1,
                 GPU_MAX_KERNEL),
@@ -48,10 +52,13 @@ static int parse(int argc, char **argv, repro_opts *o)
                 "running our kernel", &o->label),
         CLI_STR("row", "B,H,Q", "explain this output row (batch entry, query head, query\n"
                 "token) instead of the worst one", &o->row_s),
+        CLI_FN("max-memory", "BYTES", "the file is read and judged in a child process limited\n"
+               "to this much address space (K, M, G, T suffixes; default 16G)",
+               cli_parse_bytes, &o->iso.max_memory),
     };
     const cli_spec spec = {
         .cmd = CMD,
-        .usage = "usage: flexcheck repro FILE --case NAME [options]\n",
+        .usage = "usage: flexcheck repro FILE [--case NAME] [options]\n",
         .opts = opts,
         .nopts = sizeof opts / sizeof opts[0],
         .max_operands = 1,
@@ -62,8 +69,8 @@ static int parse(int argc, char **argv, repro_opts *o)
     if (rc != CLI_GO)
         return rc;
     o->file = nops ? argv[1] : NULL;
-    if (!o->file || !o->name)
-        return cli_usage_error(CMD, "need FILE and --case NAME (--help)");
+    if (!o->file)
+        return cli_usage_error(CMD, "need FILE (and --case NAME when it holds several; --help)");
     if (o->label && (o->dtype_s || o->builder_s || o->backend_s))
         return cli_usage_error(CMD, "--tested judges a stored output: --dtype, --builder and "
                                "--backend do not apply");
@@ -385,49 +392,102 @@ done:
     return rc;
 }
 
+/* The case --case names, or the file's only case; a file of several without --case is refused
+ * listing (the first 10 of) them. Returns the index, or -1 with the message printed. */
+static int pick_case(const fix_file *f, const repro_opts *o)
+{
+    if (o->name) {
+        int i = fix_find_case(f, o->name);
+        if (i < 0)
+            cli_usage_error(CMD, "%s: no case named '%s'", o->file, o->name);
+        return i;
+    }
+    if (f->ncases == 1)
+        return 0;
+    char list[10 * (FIX_NAME_MAX + 2) + 64]; /* room for ten names, never cut */
+    size_t n = 0;
+    for (int i = 0; i < f->ncases && i < 10; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", f->names[i]);
+    if (f->ncases > 10)
+        snprintf(list + n, sizeof list - n, ", ... (%d more)", f->ncases - 10);
+    cli_usage_error(CMD, "%s holds %d cases: name one with --case NAME (%s)", o->file,
+                    f->ncases, list);
+    return -1;
+}
+
+typedef struct repro_job {
+    repro_opts *o;
+    gpu_backend be;
+    fc_dtype dt;
+} repro_job;
+
+/* The file read and the case told, in the child (cli/isolate.h): the exit status. */
+static int repro_file(void *arg, cli_iso_chan *ch)
+{
+    (void)ch;
+    repro_job *j = arg;
+    repro_opts *o = j->o;
+    fc_err err;
+    char msg[sizeof err.msg + 96];
+    fix_file f;
+    fc_status st = fix_open(o->file, &f, &err);
+    if (st)
+        return cli_usage_error(CMD, "%s", cli_iso_errmsg(st, err.msg, msg, sizeof msg));
+    int i = pick_case(&f, o);
+    if (i < 0) {
+        fix_close(&f);
+        return CLI_BADINPUT;
+    }
+    fix_case c;
+    if ((st = fix_read_case(&f, i, &c, &err))) {
+        fix_close(&f);
+        return cli_usage_error(CMD, "%s", cli_iso_errmsg(st, err.msg, msg, sizeof msg));
+    }
+    o->name = c.name; /* the case told, in the rerun line too */
+    mask_params prev; /* a layout file's previous layer, for the diagnosis */
+    int has_prev = f.has_layout && i > 0 && !fix_read_mask(&f, i - 1, &prev, &err);
+    fix_close(&f);
+    cli_iso_set_phase(CLI_ISO_JUDGING);
+    int rc;
+    if (o->dtype_s && j->dt != c.dtype) {
+        /* Another precision: the oracle is recomputed from the rounded inputs. */
+        if (change_dtype(&c, j->dt, &err))
+            rc = cli_usage_error(CMD, "%s: case %s: %s", o->file, o->name, err.msg);
+        else
+            rc = run(o, &c, has_prev ? &prev : NULL, j->be);
+    } else {
+        rc = confirm_oracle(o, &c);
+        if (rc == CLI_PASS)
+            rc = run(o, &c, has_prev ? &prev : NULL, j->be);
+    }
+    fix_case_free(&c);
+    return rc;
+}
+
 int cmd_repro(int argc, char **argv)
 {
     repro_opts o;
     int prc = parse(argc, argv, &o);
     if (prc != CLI_GO)
         return prc;
-    gpu_backend be = GPU_BACKEND_EMU;
+    repro_job job = {&o, GPU_BACKEND_EMU, FC_F32};
     fc_err err;
-    if (o.backend_s && gpu_backend_parse(o.backend_s, &be))
+    if (o.backend_s && gpu_backend_parse(o.backend_s, &job.be))
         return cli_usage_error(CMD, "--backend '%s': emu or gpu", o.backend_s);
-    if (!gpu_backend_available(be, &err))
+    if (!cli_backend_available(job.be, &err)) /* CUDA only in the file's child */
         return cli_usage_error(CMD, "--backend %s: %s", o.backend_s, err.msg);
-    fc_dtype dt = FC_F32;
-    if (o.dtype_s && fc_dtype_parse(o.dtype_s, &dt))
+    if (o.dtype_s && fc_dtype_parse(o.dtype_s, &job.dt))
         return cli_usage_error(CMD, "--dtype '%s': float32, float16 or bfloat16", o.dtype_s);
-    fix_file f;
-    if (fix_open(o.file, &f, &err))
-        return cli_usage_error(CMD, "%s", err.msg);
-    int i = fix_find_case(&f, o.name);
-    if (i < 0) {
-        fix_close(&f);
-        return cli_usage_error(CMD, "%s: no case named '%s'", o.file, o.name);
+    o.iso.data_limit = job.be == GPU_BACKEND_CUDA;
+    cli_iso_result res;
+    if (cli_isolated(&o.iso, repro_file, &job, &res, &err))
+        return cli_usage_error(CMD, "%s: %s", o.file, err.msg);
+    int rc = res.status;
+    if (!res.finished || res.exit_status > 0) {
+        char msg[512];
+        cli_iso_describe(&o.iso, o.file, &res, msg, sizeof msg);
+        rc = cli_usage_error(CMD, "%s", msg);
     }
-    fix_case c;
-    if (fix_read_case(&f, i, &c, &err)) {
-        fix_close(&f);
-        return cli_usage_error(CMD, "%s", err.msg);
-    }
-    mask_params prev; /* a layout file's previous layer, for the diagnosis */
-    int has_prev = f.has_layout && i > 0 && !fix_read_mask(&f, i - 1, &prev, &err);
-    fix_close(&f);
-    int rc;
-    if (o.dtype_s && dt != c.dtype) {
-        /* Another precision: the oracle is recomputed from the rounded inputs. */
-        if (change_dtype(&c, dt, &err))
-            rc = cli_usage_error(CMD, "%s: case %s: %s", o.file, o.name, err.msg);
-        else
-            rc = run(&o, &c, has_prev ? &prev : NULL, be);
-    } else {
-        rc = confirm_oracle(&o, &c);
-        if (rc == CLI_PASS)
-            rc = run(&o, &c, has_prev ? &prev : NULL, be);
-    }
-    fix_case_free(&c);
+    cli_iso_result_free(&res);
     return rc;
 }

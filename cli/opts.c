@@ -269,3 +269,22 @@ int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst)
         return cli_usage_error(cmd, "%s '%s': expected I/N with 1 <= I <= N", opt, s), -1;
     return 0;
 }
+
+int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst)
+{
+    static const char units[] = "KMGT";
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    int shift = 0;
+    if (end && *end) {
+        const char *u = strchr(units, end[0] >= 'a' ? end[0] - 'a' + 'A' : end[0]);
+        shift = u && end[0] && !end[1] ? 10 * (int)(u - units + 1) : -1;
+    }
+    const unsigned long long min = 512ull << 20;
+    if (!end || errno || shift < 0 || v > (SIZE_MAX >> shift) || (v << shift) < min)
+        return cli_usage_error(cmd, "%s '%s': a size in bytes of at least 512M, with an optional "
+                               "suffix K, M, G or T (powers of 1024)", opt, s), -1;
+    *(size_t *)dst = (size_t)(v << shift);
+    return 0;
+}

@@ -86,6 +86,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* A cli_parse_fn for --shard I/N into int32_t dst[2] = {I, N}, 1 <= I <= N (gate, export). */
 int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst);
 
+/* A cli_parse_fn for a size in bytes into size_t dst: a decimal count with an optional
+ * one-letter suffix K, M, G or T (powers of 1024, either case), at least 512M (flexcheck takes
+ * about 350 MiB of address space before it reads anything: libraries, OpenBLAS's buffers).
+ * --max-memory of check, repro and fill. */
+int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst);
+
 /* Parses a decimal int32 in [lo, hi] for option `opt`; on failure prints one line and returns -1. */
 int cli_parse_i32(const char *cmd, const char *opt, const char *s, int32_t lo, int32_t hi,
                   int32_t *out);

@@ -236,13 +236,15 @@ static cudaError_t upload(void **dev, const void *host, size_t n)
 
 using namespace FC_GPU_NS;
 
-/* Number of usable devices, or -1 with the runtime's reason in err. */
+/* Number of usable devices, or -1 with the reason in err: "no CUDA device (driver: <the
+ * runtime's own words>)". Without a driver the runtime says its version is insufficient, which
+ * reads like an upgrade would help; what the user needs to know is that there is no device. */
 extern "C" int GPU_ENTRY(gpu_device_count)(fc_err *err)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        fc_errf(err, FC_EUNSUP, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        fc_errf(err, FC_EUNSUP, "no CUDA device (driver: %s)", cudaGetErrorString(e));
         return -1;
     }
     return n;

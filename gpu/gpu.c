@@ -38,7 +38,7 @@ int gpu_backend_available(gpu_backend b, fc_err *err)
 #ifdef FLEXCHECK_HAVE_CUDA
     int n = gpu_device_count_cuda(err);
     if (n == 0)
-        fc_errf(err, FC_EUNSUP, "no CUDA device present");
+        fc_errf(err, FC_EUNSUP, "no CUDA device (driver: it reports 0 devices)");
     return n > 0;
 #else
     fc_errf(err, FC_EUNSUP, "this build has no CUDA backend (nvcc was not found at build time)");

@@ -110,12 +110,14 @@ static const cmd_opts commands[] = {
                  {"backend", "B"}, {"kernel", "K"}, {"jobs", "N"}, {"seed", "S"},
                  {"report-dir", "DIR"}, {"list", NULL}, {"strict", NULL}}},
     {"check", 0, {{"backend", "B"}, {"kernel", "K"}, {"exact-blocks", NULL}, {"case", "NAME"},
-                  {"quiet", NULL}, {"report", "DIR"}, {"strict", NULL}}},
-    {"fill", 0, {{"out", "OUT"}, {"in-place", NULL}, {"force", NULL}}},
+                  {"quiet", NULL}, {"report", "DIR"}, {"strict", NULL},
+                  {"max-memory", "BYTES"}}},
+    {"fill", 0, {{"out", "OUT"}, {"in-place", NULL}, {"force", NULL}, {"max-memory", "BYTES"}}},
     {"export", 0, {{"quick", NULL}, {"full", NULL}, {"filter", "PATTERN"}, {"shard", "I/N"},
                    {"seed", "S"}, {"out", "DIR"}, {"force", NULL}}},
     {"repro", 0, {{"case", "NAME"}, {"backend", "B"}, {"kernel", "K"}, {"builder", "B"},
-                  {"dtype", "T"}, {"worst", "N"}}},
+                  {"dtype", "T"}, {"worst", "N"}, {"tested", "LABEL"}, {"row", "B,H,Q"},
+                  {"max-memory", "BYTES"}}},
     {"gen", 1, {{"set", "NAME"}, {"case", NULL}, {"out", "FILE"}, {"out-dir", "DIR"},
                 {"force", NULL}, {"name", "NAME"}, {"b", "N"}, {"hq", "N"}, {"hkv", "N"},
                 {"lq", "N"}, {"lk", "N"}, {"d", "N"}, {"dv", "N"}, {"dtype", "T"}, {"qb", "N"},
@@ -294,5 +296,110 @@ Test(cli, the_mask_options_store_what_they_are_given)
                      j != i ? 0 : flag ? 1 : 7);
             cr_assert(strstr(r.out, want), "--%s: want %s in %.300s", p->opt, want, r.out);
         }
+    }
+}
+
+/* ---- isolation's option and the messages of a missing file, directory or device ---- */
+
+/* A one-case file for the commands below. */
+static void gen_small(const char *name)
+{
+    run_out r;
+    run_cli(&r, "gen --case --lq 8 --d 4 --qb 16 --kb 16 --causal --out '%s/%s'", dir, name);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+}
+
+Test(cli, max_memory_takes_bytes_with_a_suffix_and_refuses_anything_else)
+{
+    gen_small("a.h5");
+    run_out r;
+    static const char *const bad[] = {"check --max-memory 12X '%s/a.h5'",
+                                      "check --max-memory 100M '%s/a.h5'",
+                                      "repro '%s/a.h5' --max-memory 3.5G",
+                                      "fill '%s/a.h5' --out x.h5 --max-memory -1G",
+                                      "check --max-memory 99999999999T '%s/a.h5'"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_cli(&r, bad[i], dir);
+        cr_expect_eq(r.status, 2, "%s: status %d", bad[i], r.status);
+        cr_expect(count_lines(r.err) == 1 && strstr(r.err, "--max-memory '") &&
+                      strstr(r.err, "a size in bytes of at least 512M"),
+                  "%s: %s", bad[i], r.err);
+    }
+    run_cli(&r, "check --max-memory 1g '%s/a.h5'", dir);
+    cr_expect_eq(r.status, 0, "lower-case suffix: %s%s", r.out, r.err);
+    run_cli(&r, "check --max-memory=17179869184 '%s/a.h5'", dir);
+    cr_expect_eq(r.status, 0, "plain bytes: %s%s", r.out, r.err);
+}
+
+Test(cli, a_missing_file_is_named_as_missing_by_check_repro_and_fill)
+{
+    static const char *const lines[] = {"check '%s/nope.h5'", "repro '%s/nope.h5' --case c",
+                                        "fill '%s/nope.h5' --in-place"};
+    run_out r;
+    char want[128];
+    snprintf(want, sizeof want, "%s/nope.h5: no such file\n", dir);
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, lines[i], dir);
+        cr_expect_eq(r.status, 2, "%s: status %d", lines[i], r.status);
+        cr_expect(count_lines(r.err) == 1 && strstr(r.err, want), "%s: %s", lines[i], r.err);
+    }
+}
+
+Test(cli, writing_into_a_missing_directory_says_it_does_not_exist)
+{
+    run_out r;
+    run_cli(&r, "gen --case --out '%s/no/such/dir/x.h5'", dir);
+    cr_expect_eq(r.status, 2);
+    char want[160];
+    snprintf(want, sizeof want, "the directory %s/no/such/dir does not exist", dir);
+    cr_expect(count_lines(r.err) == 1 && strstr(r.err, want), "%s", r.err);
+    run_cli(&r, "gen --case --lq 8 --d 4 --qb 16 --kb 16 --out '%s/a.h5'", dir);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_cli(&r, "fill '%s/a.h5' --out '%s/none/b.h5'", dir, dir);
+    cr_expect_eq(r.status, 2);
+    snprintf(want, sizeof want, "the directory %s/none does not exist", dir);
+    cr_expect(strstr(r.err, want), "fill's --out too: %s", r.err);
+    run_cli(&r, "export --quick --filter nothing --out '%s/none/sub'", dir);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, want) && count_lines(r.err) == 1, "export's --out: %s", r.err);
+}
+
+Test(cli, repro_of_a_one_case_file_needs_no_case_and_of_several_lists_them)
+{
+    gen_small("one.h5");
+    run_out r;
+    run_cli(&r, "repro '%s/one.h5' --kernel 1", dir);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    char want[160];
+    snprintf(want, sizeof want, "rerun: flexcheck repro %s/one.h5 --case c0001 ", dir);
+    cr_expect(strstr(r.out, want), "the case told is named in the rerun line:\n%s", r.out);
+    /* 12 layers: the first 10 are named, then how many more. */
+    run_cli(&r, "gen --case --lq 9 --d 4 --qb 16 --kb 16 --causal --layout gemma3 --layers 12 "
+                "--scale-div 64 --out '%s/layers.h5'", dir);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_cli(&r, "repro '%s/layers.h5'", dir);
+    cr_expect_eq(r.status, 2);
+    cr_expect(count_lines(r.err) == 1 &&
+                  strstr(r.err, "holds 12 cases: name one with --case NAME") &&
+                  strstr(r.err, "(layer00, layer01, ") &&
+                  strstr(r.err, "layer09, ... (2 more))") && !strstr(r.err, "layer10"),
+              "%s", r.err);
+}
+
+Test(cli, no_cuda_device_is_said_so_with_the_drivers_words)
+{
+    gen_small("a.h5");
+    run_out r;
+    static const char *const lines[] = {"check --backend gpu '%s/a.h5'",
+                                        "repro '%s/a.h5' --backend gpu --kernel 1"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, lines[i], dir);
+        if (r.status != 2 || strstr(r.err, "this build has no CUDA backend"))
+            cr_skip_test("a CUDA device is present, or this build has no CUDA backend: %s",
+                         r.err);
+        cr_expect(count_lines(r.err) == 1 &&
+                      strstr(r.err, "--backend gpu: no CUDA device (driver: ") &&
+                      !strstr(r.err, "cudaGetDeviceCount"),
+                  "%s: %s", lines[i], r.err);
     }
 }

@@ -294,7 +294,7 @@ Test(fixture_reader, rejects_a_missing_file_with_its_name)
     fc_err err;
     const char *p = path_of("no-such-file.h5");
     cr_assert_neq(fix_open(p, &f, &err), FC_OK);
-    cr_assert(strstr(err.msg, p) && strstr(err.msg, "cannot read"), "%s", err.msg);
+    cr_assert(strstr(err.msg, p) && strstr(err.msg, "no such file"), "%s", err.msg);
 }
 
 /* Truncation at several points: the reader must fail cleanly wherever the cut falls. */
@@ -898,6 +898,187 @@ Test(fixture_reader, accepts_a_block_mask_without_full_blocks_and_with_junk_past
     expect_accepted(p);
 }
 
+/* ---- cross-field rules: one field's shape or value checked against another's ----
+ * The rest of them, one broken file per rule (and per direction where a rule can be broken two
+ * ways), each test naming the rule and the function of fix_read.c that holds it. With the tests
+ * above (k's D, v's Lk, out's Lq, Hq % Hkv, cu_seqlens lengths, B == 1 and Lk, the block-mask
+ * head dim, query blocks, indices against counts, counts and ids) every such rule of the
+ * reader has a broken file; the outputs under test (fix_tested.c) have theirs in
+ * test_tested.c. */
+
+/* Rule (open_tensors): k is [B, Hkv, Lk, D] with B from q. */
+Test(fixture_reader, rejects_k_whose_batch_differs_from_q)
+{
+    float x[2 * 24 * 4] = {0};
+    hsize_t d[4] = {2, 1, 24, 4};
+    BROKEN("kbatch.h5", FC_F32, 0, put_f32(f, C0 "/k", 4, d, x));
+    expect_rejected(p, C0 "/k", "shape [2, 1, 24, 4]", "q and k (B, D) as [1, 1, 24, 4]");
+}
+
+/* Rule (open_tensors): v is [B, Hkv, Lk, Dv] with Hkv and Lk from k (Lk: above). */
+Test(fixture_reader, rejects_v_whose_heads_differ_from_k)
+{
+    float x[2 * 24 * 4] = {0};
+    hsize_t d[4] = {1, 2, 24, 4};
+    BROKEN("vheads.h5", FC_F32, 0, put_f32(f, C0 "/v", 4, d, x));
+    expect_rejected(p, C0 "/v", "shape [1, 2, 24, 4]", "q and k (B, Hkv, Lk) as [1, 1, 24, 4]");
+}
+
+/* Rule (open_tensors): v's B is q's. */
+Test(fixture_reader, rejects_v_whose_batch_differs_from_q)
+{
+    float x[2 * 24 * 4] = {0};
+    hsize_t d[4] = {2, 1, 24, 4};
+    BROKEN("vbatch.h5", FC_F32, 0, put_f32(f, C0 "/v", 4, d, x));
+    expect_rejected(p, C0 "/v", "shape [2, 1, 24, 4]", "[1, 1, 24, 4]");
+}
+
+/* Rule (open_tensors): out is [B, Hq, Lq, Dv] with Dv from v: a v of another width makes the
+ * stored out wrong (Lq: above). */
+Test(fixture_reader, rejects_out_whose_width_differs_from_v)
+{
+    float x[24 * 8] = {0};
+    hsize_t d[4] = {1, 1, 24, 8};
+    BROKEN("outdv.h5", FC_F32, 0, put_f32(f, C0 "/v", 4, d, x));
+    expect_rejected(p, C0 "/out", "shape [1, 2, 20, 4]",
+                    "q and v [B, Hq, Lq, Dv] as [1, 2, 20, 8]");
+}
+
+/* Rule (open_tensors): out's Hq is q's. */
+Test(fixture_reader, rejects_out_whose_heads_differ_from_q)
+{
+    double x[20 * 4] = {0};
+    hsize_t d[4] = {1, 1, 20, 4};
+    BROKEN("outhq.h5", FC_F32, 0,
+           put_ds(f, C0 "/out", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 4, d, x));
+    expect_rejected(p, C0 "/out", "shape [1, 1, 20, 4]", "[1, 2, 20, 4]");
+}
+
+/* Rule (open_tensors): out's B is q's. */
+Test(fixture_reader, rejects_out_whose_batch_differs_from_q)
+{
+    double x[2 * 2 * 20 * 4] = {0};
+    hsize_t d[4] = {2, 2, 20, 4};
+    BROKEN("outb.h5", FC_F32, 0,
+           put_ds(f, C0 "/out", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 4, d, x));
+    expect_rejected(p, C0 "/out", "shape [2, 2, 20, 4]", "[1, 2, 20, 4]");
+}
+
+/* Rule (open_tensors): lse is [B, Hq, Lq] from q: shorter, and with fewer heads. */
+Test(fixture_reader, rejects_lse_whose_shape_disagrees_with_q)
+{
+    double x[2 * 20] = {0};
+    {
+        hsize_t d[3] = {1, 2, 19};
+        BROKEN("lselq.h5", FC_F32, 0,
+               put_ds(f, C0 "/lse", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 3, d, x));
+        expect_rejected(p, C0 "/lse", "shape [1, 2, 19]", "q [B, Hq, Lq] as [1, 2, 20]");
+    }
+    {
+        hsize_t d[3] = {1, 1, 20};
+        BROKEN("lsehq.h5", FC_F32, 0,
+               put_ds(f, C0 "/lse", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 3, d, x));
+        expect_rejected(p, C0 "/lse", "shape [1, 1, 20]", "[1, 2, 20]");
+    }
+}
+
+/* Rule (attn_problem_check, through build_problem): 1 <= Hkv <= Hq, the range half of the GQA
+ * rule (divisibility: rejects_heads_that_do_not_divide). */
+Test(fixture_reader, rejects_more_kv_heads_than_query_heads)
+{
+    float kv[3 * 24 * 4] = {0};
+    hsize_t dk[4] = {1, 3, 24, 4};
+    BROKEN("hkv.h5", FC_F32, 0, put_f32(f, C0 "/k", 4, dk, kv); put_f32(f, C0 "/v", 4, dk, kv));
+    expect_rejected(p, C0, "Hkv = 3: must be in [1, Hq = 2]");
+}
+
+/* Rule (open_cu): cu_seqlens_q and cu_seqlens_k both or neither, the other way round. */
+Test(fixture_reader, rejects_cu_seqlens_k_without_cu_seqlens_q)
+{
+    BROKEN("cuonek.h5", FC_F32, 1, del(f, C0 "/cu_seqlens_q"));
+    expect_rejected(p, C0, "cu_seqlens_k present without cu_seqlens_q");
+}
+
+/* Rule (open_cu): R + 1 entries with R >= 1, checked before either list is read. */
+Test(fixture_reader, rejects_cu_seqlens_of_a_single_entry)
+{
+    int32_t cq[1] = {20}, ck[1] = {24};
+    hsize_t d[1] = {1};
+    BROKEN("cuone1.h5", FC_F32, 1, put_i32(f, C0 "/cu_seqlens_q", 1, d, cq);
+           put_i32(f, C0 "/cu_seqlens_k", 1, d, ck));
+    expect_rejected(p, C0 "/cu_seqlens_q", "1 entries: must be R + 1");
+}
+
+/* Rule (build_seq): cu_seqlens_q ends at Lq (cu_seqlens_k at Lk: above). */
+Test(fixture_reader, rejects_cu_seqlens_q_that_does_not_end_at_lq)
+{
+    int32_t cu[4] = {0, 8, 8, 19};
+    hsize_t d[1] = {4};
+    BROKEN("cuendq.h5", FC_F32, 1, put_i32(f, C0 "/cu_seqlens_q", 1, d, cu));
+    expect_rejected(p, C0 "/cu_seqlens_q", "last entry 19", "Lq = 20");
+}
+
+/* Rule (check_bm_shapes): the counts' leading dim is 1 or B. */
+Test(fixture_reader, rejects_block_mask_counts_with_a_leading_dim_neither_1_nor_b)
+{
+    int32_t n[4] = {0};
+    hsize_t d[3] = {2, 1, 2};
+    BROKEN("bmbatch.h5", FC_F32, 0, put_i32(f, BM "/kv_num_blocks", 3, d, n));
+    expect_rejected(p, BM "/kv_num_blocks", "leading dim 2", "B = 1");
+}
+
+/* Rule (check_bm_shapes): full_kv_num_blocks is shaped exactly like kv_num_blocks, even where
+ * its own shape would be legal ([1, Hq, NQB] against [1, 1, NQB]). */
+Test(fixture_reader, rejects_full_counts_shaped_unlike_the_partial_counts)
+{
+    int32_t n[4] = {0};
+    hsize_t d[3] = {1, 2, 2};
+    BROKEN("bmfnum.h5", FC_F32, 0, put_i32(f, BM "/full_kv_num_blocks", 3, d, n));
+    expect_rejected(p, BM "/full_kv_num_blocks", "shape [1, 2, 2]",
+                    "kv_num_blocks as [1, 1, 2]");
+}
+
+/* Rule (check_bm_shapes): full_kv_indices is shaped exactly like kv_indices: wider and
+ * narrower rows both refused (a reader indexing one with the other's width would run past it). */
+Test(fixture_reader, rejects_full_indices_wider_or_narrower_than_the_partial_indices)
+{
+    int32_t ids[6] = {-1, -1, -1, -1, -1, -1};
+    {
+        hsize_t d[4] = {1, 1, 2, 3};
+        BROKEN("bmfwide.h5", FC_F32, 0, put_i32(f, BM "/full_kv_indices", 4, d, ids));
+        expect_rejected(p, BM "/full_kv_indices", "shape [1, 1, 2, 3]",
+                        "kv_indices as [1, 1, 2, 2]");
+    }
+    {
+        hsize_t d[4] = {1, 1, 2, 1};
+        BROKEN("bmfnarrow.h5", FC_F32, 0, put_i32(f, BM "/full_kv_indices", 4, d, ids));
+        expect_rejected(p, BM "/full_kv_indices", "shape [1, 1, 2, 1]",
+                        "kv_indices as [1, 1, 2, 2]");
+    }
+}
+
+/* Rule (open_bm): full_kv_num_blocks and full_kv_indices both or neither, the other way round. */
+Test(fixture_reader, rejects_full_indices_without_full_counts)
+{
+    BROKEN("bmhalf2.h5", FC_F32, 0, del(f, BM "/full_kv_num_blocks"));
+    expect_rejected(p, BM, "full_kv_indices without full_kv_num_blocks");
+}
+
+/* Rule (bmask_validate): every count is at most the row width, the full list's too. */
+Test(fixture_reader, rejects_a_full_count_above_the_row_width)
+{
+    BROKEN("bmfcount.h5", FC_F32, 0, put_counts(f, BM "/full_kv_num_blocks", 0, 3));
+    expect_rejected(p, BM, "full_kv_num_blocks[0][0][1] = 3", "[0, 2]");
+}
+
+/* Rule (bmask_validate): ids lie in [0, ceil(Lk / kv_block_size)): the same ids become out of
+ * range when the block mask's kv_block_size grows (32: one kv block for Lk = 24). */
+Test(fixture_reader, rejects_block_ids_beyond_the_grid_its_block_size_gives)
+{
+    BROKEN("bmkb.h5", FC_F32, 0, put_attr_int(f, BM, "kv_block_size", 32));
+    expect_rejected(p, BM, "out of range [0, 1)");
+}
+
 /* ---- writer ---- */
 
 static void assert_same_case(const fix_case *a, const fix_case *b)
@@ -1157,14 +1338,17 @@ Test(fixture_check, accepts_a_sound_superset_unless_exact_blocks_are_asked)
 
 TestSuite(fixture_cli, .init = make_dir, .fini = remove_dir);
 
-/* Runs `flexcheck ARGS`, capturing stdout and stderr into files under dir; returns the status. */
-static int run_cli(const char *args, char *out, size_t outcap, char *errs, size_t errcap)
+/* Runs `ENV flexcheck ARGS` (env: NULL or assignments), capturing stdout and stderr into files
+ * under dir; returns the status. */
+static int run_cli_env(const char *env, const char *args, char *out, size_t outcap, char *errs,
+                       size_t errcap)
 {
     const char *bin = getenv("FLEXCHECK_BIN");
     if (!bin)
         cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s >'%s/stdout' 2>'%s/stderr'", bin, args, dir, dir);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s %s >'%s/stdout' 2>'%s/stderr'", env ? env : "", bin, args,
+             dir, dir);
     int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st), "%s did not exit normally", cmd);
     char p[128];
@@ -1181,6 +1365,11 @@ static int run_cli(const char *args, char *out, size_t outcap, char *errs, size_
     if (fp)
         fclose(fp);
     return WEXITSTATUS(st);
+}
+
+static int run_cli(const char *args, char *out, size_t outcap, char *errs, size_t errcap)
+{
+    return run_cli_env(NULL, args, out, outcap, errs, errcap);
 }
 
 static int count_lines(const char *s)
@@ -1365,4 +1554,214 @@ Test(fixture_reader, rejects_a_block_mask_wider_than_the_kv_blocks)
     BROKEN("bmwide.h5", FC_F32, 0, (put_i32(f, BM "/kv_indices", 4, d, ids),
                                     put_i32(f, BM "/full_kv_indices", 4, d, ids)));
     expect_rejected(p, BM "/kv_indices", "width 3: more than the 2 kv blocks");
+}
+
+/* ---- hostile files: each file read in a child process (cli/isolate.h) ----
+ * tests/hostile/make_hostile.sh makes two files that crash libhdf5 1.10.8 itself, one byte
+ * changed in a committed fixture each: H5Aexists reading past a heap buffer (whether that
+ * faults depends on the heap's layout: a plain build either segfaults or fails the lookup, ASan
+ * always reports it) and H5Aread's vlen conversion copying megabytes past its buffer (a
+ * segfault). Each must become one line on stderr naming the file, exit 2, and leave the files
+ * after it checked as usual. */
+
+typedef struct hostile {
+    char h5aexists[128], h5aread[128];
+    char env[1024]; /* for a sanitizer build: its report to a log file, then abort() */
+} hostile;
+
+static void make_hostile(hostile *h)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "sh tests/hostile/make_hostile.sh fixtures/sets '%s'", dir);
+    cr_assert_eq(system(cmd), 0, "%s (run from the repository root)", cmd);
+    snprintf(h->h5aexists, sizeof h->h5aexists, "%s/hostile-h5aexists.h5", dir);
+    snprintf(h->h5aread, sizeof h->h5aread, "%s/hostile-h5aread.h5", dir);
+    /* A sanitizer build (fixtures-asan) reports libhdf5's memory errors itself and exits 1,
+     * with a report on stderr. Sent to dir/asan.<pid> and ended by abort() instead, the child
+     * dies by a signal like a plain build's and stderr keeps one line per file; the reports are
+     * then checked to be libhdf5's (hostile_reports_are_libhdf5s). No effect on a plain build. */
+    const char *prev = getenv("ASAN_OPTIONS");
+    snprintf(h->env, sizeof h->env, "ASAN_OPTIONS='%s%sabort_on_error=1:log_path=%s/asan'",
+             prev ? prev : "", prev && *prev ? ":" : "", dir);
+}
+
+/* Every sanitizer report the children left (a sanitizer build only) is about libhdf5: the
+ * first frame past the sanitizer's own is in it (tests/fuzz/triage.sh's rule). */
+static void hostile_reports_are_libhdf5s(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep '^asan\\.'", dir);
+    FILE *ls = popen(cmd, "r");
+    cr_assert(ls);
+    char name[128];
+    while (fgets(name, sizeof name, ls)) {
+        name[strcspn(name, "\n")] = '\0';
+        char p[256], line[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, name);
+        FILE *fp = fopen(p, "r");
+        cr_assert(fp, "open %s", p);
+        int found = 0;
+        while (!found && fgets(line, sizeof line, fp)) {
+            if (!strstr(line, "    #") || strstr(line, "interceptor") ||
+                strstr(line, "libsanitizer") || strstr(line, "libasan"))
+                continue;
+            found = 1;
+            cr_expect(strstr(line, "libhdf5"), "a sanitizer report outside libhdf5 (%s): %s", p,
+                      line);
+        }
+        fclose(fp);
+        cr_expect(found, "%s: no stack in the report", p);
+        unlink(p);
+    }
+    pclose(ls);
+}
+
+/* Runs a command on hostile files: h->env set, and the one line a sanitizer build writes to
+ * stderr itself before its report goes to the log ("AddressSanitizer:DEADLYSIGNAL") taken out
+ * of errs (the report it announces is checked by hostile_reports_are_libhdf5s). */
+static int run_hostile(const hostile *h, const char *args, char *out, size_t outcap, char *errs,
+                       size_t errcap)
+{
+    int st = run_cli_env(h->env, args, out, outcap, errs, errcap);
+    static const char banner[] = "AddressSanitizer:DEADLYSIGNAL\n";
+    for (char *b; (b = strstr(errs, banner));)
+        memmove(b, b + sizeof banner - 1, strlen(b + sizeof banner - 1) + 1);
+    return st;
+}
+
+/* The line of stderr that names `file`, or NULL. */
+static const char *line_naming(const char *errs, const char *file, char *buf, size_t cap)
+{
+    const char *s = strstr(errs, file);
+    if (!s)
+        return NULL;
+    while (s > errs && s[-1] != '\n')
+        s--;
+    size_t n = strcspn(s, "\n");
+    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    return buf;
+}
+
+/* The H5Aread file crashes every time; the H5Aexists file crashes or, when the read past the
+ * buffer happens to stay inside the heap, is refused by the reader: both are one line. */
+static void expect_crash_line(const char *errs, const char *file, int may_be_refused)
+{
+    char ln[1024];
+    cr_assert(line_naming(errs, file, ln, sizeof ln), "no line names %s:\n%s", file, errs);
+    int crashed = strstr(ln, "the HDF5 library crashed reading it (signal ") &&
+                  strstr(ln, "): corrupt or hostile file");
+    int refused = strstr(ln, "cannot look up attribute 'causal' (corrupt file?)") != NULL;
+    cr_expect(crashed || (may_be_refused && refused), "%s", ln);
+}
+
+Test(fixture_cli, a_file_that_crashes_libhdf5_is_one_line_and_the_next_file_is_checked)
+{
+    hostile h;
+    make_hostile(&h);
+    const char *good = write_base("good.h5", FC_F32, 0);
+    char out[8192], errs[4096], args[1024];
+    snprintf(args, sizeof args, "check --report '%s/rep' '%s' '%s' '%s'", dir, h.h5aread,
+             h.h5aexists, good);
+    int st = run_hostile(&h, args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 2, "status %d\n%s%s", st, out, errs);
+    cr_expect_eq(count_lines(errs), 2, "one line per hostile file:\n%s", errs);
+    expect_crash_line(errs, h.h5aread, 0);
+    expect_crash_line(errs, h.h5aexists, 1);
+    char pass[256];
+    snprintf(pass, sizeof pass, "PASS %s c0 ", good);
+    cr_expect(strstr(out, pass), "the good file after them is checked:\n%s", out);
+    cr_expect(strstr(out, "check: 3 files, 2 rejected; 1 cases, 1 passed, 0 failed\n"),
+              "summary:\n%s", out);
+    char p[256];
+    snprintf(p, sizeof p, "%s/rep/rows.csv", dir);
+    FILE *fp = fopen(p, "r");
+    cr_assert(fp, "the report was written: %s", p);
+    static char csv[1 << 16];
+    csv[fread(csv, 1, sizeof csv - 1, fp)] = '\0';
+    fclose(fp);
+    cr_expect(strstr(csv, "hostile-h5aread.h5,file,") &&
+                  strstr(csv, "the HDF5 library crashed reading it (signal "),
+              "an error row for the crashed file:\n%s", csv);
+    hostile_reports_are_libhdf5s();
+}
+
+Test(fixture_cli, repro_and_fill_of_a_file_that_crashes_libhdf5_exit_2_with_the_line)
+{
+    hostile h;
+    make_hostile(&h);
+    char out[8192], errs[4096], args[1024];
+    struct {
+        const char *args, *file;
+        int may_be_refused;
+    } runs[] = {
+        {"repro '%s' --case t04_causal_window --kernel 1", h.h5aread, 0},
+        {"repro '%s' --case layer02 --kernel 1", h.h5aexists, 1},
+        {"fill '%s' --out '%s/filled.h5'", h.h5aread, 0},
+        {"fill '%s' --out '%s/filled.h5'", h.h5aexists, 1},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        snprintf(args, sizeof args, runs[i].args, runs[i].file, dir);
+        int st = run_hostile(&h, args, out, sizeof out, errs, sizeof errs);
+        cr_expect_eq(st, 2, "%s: status %d\n%s%s", args, st, out, errs);
+        cr_expect_eq(count_lines(errs), 1, "%s: one line:\n%s", args, errs);
+        expect_crash_line(errs, runs[i].file, runs[i].may_be_refused);
+    }
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q filled", dir);
+    cr_expect_neq(system(cmd), 0, "fill left its output or a temporary file behind");
+    hostile_reports_are_libhdf5s();
+}
+
+/* A file whose tensors the address-space limit cannot hold: q declared [1, 2, 2^24, 4] (512 MiB
+ * as float32; HDF5 stores nothing for a dataset never written, so the file stays small) under
+ * --max-memory 512M. The reader's allocation fails and says it was the limit; the next file is
+ * still checked. A sanitizer build applies no limit (its shadow memory alone exceeds it). */
+Test(fixture_cli, a_file_larger_than_the_memory_limit_is_one_line_naming_the_limit)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("a sanitizer build applies no memory limit");
+#endif
+    hsize_t dq[4] = {1, 2, 1u << 24, 4}, dl[3] = {1, 2, 1u << 24};
+    BROKEN("big.h5", FC_F32, 0, put_ds(f, C0 "/q", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, dq, NULL);
+           put_ds(f, C0 "/out", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 4, dq, NULL);
+           put_ds(f, C0 "/lse", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 3, dl, NULL); del(f, BM));
+    const char *good = write_base("good.h5", FC_F32, 0);
+    char out[8192], errs[4096], args[1024];
+    snprintf(args, sizeof args, "check --max-memory 512M '%s' '%s'", p, good);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 2, "status %d\n%s%s", st, out, errs);
+    cr_expect_eq(count_lines(errs), 1, "%s", errs);
+    cr_expect(strstr(errs, p) && strstr(errs, "ran out of its 512 MiB address-space limit"),
+              "%s", errs);
+    cr_expect(strstr(out, "check: 2 files, 1 rejected; 1 cases, 1 passed, 0 failed\n"), "%s",
+              out);
+}
+
+/* FLEXCHECK_NO_FORK=1 (a debugging aid) runs the same code in the process: the same lines, the
+ * same exit status, the same report rows. */
+Test(fixture_cli, check_without_isolation_says_the_same)
+{
+    const char *good = write_base("good.h5", FC_F32, 0);
+    BROKEN("bad.h5", FC_F32, 0, put_attr_int(f, C0, "chunk_size", -3));
+    char out[2][8192], errs[2][4096], args[1024], csv[2][1 << 15];
+    int st[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "check --report '%s/rep%d' '%s' '%s'", dir, k, good, p);
+        st[k] = run_cli_env(k ? "FLEXCHECK_NO_FORK=1" : NULL, args, out[k], sizeof out[k],
+                            errs[k], sizeof errs[k]);
+        char rp[256];
+        snprintf(rp, sizeof rp, "%s/rep%d/rows.csv", dir, k);
+        FILE *fp = fopen(rp, "r");
+        cr_assert(fp, "%s", rp);
+        csv[k][fread(csv[k], 1, sizeof csv[k] - 1, fp)] = '\0';
+        fclose(fp);
+    }
+    cr_expect(st[0] == 2 && st[1] == 2, "status %d and %d", st[0], st[1]);
+    /* The report paths differ (rep0, rep1): the last line of stdout names them. */
+    char *e0 = strstr(out[0], "report: "), *e1 = strstr(out[1], "report: ");
+    cr_assert(e0 && e1, "%s\n%s", out[0], out[1]);
+    *e0 = *e1 = '\0';
+    cr_expect_str_eq(out[0], out[1]);
+    cr_expect_str_eq(errs[0], errs[1]);
+    cr_expect_str_eq(csv[0], csv[1]);
 }

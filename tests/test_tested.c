@@ -503,3 +503,180 @@ Test(tested, a_producers_invalid_block_mask_is_rejected_naming_its_field)
     cr_expect(before.st_size == after.st_size && before.st_mtime == after.st_mtime);
     fix_case_free(&c);
 }
+
+/* ---- cross-field rules of an output under test (fix_tested.c), each broken once ----
+ * Every place the reader holds a field of tested/<label> against another field or against the
+ * case has a broken file here (out's shape: bad_outputs_... above, "wrong shape"; out_rerun's
+ * storage against out's: "rerun stored differently"; uint16 without the encoding: "uint16
+ * without encoding"; a producer's block id past the case's grid: a_producers_invalid_...).
+ * Each is refused by the reader with one line naming file, case, label and field. */
+
+static void expect_refused_(const char *p, const char *const *parts)
+{
+    fix_file f;
+    fc_err err = {{0}};
+    fc_status st = fix_open(p, &f, &err);
+    if (!st) {
+        st = fix_validate(&f, &err);
+        fix_close(&f);
+    }
+    cr_assert_neq(st, FC_OK, "%s was accepted; expected '%s'", p, parts[0]);
+    cr_expect(strstr(err.msg, p), "the message names the file: %s", err.msg);
+    for (int i = 0; parts[i]; i++)
+        cr_expect(strstr(err.msg, parts[i]), "the message should hold '%s': %s", parts[i],
+                  err.msg);
+    cr_expect(!strchr(err.msg, '\n'), "one line: %s", err.msg);
+}
+#define expect_refused(p, ...) expect_refused_((p), (const char *const[]){__VA_ARGS__, NULL})
+
+/* Replaces (or creates) dataset `name` under group path `at` with int32 data of the given
+ * shape, every value v. */
+static void put_i32_filled(const char *p, const char *at, const char *name, int rank,
+                           const hsize_t *dims, int32_t v)
+{
+    hid_t f = open_rw(p);
+    hid_t g = H5Gopen2(f, at, H5P_DEFAULT);
+    cr_assert(g >= 0, "%s", at);
+    if (H5Lexists(g, name, H5P_DEFAULT) > 0)
+        cr_assert(H5Ldelete(g, name, H5P_DEFAULT) >= 0);
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    int32_t *x = malloc(n * sizeof *x + 1);
+    for (size_t i = 0; i < n; i++)
+        x[i] = v;
+    put_i32(g, name, rank, dims, x);
+    free(x);
+    H5Gclose(g);
+    H5Fclose(f);
+}
+
+/* A case with one correct output under tested/e (out as float16, lse) and, when bm, the slow
+ * builder's block mask with it. */
+static const char *tested_file(const char *name, int bm)
+{
+    const char *p = write_case(name);
+    fix_case c;
+    base_case(&c);
+    static float good[NO], lse[NL];
+    lp_outputs(&c, W, good, lse);
+    add_tested(p, "e", "engine", good, AS_F16, lse, NULL, AS_F16);
+    if (bm) {
+        bmask m;
+        fc_err err;
+        cr_assert_eq(bmask_build(&m, BMASK_SLOW, c.prob.mask, &c.prob.seq, 16, 16, &err), FC_OK);
+        add_bmask(p, "e", &m);
+        bmask_free(&m);
+    }
+    fix_case_free(&c);
+    return p;
+}
+
+#define TE "/cases/c0/tested/e"
+
+/* Rule (read_one, read_out): out_rerun is [B, Hq, Lq, Dv] of the case, like out. */
+Test(tested, rejects_a_rerun_shaped_unlike_the_case)
+{
+    const char *p = tested_file("rerunshape.h5", 0);
+    static float x[NO];
+    hid_t f = open_rw(p);
+    hid_t g = H5Gopen2(f, TE, H5P_DEFAULT);
+    hsize_t d[4] = {B, HQ, L, D / 2};
+    put(g, "out_rerun", 4, d, x, AS_F16);
+    H5Gclose(g);
+    H5Fclose(f);
+    expect_refused(p, TE "/out_rerun: shape [1, 2, 96, 8]", "[B, Hq, Lq, Dv] = [1, 2, 96, 16]");
+}
+
+/* Rule (read_lse): a tested lse is [B, Hq, Lq] of the case: shorter, and with fewer heads. */
+Test(tested, rejects_a_tested_lse_shaped_unlike_the_case)
+{
+    static float x[NL];
+    const hsize_t shapes[2][3] = {{B, HQ, L - 1}, {B, 1, L}};
+    const char *want[2] = {TE "/lse: shape [1, 2, 95]", TE "/lse: shape [1, 1, 96]"};
+    for (int k = 0; k < 2; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "lseshape%d.h5", k);
+        const char *p = tested_file(name, 0);
+        hid_t f = open_rw(p);
+        hid_t g = H5Gopen2(f, TE, H5P_DEFAULT);
+        cr_assert(H5Ldelete(g, "lse", H5P_DEFAULT) >= 0);
+        put(g, "lse", 3, shapes[k], x, AS_F32);
+        H5Gclose(g);
+        H5Fclose(f);
+        expect_refused(p, want[k], "[B, Hq, Lq] = [1, 2, 96]");
+    }
+}
+
+/* Rule (read_out): the encoding attribute names the bit patterns of a uint16 dataset: on float
+ * data it is refused, and a uint16 dataset's must say bfloat16, as must an integer dataset's be
+ * uint16 to carry it. */
+Test(tested, rejects_an_encoding_that_does_not_match_the_storage)
+{
+    static float x[NO];
+    {
+        const char *p = write_case("encfloat.h5");
+        add_tested(p, "e", "engine", x, AS_F16, NULL, NULL, AS_F16);
+        hid_t f = open_rw(p);
+        cr_assert(H5LTset_attribute_string(f, TE "/out", "encoding", "bfloat16") >= 0);
+        H5Fclose(f);
+        expect_refused(p, TE "/out", "attribute encoding = \"bfloat16\" on float data");
+    }
+    {
+        const char *p = write_case("encu16.h5");
+        add_tested(p, "e", "engine", x, AS_U16_PLAIN, NULL, NULL, AS_F16);
+        hid_t f = open_rw(p);
+        cr_assert(H5LTset_attribute_string(f, TE "/out", "encoding", "float16") >= 0);
+        H5Fclose(f);
+        expect_refused(p, TE "/out", "only uint16 bit patterns", "(encoding is \"float16\")");
+    }
+    {
+        const char *p = write_case("encint32.h5");
+        add_tested(p, "e", "engine", x, AS_F16, NULL, NULL, AS_F16);
+        hsize_t d[4] = {B, HQ, L, D};
+        put_i32_filled(p, TE, "out", 4, d, 0);
+        hid_t f = open_rw(p);
+        cr_assert(H5LTset_attribute_string(f, TE "/out", "encoding", "bfloat16") >= 0);
+        H5Fclose(f);
+        expect_refused(p, TE "/out", "only uint16 bit patterns", "(encoding is \"bfloat16\")");
+    }
+}
+
+/* Rule (fix_read_bmask under tested/<label>): a producer's block mask is held to the case's
+ * shapes like the case's own: its query blocks from the case's Lq, its head dim 1 or the case's
+ * Hq, its leading dim 1 or the case's B. */
+Test(tested, rejects_a_producers_block_mask_shaped_for_another_case)
+{
+    const char *bmp = TE "/block_mask";
+    struct {
+        hsize_t dims[3];
+        const char *want;
+    } bad[] = {
+        {{1, 1, 5}, "5 query blocks: Lq = 96 with q_block_size 16 needs 6"},
+        {{1, 3, 6}, "head dim 3: must be 1 or Hq = 2"},
+        {{2, 1, 6}, "leading dim 2: must be 1 or B = 1"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "pbmshape%zu.h5", k);
+        const char *p = tested_file(name, 1);
+        put_i32_filled(p, bmp, "kv_num_blocks", 3, bad[k].dims, 0);
+        expect_refused(p, TE "/block_mask/kv_num_blocks", bad[k].want);
+    }
+}
+
+/* Rule (check_bm_shapes under tested/<label>): the producer's full lists are shaped like its
+ * partial ones (full_kv_indices narrower than kv_indices here), and (bmask_validate) its
+ * counts are at most the row width. */
+Test(tested, rejects_a_producers_block_mask_whose_lists_disagree)
+{
+    const char *p = tested_file("pbmnarrow.h5", 1);
+    hsize_t d[4] = {1, 1, 6, 1};
+    put_i32_filled(p, TE "/block_mask", "full_kv_indices", 4, d, -1);
+    expect_refused(p, TE "/block_mask/full_kv_indices: shape [1, 1, 6, 1]", "kv_indices as");
+
+    p = tested_file("pbmcount.h5", 1);
+    hsize_t n[3] = {1, 1, 6};
+    put_i32_filled(p, TE "/block_mask", "kv_num_blocks", 3, n, 99);
+    expect_refused(p, TE "/block_mask", "kv_num_blocks[0][0][0] = 99: must be in [0, ");
+}

@@ -1,0 +1,39 @@
+#!/bin/sh
+# make_hostile.sh SETS_DIR OUT_DIR - writes two files that crash libhdf5 1.10.8 (Debian 12's
+# only HDF5) from the committed fixtures, one byte changed in each, for the isolation tests
+# (tests/test_fixtures.c, fixture_cli suite). Nothing binary is committed: they are made at test
+# time into OUT_DIR.
+#
+#   hostile-h5aexists.h5  layout-gemma3.h5, byte 121029 0x00 -> 0xbd: a corrupt attribute
+#                         message in layer02's object header; H5Aexists -> H5O__attr_exists
+#                         -> H5O__msg_iterate_real reads past a heap buffer. Whether that read
+#                         faults depends on the heap's layout (ASan always reports it; a plain
+#                         build segfaults or reads garbage and fails the lookup).
+#   hostile-h5aread.h5    torch-flex.h5, byte 2426 0x00 -> 0x95: a corrupt global-heap
+#                         reference of t04_causal_window's variable-length `generator` string;
+#                         H5Aread -> H5T__conv_vlen -> H5HG_read copies ~9.5 MB past its buffer
+#                         (segfaults in a plain build; ASan: memcpy-param-overlap).
+#
+# Each byte is checked before it is changed: a regenerated fixture set fails here, loudly,
+# rather than quietly producing a file that no longer crashes anything.
+set -eu
+sets=$1
+out=$2
+
+# flip SRC OFFSET OLD NEW DEST (bytes as two hex digits)
+flip() {
+    cp "$1" "$5"
+    have=$(od -An -tx1 -j "$2" -N1 "$5" | tr -d ' \n')
+    if [ "$have" != "$3" ]; then
+        echo "make_hostile.sh: $1: byte $2 is 0x$have, expected 0x$3 (fixture regenerated?)" >&2
+        rm -f "$5"
+        exit 1
+    fi
+    # shellcheck disable=SC2059 # the format is the octal escape of the byte
+    printf "\\$(printf '%03o' "0x$4")" | dd of="$5" bs=1 seek="$2" conv=notrunc 2>/dev/null
+    now=$(od -An -tx1 -j "$2" -N1 "$5" | tr -d ' \n')
+    [ "$now" = "$4" ] || { echo "make_hostile.sh: $5: byte $2 not written" >&2; exit 1; }
+}
+
+flip "$sets/layout-gemma3.h5" 121029 00 bd "$out/hostile-h5aexists.h5"
+flip "$sets/torch-flex.h5" 2426 00 95 "$out/hostile-h5aread.h5"
