@@ -534,8 +534,10 @@ static void check_file(const char *path, const opts *o, tally *t)
     fc_err err;
     t->files++;
     fc_status st = fix_open(path, &f, &err);
-    if (!st)
+    if (!st) {
+        f.budget = cli_iso_budget(&o->iso);
         st = fix_validate(&f, &err);
+    }
     if (st) {
         if (f.h5 >= 0)
             fix_close(&f);
@@ -638,7 +640,7 @@ static int parse_backend(const char *cmd, const char *opt, const char *v, void *
 int cmd_check(int argc, char **argv)
 {
     opts o = {.backend = FIX_BACKEND_REF, .be = GPU_BACKEND_EMU, .kernel = GPU_DEFAULT_KERNEL,
-              .iso = {CLI_ISO_DEFAULT_MAX_MEMORY, 0}};
+              .iso = {CLI_ISO_DEFAULT_MAX_MEMORY, 0, 0}};
     const cli_opt table[] = {
         CLI_FN("backend", "B", "ref: the reference checks only (default); emu or gpu: also\n"
                "run the kernel on each case and judge it under the gates", parse_backend, &o),
@@ -654,8 +656,10 @@ int cmd_check(int argc, char **argv)
                 "gate's files: summary.md, rows.json, rows.csv, junit.xml, report.html)",
                 &o.report_dir),
         CLI_FN("max-memory", "BYTES", "each file is read and checked in a child process limited\n"
-               "to this much address space (K, M, G, T suffixes; default 16G)",
-               cli_parse_bytes, &o.iso.max_memory),
+               "to this much address space, and a case whose estimate exceeds it is refused\n"
+               "(K, M, G, T suffixes; default 16G)", cli_parse_bytes, &o.iso.max_memory),
+        CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
+               "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.iso.max_work),
     };
     char intro[768];
     snprintf(intro, sizeof intro,

@@ -14,6 +14,7 @@ static const char *const CMD = "fill";
 typedef struct fill_job {
     const char *in, *out;
     int force, in_place;
+    fix_budget budget;
 } fill_job;
 
 /* The file read, filled and written, in a child (cli/isolate.h): the exit status. */
@@ -23,7 +24,7 @@ static int fill_file(void *arg, cli_iso_chan *ch)
     const fill_job *j = arg;
     fix_fill_result r;
     fc_err err;
-    fc_status st = fix_fill(j->in, j->out, j->force, &r, &err);
+    fc_status st = fix_fill(j->in, j->out, j->force, &j->budget, &r, &err);
     if (st) {
         char msg[sizeof err.msg + 96];
         return cli_usage_error(CMD, "%s", cli_iso_errmsg(st, err.msg, msg, sizeof msg));
@@ -41,19 +42,21 @@ int cmd_fill(int argc, char **argv)
 {
     const char *out = NULL;
     int in_place = 0, force = 0;
-    cli_iso iso = {CLI_ISO_DEFAULT_MAX_MEMORY, 0};
+    cli_iso iso = {CLI_ISO_DEFAULT_MAX_MEMORY, 0, 0};
     const cli_opt table[] = {
         CLI_STR("out", "OUT", "write the filled file to OUT (refused if it exists)", &out),
         CLI_FLAG("in-place", "replace IN itself, atomically", &in_place, 1),
         CLI_FLAG("force", "with --out: replace an existing OUT", &force, 1),
         CLI_FN("max-memory", "BYTES", "IN is read and filled in a child process limited to\n"
-               "this much address space (K, M, G, T suffixes; default 16G)", cli_parse_bytes,
-               &iso.max_memory),
+               "this much address space, and a case whose estimate exceeds it is refused (K,\n"
+               "M, G, T suffixes; default 16G)", cli_parse_bytes, &iso.max_memory),
+        CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
+               "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &iso.max_work),
     };
     const cli_spec spec = {
         .cmd = CMD,
         .usage = "usage: flexcheck fill IN (--out OUT | --in-place) [--force] "
-                 "[--max-memory BYTES]\n",
+                 "[--max-memory BYTES] [--max-work N]\n",
         .intro = "Computes out and lse in float64 with flexcheck's oracle for every case of IN that\n"
                  "lacks them, and writes IN with them added (nothing else changes). IN is\n"
                  "validated whole first; on any failure nothing is written.\n",
@@ -73,7 +76,7 @@ int cmd_fill(int argc, char **argv)
         return cli_usage_error(CMD, "give exactly one of --out OUT and --in-place (--help)");
     if (force && in_place)
         return cli_usage_error(CMD, "--force goes with --out");
-    fill_job job = {argv[1], out, force, in_place};
+    fill_job job = {argv[1], out, force, in_place, cli_iso_budget(&iso)};
     cli_iso_result res;
     fc_err err;
     if (cli_isolated(&iso, fill_file, &job, &res, &err))

@@ -49,6 +49,7 @@ typedef struct gen_opts {
     int is_case, force;
     int lk_set, hkv_set, dv_set;
     int32_t nk, layers, scale_div;
+    size_t max_memory, max_work; /* the case's budget (0: the defaults) */
 } gen_opts;
 
 static int parse_dtype(const char *cmd, const char *opt, const char *v, void *dst)
@@ -182,6 +183,10 @@ int cmd_gen(int argc, char **argv)
         CLI_FN("seed", "N", "PRNG seed (default 0)", parse_seed, &gp->seed),
         CLI_FLAG("no-block-mask", "do not store the slow builder's block mask", &gp->with_bmask,
                  0),
+        CLI_FN("max-memory", "BYTES", "refuse a case whose estimated memory exceeds this (K, M,\n"
+               "G, T suffixes; default 16G)", cli_parse_bytes, &o.max_memory),
+        CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
+               "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.max_work),
         CLI_STR("layout", "NAME", "a layout file: the case through every layer of NAME",
                 &o.layout),
         CLI_INT("layers", "N", "with --layout: first N layers (default the model's)", &o.layers,
@@ -205,6 +210,7 @@ int cmd_gen(int argc, char **argv)
         return rc;
     if (!o.set == !o.is_case)
         return cli_usage_error(CMD, "give exactly one of --set NAME or --case (--help)");
+    o.gp.budget = (fix_budget){o.max_memory, o.max_work};
     if (o.is_case && finish_case(&o))
         return CLI_BADINPUT;
     return run(&o);

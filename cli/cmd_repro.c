@@ -55,6 +55,8 @@ static int parse(int argc, char **argv, repro_opts *o)
         CLI_FN("max-memory", "BYTES", "the file is read and judged in a child process limited\n"
                "to this much address space (K, M, G, T suffixes; default 16G)",
                cli_parse_bytes, &o->iso.max_memory),
+        CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
+               "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o->iso.max_work),
     };
     const cli_spec spec = {
         .cmd = CMD,
@@ -433,6 +435,7 @@ static int repro_file(void *arg, cli_iso_chan *ch)
     fc_status st = fix_open(o->file, &f, &err);
     if (st)
         return cli_usage_error(CMD, "%s", cli_iso_errmsg(st, err.msg, msg, sizeof msg));
+    f.budget = cli_iso_budget(&o->iso);
     int i = pick_case(&f, o);
     if (i < 0) {
         fix_close(&f);

@@ -30,15 +30,26 @@
 #include <stddef.h>
 
 #include "base/fc.h"
+#include "fixtures/fix.h"
 #include "gpu/gpu.h"
 
 #define CLI_ISO_DEFAULT_MAX_MEMORY ((size_t)16 << 30)
 
 /* How a command isolates its files. */
 typedef struct cli_iso {
-    size_t max_memory; /* the child's limit in bytes (--max-memory) */
+    size_t max_memory; /* the child's limit in bytes (--max-memory), and a case's memory budget */
     int data_limit;    /* 1: RLIMIT_DATA instead of RLIMIT_AS (the CUDA backend) */
+    size_t max_work;   /* a case's work budget in multiply-adds (--max-work); 0: the default */
 } cli_iso;
+
+/* The budgets a file's cases are held to (fixtures/fix.h): the same memory figure as the
+ * child's address-space limit, so a case that would hit the limit is refused with the figure
+ * before it is read, and the work budget. */
+static inline fix_budget cli_iso_budget(const cli_iso *iso)
+{
+    fix_budget b = {iso->max_memory, iso->max_work};
+    return b;
+}
 
 /* What the child was doing, for the message when it dies. */
 typedef enum cli_iso_phase {

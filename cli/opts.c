@@ -288,3 +288,21 @@ int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst)
     *(size_t *)dst = (size_t)(v << shift);
     return 0;
 }
+
+int cli_parse_count(const char *cmd, const char *opt, const char *s, void *dst)
+{
+    static const char units[] = "KMGT";
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    int shift = 0;
+    if (end && *end) {
+        const char *u = strchr(units, end[0] >= 'a' ? end[0] - 'a' + 'A' : end[0]);
+        shift = u && end[0] && !end[1] ? 10 * (int)(u - units + 1) : -1;
+    }
+    if (!end || errno || shift < 0 || v > (SIZE_MAX >> shift) || (v << shift) < 1)
+        return cli_usage_error(cmd, "%s '%s': a positive count, with an optional suffix K, M, "
+                               "G or T (powers of 1024)", opt, s), -1;
+    *(size_t *)dst = (size_t)(v << shift);
+    return 0;
+}

@@ -91,6 +91,9 @@ int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst);
  * about 350 MiB of address space before it reads anything: libraries, OpenBLAS's buffers).
  * --max-memory of check, repro and fill. */
 int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst);
+/* A cli_parse_fn for a count (multiply-adds) into size_t dst: a positive integer with an
+ * optional K, M, G or T suffix (powers of 1024). */
+int cli_parse_count(const char *cmd, const char *opt, const char *s, void *dst);
 
 /* Parses a decimal int32 in [lo, hi] for option `opt`; on failure prints one line and returns -1. */
 int cli_parse_i32(const char *cmd, const char *opt, const char *s, int32_t lo, int32_t hi,

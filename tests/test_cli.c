@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include "masks/params.h"
@@ -111,19 +112,20 @@ static const cmd_opts commands[] = {
                  {"report-dir", "DIR"}, {"list", NULL}, {"strict", NULL}}},
     {"check", 0, {{"backend", "B"}, {"kernel", "K"}, {"exact-blocks", NULL}, {"case", "NAME"},
                   {"quiet", NULL}, {"report", "DIR"}, {"strict", NULL},
-                  {"max-memory", "BYTES"}}},
-    {"fill", 0, {{"out", "OUT"}, {"in-place", NULL}, {"force", NULL}, {"max-memory", "BYTES"}}},
+                  {"max-memory", "BYTES"}, {"max-work", "N"}}},
+    {"fill", 0, {{"out", "OUT"}, {"in-place", NULL}, {"force", NULL}, {"max-memory", "BYTES"},
+                 {"max-work", "N"}}},
     {"export", 0, {{"quick", NULL}, {"full", NULL}, {"filter", "PATTERN"}, {"shard", "I/N"},
                    {"seed", "S"}, {"out", "DIR"}, {"force", NULL}}},
     {"repro", 0, {{"case", "NAME"}, {"backend", "B"}, {"kernel", "K"}, {"builder", "B"},
                   {"dtype", "T"}, {"worst", "N"}, {"tested", "LABEL"}, {"row", "B,H,Q"},
-                  {"max-memory", "BYTES"}}},
+                  {"max-memory", "BYTES"}, {"max-work", "N"}}},
     {"gen", 1, {{"set", "NAME"}, {"case", NULL}, {"out", "FILE"}, {"out-dir", "DIR"},
                 {"force", NULL}, {"name", "NAME"}, {"b", "N"}, {"hq", "N"}, {"hkv", "N"},
                 {"lq", "N"}, {"lk", "N"}, {"d", "N"}, {"dv", "N"}, {"dtype", "T"}, {"qb", "N"},
                 {"kb", "N"}, {"packed", "LIST"}, {"packed-k", "LIST"}, {"scale", "S"},
                 {"seed", "N"}, {"no-block-mask", NULL}, {"layout", "NAME"}, {"layers", "N"},
-                {"scale-div", "N"}}},
+                {"scale-div", "N"}, {"max-memory", "BYTES"}, {"max-work", "N"}}},
     {"blockmask", 1, {{"lq", "N"}, {"lk", "N"}, {"cu-q", "LIST"}, {"cu-k", "LIST"},
                       {"qb", "N"}, {"kb", "N"}, {"layout", "NAME"}, {"layer", "I"},
                       {"scale-div", "N"}, {"builder", "B"}, {"diff", "B"}, {"sound", NULL},
@@ -402,4 +404,32 @@ Test(cli, no_cuda_device_is_said_so_with_the_drivers_words)
                       !strstr(r.err, "cudaGetDeviceCount"),
                   "%s: %s", lines[i], r.err);
     }
+}
+
+/* The budgets from the command line: a case of B 1, Hq 2, Lq 20, Lk 24, D = Dv = 4 needs
+ * 2 * 20 * 24 * 8 = 7680 multiply-adds; check, repro and fill refuse it under --max-work 7K
+ * (7168), each with one line naming the figure and the flag, and accept it under 8K. */
+Test(cli, the_work_budget_is_the_commands_to_raise_or_lower)
+{
+    run_out r;
+    char f[64];
+    snprintf(f, sizeof f, "/tmp/flexcheck-budget-%d.h5", (int)getpid());
+    run_cli(&r, "gen --case --out %s --force --hq 2 --hkv 1 --lq 20 --lk 24 --d 4 --dv 4", f);
+    cr_assert_eq(r.status, 0, "gen: %s", r.err);
+    static const char *const cmds[] = {"check --max-work 7K %s", "repro --max-work 7K %s",
+                                       "fill --max-work 7K --in-place %s"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        run_cli(&r, cmds[i], f);
+        cr_expect_eq(r.status, 2, "%s: status %d\n%s%s", cmds[i], r.status, r.out, r.err);
+        cr_expect(strstr(r.err, "need about 7.68e+03 multiply-adds, over the work budget of "
+                                "7.17e+03: raise it with --max-work"), "%s: %s", cmds[i], r.err);
+    }
+    run_cli(&r, "check --max-work 8K %s", f);
+    cr_expect_eq(r.status, 0, "under 8K: %s%s", r.out, r.err);
+    run_cli(&r, "gen --case --out %s --force --lq 64 --lk 64 --max-work 1K", f);
+    cr_expect(r.status == 2 && strstr(r.err, "over the work budget of 1.02e+03"), "gen: %s",
+              r.err);
+    run_cli(&r, "check --max-work 0 %s", f);
+    cr_expect(r.status == 2 && strstr(r.err, "--max-work '0': a positive count"), "%s", r.err);
+    unlink(f);
 }

@@ -137,7 +137,7 @@ Test(fill, computes_the_missing_oracle_and_keeps_everything_else)
 
     fix_fill_result r;
     fc_err err;
-    cr_assert_eq(fix_fill(in, out, 0, &r, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_fill(in, out, 0, NULL, &r, &err), FC_OK, "%s", err.msg);
     cr_expect(r.cases == 2 && r.filled == 2 && r.had_oracle == 0, "%d %d %d", r.cases, r.filled,
               r.had_oracle);
     expect_oracle(out, gen);
@@ -155,7 +155,7 @@ Test(fill, computes_the_missing_oracle_and_keeps_everything_else)
     char *after = slurp(in, &n1);
     cr_expect(n0 == n1 && memcmp(before, after, (size_t)n0) == 0, "fill modified its input");
     long sz = file_size(out);
-    cr_expect_eq(fix_fill(in, out, 0, &r, &err), FC_EINVAL);
+    cr_expect_eq(fix_fill(in, out, 0, NULL, &r, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, "exists"), "%s", err.msg);
     cr_expect_eq(file_size(out), sz);
     cr_expect_eq(temporaries(), 0);
@@ -175,7 +175,7 @@ Test(fill, in_place_fills_only_what_is_missing_and_keeps_the_mode)
     cr_assert_eq(chmod(in, 0640), 0);
     fix_fill_result r;
     fc_err err;
-    cr_assert_eq(fix_fill(in, NULL, 0, &r, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_fill(in, NULL, 0, NULL, &r, &err), FC_OK, "%s", err.msg);
     cr_expect(r.cases == 2 && r.filled == 1 && r.had_oracle == 1);
     expect_oracle(in, gen);
     struct stat st;
@@ -185,7 +185,7 @@ Test(fill, in_place_fills_only_what_is_missing_and_keeps_the_mode)
     /* Nothing missing: in place writes nothing at all. */
     long n0;
     char *before = slurp(in, &n0);
-    cr_assert_eq(fix_fill(in, NULL, 0, &r, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_fill(in, NULL, 0, NULL, &r, &err), FC_OK, "%s", err.msg);
     cr_expect(r.filled == 0 && r.had_oracle == 2);
     long n1;
     char *after = slurp(in, &n1);
@@ -213,11 +213,11 @@ Test(fill, refuses_an_invalid_file_and_writes_nothing)
     char *before = slurp(in, &n0);
     fix_fill_result r;
     fc_err err;
-    cr_expect_eq(fix_fill(in, out, 0, &r, &err), FC_EINVAL);
+    cr_expect_eq(fix_fill(in, out, 0, NULL, &r, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, "bad.h5") && strstr(err.msg, "/cases/b_packed") &&
                   strstr(err.msg, "out present without lse"), "%s", err.msg);
     cr_expect(access(out, F_OK) != 0, "an output was written");
-    cr_expect_eq(fix_fill(in, NULL, 0, &r, &err), FC_EINVAL);
+    cr_expect_eq(fix_fill(in, NULL, 0, NULL, &r, &err), FC_EINVAL);
     long n1;
     char *after = slurp(in, &n1);
     cr_expect(n0 == n1 && memcmp(before, after, (size_t)n0) == 0, "input modified");

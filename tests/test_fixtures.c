@@ -1075,7 +1075,19 @@ Test(fixture_reader, rejects_a_full_count_above_the_row_width)
  * range when the block mask's kv_block_size grows (32: one kv block for Lk = 24). */
 Test(fixture_reader, rejects_block_ids_beyond_the_grid_its_block_size_gives)
 {
-    BROKEN("bmkb.h5", FC_F32, 0, put_attr_int(f, BM, "kv_block_size", 32));
+    /* kv_block_size 32 makes Lk = 24 one kv block: the stored width of 2 is refused first
+     * (plausibility), and with the lists narrowed to one slot, the id 1 is out of range. */
+    {
+        BROKEN("bmkb.h5", FC_F32, 0, put_attr_int(f, BM, "kv_block_size", 32));
+        expect_rejected(p, BM "/kv_indices", "width 2: more than the 1 kv blocks");
+    }
+    int32_t ids[2] = {1, 0}, none[2] = {-1, -1}, one[2] = {1, 1}, zero[2] = {0, 0};
+    hsize_t w[4] = {1, 1, 2, 1}, n[3] = {1, 1, 2};
+    BROKEN("bmkb1.h5", FC_F32, 0,
+           (put_attr_int(f, BM, "kv_block_size", 32), put_i32(f, BM "/kv_indices", 4, w, ids),
+            put_i32(f, BM "/full_kv_indices", 4, w, none),
+            put_i32(f, BM "/kv_num_blocks", 3, n, one),
+            put_i32(f, BM "/full_kv_num_blocks", 3, n, zero)));
     expect_rejected(p, BM, "out of range [0, 1)");
 }
 
@@ -1712,10 +1724,12 @@ Test(fixture_cli, repro_and_fill_of_a_file_that_crashes_libhdf5_exit_2_with_the_
     hostile_reports_are_libhdf5s();
 }
 
-/* A file whose tensors the address-space limit cannot hold: q declared [1, 2, 2^24, 4] (512 MiB
- * as float32; HDF5 stores nothing for a dataset never written, so the file stays small) under
- * --max-memory 512M. The reader's allocation fails and says it was the limit; the next file is
- * still checked. A sanitizer build applies no limit (its shadow memory alone exceeds it). */
+/* A file whose tensors the memory limit cannot hold: q declared [1, 2, 2^24, 4] (512 MiB as
+ * float32; HDF5 stores nothing for a dataset never written, so the file stays small) under
+ * --max-memory 512M. The case's estimate (4.22 GiB with the oracle, buffers and block masks) is
+ * over that figure, so the reader refuses it from its shapes before allocating anything (the
+ * child's address-space limit is the backstop behind the estimate); the next file is still
+ * checked. A sanitizer build applies no limit (its shadow memory alone exceeds it). */
 Test(fixture_cli, a_file_larger_than_the_memory_limit_is_one_line_naming_the_limit)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -1731,7 +1745,8 @@ Test(fixture_cli, a_file_larger_than_the_memory_limit_is_one_line_naming_the_lim
     int st = run_cli(args, out, sizeof out, errs, sizeof errs);
     cr_assert_eq(st, 2, "status %d\n%s%s", st, out, errs);
     cr_expect_eq(count_lines(errs), 1, "%s", errs);
-    cr_expect(strstr(errs, p) && strstr(errs, "ran out of its 512 MiB address-space limit"),
+    cr_expect(strstr(errs, p) && strstr(errs, "need about 4.22 GiB") &&
+                  strstr(errs, "over the memory budget of 0.5 GiB: raise it with --max-memory"),
               "%s", errs);
     cr_expect(strstr(out, "check: 2 files, 1 rejected; 1 cases, 1 passed, 0 failed\n"), "%s",
               out);
