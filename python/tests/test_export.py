@@ -140,3 +140,29 @@ def test_a_decode_case_comes_with_its_dense_slice(tmp_path):
     # Dense attention over the last W keys is the windowed row: the two oracles agree.
     assert np.allclose(s.out, w.out, rtol=1e-12, atol=1e-12)
     assert txt(h5py.File(f, "r")["cases/float16@slice"].attrs["case_id"]).endswith("@slice")
+
+
+def test_shards_checked_apart_merge_to_the_unsharded_totals(tmp_path):
+    import json
+    rows = {}
+    for name, shard in (("all", None), ("s1", "1/2"), ("s2", "2/2")):
+        args = ["--filter", "m4-"] + (["--shard", shard] if shard else [])
+        d, files = export(tmp_path, "cases-" + name, *args)
+        rc, text, err = run("check", "--backend", "emu", "--kernel", "1", "--quiet",
+                            "--report", str(tmp_path / ("rep-" + name)), *files)
+        assert rc == 0, text + err
+    rc, text, err = run("report", "merge", str(tmp_path / "rep-s1"), str(tmp_path / "rep-s2"),
+                        "--out", str(tmp_path / "merged"))
+    assert rc == 0, text + err
+    for name in ("rep-all", "merged"):
+        with open(tmp_path / name / "rows.json") as f:
+            rows[name] = json.load(f)
+    for key in ("rows_total", "pass", "fail", "error", "skip", "outside"):
+        assert rows["merged"][key] == rows["rep-all"][key], key
+    assert rows["rep-all"]["rows_total"] > 0
+    ids = lambda r: sorted((x["case_id"], x["builder"]) for x in r["rows"])
+    assert ids(rows["merged"]) == ids(rows["rep-all"])
+    # The same check run twice is refused, naming it.
+    rc, text, err = run("report", "merge", str(tmp_path / "rep-s1"), str(tmp_path / "rep-s1"),
+                        "--out", str(tmp_path / "twice"))
+    assert rc == 2 and err.strip(), text + err
