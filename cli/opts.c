@@ -270,7 +270,9 @@ int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst)
     return 0;
 }
 
-int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst)
+/* A decimal integer with an optional K, M, G or T suffix (powers of 1024), at least min, into
+ * *out; 0 on success, -1 when s is not one. */
+static int parse_scaled(const char *s, unsigned long long min, size_t *out)
 {
     static const char units[] = "KMGT";
     char *end = NULL;
@@ -281,28 +283,24 @@ int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst)
         const char *u = strchr(units, end[0] >= 'a' ? end[0] - 'a' + 'A' : end[0]);
         shift = u && end[0] && !end[1] ? 10 * (int)(u - units + 1) : -1;
     }
-    const unsigned long long min = 512ull << 20;
     if (!end || errno || shift < 0 || v > (SIZE_MAX >> shift) || (v << shift) < min)
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst)
+{
+    if (parse_scaled(s, 512ull << 20, dst))
         return cli_usage_error(cmd, "%s '%s': a size in bytes of at least 512M, with an optional "
                                "suffix K, M, G or T (powers of 1024)", opt, s), -1;
-    *(size_t *)dst = (size_t)(v << shift);
     return 0;
 }
 
 int cli_parse_count(const char *cmd, const char *opt, const char *s, void *dst)
 {
-    static const char units[] = "KMGT";
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
-    int shift = 0;
-    if (end && *end) {
-        const char *u = strchr(units, end[0] >= 'a' ? end[0] - 'a' + 'A' : end[0]);
-        shift = u && end[0] && !end[1] ? 10 * (int)(u - units + 1) : -1;
-    }
-    if (!end || errno || shift < 0 || v > (SIZE_MAX >> shift) || (v << shift) < 1)
+    if (parse_scaled(s, 1, dst))
         return cli_usage_error(cmd, "%s '%s': a positive count, with an optional suffix K, M, "
                                "G or T (powers of 1024)", opt, s), -1;
-    *(size_t *)dst = (size_t)(v << shift);
     return 0;
 }
