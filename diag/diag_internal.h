@@ -38,6 +38,7 @@ struct diag_alt {
     double scale;
     diag_kv_fn kv_head;
     double lse_mul;    /* the predicted LSE is the recomputed one times this */
+    fc_dtype round_scores; /* FC_F32: scores in double; else rounded to it (ref_row_f64) */
     diag_keys_fn keys; /* default diag_keys_mask */
     int32_t cu[4];     /* storage for a made-up view: cu_q = cu, cu_k = cu + 2 */
 };

@@ -295,6 +295,19 @@ static int packed_ignored(const diag_in *in, diag_alt *a)
 }
 
 /* O as the truth's; the LSE written in base 2. */
+/* A kernel that computes q.k in the input type rounds every score to it before a float32
+ * softmax (PyTorch 2.7's eager flex_attention does, for bfloat16: its LSE is that of the
+ * rounded scores). Only float16 and bfloat16 cases. */
+static int scores_rounded(const diag_in *in, diag_alt *a)
+{
+    if (in->jc->dtype == FC_F32)
+        return 0;
+    a->round_scores = in->jc->dtype;
+    fc_fmt(a->title, sizeof a->title, "scores rounded to %s before the softmax (q.k computed in "
+           "the input type)", fc_dtype_name(in->jc->dtype));
+    return 1;
+}
+
 static int lse_log2(const diag_in *in, diag_alt *a)
 {
     if (!in->lse)
@@ -324,6 +337,7 @@ const diag_hyp diag_hyps[] = {
     {"scale-squared", scale_squared},
     {"gqa-modulo", gqa_modulo},
     {"packed-ignored", packed_ignored},
+    {"scores-rounded", scores_rounded},
     {"lse-log2", lse_log2},
 };
 const size_t diag_nhyps = sizeof diag_hyps / sizeof diag_hyps[0];

@@ -70,11 +70,14 @@ typedef int (*ref_key_fn)(void *ctx, int32_t tk);
  * mask_pair_allowed it equals ref_attention_f64 to about 1e-15 relative (tests/test_ref.c holds
  * it to 1e-12 on the random cases of the brute-force suite). Two passes over the keys (the
  * maximum, then the sums), no scratch, no BLAS: O(lk * (D + Dv)) per row, single-threaded.
+ * round_scores FC_F16 or FC_BF16 rounds every score (scale * q.k, in double) to that type
+ * before the softmax, as a kernel that computes q.k in the input type does; FC_F32 keeps
+ * them in double (the oracle).
  * FC_EINVAL (and a message) for D or Dv < 1, lk < 0, a scale that is not finite and > 0, a NULL
  * predicate, or a NULL array with elements. */
 fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
-                      int32_t dv, double scale, ref_key_fn allowed, void *ctx, double *o,
-                      double *lse, fc_err *err);
+                      int32_t dv, double scale, fc_dtype round_scores, ref_key_fn allowed,
+                      void *ctx, double *o, double *lse, fc_err *err);
 
 #ifdef __cplusplus
 }

@@ -7,19 +7,21 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/lowp.h"
 #include "ref/ref.h"
 
-static double score(const float *q, const float *k, int32_t d, double scale)
+static double score(const float *q, const float *k, int32_t d, double scale, fc_dtype round_to)
 {
     double acc = 0.0;
     for (int32_t x = 0; x < d; x++)
         acc += (double)q[x] * (double)k[x];
-    return scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
+    double s = scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
+    return round_to == FC_F32 ? s : (double)fc_round((float)s, round_to);
 }
 
 fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
-                      int32_t dv, double scale, ref_key_fn allowed, void *ctx, double *o,
-                      double *lse, fc_err *err)
+                      int32_t dv, double scale, fc_dtype round_scores, ref_key_fn allowed,
+                      void *ctx, double *o, double *lse, fc_err *err)
 {
     if (d < 1 || dv < 1 || lk < 0)
         return fc_errf(err, FC_EINVAL, "reference row: D = %d, Dv = %d, Lk = %d", (int)d,
@@ -36,7 +38,7 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
     for (int32_t j = 0; j < lk; j++) {
         if (!allowed(ctx, j))
             continue;
-        double s = score(q, k + (size_t)j * ud, d, scale);
+        double s = score(q, k + (size_t)j * ud, d, scale, round_scores);
         if (s > mx) /* a NaN score is skipped here and poisons the sum below, as in ref_f64.c */
             mx = s;
         any = 1;
@@ -52,7 +54,7 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
     for (int32_t j = 0; j < lk; j++) {
         if (!allowed(ctx, j))
             continue;
-        double e = exp(score(q, k + (size_t)j * ud, d, scale) - mx);
+        double e = exp(score(q, k + (size_t)j * ud, d, scale, round_scores) - mx);
         sum += e;
         const float *vj = v + (size_t)j * udv;
         for (size_t x = 0; x < udv; x++)

@@ -431,7 +431,8 @@ Test(ref_row, one_row_with_the_true_mask_equals_the_oracle_on_random_cases)
                     double lse;
                     fc_err err = {{0}};
                     cr_assert_eq(ref_row_f64(t.q + row * d, t.k + kv * d, t.v + kv * dv, lk, d,
-                                             dv, p.scale, row_mask_allows, &rm, o, &lse, &err),
+                                             dv, p.scale, FC_F32, row_mask_allows, &rm, o, &lse,
+                                             &err),
                                  FC_OK, "%s: %s", rc->name, err.msg);
                     cr_assert(close_rel(lse, want.lse[row], 1e-12),
                               "%s: row %zu lse %.17g, oracle %.17g", rc->name, row, lse,
@@ -461,16 +462,16 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, 1.0, every_other_key, NULL, o, &lse, &err), FC_OK);
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, 1.0, FC_F32, every_other_key, NULL, o, &lse, &err), FC_OK);
     /* keys 0 and 2: scores 0 and 1 */
     double e = exp(1.0);
     cr_assert(fabs(o[0] - (1.0 + 3.0 * e) / (1.0 + e)) < 1e-15, "out %.17g", o[0]);
     cr_assert(fabs(lse - log(1.0 + e)) < 1e-15, "lse %.17g", lse);
-    cr_assert_eq(ref_row_f64(q, k, v, 4, 0, 1, 1.0, every_other_key, NULL, o, &lse, &err),
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 0, 1, 1.0, FC_F32, every_other_key, NULL, o, &lse, &err),
                  FC_EINVAL);
-    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, NAN, every_other_key, NULL, o, &lse, &err),
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, NAN, FC_F32, every_other_key, NULL, o, &lse, &err),
                  FC_EINVAL);
-    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, 1.0, NULL, NULL, o, &lse, &err), FC_EINVAL);
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, 1.0, FC_F32, NULL, NULL, o, &lse, &err), FC_EINVAL);
     cr_assert(strstr(err.msg, "reference row"), "message: %s", err.msg);
 }
 
