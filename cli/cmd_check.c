@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ci/gate_case.h"
 #include "cli/cli.h"
 #include "cli/isolate.h"
 #include "diag/diag.h"
@@ -200,6 +201,10 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
         bmask_free(&direct);
         return;
     }
+    if (judge_baseline(&jc, b.o_lp, &err)) { /* once, for every block mask's run */
+        r->passed = 0;
+        fc_fmt(r->detail, sizeof r->detail, "baseline: %s", err.msg);
+    }
     if (meta && !(masks[2] = meta_get(meta, c, &err))) {
         r->passed = 0;
         fc_fmt(r->detail, sizeof r->detail, "layout's shared metadata: %s", err.msg);
@@ -212,12 +217,9 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
         rep_set_str(row.builder, sizeof row.builder, builders[i]);
         rep_set_str(row.backend, sizeof row.backend, gpu_backend_name(o->be));
         row.kernel = o->kernel;
-        rep_verdict v;
-        int pass = judge_case_run(&jo, o->be, &jc, masks[i], &row, b.o, b.lse, &v);
-        if (pass == 0 && row.outcome == REP_ROW_FAIL) { /* which bug explains the rows */
-            diag_in in = {.jc = &jc, .o = b.o, .lse = b.lse, .v = &v, .bm = masks[i]};
-            diag_explain(&in, &row, NULL, NULL);
-        }
+        judge_run_in in = {.jo = &jo, .backend = o->be, .jc = &jc, .bm = masks[i],
+                           .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+        int pass = gate_judge_run(&in, &row); /* the gate's run: gates, then the diagnosis */
         if (i == 1) { /* the fresh build's outputs, for the shared run to equal */
             memcpy(of, b.o, sizeof(float) * no);
             memcpy(lf, b.lse, sizeof(float) * nl);
@@ -252,8 +254,8 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
     bmask_free(&direct);
 }
 
-/* The producer's own block mask (when stored) against the case's mask: "" when sound, else
- * what it drops and leaks; the whole text always goes to text. */
+/* The producer's own block mask against the case's mask, as one line into text: 1 when it
+ * drops or leaks keys (bmask_find_defects is brute force: call it once per output). */
 static int tested_bmask(const fix_case *c, const fix_tested *tt, char *text, size_t cap)
 {
     bmask_defects d;
@@ -270,8 +272,9 @@ static int tested_bmask(const fix_case *c, const fix_tested *tt, char *text, siz
  * contract. */
 static int judge_tested(const char *path, const fix_case *c, const fix_tested *tt,
                         const judge_case *jc, const float *o_lp, const char *not_judged,
-                        rep_row *row, rep_verdict *v)
+                        rep_row *row, rep_verdict *v, char *bm_text, size_t bm_cap)
 {
+    bm_text[0] = '\0';
     row_of(row, path, c, "tested");
     char be[REP_NAME_LEN];
     snprintf(be, sizeof be, "tested/%s", tt->label);
@@ -291,9 +294,8 @@ static int judge_tested(const char *path, const fix_case *c, const fix_tested *t
     rep_row_set_verdict(row, v);
     if (v->outside)
         return 2;
-    char bm[REP_WHY_LEN];
-    if (tt->has_bmask && tested_bmask(c, tt, bm, sizeof bm)) {
-        judge_row_fail_check(row, "block-mask", "the producer's block mask is %s", bm);
+    if (tt->has_bmask && tested_bmask(c, tt, bm_text, bm_cap)) {
+        judge_row_fail_check(row, "block-mask", "the producer's block mask is %s", bm_text);
         pass = 0;
     }
     return pass;
@@ -319,7 +321,9 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
         const fix_tested *tt = &c->tested[i];
         rep_row row;
         rep_verdict v;
-        int pass = judge_tested(path, c, tt, &jc, o_lp, why[0] ? why : NULL, &row, &v);
+        char bm[REP_WHY_LEN];
+        int pass = judge_tested(path, c, tt, &jc, o_lp, why[0] ? why : NULL, &row, &v, bm,
+                                sizeof bm);
         if (pass == 2 && o->strict)
             pass = 0; /* --strict: outside the contract fails */
         t->tested++;
@@ -352,12 +356,9 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
         for (int g = 0; pass == 0 && g < REP_NGATES; g++) /* every other failed gate too */
             if (v.gate[g] == REP_FAIL && g != v.first_fail)
                 printf("    also %s\n", v.why[g]);
-        char bm[REP_WHY_LEN];
-        if (tt->has_bmask && pass >= 0) {
-            tested_bmask(c, tt, bm, sizeof bm);
+        if (bm[0]) /* the producer's block mask, as judge_tested found it */
             printf("    its block mask (%dx%d): %s\n", (int)tt->bm.q_block_size,
                    (int)tt->bm.kv_block_size, bm);
-        }
         if (pass == 0 && !v.pass) { /* which rows fail, and which bug explains them */
             diag_in in = {.jc = &jc, .o = tt->out, .lse = tt->lse, .v = &v,
                           .bm = tt->has_bmask ? &tt->bm : NULL, .prev = prev};

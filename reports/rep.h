@@ -173,10 +173,6 @@ fc_status rep_write_html(FILE *f, const rep_set *set, fc_err *err);
 
 typedef fc_status (*rep_writer)(FILE *f, const rep_set *set, fc_err *err);
 
-/* dir/name written atomically (temporary file in dir, then rename); dir created if needed. */
-fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const rep_set *set,
-                         fc_err *err);
-
 /* The file names rep_write_all uses. */
 #define REP_FILE_MD "summary.md"
 #define REP_FILE_JSON "rows.json"

@@ -82,29 +82,6 @@ static fc_status write_temp(const char *dir, const char *name, rep_writer w, con
     return st;
 }
 
-fc_status rep_write_file(const char *dir, const char *name, rep_writer w, const rep_set *set,
-                         fc_err *err)
-{
-    if (!dir || !*dir || !name || !*name || strchr(name, '/'))
-        return fc_errf(err, FC_EINVAL, "report file: need a directory and a plain file name");
-    fc_status st = make_dirs(dir, err);
-    char *tmp = NULL, *final = NULL;
-    if (st == FC_OK)
-        st = write_temp(dir, name, w, set, &tmp, err);
-    if (st != FC_OK)
-        return st;
-    size_t cap = strlen(dir) + strlen(name) + 2;
-    if (!(final = malloc(cap)))
-        st = fc_errf(err, FC_ENOMEM, "report file %s: out of memory", name);
-    else if (snprintf(final, cap, "%s/%s", dir, name), rename(tmp, final) != 0)
-        st = fc_errf(err, FC_EIO, "report file %s: rename failed: %s", final, strerror(errno));
-    if (st != FC_OK)
-        unlink(tmp);
-    free(tmp);
-    free(final);
-    return st;
-}
-
 fc_status rep_dir_check(const char *dir, fc_err *err)
 {
     if (!dir || !*dir)

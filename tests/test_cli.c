@@ -16,22 +16,10 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include "tests/test_tmpdir.h"
 #include "masks/params.h"
 
-static char dir[64];
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/clitest-XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp");
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    (void)!system(cmd);
-}
+TEST_TMPDIR("clitest")
 
 TestSuite(cli, .init = make_dir, .fini = remove_dir);
 

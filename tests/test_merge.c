@@ -25,22 +25,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/test_tmpdir.h"
 #include "reports/rep_internal.h"
 
-static char dir[64];
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/flexcheck-merge-XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp failed");
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    (void)!system(cmd);
-}
+TEST_TMPDIR("flexcheck-merge")
 
 TestSuite(roundtrip, .init = make_dir, .fini = remove_dir);
 TestSuite(merge, .init = make_dir, .fini = remove_dir);

@@ -595,13 +595,11 @@ Test(summary, rows_of_two_kernel_versions_are_grouped_apart)
     free(buf);
 }
 
-Test(files, reject_a_file_name_with_a_directory_part)
+Test(files, reject_an_empty_report_directory)
 {
     fc_err err = {{0}};
-    cr_expect_eq(rep_write_file("/tmp", "../x.md", rep_write_markdown, &(rep_set){0}, &err), FC_EINVAL,
-                 "../x.md: accepted");
-    cr_expect_eq(rep_write_file("", "x.md", rep_write_markdown, &(rep_set){0}, &err), FC_EINVAL,
-                 "empty directory: accepted");
+    cr_expect_eq(rep_write_all("", &(rep_set){0}, &err), FC_EINVAL, "empty directory: accepted");
+    cr_expect_eq(rep_dir_check("", &err), FC_EINVAL, "empty directory: accepted");
 }
 
 Test(summary, lists_the_runners_exactness_checks_after_the_hard_gates)

@@ -1,0 +1,28 @@
+/*
+ * test_tmpdir.h - a fresh temporary directory for each test of a suite, removed after it:
+ *
+ *   TEST_TMPDIR("filltest")   // defines dir[], make_dir(), remove_dir()
+ *   TestSuite(fill, .init = make_dir, .fini = remove_dir);
+ */
+#ifndef FLEXCHECK_TEST_TMPDIR_H
+#define FLEXCHECK_TEST_TMPDIR_H
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define TEST_TMPDIR(prefix)                                                                    \
+    static char dir[64];                                                                       \
+    static void make_dir(void)                                                                 \
+    {                                                                                          \
+        snprintf(dir, sizeof dir, "/tmp/" prefix "-XXXXXX");                                   \
+        cr_assert(mkdtemp(dir), "mkdtemp %s", dir);                                            \
+    }                                                                                          \
+    static void remove_dir(void)                                                               \
+    {                                                                                          \
+        char cmd[128];                                                                         \
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);                                         \
+        (void)!system(cmd);                                                                    \
+    }
+
+#endif
