@@ -186,13 +186,16 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     int32_t hk = a->kv_head(p, k.h);
     /* The truth's own computation cannot explain a row that fails against the truth. */
     if (memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
-        hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 && a->round_scores == FC_F32)
+        hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 && a->round_scores == FC_F32 &&
+        a->softcap == p->terms.softcap && a->sink_mul == 1.0 && a->sink_count == 1.0)
         return 0;
     size_t kv = ((size_t)k.b * (size_t)p->hkv + (size_t)hk) * lk;
     const float *kk = lk ? jc->k + kv * d : NULL, *vv = lk ? jc->v + kv * dv : NULL;
     double lse;
-    if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, a->scale, a->round_scores,
-                    key_in, e->hkeys, e->oref, &lse, err))
+    ref_row_rule rule = {a->scale, a->round_scores, a->softcap,
+                         terms_sink(&p->terms, k.h) * a->sink_mul, a->sink_count};
+    if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in, e->hkeys,
+                    e->oref, &lse, err))
         return -1;
     lse *= a->lse_mul;
     return row_matches(e->bd, e->in->o + row * dv, e->in->lse ? e->in->lse + row : NULL, e->oref,

@@ -39,6 +39,9 @@ struct diag_alt {
     diag_kv_fn kv_head;
     double lse_mul;    /* the predicted LSE is the recomputed one times this */
     fc_dtype round_scores; /* FC_F32: scores in double; else rounded to it (ref_row_f64) */
+    double softcap;    /* the soft-cap applied (0 off) */
+    double sink_mul;   /* the sink used is the head's sink times this */
+    double sink_count; /* and it enters the softmax's sum this many times (ref_row_rule) */
     diag_keys_fn keys; /* default diag_keys_mask */
     int32_t cu[4];     /* storage for a made-up view: cu_q = cu, cu_k = cu + 2 */
 };

@@ -35,6 +35,9 @@ void diag_alt_init(const diag_in *in, diag_alt *a)
     a->scale = p->scale;
     a->kv_head = kv_truth;
     a->lse_mul = 1.0;
+    a->softcap = p->terms.softcap;
+    a->sink_mul = 1.0;
+    a->sink_count = 1.0;
     a->keys = diag_keys_mask;
 }
 

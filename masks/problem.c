@@ -58,6 +58,8 @@ fc_status attn_problem_check(const attn_problem *p, fc_err *err)
         return fc_errf(err, FC_EINVAL, "scale = %g: must be finite and > 0", p->scale);
     fc_status st = mask_params_check(&p->mask, err);
     if (!st)
+        st = terms_check(&p->terms, p->hq, err);
+    if (!st)
         st = check_elems("q", s->batch, p->hq, s->lq, p->d, err);
     if (!st)
         st = check_elems("k", s->batch, p->hkv, s->lk, p->d, err);

@@ -11,6 +11,7 @@
 #include "masks/mask.h"
 #include "masks/params.h"
 #include "masks/seq.h"
+#include "masks/terms.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,6 +23,7 @@ typedef struct attn_problem {
     int32_t d, dv;    /* head dims of q/k and of v/o */
     double scale;     /* softmax scale, finite and > 0 (default 1/sqrt(d)) */
     mask_params mask;
+    score_terms terms; /* soft-cap and sinks (terms.h); zero = off */
 } attn_problem;
 
 /* Largest head dim accepted by the checks (kernels may support fewer). */

@@ -6,7 +6,9 @@
  *
  * Inputs are float arrays laid out as problem.h says; for float16/bfloat16 cases they hold
  * values already representable in that dtype. Rows with no allowed key: output exactly 0,
- * LSE -inf, in every variant. LSE is the natural log of sum(exp(scale * q.k)) over allowed keys.
+ * LSE -inf (the head's sink with sinks), in every variant. LSE is the natural log of
+ * sum(exp(s)) over allowed keys' scores s = scale * q.k (soft-capped when the problem says
+ * so), plus exp(sink) with sinks (masks/terms.h, docs/semantics.md section 7).
  *
  * Memory: query rows are processed in panels of REF_PANEL_ROWS = 128 (ref_internal.h); only
  * one panel's scores exist at a time, over the hull of the panel's allowed keys. Scratch per
@@ -57,27 +59,43 @@ fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, c
  * key axis) counts. */
 typedef int (*ref_key_fn)(void *ctx, int32_t tk);
 
+/* How ref_row_f64 forms and weighs one row's scores: the problem's rule for head h
+ * (ref_row_rule_of), or an alternative diag/ tries. */
+typedef struct ref_row_rule {
+    double scale;          /* finite and > 0 */
+    fc_dtype round_scores; /* FC_F32: scores stay in double (the oracle); FC_F16 / FC_BF16:
+                            * every scaled score rounded to that type before the soft-cap and
+                            * the softmax, as a kernel computing q.k in the input type does */
+    double softcap;        /* c > 0: s -> c * tanh(s / c); 0 off */
+    double sink;           /* the head's sink logit; -inf: no sink */
+    double sink_count;     /* how many times the sink's term enters the sum: 1 (the truth) */
+} ref_row_rule;
+
+/* The problem's own rule for query head h: its scale, scores in double, its soft-cap, the
+ * head's sink counted once. */
+ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h);
+
 /* The float64 oracle for one query row against an arbitrary key set: q [D] is the row,
  * k [lk, D] and v [lk, Dv] the keys and values of one kv head (for a packed batch the whole
  * token axis: the predicate decides which sequence's keys count). Scores scale * q.k in
- * double, a max-shifted softmax in double over the keys `allowed` accepts, o [Dv] = the
- * weighted sum of their values, *lse (may be NULL) the natural-log LSE. A row no key is
- * allowed for gets o = 0 and LSE -inf, as in ref_attention_f64. Keys the predicate rejects are
- * never read, so NaN or inf there cannot leak in.
+ * double, the rule's soft-cap, a max-shifted softmax in double over the keys `allowed`
+ * accepts and the rule's sink, o [Dv] = the weighted sum of their values, *lse (may be NULL)
+ * the natural-log LSE. A row no key is allowed for gets o = 0 and LSE = the sink (-inf
+ * without), as in ref_attention_f64. Keys the predicate rejects are never read, so NaN or inf
+ * there cannot leak in.
  *
  * It is the oracle for key sets no mask_params describes (a block mask applied as a kernel
  * would, a mask computed with other positions: diag/): with allowed = the row's
- * mask_pair_allowed it equals ref_attention_f64 to about 1e-15 relative (tests/test_ref.c holds
- * it to 1e-12 on the random cases of the brute-force suite). Two passes over the keys (the
- * maximum, then the sums), no scratch, no BLAS: O(lk * (D + Dv)) per row, single-threaded.
- * round_scores FC_F16 or FC_BF16 rounds every score (scale * q.k, in double) to that type
- * before the softmax, as a kernel that computes q.k in the input type does; FC_F32 keeps
- * them in double (the oracle).
- * FC_EINVAL (and a message) for D or Dv < 1, lk < 0, a scale that is not finite and > 0, a NULL
- * predicate, or a NULL array with elements. */
+ * mask_pair_allowed and the problem's rule it equals ref_attention_f64 to about 1e-15
+ * relative (tests/test_ref.c holds it to 1e-12 on the random cases of the brute-force suite,
+ * score terms included). Two passes over the keys (the maximum, then the sums), no scratch,
+ * no BLAS: O(lk * (D + Dv)) per row, single-threaded.
+ * FC_EINVAL (and a message) for D or Dv < 1, lk < 0, a scale that is not finite and > 0, a
+ * soft-cap that is not finite and >= 0, a NaN or +inf sink, a NULL rule or predicate, or a
+ * NULL array with elements. */
 fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
-                      int32_t dv, double scale, fc_dtype round_scores, ref_key_fn allowed,
-                      void *ctx, double *o, double *lse, fc_err *err);
+                      int32_t dv, const ref_row_rule *rule, ref_key_fn allowed, void *ctx,
+                      double *o, double *lse, fc_err *err);
 
 #ifdef __cplusplus
 }

@@ -4,8 +4,11 @@
  *   fp32: S = scale * Q.K^T (sgemm), softmax in fp32, O = P.V (sgemm).
  *   lp:   K' = rnd(scale * K); S = rnd(Q.K'^T); P = rnd(softmax(S)); O = rnd(P.V),
  *         gemms accumulating in fp32, rnd = round to nearest even in dt (lowp.h).
+ * Score terms (docs/semantics.md section 7), where a naive implementation applies them: the
+ * soft-cap in fp32 on the fp32 score (lp: on the rounded score), c * tanhf(s / c); the sink in
+ * the fp32 softmax, as one more term of the max and the sum with no value.
  * Keys outside the mask get probability exactly 0; a row with no allowed key gets output 0
- * and LSE -inf.
+ * and LSE -inf (the sink, with sinks).
  */
 #include <cblas.h>
 #include <math.h>
@@ -89,21 +92,28 @@ static float exp_and_sum(float *s, int32_t n, float mx)
 }
 
 /* Scores to probabilities in place, max-shifted, in fp32. Returns 0 for a row with no
- * allowed key (*lse = -inf, the row is all zeros). A NaN score never wins the max, but
- * exp(NaN - max) puts NaN into the sum, so the row's probabilities and LSE are NaN: NaN
- * in a visible input is never dropped. */
-static int softmax_row(float *s, const uint8_t *allowed, int32_t n, fc_dtype dt, float *lse)
+ * allowed key (*lse = the sink or -inf, the row is all zeros). A NaN score never wins the
+ * max, but exp(NaN - max) puts NaN into the sum, so the row's probabilities and LSE are NaN:
+ * NaN in a visible input is never dropped. softcap 0 is off; sink -inf is no sink. */
+static int softmax_row(float *s, const uint8_t *allowed, int32_t n, fc_dtype dt, float softcap,
+                       float sink, float *lse)
 {
     if (!memchr(allowed, 1, (size_t)n)) {
         memset(s, 0, (size_t)n * sizeof *s);
-        *lse = -INFINITY;
+        *lse = sink;
         return 0;
     }
     if (dt != FC_F32)
         for (int32_t j = 0; j < n; j++)
             s[j] = fc_round(s[j], dt); /* lp: S is rounded before the softmax */
+    if (softcap > 0) /* before the mask: masked scores become -inf below, never -cap */
+        for (int32_t j = 0; j < n; j++)
+            s[j] = softcap * tanhf(s[j] / softcap);
     float mx = mask_and_max(s, allowed, n);
-    float sum = exp_and_sum(s, n, mx);
+    if (sink > mx)
+        mx = sink;
+    /* the sink's term joins the sum but has no probability of its own (no value) */
+    float sum = exp_and_sum(s, n, mx) + expf(sink - mx);
     /* sum >= 1 (the max term is exp(0)) unless it is NaN, and then the row is NaN anyway;
      * masked entries are exp(-inf) = 0 and stay 0. */
     float inv = 1.0f / sum;
@@ -150,7 +160,7 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
     if (n == 0) { /* no row of this panel sees any key */
         memset(o, 0, (size_t)rows * (size_t)dv * sizeof *o);
         for (int32_t i = 0; lse && i < rows; i++)
-            lse[i] = -INFINITY;
+            lse[i] = (float)terms_sink(&p->terms, h);
         return;
     }
     const float *q = c->q + qr * (size_t)d, *k = c->k + kr * (size_t)d;
@@ -166,7 +176,8 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
     for (int32_t i = 0; i < rows; i++) {
         float row_lse;
         nonempty[i] = (uint8_t)softmax_row(s + (size_t)i * n, pn->allowed + (size_t)i * n, n,
-                                           c->dt, &row_lse);
+                                           c->dt, (float)p->terms.softcap,
+                                           (float)terms_sink(&p->terms, h), &row_lse);
         if (lse)
             lse[i] = row_lse;
     }

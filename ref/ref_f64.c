@@ -1,7 +1,8 @@
 /*
  * ref_f64.c - the float64 oracle for one (panel, batch entry, head): the fixtures' out and
  * lse. The float inputs are widened exactly to double, S = scale * Q.K^T (dgemm), softmax
- * in double, O = P.V (dgemm). Same structure as ref_f32.c, line for line, so a reader can
+ * in double, O = P.V (dgemm); the soft-cap c * tanh(s / c) and the sink in double (docs/
+ * semantics.md section 7). Same structure as ref_f32.c, line for line, so a reader can
  * hold both; the only differences are the element type and that inputs are copied to
  * double first.
  */
@@ -32,9 +33,11 @@ static const double *visible_values(ref_call *c, const ref_panel *pn, const floa
     return out;
 }
 
-/* Max-shifted softmax in double; returns 0 (and *lse = -inf) for a row with no allowed key.
- * NaN scores reach the sum and so every probability and the LSE (see ref_f32.c). */
-static int softmax_row(double *s, const uint8_t *allowed, int32_t n, double *lse)
+/* Max-shifted softmax in double; returns 0 (and *lse = the sink, -inf without) for a row with
+ * no allowed key. NaN scores reach the sum and so every probability and the LSE (see
+ * ref_f32.c). softcap 0 is off; sink -inf is no sink. */
+static int softmax_row(double *s, const uint8_t *allowed, int32_t n, double softcap, double sink,
+                       double *lse)
 {
     double mx = -INFINITY;
     int any = 0;
@@ -42,15 +45,19 @@ static int softmax_row(double *s, const uint8_t *allowed, int32_t n, double *lse
         if (!allowed[j])
             continue;
         any = 1;
+        if (softcap > 0)
+            s[j] = softcap * tanh(s[j] / softcap);
         if (s[j] > mx)
             mx = s[j];
     }
     if (!any) {
         memset(s, 0, (size_t)n * sizeof *s);
-        *lse = -INFINITY;
+        *lse = sink;
         return 0;
     }
-    double sum = 0.0;
+    if (sink > mx)
+        mx = sink;
+    double sum = exp(sink - mx); /* the sink's term: in the sum, no probability of its own */
     for (int32_t j = 0; j < n; j++) {
         s[j] = allowed[j] ? exp(s[j] - mx) : 0.0;
         sum += s[j];
@@ -90,7 +97,7 @@ void ref_head_f64(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
     if (n == 0) { /* no row of this panel sees any key */
         memset(o, 0, (size_t)rows * (size_t)dv * sizeof *o);
         for (int32_t i = 0; lse && i < rows; i++)
-            lse[i] = -INFINITY;
+            lse[i] = terms_sink(&p->terms, h);
         return;
     }
     const float *v = c->v + kr * (size_t)dv;
@@ -103,7 +110,8 @@ void ref_head_f64(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
     for (int32_t i = 0; i < rows; i++) {
         double row_lse;
         nonempty[i] =
-            (uint8_t)softmax_row(s + (size_t)i * n, pn->allowed + (size_t)i * n, n, &row_lse);
+            (uint8_t)softmax_row(s + (size_t)i * n, pn->allowed + (size_t)i * n, n,
+                                 p->terms.softcap, terms_sink(&p->terms, h), &row_lse);
         if (lse)
             lse[i] = row_lse;
     }

@@ -10,27 +10,41 @@
 #include "base/lowp.h"
 #include "ref/ref.h"
 
-static double score(const float *q, const float *k, int32_t d, double scale, fc_dtype round_to)
+ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h)
+{
+    ref_row_rule r = {p->scale, FC_F32, p->terms.softcap, terms_sink(&p->terms, h), 1.0};
+    return r;
+}
+
+static double score(const float *q, const float *k, int32_t d, const ref_row_rule *r)
 {
     double acc = 0.0;
     for (int32_t x = 0; x < d; x++)
         acc += (double)q[x] * (double)k[x];
-    double s = scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
-    return round_to == FC_F32 ? s : (double)fc_round((float)s, round_to);
+    double s = r->scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
+    if (r->round_scores != FC_F32)
+        s = (double)fc_round((float)s, r->round_scores);
+    return r->softcap > 0 ? r->softcap * tanh(s / r->softcap) : s;
 }
 
 fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
-                      int32_t dv, double scale, fc_dtype round_scores, ref_key_fn allowed,
-                      void *ctx, double *o, double *lse, fc_err *err)
+                      int32_t dv, const ref_row_rule *rule, ref_key_fn allowed, void *ctx,
+                      double *o, double *lse, fc_err *err)
 {
     if (d < 1 || dv < 1 || lk < 0)
         return fc_errf(err, FC_EINVAL, "reference row: D = %d, Dv = %d, Lk = %d", (int)d,
                        (int)dv, (int)lk);
-    if (!isfinite(scale) || !(scale > 0))
+    if (!rule || !allowed || !q || !o || (lk > 0 && (!k || !v)))
+        return fc_errf(err, FC_EINVAL, "reference row: NULL rule, predicate or array");
+    if (!isfinite(rule->scale) || !(rule->scale > 0))
         return fc_errf(err, FC_EINVAL, "reference row: scale = %g: must be finite and > 0",
-                       scale);
-    if (!allowed || !q || !o || (lk > 0 && (!k || !v)))
-        return fc_errf(err, FC_EINVAL, "reference row: NULL predicate or array");
+                       rule->scale);
+    if (!isfinite(rule->softcap) || rule->softcap < 0)
+        return fc_errf(err, FC_EINVAL, "reference row: softcap = %g: must be finite and >= 0",
+                       rule->softcap);
+    if (isnan(rule->sink) || rule->sink == INFINITY || !(rule->sink_count >= 0))
+        return fc_errf(err, FC_EINVAL, "reference row: sink = %g counted %g times", rule->sink,
+                       rule->sink_count);
     size_t ud = (size_t)d, udv = (size_t)dv;
     /* Pass 1: the largest allowed score. */
     double mx = -INFINITY;
@@ -38,23 +52,26 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
     for (int32_t j = 0; j < lk; j++) {
         if (!allowed(ctx, j))
             continue;
-        double s = score(q, k + (size_t)j * ud, d, scale, round_scores);
+        double s = score(q, k + (size_t)j * ud, d, rule);
         if (s > mx) /* a NaN score is skipped here and poisons the sum below, as in ref_f64.c */
             mx = s;
         any = 1;
     }
     memset(o, 0, udv * sizeof *o);
     if (!any) {
-        if (lse)
-            *lse = -INFINITY;
+        if (lse) /* the sink alone: its LSE (log of count e^sink), -inf without a sink */
+            *lse = rule->sink_count > 0 ? rule->sink + log(rule->sink_count) : -INFINITY;
         return FC_OK;
     }
-    /* Pass 2: the same scores again (the same sums, so the same bits), shifted by the max. */
-    double sum = 0.0;
+    if (rule->sink > mx)
+        mx = rule->sink;
+    /* Pass 2: the same scores again (the same sums, so the same bits), shifted by the max;
+     * the sink's term joins the sum with no value. */
+    double sum = rule->sink_count * exp(rule->sink - mx);
     for (int32_t j = 0; j < lk; j++) {
         if (!allowed(ctx, j))
             continue;
-        double e = exp(score(q, k + (size_t)j * ud, d, scale, round_scores) - mx);
+        double e = exp(score(q, k + (size_t)j * ud, d, rule) - mx);
         sum += e;
         const float *vj = v + (size_t)j * udv;
         for (size_t x = 0; x < udv; x++)

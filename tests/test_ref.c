@@ -36,6 +36,8 @@ typedef struct ref_case {
     int32_t nseq;  /* 0: dense batch; else packed (batch 1) with cu_q / cu_k */
     int32_t cu_q[MAXSEQ + 1], cu_k[MAXSEQ + 1];
     int expect_empty; /* the case is built to have rows with no allowed key */
+    double softcap;   /* the score terms (masks/terms.h): 0 off */
+    int sinks;        /* 1: per-head sinks drawn in [-5, 10] (make_problem) */
 } ref_case;
 
 typedef enum variant { V_F64, V_F32, V_F16, V_BF16, NVARIANTS } variant;
@@ -56,6 +58,21 @@ static void make_problem(const ref_case *c, attn_problem *p)
     p->scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->d);
     p->mask = (mask_params){.causal = c->causal, .sliding_window = c->window,
                             .chunk_size = c->chunk};
+    p->terms.softcap = c->softcap;
+    if (c->sinks) { /* spread over [-5, 10]: some rows' sinks dominate, some barely count */
+        float *sk = malloc((size_t)c->hq * sizeof *sk);
+        cr_assert(sk, "out of memory for sinks");
+        for (int32_t h = 0; h < c->hq; h++)
+            sk[h] = -5.0f + 15.0f * (float)((h * 7 + 3) % 11) / 10.0f;
+        p->terms.sinks = sk;
+    }
+}
+
+/* attn_problem_free and the sinks make_problem drew (the problem does not own them). */
+static void drop_problem(attn_problem *p)
+{
+    free((float *)p->terms.sinks);
+    attn_problem_free(p);
 }
 
 static uint64_t rng_next(uint64_t *s) /* splitmix64 */
@@ -142,20 +159,23 @@ static void free_outputs(outputs *r)
 
 typedef struct brute {
     long double *o, *lse;
-    double smax, vmax; /* largest |score| over allowed pairs, largest |v| */
+    double smax, vmax; /* largest |score| over allowed pairs (and |sink|), largest |v| */
     int empty_rows;
+    unsigned char *empty; /* [rows]: 1 for a row with no allowed key */
 } brute;
 
 /* The definition, the slow way: for every (b, h, query) ask the predicate about every key
- * of the token axis and do the softmax in long double. */
+ * of the token axis and do the softmax in long double, soft-cap and sink as
+ * docs/semantics.md section 7 writes them. */
 static brute brute_force(const attn_problem *p, const tensors *t)
 {
     const int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
     seq_view view = seq_info_view(&p->seq);
     brute r = {malloc((attn_o_elems(p) + 1) * sizeof(long double)),
-               malloc((attn_lse_elems(p) + 1) * sizeof(long double)), 0, 0, 0};
+               malloc((attn_lse_elems(p) + 1) * sizeof(long double)), 0, 0, 0,
+               calloc(attn_lse_elems(p) + 1, 1)};
     long double *s = malloc(((size_t)lk + 1) * sizeof *s);
-    cr_assert(r.o && r.lse && s, "out of memory");
+    cr_assert(r.o && r.lse && r.empty && s, "out of memory");
     for (size_t i = 0; i < attn_v_elems(p); i++)
         r.vmax = fmax(r.vmax, fabs(t->v[i]));
     for (int32_t b = 0; b < p->seq.batch; b++)
@@ -164,7 +184,8 @@ static brute brute_force(const attn_problem *p, const tensors *t)
                 size_t row = ((size_t)b * p->hq + h) * lq + i;
                 size_t kv = ((size_t)b * p->hkv + h / (p->hq / p->hkv)) * lk;
                 const float *qi = t->q + row * d;
-                long double mx = -INFINITY, sum = 0;
+                long double sink = p->terms.sinks ? p->terms.sinks[h] : -INFINITY;
+                long double mx = sink, sum = 0, c = p->terms.softcap;
                 int any = 0;
                 for (int32_t j = 0; j < lk; j++) {
                     if (!mask_pair_allowed(p->mask, view, i, j))
@@ -173,7 +194,9 @@ static brute brute_force(const attn_problem *p, const tensors *t)
                     for (int32_t x = 0; x < d; x++)
                         dot += (long double)qi[x] * t->k[(kv + j) * d + x];
                     s[j] = (long double)p->scale * dot;
-                    if (!any || s[j] > mx)
+                    if (c > 0)
+                        s[j] = c * tanhl(s[j] / c);
+                    if (s[j] > mx || isnan((double)s[j]))
                         mx = s[j];
                     any = 1;
                     r.smax = fmax(r.smax, fabs((double)s[j]));
@@ -181,11 +204,15 @@ static brute brute_force(const attn_problem *p, const tensors *t)
                 long double *o = r.o + row * dv;
                 for (int32_t x = 0; x < dv; x++)
                     o[x] = 0;
+                if (isfinite((double)sink))
+                    r.smax = fmax(r.smax, fabs((double)sink));
                 if (!any) {
-                    r.lse[row] = -INFINITY;
+                    r.lse[row] = sink;
                     r.empty_rows++;
+                    r.empty[row] = 1;
                     continue;
                 }
+                sum = expl(sink - mx); /* the sink: in the sum, no value */
                 for (int32_t j = 0; j < lk; j++)
                     if (mask_pair_allowed(p->mask, view, i, j))
                         sum += expl(s[j] - mx);
@@ -206,6 +233,7 @@ static void free_brute(brute *r)
 {
     free(r->o);
     free(r->lse);
+    free(r->empty);
 }
 
 /* Tolerances against the exact answer, u the unit roundoff. fp32 and f64: 32 u scaled by
@@ -239,7 +267,8 @@ static double tol_lse(variant var, const brute *r)
     return 3.0 * u * (1.0 + r->smax);
 }
 
-/* Empty rows exactly 0 and -inf; every other row within tolerance (NaN fails). */
+/* Empty rows exactly 0 and LSE exactly -inf (the sink); every other row within tolerance (NaN
+ * fails). */
 static void check_against_brute(const char *name, variant var, const attn_problem *p,
                                 const outputs *got, const brute *want)
 {
@@ -248,9 +277,10 @@ static void check_against_brute(const char *name, variant var, const attn_proble
     for (size_t row = 0; row < attn_lse_elems(p); row++) {
         const double *o = got->o + row * p->dv;
         const long double *ow = want->o + row * p->dv;
-        if (isinf(want->lse[row])) {
-            cr_assert(got->lse[row] == -INFINITY, "%s/%s: empty row %zu has lse %g, want -inf",
-                      name, vn, row, got->lse[row]);
+        if (want->empty[row]) {
+            double sink = (double)want->lse[row];
+            cr_assert(got->lse[row] == sink, "%s/%s: empty row %zu has lse %.9g, want %.9g",
+                      name, vn, row, got->lse[row], sink);
             for (int32_t x = 0; x < p->dv; x++)
                 cr_assert(o[x] == 0.0, "%s/%s: empty row %zu has out[%d] = %g, want exactly 0",
                           name, vn, row, (int)x, o[x]);
@@ -323,7 +353,7 @@ Test(ref_hand, two_queries_three_keys_match_the_softmax_worked_by_hand)
             }
             free_outputs(&r);
         }
-        attn_problem_free(&p);
+        drop_problem(&p);
     }
 }
 
@@ -356,6 +386,19 @@ static const ref_case brute_cases[] = {
      .dv = 4},
     {.name = "large scale 2.5, chunk 5 bidirectional", .batch = 1, .hq = 1, .hkv = 1,
      .lq = 13, .lk = 13, .d = 8, .dv = 4, .chunk = 5, .scale = 2.5},
+    /* score terms (docs/semantics.md section 7) */
+    {.name = "soft-cap 2 (scores beyond the cap), GQA, causal window 5", .batch = 2, .hq = 4,
+     .hkv = 2, .lq = 24, .lk = 24, .d = 8, .dv = 8, .causal = 1, .window = 5, .scale = 1.5,
+     .softcap = 2},
+    {.name = "sinks in [-5, 10], causal Lq > Lk: empty rows get the sink", .batch = 2,
+     .hq = 3, .hkv = 1, .lq = 10, .lk = 6, .d = 8, .dv = 4, .causal = 1, .expect_empty = 1,
+     .sinks = 1},
+    {.name = "soft-cap 30 and sinks, packed with zero-length members", .hq = 4, .hkv = 2,
+     .d = 6, .dv = 4, .causal = 1, .nseq = 5, .cu_q = {0, 3, 3, 10, 10, 14},
+     .cu_k = {0, 5, 5, 5, 12, 16}, .expect_empty = 1, .softcap = 30, .sinks = 1, .scale = 3},
+    {.name = "soft-cap 50 and sinks, three panels, causal window 50, Lq > Lk", .batch = 1,
+     .hq = 2, .hkv = 1, .lq = 300, .lk = 280, .d = 16, .dv = 8, .causal = 1, .window = 50,
+     .expect_empty = 1, .softcap = 50, .sinks = 1},
 };
 
 Test(ref_brute, every_precision_matches_a_long_double_brute_force_on_random_cases)
@@ -376,7 +419,7 @@ Test(ref_brute, every_precision_matches_a_long_double_brute_force_on_random_case
             free_brute(&want);
             free_inputs(&t);
         }
-        attn_problem_free(&p);
+        drop_problem(&p);
     }
 }
 
@@ -430,22 +473,23 @@ Test(ref_row, one_row_with_the_true_mask_equals_the_oracle_on_random_cases)
                     size_t kv = ((size_t)b * p.hkv + h / (p.hq / p.hkv)) * lk;
                     double lse;
                     fc_err err = {{0}};
+                    ref_row_rule rule = ref_row_rule_of(&p, h);
                     cr_assert_eq(ref_row_f64(t.q + row * d, t.k + kv * d, t.v + kv * dv, lk, d,
-                                             dv, p.scale, FC_F32, row_mask_allows, &rm, o, &lse,
-                                             &err),
+                                             dv, &rule, row_mask_allows, &rm, o, &lse, &err),
                                  FC_OK, "%s: %s", rc->name, err.msg);
                     cr_assert(close_rel(lse, want.lse[row], 1e-12),
                               "%s: row %zu lse %.17g, oracle %.17g", rc->name, row, lse,
                               want.lse[row]);
                     for (int32_t x = 0; x < dv; x++)
                         cr_assert(close_rel(o[x], want.o[row * dv + x], 1e-12) &&
-                                      (!isinf(want.lse[row]) || o[x] == 0.0),
+                                      (!isinf(want.lse[row]) || o[x] == 0.0) &&
+                                  (want.lse[row] != terms_sink(&p.terms, h) || o[x] == 0.0),
                                   "%s: row %zu out[%d] = %.17g, oracle %.17g", rc->name, row,
                                   (int)x, o[x], want.o[row * dv + x]);
                 }
         free_outputs(&want);
         free_inputs(&t);
-        attn_problem_free(&p);
+        drop_problem(&p);
     }
     free(o);
 }
@@ -462,16 +506,36 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, 1.0, FC_F32, every_other_key, NULL, o, &lse, &err), FC_OK);
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0};
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err), FC_OK);
     /* keys 0 and 2: scores 0 and 1 */
     double e = exp(1.0);
     cr_assert(fabs(o[0] - (1.0 + 3.0 * e) / (1.0 + e)) < 1e-15, "out %.17g", o[0]);
     cr_assert(fabs(lse - log(1.0 + e)) < 1e-15, "lse %.17g", lse);
-    cr_assert_eq(ref_row_f64(q, k, v, 4, 0, 1, 1.0, FC_F32, every_other_key, NULL, o, &lse, &err),
+    /* soft-cap 0.5 and a sink 2: scores 0 and 0.5 tanh(2), the sink one more term of the sum
+     * with no value, worked by hand */
+    ref_row_rule t = {1.0, FC_F32, 0.5, 2.0, 1.0};
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &t, every_other_key, NULL, o, &lse, &err), FC_OK);
+    double s1 = exp(0.5 * tanh(2.0)), z = 1.0 + s1 + exp(2.0);
+    cr_assert(fabs(o[0] - (1.0 + 3.0 * s1) / z) < 1e-15, "capped out %.17g", o[0]);
+    cr_assert(fabs(lse - log(z)) < 1e-15, "capped lse %.17g", lse);
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 0, 1, &r, every_other_key, NULL, o, &lse, &err),
                  FC_EINVAL);
-    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, NAN, FC_F32, every_other_key, NULL, o, &lse, &err),
+    r.scale = NAN;
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err),
                  FC_EINVAL);
-    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, 1.0, FC_F32, NULL, NULL, o, &lse, &err), FC_EINVAL);
+    r.scale = 1.0;
+    r.softcap = -1.0;
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err),
+                 FC_EINVAL);
+    r.softcap = 0.0;
+    r.sink = NAN;
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err),
+                 FC_EINVAL);
+    r.sink = -INFINITY;
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, NULL, every_other_key, NULL, o, &lse, &err),
+                 FC_EINVAL);
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, NULL, NULL, o, &lse, &err), FC_EINVAL);
     cr_assert(strstr(err.msg, "reference row"), "message: %s", err.msg);
 }
 
@@ -563,7 +627,7 @@ Test(ref_lp, the_baseline_rounds_k_s_p_and_o_where_the_tolerance_page_says)
         free(got);
         free_inputs(&t);
     }
-    attn_problem_free(&p);
+    drop_problem(&p);
 }
 
 /* ---- metamorphic relations ---- */
@@ -643,7 +707,7 @@ Test(ref_poison, keys_no_query_may_see_can_hold_nan_or_huge_values_without_chang
             free_inputs(&t);
         }
         free(unseen);
-        attn_problem_free(&p);
+        drop_problem(&p);
     }
 }
 
@@ -870,7 +934,7 @@ Test(ref_nan, nan_in_a_visible_value_reaches_only_the_rows_and_column_that_use_i
         free_outputs(&r);
         free_inputs(&t);
     }
-    attn_problem_free(&p);
+    drop_problem(&p);
 }
 
 Test(ref_nan, nan_in_a_visible_query_or_key_fills_the_rows_that_use_it)
@@ -909,7 +973,7 @@ Test(ref_nan, nan_in_a_visible_query_or_key_fills_the_rows_that_use_it)
             free_inputs(&t);
         }
     }
-    attn_problem_free(&p);
+    drop_problem(&p);
 }
 
 /* ---- bad input ---- */
@@ -952,7 +1016,7 @@ Test(ref_bad_input, each_bad_input_gives_einval_and_a_message_never_a_crash)
         case BAD_LENGTHS: p.seq.lq = 3; break;
         case BAD_NEG_WINDOW: p.mask.sliding_window = -1; break;
         case BAD_CU_ORDER: /* two sequences, keys {0, 9, 4}: the first would run past Lk */
-            attn_problem_free(&p);
+            drop_problem(&p);
             make_problem(&(ref_case){.name = "packed", .hq = 6, .hkv = 2, .d = 4, .dv = 4,
                                      .nseq = 2, .cu_q = {0, 2, 4}, .cu_k = {0, 2, 4}},
                          &p);
@@ -976,7 +1040,7 @@ Test(ref_bad_input, each_bad_input_gives_einval_and_a_message_never_a_crash)
         cr_assert_eq(ref_attention_f32(pp, q, t.k, t.v, null_out ? NULL : o32, NULL, &err),
                      FC_EINVAL, "%s/f32 entry point", cases[c].name);
         free_inputs(&t);
-        attn_problem_free(&p);
+        drop_problem(&p);
     }
     /* An unknown dtype for the baseline. */
     attn_problem p;
@@ -989,7 +1053,7 @@ Test(ref_bad_input, each_bad_input_gives_einval_and_a_message_never_a_crash)
                  "unknown dtype: want FC_EINVAL");
     cr_assert(err.msg[0] != '\0', "unknown dtype: no message");
     free_inputs(&t);
-    attn_problem_free(&p);
+    drop_problem(&p);
 }
 
 /* ---- the baseline's error, and thread-count independence ---- */
@@ -1030,7 +1094,7 @@ Test(ref_baseline, lowp_error_at_l1024_d64_causal_sits_in_the_expected_band)
         free_outputs(&lp);
         free_inputs(&t);
     }
-    attn_problem_free(&p);
+    drop_problem(&p);
 }
 
 /* OpenBLAS 0.3.21's own sgemm is not bitwise invariant under its thread count (measured: a
@@ -1061,7 +1125,7 @@ Test(ref_threads, results_do_not_depend_on_the_thread_count)
         free_outputs(&four);
         free_inputs(&t);
     }
-    attn_problem_free(&p);
+    drop_problem(&p);
 }
 
 /* The same, with calls from several threads at once (the gate's --jobs): the thread count
@@ -1125,7 +1189,7 @@ Test(ref_threads, concurrent_calls_give_the_single_threaded_bits)
     cr_expect_eq(after, 4, "the caller's thread count was not restored (%d)", after);
     free_outputs(&want);
     free_inputs(&t);
-    attn_problem_free(&p);
+    drop_problem(&p);
 }
 
 /* Long steps report progress through the sink a command installs (base/progress.h): with an
@@ -1179,5 +1243,5 @@ Test(ref_progress, long_steps_report_through_the_installed_sink)
     openblas_set_num_threads(saved);
     free_outputs(&o);
     free_inputs(&t);
-    attn_problem_free(&p);
+    drop_problem(&p);
 }
