@@ -93,8 +93,10 @@ static const char *builder_tag(bmask_builder b)
 static void make_id(gate_case *c, const char *extra)
 {
     const fix_gen_params *g = &c->gp;
-    char mt[48];
-    mask_params_text(mt, sizeof mt, &g->mask, MASK_TEXT_ID); /* "cw17", "bw64", "none" */
+    char mask[48], tt[48], mt[100];
+    mask_params_text(mask, sizeof mask, &g->mask, MASK_TEXT_ID); /* "cw17", "bw64", "none" */
+    terms_id(tt, sizeof tt, g->softcap, g->sinks);                /* "sc50sk", "" */
+    snprintf(mt, sizeof mt, "%s%s%s", mask, tt[0] ? "-" : "", tt);
     int o = snprintf(c->id, sizeof c->id, "%c%c-%s-%s-d%d%s-h%dx%d-b%d-%dx%d-%s-q%dk%d-%s",
                      c->group[0] + 32, c->group[1], c->check->name,
                      c->all_dtypes ? "all" : dtype_tag(g->dtype),

@@ -94,11 +94,12 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
 {
     if (r->passed && o->quiet) /* --quiet: failures only; skips are counted in the summary */
         return;
-    char mask[128];
+    char mask[128], terms[128];
     mask_params_text(mask, sizeof mask, &c->prob.mask, MASK_TEXT_LABEL_EQ);
-    printf("%s %s %s %s %s", !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP"
+    terms_text(terms, sizeof terms, &c->prob.terms, c->prob.hq, MASK_TEXT_LABEL_EQ);
+    printf("%s %s %s %s %s%s", !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP"
                                                                                   : "PASS",
-           path, c->name, fc_dtype_name(c->dtype), mask);
+           path, c->name, fc_dtype_name(c->dtype), mask, terms);
     if (!r->passed || skipped) {
         printf(": %s\n", r->detail);
         return;

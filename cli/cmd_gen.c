@@ -50,6 +50,8 @@ typedef struct gen_opts {
     int lk_set, hkv_set, dv_set;
     int32_t nk, layers, scale_div;
     size_t max_memory, max_work; /* the case's budget (0: the defaults) */
+    const char *sinks_file;      /* --sinks FILE, read once Hq is known */
+    float sinks[ATTN_MAX_HEADS];
 } gen_opts;
 
 static int parse_dtype(const char *cmd, const char *opt, const char *v, void *dst)
@@ -92,6 +94,59 @@ static int parse_packed_k(const char *cmd, const char *opt, const char *v, void 
     return parse_cu(opt, v, o->gp.cu_k, &o->nk);
 }
 
+static int parse_softcap(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    double *c = dst;
+    if (cli_parse_f64(cmd, opt, v, c))
+        return -1;
+    fc_err err;
+    score_terms t = {*c, NULL};
+    if (terms_check(&t, 0, &err))
+        return cli_usage_error(cmd, "%s: %s", opt, err.msg), -1;
+    return 0;
+}
+
+/* --sinks SEED (digits: drawn in [FIX_SINK_LO, FIX_SINK_HI]) or FILE (read in finish_case). */
+static int parse_sinks(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    gen_opts *o = dst;
+    o->gp.sinks = 1;
+    if (v[0] && strspn(v, "0123456789") == strlen(v))
+        return parse_seed(cmd, opt, v, &o->gp.sinks_seed);
+    o->sinks_file = v;
+    return 0;
+}
+
+/* The Hq sinks of --sinks FILE: numbers separated by white space or commas, exactly Hq. */
+static int read_sinks_file(gen_opts *o)
+{
+    FILE *f = fopen(o->sinks_file, "r");
+    if (!f)
+        return cli_usage_error(CMD, "--sinks %s: %s", o->sinks_file, strerror(errno));
+    int32_t n = 0, hq = o->gp.hq;
+    char tok[64];
+    int rc = 0;
+    while (!rc && fscanf(f, " %63[^ \t\r\n,]%*[ \t\r\n,]", tok) == 1) {
+        char *end;
+        errno = 0;
+        double x = strtod(tok, &end);
+        if (errno || *end || end == tok)
+            rc = cli_usage_error(CMD, "--sinks %s: value %d '%s' is not a number",
+                                 o->sinks_file, (int)n, tok);
+        else if (n >= hq)
+            rc = cli_usage_error(CMD, "--sinks %s: more than Hq = %d values", o->sinks_file,
+                                 (int)hq);
+        else
+            o->sinks[n++] = (float)x;
+    }
+    fclose(f);
+    if (!rc && n != hq)
+        rc = cli_usage_error(CMD, "--sinks %s: %d values, need Hq = %d (one per query head)",
+                             o->sinks_file, (int)n, (int)hq);
+    o->gp.sink_values = o->sinks;
+    return rc;
+}
+
 /* Fills derived defaults (Lk = Lq, Hkv = Hq, Dv = D) and the packed layout. */
 static int finish_case(gen_opts *o)
 {
@@ -104,6 +159,8 @@ static int finish_case(gen_opts *o)
         gp->dv = gp->d;
     if (gp->nseq == 0 && o->nk)
         return cli_usage_error(CMD, "--packed-k needs --packed");
+    if (o->sinks_file && read_sinks_file(o))
+        return CLI_BADINPUT;
     if (gp->nseq) {
         int32_t n = gp->nseq; /* entries so far */
         if (o->nk && o->nk != n)
@@ -181,6 +238,10 @@ int cmd_gen(int argc, char **argv)
                parse_packed_k, &o),
         CLI_FN("scale", "S", "softmax scale (default 1/sqrt(D))", parse_scale, &gp->scale),
         CLI_FN("seed", "N", "PRNG seed (default 0)", parse_seed, &gp->seed),
+        CLI_FN(score_term_table[TERM_SOFTCAP].opt, "C", score_term_table[TERM_SOFTCAP].help,
+               parse_softcap, &gp->softcap),
+        CLI_FN(score_term_table[TERM_SINKS].opt, "SEED|FILE", score_term_table[TERM_SINKS].help,
+               parse_sinks, &o),
         CLI_FLAG("no-block-mask", "do not store the slow builder's block mask", &gp->with_bmask,
                  0),
         CLI_FN("max-memory", "BYTES", "refuse a case whose estimated memory exceeds this (K, M,\n"

@@ -292,9 +292,10 @@ static void print_header(const repro_opts *ro, const fix_case *c, const bmask *b
     printf("  B %d, Hq %d, Hkv %d, Lq %d, Lk %d, D %d, Dv %d, scale %g, %s%s\n",
            (int)p->seq.batch, (int)p->hq, (int)p->hkv, (int)p->seq.lq, (int)p->seq.lk, (int)p->d,
            (int)p->dv, p->scale, fc_dtype_name(c->dtype), p->seq.packed ? ", packed" : "");
-    char mask[160];
+    char mask[160], terms[160];
     mask_params_text(mask, sizeof mask, &p->mask, MASK_TEXT_NAME);
-    printf("  mask: %s\n", mask);
+    terms_text(terms, sizeof terms, &p->terms, p->hq, MASK_TEXT_NAME);
+    printf("  mask: %s%s\n", mask, terms);
     bmask_defects d;
     fc_err err;
     char text[REP_WHY_LEN + 64];

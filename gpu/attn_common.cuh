@@ -30,6 +30,10 @@ struct attn_args {
      * [j * KB, (j + 1) * KB) of batch entry b (gpu.h, gpu_call.page_table). */
     const int32_t *page_table;
     int32_t pt_width;
+    /* Score terms (docs/semantics.md section 7, masks/terms.h): the soft-cap (0 off) and the
+     * per-head sinks, device memory [Hq] (NULL off). */
+    float softcap;
+    const float *sinks;
 };
 
 /* Row of the block mask for (b, h, r), honouring broadcast of nb / nh == 1. */
@@ -59,6 +63,22 @@ template <> __host__ __device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(flo
 template <typename T> __host__ __device__ inline float round_like(float x)
 {
     return to_f32(from_f32<T>(x));
+}
+
+/* The soft-cap of a scaled score, c * tanh(s / c), in fp32 with the accurate tanhf (CUDA's:
+ * 2 ulp; glibc's under emu), never tanh.approx.f32: its ~2^-11 relative error moves a logit by
+ * 0.02 at c = 50, which fails H1 for float16. c = 0: off. The division (not s * (1/c)) is what
+ * Hugging Face's Gemma 2 and PyTorch score_mods write. */
+static __host__ __device__ inline float attn_softcap(float s, float c)
+{
+    return c > 0.0f ? c * tanhf(s / c) : s;
+}
+
+/* Head h's sink, -inf without sinks: the online softmax starts from it as its running max and
+ * with its term e^0 = 1 in the sum; -inf starts it empty, as without sinks. */
+static __host__ __device__ inline float attn_sink(const attn_args &a, int32_t h)
+{
+    return a.sinks ? a.sinks[h] : -INFINITY;
 }
 
 /* The test-only defects (ATTN_MUTANT) the gate self-test seeds into the kernels, and the hooks

@@ -267,7 +267,7 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     void *hq = NULL, *hk = NULL, *hv = NULL;
     unsigned char *ho = NULL, *hl = NULL;
     void *dq = NULL, *dk = NULL, *dv = NULL, *dcq = NULL, *dck = NULL;
-    void *dkn = NULL, *dki = NULL, *dfn = NULL, *dfi = NULL, *dpt = NULL;
+    void *dkn = NULL, *dki = NULL, *dfn = NULL, *dfi = NULL, *dpt = NULL, *dsk = NULL;
     unsigned char *dout = NULL, *dlse = NULL;
     attn_args a;
     double t0;
@@ -297,6 +297,8 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     GPU_TRY(upload(&dfi, bm->full_kv_indices, ids * sizeof(int32_t)));
     if (c->page_table)
         GPU_TRY(upload(&dpt, c->page_table, (size_t)p->seq.batch * bm->nkb * sizeof(int32_t)));
+    if (p->terms.sinks)
+        GPU_TRY(upload(&dsk, p->terms.sinks, (size_t)p->hq * sizeof(float)));
     GPU_TRY(upload((void **)&dout, ho, no * es + 2 * GUARD));
     GPU_TRY(upload((void **)&dlse, hl, nl * sizeof(float) + 2 * GUARD));
 
@@ -332,6 +334,8 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     a.kb = bm->kv_block_size;
     a.page_table = (const int32_t *)dpt;
     a.pt_width = bm->nkb;
+    a.softcap = (float)p->terms.softcap;
+    a.sinks = (const float *)dsk;
 
     t0 = now_ms();
     switch (c->dtype) {
@@ -368,6 +372,7 @@ cleanup:
     cudaFree(dfn);
     cudaFree(dfi);
     cudaFree(dpt);
+    cudaFree(dsk);
     cudaFree(dout);
     cudaFree(dlse);
     free(hq);

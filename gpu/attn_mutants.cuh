@@ -30,6 +30,10 @@ enum {
     ATTN_MUT_P_NOT_ROUNDED = 4,     /* P stays fp32 before P.V */
     ATTN_MUT_EMPTY_ROW_NAN = 5,     /* an empty row divides 0 by 0 */
     ATTN_MUT_WRITE_PAST_END = 6,    /* the last row writes one element past the output */
+    ATTN_MUT_SOFTCAP_AFTER_FILL = 7, /* the soft-cap runs after the mask fill: masked -> -cap */
+    ATTN_MUT_SINK_SCALED = 8,       /* the sink is multiplied by the softmax scale */
+    ATTN_MUT_SINK_WITH_VALUE = 9,   /* the sink enters the numerator as if its value were 1 */
+    ATTN_MUT_SINK_EVERY_TILE = 10,  /* the sink's term is added again for every kv tile */
 };
 
 /* Window off by one: the kernel's copy of the mask evaluates a sliding window W as W + 1; H1
@@ -95,6 +99,50 @@ static __host__ __device__ __forceinline__ float mutant_inv_l(float inv, float l
     if constexpr (ATTN_MUTANT == ATTN_MUT_EMPTY_ROW_NAN)
         return 1.0f / l;
     return inv;
+}
+
+/* The score a masked key gets: -inf, so it never reaches the max or the sum. Soft-cap after
+ * the mask fill: the cap is applied to the filled score, so a masked key comes back at -cap
+ * and weighs as much as an allowed score near -cap; H1 must catch it (M5's beyond-the-cap
+ * case). */
+static __host__ __device__ __forceinline__ float mutant_masked_score(float c)
+{
+    if constexpr (ATTN_MUTANT == ATTN_MUT_SOFTCAP_AFTER_FILL)
+        return attn_softcap(-INFINITY, c);
+    return -INFINITY;
+}
+
+/* The sink the online softmax starts from: the head's, unscaled. Sink scaled: multiplied by
+ * the softmax scale as if it were a q.k; H1 must catch it where sinks weigh. */
+static __host__ __device__ __forceinline__ float mutant_sink(float sink, float scale)
+{
+    if constexpr (ATTN_MUTANT == ATTN_MUT_SINK_SCALED)
+        return sink * scale;
+    (void)scale;
+    return sink;
+}
+
+/* The accumulator's start: 0. Sink with a value: the sink's term is added to the numerator as
+ * if its value vector were all ones (start = its share of the sum); H1 must catch it. */
+static __host__ __device__ __forceinline__ float mutant_acc_start(float sink_share)
+{
+    if constexpr (ATTN_MUTANT == ATTN_MUT_SINK_WITH_VALUE)
+        return sink_share;
+    (void)sink_share;
+    return 0.0f;
+}
+
+/* Sink in every tile: after each kv tile's rescale the sink's term e^(sink - m) is added to
+ * the normaliser l once more (the real kernels add it once, as the softmax's start); H1 must
+ * catch it on rows of several tiles. */
+static __host__ __device__ __forceinline__ void mutant_tile_sink(float &l, float sink, float m)
+{
+    if constexpr (ATTN_MUTANT == ATTN_MUT_SINK_EVERY_TILE)
+        if (sink != -INFINITY)
+            l += expf(sink - m);
+    (void)l;
+    (void)sink;
+    (void)m;
 }
 
 /* Write past the end: the last row of the last head and batch entry (o: its dv outputs) stores

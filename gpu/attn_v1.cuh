@@ -12,7 +12,10 @@
  *   - for fp16/bf16, P is rounded to the input type before P.V (FlexAttention's
  *     `p.to(dtype)` before `tl.dot`), while the normaliser l sums the fp32 P as FlexAttention
  *     does; the output is rounded to the input type;
- *   - rows with no allowed key write 0 and LSE = -inf.
+ *   - score terms (docs/semantics.md section 7): the soft-cap on the fp32 scaled score before
+ *     the mask (attn_softcap), the head's sink as the online softmax's start (running max =
+ *     the sink, l = e^0 = 1, no value), so nothing else changes;
+ *   - rows with no allowed key write 0 and LSE = -inf (the sink, with sinks).
  * No shared memory and no barriers: nothing here can race, and under the emu backend each
  * thread runs start to finish without a fiber switch.
  *
@@ -42,9 +45,10 @@ __global__ void attn_v1_kernel(attn_args a)
     float qf[GPU_V1_MAX_HEAD_DIM], acc[GPU_V1_MAX_HEAD_DIM], s[BMASK_MAX_BLOCK];
     for (int32_t i = 0; i < a.d; i++)
         qf[i] = to_f32(q[i]);
+    const float sink = mutant_sink(attn_sink(a, h), a.scale); /* seam: sink scaled */
+    float m = sink, l = sink == -INFINITY ? 0.0f : 1.0f;
     for (int32_t j = 0; j < a.dv; j++)
-        acc[j] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+        acc[j] = mutant_acc_start(l); /* seam: sink with a value */
 
     mask_params mask = a.mask;
     mutant_window(mask); /* seam: window off by one */
@@ -61,7 +65,7 @@ __global__ void attn_v1_kernel(attn_args a)
             for (int32_t j = 0; j < nk; j++) {
                 const int32_t tk = k0 + j;
                 if (!full && !mask_pair_allowed(mask, a.seq, tq, tk)) {
-                    s[j] = -INFINITY;
+                    s[j] = mutant_masked_score(a.softcap); /* seam: soft-cap after the fill */
                     continue;
                 }
                 float dot = 0.0f;
@@ -69,7 +73,7 @@ __global__ void attn_v1_kernel(attn_args a)
                  * contraction) computes the same bits as the GPU. */
                 for (int32_t i = 0; i < a.d; i++)
                     dot = fmaf(qf[i], to_f32(k[(int64_t)tk * a.d + i]), dot);
-                s[j] = dot * a.scale;
+                s[j] = attn_softcap(dot * a.scale, a.softcap);
                 tile_max = fmaxf(tile_max, s[j]);
             }
             if (tile_max == -INFINITY)
@@ -80,6 +84,7 @@ __global__ void attn_v1_kernel(attn_args a)
              * online-softmax rescale). */
             const float alpha = m == -INFINITY ? 0.0f : mutant_rescale(expf(m - m_new));
             l *= alpha;
+            mutant_tile_sink(l, sink, m_new); /* seam: sink counted in every tile */
             for (int32_t i = 0; i < a.dv; i++)
                 acc[i] *= alpha;
             for (int32_t j = 0; j < nk; j++) {

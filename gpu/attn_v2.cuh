@@ -21,6 +21,10 @@
  *   - fp32 online softmax per row, the row spread over the four lanes of a quad (max and sum
  *     reduced with two xor-shuffles); P rounded to the input type before P.V, the normaliser
  *     l sums the fp32 P; output rounded to the input type; empty rows 0 with LSE -inf;
+ *   - score terms (docs/semantics.md section 7): the soft-cap on the fp32 scaled score before
+ *     the mask (attn_softcap); the head's sink is each row's starting running max, its term
+ *     e^0 = 1 held by the quad's lane t = 0 (l is summed over the quad at the end), no value;
+ *     empty rows then end with l = 1, output 0 and LSE = the sink;
  *   - paged K/V (attn_args.page_table): a sub-tile never crosses a kv block, so its base is one
  *     page-table lookup; the values staged are the same, so the output is bitwise the same;
  *   - offsets into Q/K/V/O in int64; rows past Lq are never stored.
@@ -191,21 +195,24 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
     bool valid[2];
     mask_row mr[2] = {{0, 0, 0}, {0, 0, 0}};
     float m[2], l[2];
+    const float sink = mutant_sink(attn_sink(a, h), a.scale); /* seam: sink scaled */
     V2_UNROLL
     for (int i = 0; i < 2; i++) {
         tq[i] = q0 + warp * 16 + g + 8 * i;
         valid[i] = tq[i] < a.lq;
         if (valid[i])
             mr[i] = mask_row_of(a.seq, tq[i]);
-        m[i] = -INFINITY;
-        l[i] = 0.0f; /* this lane's share; the quad's shares are summed at the end */
+        m[i] = sink;
+        /* this lane's share of l; the quad's shares are summed at the end, so the sink's term
+         * is one lane's */
+        l[i] = t == 0 && sink != -INFINITY ? 1.0f : 0.0f;
     }
     float acc[ND][4];
     V2_UNROLL
     for (int n = 0; n < ND; n++)
         V2_UNROLL
         for (int e = 0; e < 4; e++)
-            acc[n][e] = 0.0f;
+            acc[n][e] = mutant_acc_start(sink != -INFINITY ? 1.0f : 0.0f); /* seam: sink with a value */
 
     v2_cursor cur = {0, 0, -1, 0};
     bool have = v2_next(cur, a, row, BK);
@@ -288,7 +295,8 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
                 const int i = e >> 1;
                 const int32_t tk = cur.k0 + j * 8 + 2 * t + (e & 1);
                 const bool ok = valid[i] && (partial ? mask_row_allows(mask, mr[i], tk) : tk < a.lk);
-                s[j][e] = ok ? s[j][e] * a.scale : -INFINITY;
+                /* seam: soft-cap after the fill */
+                s[j][e] = ok ? attn_softcap(s[j][e] * a.scale, a.softcap) : mutant_masked_score(a.softcap);
                 tile_max[i] = fmaxf(tile_max[i], s[j][e]);
             }
 
@@ -301,6 +309,8 @@ __global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
             /* seam: no online-softmax rescale */
             const float alpha = m[i] == -INFINITY ? 0.0f : mutant_rescale(expf(m[i] - m_new));
             l[i] *= alpha;
+            if (t == 0)
+                mutant_tile_sink(l[i], sink, m_new); /* seam: sink counted in every tile */
             V2_UNROLL
             for (int n = 0; n < ND; n++) {
                 acc[n][2 * i] *= alpha;

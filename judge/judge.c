@@ -159,6 +159,8 @@ void judge_row_problem(rep_row *row, const attn_problem *p, fc_dtype dtype)
     row->d = p->d;
     row->dv = p->dv;
     row->mask = p->mask;
+    row->softcap = terms_value(&p->terms, TERM_SOFTCAP);
+    row->sinks = (int32_t)terms_value(&p->terms, TERM_SINKS);
     row->dtype = dtype;
 }
 

@@ -5,9 +5,9 @@
 #include "masks/terms.h"
 
 const score_term_info score_term_table[TERM_COUNT] = {
-    [TERM_SOFTCAP] = {"softcap", "softcap", "cap", "sc",
+    [TERM_SOFTCAP] = {TERM_SOFTCAP_NAME, TERM_SOFTCAP_NAME, "cap", "sc",
                       "logit soft-cap c: scores become c * tanh(s / c) (0 = off)"},
-    [TERM_SINKS] = {"sinks", "sinks", "sinks", "sk",
+    [TERM_SINKS] = {TERM_SINKS_NAME, TERM_SINKS_NAME, "sinks", "sk",
                     "per-head sink logits: SEED draws them in [-5, 10], FILE reads Hq floats"},
 };
 
@@ -38,44 +38,56 @@ fc_status terms_check(const score_terms *t, int32_t hq, fc_err *err)
     return FC_OK;
 }
 
-void terms_text(char *buf, size_t cap, const score_terms *t, int32_t hq, mask_text style)
+/* Every style from the values alone: the cap, whether sinks are on, and their range. */
+static void format(char *buf, size_t cap, double softcap, int sinks, double lo, double hi,
+                   mask_text style)
 {
     if (!cap)
         return;
     buf[0] = 0;
     const score_term_info *sc = &score_term_table[TERM_SOFTCAP], *sk = &score_term_table[TERM_SINKS];
-    double lo = INFINITY, hi = -INFINITY;
-    for (int32_t h = 0; t->sinks && h < hq; h++) {
-        lo = fmin(lo, t->sinks[h]);
-        hi = fmax(hi, t->sinks[h]);
-    }
     char a[64] = "", b[96] = "";
     switch (style) {
     case MASK_TEXT_LABEL_EQ:
     case MASK_TEXT_LABEL: {
         const char *eq = style == MASK_TEXT_LABEL_EQ ? "=" : " ";
-        if (t->softcap)
-            snprintf(a, sizeof a, " %s%s%g", sc->label, eq, t->softcap);
-        if (t->sinks)
+        if (softcap)
+            snprintf(a, sizeof a, " %s%s%g", sc->label, eq, softcap);
+        if (sinks)
             snprintf(b, sizeof b, " %s%son", sk->label, eq);
         break;
     }
     case MASK_TEXT_NAME:
-        if (t->softcap)
-            snprintf(a, sizeof a, ", %s %g", sc->name, t->softcap);
-        if (t->sinks)
+        if (softcap)
+            snprintf(a, sizeof a, ", %s %g", sc->name, softcap);
+        if (sinks)
             snprintf(b, sizeof b, ", %s [%g, %g]", sk->name, lo, hi);
         break;
     case MASK_TEXT_ID:
-        if (t->softcap)
-            snprintf(a, sizeof a, "%s%g", sc->tag, t->softcap);
-        if (t->sinks)
+        if (softcap)
+            snprintf(a, sizeof a, "%s%g", sc->tag, softcap);
+        if (sinks)
             snprintf(b, sizeof b, "%s", sk->tag);
         break;
     case MASK_TEXT_JSON:
-        snprintf(a, sizeof a, ",\"%s\":%.17g", sc->name, t->softcap);
-        snprintf(b, sizeof b, ",\"%s\":%d", sk->name, t->sinks != NULL);
+        snprintf(a, sizeof a, ",\"%s\":%.17g", sc->name, softcap);
+        snprintf(b, sizeof b, ",\"%s\":%d", sk->name, sinks);
         break;
     }
     snprintf(buf, cap, "%s%s", a, b);
+}
+
+void terms_text(char *buf, size_t cap, const score_terms *t, int32_t hq, mask_text style)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (int32_t h = 0; t->sinks && h < hq; h++) {
+        lo = fmin(lo, t->sinks[h]);
+        hi = fmax(hi, t->sinks[h]);
+    }
+    format(buf, cap, t->softcap, t->sinks != NULL, lo, hi, style);
+}
+
+void terms_id(char *buf, size_t cap, double softcap, int sinks)
+{
+    format(buf, cap, softcap, sinks, 0, 0, MASK_TEXT_ID);
 }

@@ -32,6 +32,11 @@ extern "C" {
  * float's range arithmetic when m is a score. */
 #define TERMS_MAX_SINK 1e4
 
+/* The names (fixture attribute / dataset, CLI option, report column): score_term_table holds
+ * them, and the report's column table, which needs compile-time constants, uses these. */
+#define TERM_SOFTCAP_NAME "softcap"
+#define TERM_SINKS_NAME "sinks"
+
 typedef struct score_terms {
     double softcap;      /* c > 0, 0 = off */
     const float *sinks;  /* [Hq] or NULL = off; not owned (like q/k/v, the caller's array) */
@@ -70,6 +75,8 @@ fc_status terms_check(const score_terms *t, int32_t hq, fc_err *err);
  *   MASK_TEXT_JSON      ,"softcap":50,"sinks":1
  * Always terminated; truncated to cap. Off terms are left out except in JSON. */
 void terms_text(char *buf, size_t cap, const score_terms *t, int32_t hq, mask_text style);
+/* MASK_TEXT_ID from the values alone (a case described before its sinks are drawn). */
+void terms_id(char *buf, size_t cap, double softcap, int sinks);
 
 #ifdef __cplusplus
 }

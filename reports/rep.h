@@ -48,6 +48,8 @@ typedef struct rep_row {
     char group[REP_NAME_LEN];  /* matrix group ("M1", ...): JUnit classname */
     int32_t b, hq, hkv, lq, lk, d, dv;
     mask_params mask;              /* columns named by MASK_PARAMS (masks/mask.h) */
+    double softcap;                /* the score terms (masks/terms.h): the cap, 0 off */
+    int32_t sinks;                 /* 1: the case has per-head sinks */
     int32_t q_block, kv_block;
     char builder[REP_NAME_LEN], backend[REP_NAME_LEN];
     char producer[REP_TEXT_LEN];   /* who produced the output judged: "" for our own kernel

@@ -21,6 +21,9 @@ const rep_col rep_cols[] = {
     {opt, REP_COL_I32, offsetof(rep_row, mask.field), FIELD_SIZE(rep_row, mask.field)},
     MASK_PARAMS(MASK_COL)
 #undef MASK_COL
+    /* the score terms, named as their CLI options (masks/terms.h) */
+    {TERM_SOFTCAP_NAME, REP_COL_F64, offsetof(rep_row, softcap), FIELD_SIZE(rep_row, softcap)},
+    {TERM_SINKS_NAME, REP_COL_I32, offsetof(rep_row, sinks), FIELD_SIZE(rep_row, sinks)},
     COL(q_block, REP_COL_I32),    COL(kv_block, REP_COL_I32),  COL(builder, REP_COL_STR),
     COL(backend, REP_COL_STR),    COL(producer, REP_COL_STR),
     COL(kernel, REP_COL_I32),     COL(dtype, REP_COL_DTYPE),

@@ -114,13 +114,15 @@ typedef struct rep_inputs {
     fc_dtype dtype;
     size_t rows, dv;
     const float *o, *lse;              /* the tested output (required) and LSE (may be NULL) */
-    const double *o_gold, *lse_gold;   /* float64 oracle; LSE_gold == -inf marks an empty row */
+    const double *o_gold, *lse_gold;   /* float64 oracle; LSE_gold == -inf marks an empty row
+                                        * (with sinks: LSE_gold == the sink and O_gold 0) */
     const float *o_lp;                 /* naive same-precision baseline */
     const fc_guarded *o_buf, *lse_buf; /* H6, optional: the buffers o and lse live in */
     rep_sentinels sentinels;           /* H6, optional: the launcher's own guard check */
     const float *o_rerun, *lse_rerun;  /* H7, optional: a second run (lse_rerun needs both) */
     const attn_problem *prob;          /* optional: messages name elements by (b, h, q, d)
-                                        * (attn_row_where); NULL: by flat row and column */
+                                        * (attn_row_where); NULL: by flat row and column.
+                                        * Required with sinks: empty rows' LSE is the sink */
 } rep_inputs;
 
 #define REP_WHY_LEN 256
@@ -128,7 +130,7 @@ typedef struct rep_inputs {
 typedef struct rep_verdict {
     fc_dtype dtype;
     size_t rows, dv;
-    size_t empty_rows;    /* rows with LSE_gold == -inf */
+    size_t empty_rows;    /* rows with no allowed key (LSE_gold -inf, or the sink) */
     size_t compared;      /* finite element pairs in the metrics */
 
     /* H3 */

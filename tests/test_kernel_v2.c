@@ -34,6 +34,8 @@ typedef struct v2_case {
     int32_t nseq; /* > 0: packed */
     int32_t cu_q[MAXSEQ + 1], cu_k[MAXSEQ + 1];
     int32_t dv; /* 0: = d */
+    double softcap; /* score terms (masks/terms.h): 0 off */
+    int sinks;      /* 1: per-head sinks drawn in [-5, 10] */
 } v2_case;
 
 #define F32 FC_F32
@@ -42,34 +44,42 @@ typedef struct v2_case {
 
 static const v2_case cases[] = {
     /* mask families, block sizes, builders */
-    {"dense f16 128x128", F16, 1, 2, 2, 200, 200, 64, 0, 0, 0, 128, 128, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"causal bf16 64x64", BF16, 1, 2, 1, 160, 160, 64, 1, 0, 0, 64, 64, BMASK_SLOW, 0, {0}, {0}, 0},
-    {"causal window f16 16x16", F16, 1, 2, 2, 130, 130, 64, 1, 24, 0, 16, 16, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"bidir window bf16 128x64", BF16, 2, 2, 1, 150, 150, 64, 0, 20, 0, 128, 64, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"chunk causal f16 32x16", F16, 1, 1, 1, 140, 140, 128, 1, 0, 48, 32, 16, BMASK_SLOW, 0, {0}, {0}, 0},
-    {"causal window superset-trim f16", F16, 1, 2, 2, 150, 150, 64, 1, 20, 0, 64, 64, BMASK_SUPERSET_TRIM, 0, {0}, {0}, 0},
-    {"bidir window superset bf16 16x32", BF16, 1, 1, 1, 90, 90, 32, 0, 9, 0, 16, 32, BMASK_SUPERSET, 0, {0}, {0}, 0},
+    {"dense f16 128x128", F16, 1, 2, 2, 200, 200, 64, 0, 0, 0, 128, 128, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"causal bf16 64x64", BF16, 1, 2, 1, 160, 160, 64, 1, 0, 0, 64, 64, BMASK_SLOW, 0, {0}, {0}, 0, 0, 0},
+    {"causal window f16 16x16", F16, 1, 2, 2, 130, 130, 64, 1, 24, 0, 16, 16, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"bidir window bf16 128x64", BF16, 2, 2, 1, 150, 150, 64, 0, 20, 0, 128, 64, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"chunk causal f16 32x16", F16, 1, 1, 1, 140, 140, 128, 1, 0, 48, 32, 16, BMASK_SLOW, 0, {0}, {0}, 0, 0, 0},
+    {"causal window superset-trim f16", F16, 1, 2, 2, 150, 150, 64, 1, 20, 0, 64, 64, BMASK_SUPERSET_TRIM, 0, {0}, {0}, 0, 0, 0},
+    {"bidir window superset bf16 16x32", BF16, 1, 1, 1, 90, 90, 32, 0, 9, 0, 16, 32, BMASK_SUPERSET, 0, {0}, {0}, 0, 0, 0},
     /* head dims */
-    {"causal d96 f16", F16, 1, 1, 1, 100, 100, 96, 1, 0, 0, 64, 64, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"causal d128 bf16 128x128", BF16, 1, 2, 2, 140, 140, 128, 1, 0, 0, 128, 128, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"dense d32 f16 256x256", F16, 1, 2, 1, 70, 300, 32, 0, 0, 0, 256, 256, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"chunk d80 f16 16x16", F16, 1, 2, 1, 90, 110, 80, 1, 0, 40, 16, 16, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"causal d256 bf16 64x128", BF16, 1, 2, 1, 100, 140, 256, 1, 0, 0, 64, 128, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"window d96 dv64 f16 128x128", F16, 1, 3, 1, 120, 160, 96, 1, 33, 0, 128, 128, BMASK_SUPERSET_TRIM, 0, {0}, {0}, 64},
-    {"window d96 dv64 f32", F32, 1, 3, 3, 100, 150, 96, 1, 40, 0, 64, 64, BMASK_DIRECT, 0, {0}, {0}, 64},
-    {"causal chunk d256 f32 128x128", F32, 1, 1, 1, 90, 120, 256, 1, 0, 50, 128, 128, BMASK_SLOW, 0, {0}, {0}, 0},
+    {"causal d96 f16", F16, 1, 1, 1, 100, 100, 96, 1, 0, 0, 64, 64, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"causal d128 bf16 128x128", BF16, 1, 2, 2, 140, 140, 128, 1, 0, 0, 128, 128, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"dense d32 f16 256x256", F16, 1, 2, 1, 70, 300, 32, 0, 0, 0, 256, 256, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"chunk d80 f16 16x16", F16, 1, 2, 1, 90, 110, 80, 1, 0, 40, 16, 16, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"causal d256 bf16 64x128", BF16, 1, 2, 1, 100, 140, 256, 1, 0, 0, 64, 128, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"window d96 dv64 f16 128x128", F16, 1, 3, 1, 120, 160, 96, 1, 33, 0, 128, 128, BMASK_SUPERSET_TRIM, 0, {0}, {0}, 64, 0, 0},
+    {"window d96 dv64 f32", F32, 1, 3, 3, 100, 150, 96, 1, 40, 0, 64, 64, BMASK_DIRECT, 0, {0}, {0}, 64, 0, 0},
+    {"causal chunk d256 f32 128x128", F32, 1, 1, 1, 90, 120, 256, 1, 0, 50, 128, 128, BMASK_SLOW, 0, {0}, {0}, 0, 0, 0},
     /* Lq != Lk: queries bottom-right aligned; Lq > Lk gives rows with no key */
-    {"causal decode-ish f16 Lq<Lk", F16, 1, 4, 2, 17, 230, 64, 1, 0, 0, 16, 64, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"causal empty rows bf16 Lq>Lk", BF16, 1, 2, 2, 120, 50, 64, 1, 0, 0, 64, 16, BMASK_SLOW, 0, {0}, {0}, 0},
+    {"causal decode-ish f16 Lq<Lk", F16, 1, 4, 2, 17, 230, 64, 1, 0, 0, 16, 64, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"causal empty rows bf16 Lq>Lk", BF16, 1, 2, 2, 120, 50, 64, 1, 0, 0, 64, 16, BMASK_SLOW, 0, {0}, {0}, 0, 0, 0},
     /* packed batches, a zero-length sequence, GQA */
-    {"packed causal window f16", F16, 1, 4, 2, 190, 190, 64, 1, 32, 0, 64, 64, BMASK_DIRECT, 3, {0, 70, 70, 190}, {0, 70, 70, 190}, 0},
-    {"packed chunk bf16 16x16", BF16, 1, 2, 1, 100, 160, 64, 1, 0, 32, 16, 16, BMASK_SLOW, 3, {0, 1, 60, 100}, {0, 40, 100, 160}, 0},
-    {"packed superset f16 zero-key seq", F16, 1, 2, 2, 90, 100, 64, 0, 0, 0, 32, 32, BMASK_SUPERSET, 3, {0, 30, 60, 90}, {0, 50, 50, 100}, 0},
+    {"packed causal window f16", F16, 1, 4, 2, 190, 190, 64, 1, 32, 0, 64, 64, BMASK_DIRECT, 3, {0, 70, 70, 190}, {0, 70, 70, 190}, 0, 0, 0},
+    {"packed chunk bf16 16x16", BF16, 1, 2, 1, 100, 160, 64, 1, 0, 32, 16, 16, BMASK_SLOW, 3, {0, 1, 60, 100}, {0, 40, 100, 160}, 0, 0, 0},
+    {"packed superset f16 zero-key seq", F16, 1, 2, 2, 90, 100, 64, 0, 0, 0, 32, 32, BMASK_SUPERSET, 3, {0, 30, 60, 90}, {0, 50, 50, 100}, 0, 0, 0},
     /* fp32 on CUDA cores */
-    {"causal window f32 64x64", F32, 1, 2, 1, 150, 150, 64, 1, 30, 0, 64, 64, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"packed chunk f32 16x16", F32, 1, 2, 2, 100, 120, 32, 0, 0, 40, 16, 16, BMASK_SLOW, 2, {0, 45, 100}, {0, 70, 120}, 0},
-    {"dense d128 f32 128x128", F32, 2, 1, 1, 80, 130, 128, 0, 0, 0, 128, 128, BMASK_DIRECT, 0, {0}, {0}, 0},
-    {"empty rows f32 Lq>Lk 16x32", F32, 1, 1, 1, 70, 30, 96, 1, 0, 0, 16, 32, BMASK_SUPERSET_TRIM, 0, {0}, {0}, 0},
+    {"causal window f32 64x64", F32, 1, 2, 1, 150, 150, 64, 1, 30, 0, 64, 64, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"packed chunk f32 16x16", F32, 1, 2, 2, 100, 120, 32, 0, 0, 40, 16, 16, BMASK_SLOW, 2, {0, 45, 100}, {0, 70, 120}, 0, 0, 0},
+    {"dense d128 f32 128x128", F32, 2, 1, 1, 80, 130, 128, 0, 0, 0, 128, 128, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0},
+    {"empty rows f32 Lq>Lk 16x32", F32, 1, 1, 1, 70, 30, 96, 1, 0, 0, 16, 32, BMASK_SUPERSET_TRIM, 0, {0}, {0}, 0, 0, 0},
+    /* score terms: soft-cap (Gemma 2's 50, Grok's 30, a small cap that bends every score) and
+     * sinks (gpt-oss), with empty rows, decode, packing, GQA, several tiles per row */
+    {"softcap 50 causal window f16", F16, 1, 2, 2, 150, 150, 64, 1, 40, 0, 64, 16, BMASK_DIRECT, 0, {0}, {0}, 0, 50, 0},
+    {"softcap 2 dense bf16 d128", BF16, 2, 2, 1, 90, 120, 128, 0, 0, 0, 64, 64, BMASK_DIRECT, 0, {0}, {0}, 0, 2, 0},
+    {"sinks causal empty rows bf16 Lq>Lk", BF16, 1, 4, 2, 120, 60, 64, 1, 0, 0, 64, 16, BMASK_SLOW, 0, {0}, {0}, 0, 0, 1},
+    {"softcap 30 sinks decode f16 GQA", F16, 1, 8, 2, 1, 300, 64, 1, 128, 0, 16, 64, BMASK_DIRECT, 0, {0}, {0}, 0, 30, 1},
+    {"softcap 2 sinks packed f32", F32, 1, 2, 1, 100, 120, 64, 1, 0, 0, 16, 16, BMASK_SLOW, 3, {0, 1, 60, 100}, {0, 0, 60, 120}, 0, 2, 1},
+    {"sinks window f32 d32 64x64", F32, 1, 3, 3, 130, 130, 32, 1, 20, 0, 64, 64, BMASK_SUPERSET_TRIM, 0, {0}, {0}, 0, 0, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -86,7 +96,8 @@ static void setup_case(const v2_case *t, uint64_t seed, setup *s)
     fix_gen_params gp = {.name = t->name, .dtype = t->dt, .b = t->b, .hq = t->hq, .hkv = t->hkv,
                          .lq = t->lq, .lk = t->lk, .d = t->d, .dv = t->dv ? t->dv : t->d,
                          .mask = {t->causal, t->window, t->chunk, 0}, .qb = t->qb, .kb = t->kb,
-                         .nseq = t->nseq, .seed = seed};
+                         .nseq = t->nseq, .seed = seed, .softcap = t->softcap,
+                         .sinks = t->sinks, .sinks_seed = seed ^ 0x5151u};
     memcpy(gp.cu_q, t->cu_q, sizeof t->cu_q);
     memcpy(gp.cu_k, t->cu_k, sizeof t->cu_k);
     fc_err err;
@@ -134,7 +145,7 @@ static void judge(const v2_case *t, const setup *s, int version, float *o, float
                      .o_gold = s->fc.out, .lse_gold = s->fc.lse, .o_lp = s->o_lp,
                      .sentinels = r1.sentinels_ok && r2.sentinels_ok ? REP_SENTINELS_INTACT
                                                                      : REP_SENTINELS_DAMAGED,
-                     .o_rerun = o2, .lse_rerun = l2};
+                     .o_rerun = o2, .lse_rerun = l2, .prob = &s->fc.prob};
     fc_err err;
     cr_assert_eq(rep_evaluate(&in, v, &err), FC_OK, "%s: %s", t->name, err.msg);
     cr_expect(v->pass, "%s: kernel %d fails: %s", t->name, version, rep_verdict_reason(v));
@@ -204,8 +215,9 @@ static void expect_bitwise(const char *name, const char *what, const float *a, c
                  bad, first, bad ? a[first] : 0.0, bad ? b[first] : 0.0);
 }
 
-/* Cases of the table above that paging runs on (dense B = 2, packed, KB 16 .. 256, D 32 .. 256). */
-static const int paged_cases[] = {0, 2, 3, 4, 9, 10, 11, 12, 17, 18, 21, 22};
+/* Cases of the table above that paging runs on (dense B = 2, packed, KB 16 .. 256, D 32 .. 256,
+ * soft-cap and sinks). */
+static const int paged_cases[] = {0, 2, 3, 4, 9, 10, 11, 12, 17, 18, 21, 22, 24, 26, 27, 28};
 
 Test(v2, paged_kv_is_bitwise_equal_to_contiguous_kv)
 {
@@ -235,9 +247,10 @@ Test(v2, paged_kv_is_bitwise_equal_to_contiguous_kv)
 /* ---- masked-key poisoning: keys no query may see hold NaN or huge values ---- */
 
 static const v2_case poison_cases[] = {
-    {"poison packed superset f16", F16, 1, 2, 1, 90, 160, 64, 1, 16, 0, 64, 64, BMASK_SUPERSET, 3, {0, 0, 50, 90}, {0, 40, 100, 160}, 0},
-    {"poison window superset bf16 16x16", BF16, 1, 2, 2, 40, 150, 64, 1, 10, 0, 16, 16, BMASK_SUPERSET, 0, {0}, {0}, 0},
-    {"poison chunk superset f32", F32, 1, 1, 1, 60, 130, 32, 0, 0, 24, 32, 64, BMASK_SUPERSET, 0, {0}, {0}, 0},
+    {"poison packed superset f16", F16, 1, 2, 1, 90, 160, 64, 1, 16, 0, 64, 64, BMASK_SUPERSET, 3, {0, 0, 50, 90}, {0, 40, 100, 160}, 0, 0, 0},
+    {"poison window superset bf16 16x16", BF16, 1, 2, 2, 40, 150, 64, 1, 10, 0, 16, 16, BMASK_SUPERSET, 0, {0}, {0}, 0, 0, 0},
+    {"poison chunk superset f32", F32, 1, 1, 1, 60, 130, 32, 0, 0, 24, 32, 64, BMASK_SUPERSET, 0, {0}, {0}, 0, 0, 0},
+    {"poison softcap sinks window bf16", BF16, 1, 2, 1, 40, 150, 64, 1, 10, 0, 16, 16, BMASK_SUPERSET, 0, {0}, {0}, 0, 50, 1},
 };
 
 Test(v2, keys_no_query_sees_never_change_the_output)

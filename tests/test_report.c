@@ -347,14 +347,15 @@ static size_t csv_records(const char *s, size_t fields, const char *what)
 Test(report, csv_has_the_header_and_one_record_per_row)
 {
     static const char header[] =
-        "case_id,group,b,hq,hkv,lq,lk,d,dv,causal,window,chunk,q_block,kv_block,builder,"
+        "case_id,group,b,hq,hkv,lq,lk,d,dv,causal,window,chunk,softcap,sinks,q_block,kv_block,"
+        "builder,"
         "backend,producer,kernel,dtype,max_err,mean_err,rmse,nmse,e_lp_max,h1_ratio,floor,lse_err,s1,s2,"
         "degenerate,nan_count,inf_count,empty_rows,outcome,first_fail,gates,reason,explained\r\n";
     make_tmpdir();
     write_report(tmpdir);
     char *s = slurp(tmpdir, REP_FILE_CSV);
     cr_expect(!strncmp(s, header, strlen(header)), "rows.csv header:\n%.400s", s);
-    cr_expect_eq(csv_records(s, 38, "rows.csv"), NROWS + 1, "rows.csv: record count");
+    cr_expect_eq(csv_records(s, 40, "rows.csv"), NROWS + 1, "rows.csv: record count");
     cr_expect(strstr(s, "\"m4-empty<&\"\"'>,|x\""), "rows.csv: nasty id not quoted");
     cr_expect(strstr(s, "\"H4 empty rows: row 2 \"\"quoted\"\", comma\nsecond line <b>&\""),
               "rows.csv: reason not quoted");
