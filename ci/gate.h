@@ -29,6 +29,7 @@ typedef enum gate_input {
     GI_PEAKED,       /* Q scaled by 12: near one-hot softmax */
     GI_OUTLIERS,     /* 0.1% of entries times 10 */
     GI_FP16_LIMIT,   /* V near the fp16 range limit */
+    GI_BEYOND_CAP,   /* scores shifted 2 soft-caps down (even rows) or up (odd rows) */
     GI_NINPUTS
 } gate_input;
 

@@ -75,6 +75,15 @@ static void apply_input(const gate_case *c, fix_case *fc)
                     t[a][i] *= 10.0f;
         break;
     }
+    case GI_BEYOND_CAP: {
+        /* First coordinate +-a in the queries and -a in every key: a row's scores all shift by
+         * -+2 c (even rows down, odd rows up), the differences between them stay normal. */
+        double shift = 2.0 * (p->terms.softcap > 0 ? p->terms.softcap : 50.0);
+        float a = (float)sqrt(shift / p->scale);
+        for (size_t i = 0; i < nq; i += (size_t)p->d) fc->q[i] = (i / (size_t)p->d) % 2 ? -a : a;
+        for (size_t i = 0; i < nk; i += (size_t)p->d) fc->k[i] = -a;
+        break;
+    }
     case GI_FP16_LIMIT: {
         float mx = 0;
         for (size_t i = 0; i < nv; i++) mx = fmaxf(mx, fabsf(fc->v[i]));

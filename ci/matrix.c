@@ -20,7 +20,7 @@
 const char *gate_input_name(gate_input in)
 {
     static const char *const names[] = {"normal", "uniform", "neglogits", "peaked", "outliers",
-                                        "fp16limit"};
+                                        "fp16limit", "beyondcap"};
     return (unsigned)in < GI_NINPUTS ? names[in] : "?";
 }
 
@@ -121,8 +121,12 @@ typedef struct lengths {
     int32_t lq, lk;
 } lengths;
 
-/* dtype is no factor: every design case runs in all three (gate_case.all_dtypes). */
-enum { F_D, F_HEADS, F_BATCH, F_LEN, F_MASK, F_BLOCK, F_BUILDER, NFACT };
+/* dtype is no factor: every design case runs in all three (gate_case.all_dtypes). The score
+ * terms are two factors: the soft-cap (off, Grok's 30, Gemma 2's 50) and sinks (off, on: drawn
+ * per head in [-5, 10], so some rows are dominated by the sink). */
+enum { F_D, F_HEADS, F_BATCH, F_LEN, F_MASK, F_BLOCK, F_BUILDER, F_CAP, F_SINKS, NFACT };
+static const double cap_lv[] = {0, 30, 50};
+#define NCAP ((int)(sizeof cap_lv / sizeof cap_lv[0]))
 
 typedef struct design {
     int n[NFACT];
@@ -257,7 +261,10 @@ static fc_status add_m1_case(caselist *cl, const design *ds, const int *lv, uint
     c->gp.qb = block_lv[lv[F_BLOCK]][0];
     c->gp.kb = block_lv[lv[F_BLOCK]][1];
     c->builder = (bmask_builder)lv[F_BUILDER];
+    c->gp.softcap = cap_lv[lv[F_CAP]];
+    c->gp.sinks = lv[F_SINKS];
     c->gp.seed = seed;
+    c->gp.sinks_seed = seed ^ 0x51a4ull;
     make_id(c, NULL);
     return FC_OK;
 }
@@ -271,7 +278,7 @@ static fc_status m1_pairwise(caselist *cl, gate_size size, uint64_t seed, int *d
                     : (int)(sizeof len_full / sizeof len_full[0]),
               quick ? (int)(sizeof masks_quick / sizeof masks_quick[0])
                     : (int)(sizeof masks_full / sizeof masks_full[0]),
-              5, 4},
+              5, 4, NCAP, 2},
         .d = quick ? d_quick : d_full,
         .batch = quick ? batch_quick : batch_full,
         .len = quick ? len_quick : len_full,
@@ -374,7 +381,14 @@ typedef struct table_case {
     int32_t nlayers, scale_div;
     gate_size min_size; /* present from this size up */
     const char *extra;  /* id suffix */
+    double softcap;     /* score terms (masks/terms.h): the cap, 0 off */
+    int sinks;          /* 1: per-head sinks, sink_values or drawn in [-5, 10] */
+    const float *sink_values; /* [hq] or NULL */
 } table_case;
+
+/* Sinks far above every score (normal inputs score within a few units of 0): each row's
+ * softmax is nearly all sink, the output near 0 but not 0. */
+static const float sinks_high[6] = {30, 34, 38, 42, 46, 50};
 
 /* Table rows name their leading fields in order and leave the rest zero. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -443,9 +457,20 @@ static const table_case tables[] = {
      .cu_q = {0, 100, 101, 180}, .cu_k = {0, 100, 400, 480}},
     {"M4", "lse-merge", FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(200), 64, 64, BMASK_DIRECT},
     {"M4", "lse-merge", FC_F16, 2, 6, 1, 300, 300, 64, 64, CAUSAL, 64, 64, BMASK_SLOW},
+    /* With sinks the sink must count once: the merge gives it to one half (lse_merge.c). */
+    {"M4", "lse-merge", FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(128), 64, 64, BMASK_DIRECT,
+     .softcap = 30, .sinks = 1},
+    {"M4", "lse-merge", FC_BF16, 1, 6, 2, 300, 300, 64, 64, CAUSAL, 64, 64, BMASK_SLOW,
+     .sinks = 1},
     {"M4", "decode", FC_F32, 1, 6, 2, 1, 1000, 64, 64, CW(1), 64, 64, BMASK_DIRECT},
     {"M4", "decode", FC_F16, 1, 6, 2, 1, 1000, 64, 64, CW(64), 64, 64, BMASK_DIRECT},
     {"M4", "decode", FC_BF16, 1, 6, 2, 1, 1000, 128, 128, CW(129), 128, 128, BMASK_SUPERSET_TRIM},
+    {"M4", "decode", FC_F16, 1, 6, 2, 1, 1000, 64, 64, CW(128), 64, 64, BMASK_DIRECT,
+     .softcap = 50, .sinks = 1},
+    {"M4", "window-edge", FC_BF16, 1, 2, 1, 256, 256, 64, 64, CW(64), 64, 64, BMASK_DIRECT,
+     .softcap = 50, .sinks = 1},
+    {"M4", "poison", FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(64), 64, 64, BMASK_DIRECT,
+     .softcap = 50, .sinks = 1},
     /* P rounded before P.V (kernel contract): causal and chunked rows all start at multiples of
      * 16; the window case checks only the rows whose window does (see ci/checks/pround.c). */
     {"M4", "p-round", FC_F16, 1, 2, 1, 256, 256, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT},
@@ -477,6 +502,22 @@ static const table_case tables[] = {
      GI_OUTLIERS},
     {"M5", "numeric", FC_F16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
      GI_FP16_LIMIT},
+    /* Score terms. Scores 2 caps beyond the cap on both sides: a row whose allowed scores
+     * all sit near -cap is where a mask filled before the cap leaks (masked keys come back at
+     * -cap and weigh as much). A sink far above every score (output near 0; float16 is left
+     * out: its outputs would underflow). Sinks on rows with no allowed key (LSE = the sink). */
+    {"M5", "numeric", FC_F32, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+     GI_BEYOND_CAP, .softcap = 50},
+    {"M5", "numeric", FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+     GI_BEYOND_CAP, .softcap = 50},
+    {"M5", "numeric", FC_BF16, 1, 6, 2, 256, 512, 64, 64, CC(100), 64, 64, BMASK_DIRECT,
+     GI_BEYOND_CAP, .softcap = 30, .sinks = 1},
+    {"M5", "numeric", FC_BF16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
+     .sinks = 1, .sink_values = sinks_high, .extra = "sinkhigh"},
+    {"M5", "numeric", FC_F32, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+     .softcap = 50, .sinks = 1, .sink_values = sinks_high, .extra = "sinkhigh"},
+    {"M5", "numeric", FC_F16, 1, 6, 2, 300, 100, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
+     .sinks = 1, .extra = "emptytile"},
     {"M5", "numeric", FC_BF16, 1, 6, 2, 256, 512, 64, 64, BW(64), 64, 64, BMASK_DIRECT,
      GI_NEG_LOGITS, .min_size = GATE_DEFAULT},
     {"M5", "numeric", FC_BF16, 1, 6, 2, 256, 512, 64, 64, CAUSAL, 64, 64, BMASK_DIRECT,
@@ -544,6 +585,10 @@ static fc_status add_table_case(caselist *cl, const table_case *t, uint64_t seed
     memcpy(c->gp.cu_k, t->cu_k, sizeof t->cu_k);
     c->builder = t->builder;
     c->input = t->input;
+    c->gp.softcap = t->softcap;
+    c->gp.sinks = t->sinks;
+    c->gp.sink_values = t->sink_values;
+    c->gp.sinks_seed = seed ^ 0x51a4ull;
     if (t->layout) {
         snprintf(c->layout, sizeof c->layout, "%s", t->layout);
         c->nlayers = t->nlayers;

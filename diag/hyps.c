@@ -268,6 +268,52 @@ static int scale_squared(const diag_in *in, diag_alt *a)
     return 1;
 }
 
+/* ---- score terms (docs/semantics.md section 7) ---------------------------------------- */
+
+/* The soft-cap not applied: raw scaled scores into the softmax. */
+static int softcap_missing(const diag_in *in, diag_alt *a)
+{
+    double c = in->jc->prob->terms.softcap;
+    if (!(c > 0))
+        return 0;
+    a->softcap = 0;
+    fc_fmt(a->title, sizeof a->title, "soft-cap missing (cap %g not applied to the scores)", c);
+    return 1;
+}
+
+/* The sinks left out of the softmax. */
+static int sink_missing(const diag_in *in, diag_alt *a)
+{
+    if (!in->jc->prob->terms.sinks)
+        return 0;
+    a->sink_count = 0;
+    fc_fmt(a->title, sizeof a->title, "sink missing (the head's sink left out of the softmax)");
+    return 1;
+}
+
+/* The sink's term in the sum twice (e.g. once as the running max's start and once more at the
+ * end). A kernel that adds it per kv tile counts it as often as the row has tiles: rows of
+ * two tiles look like this. */
+static int sink_twice(const diag_in *in, diag_alt *a)
+{
+    if (!in->jc->prob->terms.sinks)
+        return 0;
+    a->sink_count = 2;
+    fc_fmt(a->title, sizeof a->title, "sink counted twice in the softmax's sum");
+    return 1;
+}
+
+/* The sink treated as a score: multiplied by the softmax scale. */
+static int sink_scaled(const diag_in *in, diag_alt *a)
+{
+    const attn_problem *p = in->jc->prob;
+    if (!p->terms.sinks || p->scale == 1.0)
+        return 0;
+    a->sink_mul = p->scale;
+    fc_fmt(a->title, sizeof a->title, "sink multiplied by the softmax scale (%.6g)", p->scale);
+    return 1;
+}
+
 static int gqa_modulo(const diag_in *in, diag_alt *a)
 {
     const attn_problem *p = in->jc->prob;
@@ -338,6 +384,10 @@ const diag_hyp diag_hyps[] = {
     {"partial-as-full", partial_as_full},
     {"scale-default", scale_default},
     {"scale-squared", scale_squared},
+    {"softcap-missing", softcap_missing},
+    {"sink-missing", sink_missing},
+    {"sink-twice", sink_twice},
+    {"sink-scaled", sink_scaled},
     {"gqa-modulo", gqa_modulo},
     {"packed-ignored", packed_ignored},
     {"scores-rounded", scores_rounded},

@@ -37,6 +37,8 @@ typedef struct spec {
     double scale;                      /* 0: 1/sqrt(D) */
     int32_t nseq, cu_q[5], cu_k[5];    /* packed when nseq > 0 */
     uint64_t seed;
+    double softcap;                    /* score terms: the cap (0 off) */
+    int sinks;                         /* 1: head h's sink is -5 + 15 ((7h + 3) % 11) / 10 */
 } spec;
 
 typedef struct tcase {
@@ -51,6 +53,7 @@ typedef struct tcase {
     bmask bm;            /* built (direct, 16 x 16) when a case needs one */
     int has_bm;
     int32_t damaged;     /* the kv block a damaged block mask lost, or listed as full */
+    float *sinks;        /* [Hq] when the spec has sinks: what p.terms.sinks points to */
 } tcase;
 
 static float *falloc(size_t n)
@@ -87,6 +90,13 @@ static void tcase_make(tcase *c, const spec *s)
     c->p.d = c->p.dv = s->d;
     c->p.scale = s->scale > 0 ? s->scale : 1.0 / sqrt((double)s->d);
     c->p.mask = s->m;
+    c->p.terms.softcap = s->softcap;
+    if (s->sinks) {
+        c->sinks = falloc((size_t)s->hq);
+        for (int32_t h = 0; h < s->hq; h++)
+            c->sinks[h] = -5.0f + 15.0f * (float)((h * 7 + 3) % 11) / 10.0f;
+        c->p.terms.sinks = c->sinks;
+    }
     cr_assert_eq(attn_problem_check(&c->p, &err), FC_OK, "%s", err.msg);
     size_t no = attn_o_elems(&c->p), nl = attn_lse_elems(&c->p);
     c->q = falloc(attn_q_elems(&c->p));
@@ -133,6 +143,7 @@ static void tcase_free(tcase *c)
     free(c->lse);
     if (c->has_bm)
         bmask_free(&c->bm);
+    free(c->sinks);
     attn_problem_free(&c->p);
 }
 
@@ -353,12 +364,26 @@ static void brute(const tcase *c, pred_fn pred, int kv_mod, fc_dtype round_to, d
     free(s);
 }
 
-/* The whole output of the problem with another mask and scale, by the reference. */
-static void by_ref(const tcase *c, mask_params m, double scale, double *o, double *lse)
+/* What a buggy producer did to the score terms (BY_REF). */
+typedef enum term_bug { T_AS_IS, T_CAP_OFF, T_SINK_OFF, T_SINK_TWICE, T_SINK_SCALED } term_bug;
+
+/* The whole output of the problem with another mask, scale and score terms, by the
+ * reference. A sink counted twice is the sink plus ln 2 (e^(s + ln 2) = 2 e^s). */
+static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, double *o,
+                   double *lse)
 {
     attn_problem p = c->p; /* shares the sequences */
     p.mask = m;
     p.scale = scale;
+    float sk[64];
+    cr_assert(p.hq <= 64);
+    for (int32_t h = 0; c->sinks && h < p.hq; h++)
+        sk[h] = tb == T_SINK_TWICE ? (float)(c->sinks[h] + log(2.0))
+              : tb == T_SINK_SCALED ? (float)(c->sinks[h] * c->p.scale) : c->sinks[h];
+    if (c->sinks)
+        p.terms.sinks = tb == T_SINK_OFF ? NULL : sk;
+    if (tb == T_CAP_OFF)
+        p.terms.softcap = 0;
     fc_err err = {{0}};
     cr_assert_eq(ref_attention_f64(&p, c->q, c->k, c->v, o, lse, &err), FC_OK, "%s", err.msg);
 }
@@ -381,6 +406,7 @@ typedef struct hyp_case {
     blocks bm;
     int use_prev;
     mask_params prev;
+    term_bug bug_terms;   /* BY_REF */
 } hyp_case;
 
 #define CW(w) {.causal = 1, .sliding_window = (w)}
@@ -436,6 +462,17 @@ static const hyp_case hyp_cases[] = {
      * rows 51-53 the rounded scores stay within every bound, so the bug is invisible there). */
     {"scores-rounded", {FC_BF16, 1, 2, 1, 64, 64, 32, CW(40), .seed = 20, .scale = 2},
      {0, 1, 54, 55}, BY_BRUTE, .pred = pred_truth, .round_scores = 1},
+    /* Score terms: a cap of 5 on scores of spread ~8 (scale 2), so capping matters; head 1's
+     * sink is 10, which dominates its rows. */
+    {"softcap-missing", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 21, .scale = 2,
+                         .softcap = 5},
+     {0, 1, 30, 33}, BY_REF, .bug_mask = CW(24), .bug_terms = T_CAP_OFF},
+    {"sink-missing", {FC_BF16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 22, .sinks = 1},
+     {0, 1, 20, 23}, BY_REF, .bug_mask = CW(24), .bug_terms = T_SINK_OFF},
+    {"sink-twice", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 23, .sinks = 1},
+     {0, 1, 40, 43}, BY_REF, .bug_mask = CW(24), .bug_terms = T_SINK_TWICE},
+    {"sink-scaled", {FC_F32, 1, 2, 1, 64, 64, 16, CW(24), .seed = 24, .sinks = 1},
+     {0, 1, 10, 13}, BY_REF, .bug_mask = CW(24), .bug_terms = T_SINK_SCALED},
 };
 
 /* The block mask the producer ran with: exact, or damaged in the tile of `rows`. */
@@ -475,7 +512,8 @@ static void run_hyp_case(const hyp_case *hc)
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
     if (hc->how == BY_REF) {
-        by_ref(&c, hc->bug_mask, hc->bug_scale > 0 ? hc->bug_scale : c.p.scale, o, lse);
+        by_ref(&c, hc->bug_mask, hc->bug_scale > 0 ? hc->bug_scale : c.p.scale, hc->bug_terms,
+               o, lse);
     } else if (hc->how == BY_BRUTE) {
         brute(&c, hc->pred, hc->kv_mod, hc->round_scores ? c.dt : FC_F32, o, lse);
     } else { /* O as the truth (the correct rows' O stays), LSE in log2 */
@@ -538,7 +576,7 @@ Test(diag_report, window_rows_nan_row_and_noise_are_told_apart)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(18), c.p.scale, o, lse);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, o, lse);
     put_rows(&c, (diag_range){0, 1, 40, 43}, o, lse);
     c.o[row_of(&c, 0, 0, 90) * 16 + 3] = NAN;
     noise_rows(&c, (diag_range){0, 0, 60, 61});
@@ -644,7 +682,7 @@ Test(diag_coincide, equal_hypotheses_explain_the_same_rows_in_table_order)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(1), c.p.scale, o, lse);
+    by_ref(&c, (mask_params)CW(1), c.p.scale, T_AS_IS, o, lse);
     put_rows(&c, (diag_range){0, 1, 20, 24}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     cr_assert_eq(r->nexplaining, 2);
@@ -668,7 +706,7 @@ Test(diag_coincide, degenerate_verdict_uses_element_wise_bounds)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(2), c.p.scale, o, lse);
+    by_ref(&c, (mask_params)CW(2), c.p.scale, T_AS_IS, o, lse);
     put_rows(&c, (diag_range){0, 0, 10, 12}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     cr_assert(c.verdict.degenerate, "the case must be degenerate");
@@ -695,7 +733,7 @@ Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_count
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(18), c.p.scale, o, lse);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, o, lse);
     for (int32_t q = 20; q <= 88; q += 2)
         put_rows(&c, (diag_range){0, 1, q, q}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
@@ -770,7 +808,7 @@ Test(diag_input, without_an_lse_only_the_output_is_compared)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(16), c.p.scale, o, lse);
+    by_ref(&c, (mask_params)CW(16), c.p.scale, T_AS_IS, o, lse);
     put_rows(&c, (diag_range){0, 0, 50, 52}, o, lse);
     for (size_t i = 0; i < nl; i++)
         c.lse[i] = NAN; /* not given, so never read */

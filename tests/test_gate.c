@@ -89,7 +89,7 @@ static long mask_code(const gate_case *c)
            (long)m->chunk_size * 100000000L;
 }
 
-#define NFACTORS 7
+#define NFACTORS 9
 
 static void values_of(const gate_case *c, long *v)
 {
@@ -100,6 +100,8 @@ static void values_of(const gate_case *c, long *v)
     v[4] = mask_code(c);
     v[5] = c->gp.qb * 1000 + c->gp.kb;
     v[6] = c->builder;
+    v[7] = (long)c->gp.softcap;
+    v[8] = c->gp.sinks;
 }
 
 Test(matrix, quick_and_default_cover_every_feasible_pair_of_m1_factor_levels)
@@ -125,8 +127,8 @@ Test(matrix, quick_and_default_cover_every_feasible_pair_of_m1_factor_levels)
                 if (k == nv[f]) vals[f][nv[f]++] = v[f];
             }
         }
-        static const int want_quick[NFACTORS] = {1, 3, 2, 8, 14, 5, 4};
-        static const int want_default[NFACTORS] = {2, 3, 4, 11, 27, 5, 4};
+        static const int want_quick[NFACTORS] = {1, 3, 2, 8, 14, 5, 4, 3, 2};
+        static const int want_default[NFACTORS] = {2, 3, 4, 11, 27, 5, 4, 3, 2};
         const int *want = size == GATE_QUICK ? want_quick : want_default;
         for (int f = 0; f < NFACTORS; f++)
             cr_expect_eq(nv[f], want[f], "size %d factor %d has %d levels", size, f, nv[f]);
@@ -272,6 +274,14 @@ fc_status gpu_attention_mutant5(const gpu_call *c, float *o, float *lse, gpu_res
                                 fc_err *err);
 fc_status gpu_attention_mutant6(const gpu_call *c, float *o, float *lse, gpu_result *res,
                                 fc_err *err);
+fc_status gpu_attention_mutant7(const gpu_call *c, float *o, float *lse, gpu_result *res,
+                                fc_err *err);
+fc_status gpu_attention_mutant8(const gpu_call *c, float *o, float *lse, gpu_result *res,
+                                fc_err *err);
+fc_status gpu_attention_mutant9(const gpu_call *c, float *o, float *lse, gpu_result *res,
+                                fc_err *err);
+fc_status gpu_attention_mutant10(const gpu_call *c, float *o, float *lse, gpu_result *res,
+                                fc_err *err);
 
 /* A direct builder that drops the last listed tile of every row. */
 static fc_status build_drop_last(bmask *out, bmask_builder b, mask_params m, const seq_info *s,
@@ -292,7 +302,7 @@ static fc_status build_drop_last(bmask *out, bmask_builder b, mask_params m, con
 
 typedef struct mutant_case {
     const char *name;
-    int mutant;            /* 1..6: gpu_attention_mutant<N>; 0: the real kernel */
+    int mutant;            /* 1..10: gpu_attention_mutant<N>; 0: the real kernel */
     int drop_last_tile;    /* the broken builder */
     const char *expect;    /* the first failing gate the gate must name ("": passes) */
     fc_dtype dtype;
@@ -300,39 +310,57 @@ typedef struct mutant_case {
     mask_params mask;
     const char *check;     /* the case's check (ci/checks.c) */
     const char *explained; /* what the row's diagnosis must name first (diag/), or NULL */
+    double softcap;        /* score terms of the case (masks/terms.h) */
+    int sinks;
+    gate_input input;
 } mutant_case;
 
 static const judge_attention_fn mutant_fn[] = {
     NULL, gpu_attention_mutant1, gpu_attention_mutant2, gpu_attention_mutant3,
     gpu_attention_mutant4, gpu_attention_mutant5, gpu_attention_mutant6,
+    gpu_attention_mutant7, gpu_attention_mutant8, gpu_attention_mutant9,
+    gpu_attention_mutant10,
 };
 
 static const mutant_case mutants[] = {
     /* One extra key at distance W: weight ~1/17, far above any tolerance. */
     {"window off by one", 1, 0, "H1", FC_F16, 200, 200, 64, 64,
-     {.causal = 1, .sliding_window = 17}, "numeric", "window W+1 (17 -> 18)"},
+     {.causal = 1, .sliding_window = 17}, "numeric", "window W+1 (17 -> 18)", 0, 0, GI_NORMAL},
     /* The diagonal tiles skip the mask: future keys leak in. */
     {"partial block listed as full", 2, 0, "H1", FC_F32, 200, 200, 64, 64, {.causal = 1}, "numeric",
-     "partial blocks taken as full"},
+     "partial blocks taken as full", 0, 0, GI_NORMAL},
     /* Sixteen-key tiles, so the running max moves often and stale weights pile up. */
-    {"no online-softmax rescale", 3, 0, "H1", FC_BF16, 200, 200, 16, 16, {.causal = 1}, "numeric", NULL},
+    {"no online-softmax rescale", 3, 0, "H1", FC_BF16, 200, 200, 16, 16, {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL},
     /* 0 * (1/0) = NaN in the rows no key may reach; H3 comes before H4. */
-    {"empty row yields NaN", 5, 0, "H3", FC_F32, 300, 100, 64, 64, {.causal = 1}, "numeric", NULL},
+    {"empty row yields NaN", 5, 0, "H3", FC_F32, 300, 100, 64, 64, {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL},
     /* Row 0 loses its only tile: its LSE is -inf where the oracle's is finite. */
     {"direct builder drops the last tile", 0, 1, "H3", FC_F16, 200, 200, 64, 64,
-     {.causal = 1}, "numeric", "the block mask as given"},
+     {.causal = 1}, "numeric", "the block mask as given", 0, 0, GI_NORMAL},
     /* One element past the last row lands in the guard bytes after O: H6, checked first. */
-    {"write past the output", 6, 0, "H6", FC_F16, 200, 200, 64, 64, {.causal = 1}, "numeric", NULL},
+    {"write past the output", 6, 0, "H6", FC_F16, 200, 200, 64, 64, {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL},
     /* Keeping P in fp32 makes the kernel MORE accurate than the contract: it passes every
      * tolerance gate (the main row here) and only the p-round check can name it. */
     {"P not rounded (bfloat16)", 4, 0, "p-round", FC_BF16, 200, 200, 64, 64, {.causal = 1},
-     "p-round", NULL},
+     "p-round", NULL, 0, 0, GI_NORMAL},
     {"P not rounded (float16)", 4, 0, "p-round", FC_F16, 300, 300, 16, 16,
-     {.causal = 1, .chunk_size = 128}, "p-round", NULL},
+     {.causal = 1, .chunk_size = 128}, "p-round", NULL, 0, 0, GI_NORMAL},
     /* The same defect on a plain numeric case: closer to the oracle, so no gate fails. This
      * is why the p-round check exists. */
     {"P not rounded, tolerance gates only", 4, 0, "", FC_BF16, 200, 200, 64, 64,
-     {.causal = 1}, "numeric", NULL},
+     {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL},
+    /* Score terms. Soft-cap after the mask fill: masked keys come back at -cap; with the
+     * scores of even rows near -cap (M5's beyond-the-cap inputs) they weigh like allowed keys. */
+    {"soft-cap after the mask fill", 7, 0, "H1", FC_F16, 200, 200, 64, 64,
+     {.causal = 1, .sliding_window = 17}, "numeric", NULL, 50, 0, GI_BEYOND_CAP},
+    /* Sinks in [-5, 10] scaled by 1/8: rows the sink dominated are no longer dominated. */
+    {"sink scaled by the softmax scale", 8, 0, "H1", FC_BF16, 200, 200, 64, 64,
+     {.causal = 1}, "numeric", "sink multiplied by the softmax scale", 0, 1, GI_NORMAL},
+    /* The sink's share added to every output element as if its value were all ones. */
+    {"sink given a value", 9, 0, "H1", FC_F32, 200, 200, 64, 64,
+     {.causal = 1, .sliding_window = 64}, "numeric", NULL, 30, 1, GI_NORMAL},
+    /* 16-key tiles: a row of the causal 200 x 200 case has up to 13 of them. */
+    {"sink counted in every kv tile", 10, 0, "H1", FC_F16, 200, 200, 16, 16, {.causal = 1},
+     "numeric", NULL, 0, 1, GI_NORMAL},
 };
 
 /* The first failing gate of the mutant's case into gate[REP_NAME_LEN] ("" when it passed),
@@ -356,6 +384,10 @@ static void run_mutant(const mutant_case *mc, int kernel, char *gate, char *reas
     c.gp.qb = mc->qb;
     c.gp.kb = mc->kb;
     c.gp.mask = mc->mask;
+    c.gp.softcap = mc->softcap;
+    c.gp.sinks = mc->sinks;
+    c.gp.sinks_seed = 13;
+    c.input = mc->input;
     c.gp.seed = 11;
     c.builder = BMASK_DIRECT;
     gate_opts o = {.run = {.kernel = kernel, .attention_fn = mutant_fn[mc->mutant],
@@ -428,7 +460,9 @@ static size_t *tally_slot(tally *t, const char *name)
     return &t->count[t->n++];
 }
 
-static void sweep(const char *name, int mutant, int drop_last_tile, const char *expect)
+/* only: a case-id filter (gate_id_matches), NULL for every case. */
+static void sweep(const char *name, int mutant, int drop_last_tile, const char *expect,
+                  const char *only)
 {
     int n, d, m1 = 0;
     gate_case *cases = matrix(GATE_QUICK, &n, &d);
@@ -438,7 +472,7 @@ static void sweep(const char *name, int mutant, int drop_last_tile, const char *
     tally by_gate = {0};
     size_t nrows = 0, failed = 0, errors = 0;
     for (int i = 0; i < n; i++) {
-        if (!strcmp(cases[i].group, "M1") && m1++ % 2)
+        if (!gate_id_matches(cases[i].id, only) || (!strcmp(cases[i].group, "M1") && m1++ % 2))
             continue;
         gate_rows rows = {0};
         fc_err err;
@@ -470,10 +504,16 @@ static void sweep(const char *name, int mutant, int drop_last_tile, const char *
     free(cases);
 }
 
-Test(mutant_sweep, window_off_by_one) { sweep("window off by one", 1, 0, "H1"); }
-Test(mutant_sweep, partial_block_as_full) { sweep("partial block listed as full", 2, 0, "H1"); }
-Test(mutant_sweep, no_rescale) { sweep("no online-softmax rescale", 3, 0, "H1"); }
-Test(mutant_sweep, p_not_rounded) { sweep("P not rounded", 4, 0, "p-round"); }
-Test(mutant_sweep, empty_row_nan) { sweep("empty row yields NaN", 5, 0, "H3"); }
-Test(mutant_sweep, builder_drops_last_tile) { sweep("direct builder drops the last tile", 0, 1, "H3"); }
-Test(mutant_sweep, write_past_output) { sweep("write past the output", 6, 0, "H6"); }
+Test(mutant_sweep, window_off_by_one) { sweep("window off by one", 1, 0, "H1", NULL); }
+Test(mutant_sweep, partial_block_as_full) { sweep("partial block listed as full", 2, 0, "H1", NULL); }
+Test(mutant_sweep, no_rescale) { sweep("no online-softmax rescale", 3, 0, "H1", NULL); }
+Test(mutant_sweep, p_not_rounded) { sweep("P not rounded", 4, 0, "p-round", NULL); }
+Test(mutant_sweep, empty_row_nan) { sweep("empty row yields NaN", 5, 0, "H3", NULL); }
+Test(mutant_sweep, builder_drops_last_tile) { sweep("direct builder drops the last tile", 0, 1, "H3", NULL); }
+Test(mutant_sweep, write_past_output) { sweep("write past the output", 6, 0, "H6", NULL); }
+/* The score-term defects, through the quick matrix's cases with a term ("-sc30", "-sk"). */
+#define TERMS "*-s[ck]*"
+Test(mutant_sweep, softcap_after_fill) { sweep("soft-cap after the mask fill", 7, 0, "H1", TERMS); }
+Test(mutant_sweep, sink_scaled) { sweep("sink scaled by the softmax scale", 8, 0, "H1", TERMS); }
+Test(mutant_sweep, sink_with_value) { sweep("sink given a value", 9, 0, "H1", TERMS); }
+Test(mutant_sweep, sink_every_tile) { sweep("sink counted in every kv tile", 10, 0, "H1", TERMS); }

@@ -223,8 +223,9 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
         goto done;
     }
     pr_inputs(&fc, cand, c->gp.seed, q, k, v);
-    attn_problem dp = fc.prob; /* same sequences (shared), scale 1 */
-    dp.scale = 1.0f;
+    attn_problem dp = fc.prob; /* same sequences (shared), scale 1, no score terms: the */
+    dp.scale = 1.0f;           /* designed scores are the softmax's inputs as they stand */
+    dp.terms = (score_terms){0, NULL};
     judge_case dc = jc; /* designed inputs */
     dc.prob = &dp;
     dc.q = q;
