@@ -111,7 +111,10 @@ def test_the_merge_step_merges_two_shards_into_the_unsharded_run(tmp_path):
     unsharded = rows_json(whole / "whole" / "rows.json")
     for total in ("rows_total", "pass", "fail", "error", "skip"):
         assert merged[total] == unsharded[total], total
-    assert merged["rows_total"] == 30
+    # every case the filter selects is an M1 design case, one row per dtype
+    listed = bash(f"build/flexcheck gate --quick --list --filter '{FILTER}'", whole).split()
+    assert listed and all(i.startswith("m1-numeric-all-") for i in listed), listed
+    assert merged["rows_total"] == 3 * len(listed)
     assert merged["rows"] == unsharded["rows"]
     assert merged["checks"] == unsharded["checks"]
     assert [p["shard_i"] for p in merged["run"]["merged"]] == [1, 2]

@@ -1,6 +1,6 @@
 /*
  * v2_sanitize_main.c - kernel version 2 under the emu's sanitizer builds: a few small shapes
- * (every dtype, 16x16 and 64x64 blocks, packed, GQA, paged K/V) run through gpu_attention with
+ * (every dtype, 16x16 and 64x64 blocks, packed, GQA, paged K/V, soft-cap and sinks) run through gpu_attention with
  * gpu/attn_launch.cu compiled with ASan/UBSan (build/emu-asan/v2-sanitize) or with the race
  * checker (build/emu-race/v2-sanitize), each judged by the tolerance gates. Any report from a
  * sanitizer stops the run; exit 0 only if every case passes. tests/module.mk: make v2-sanitize.
@@ -21,14 +21,18 @@ typedef struct san_case {
     int32_t hq, hkv, lq, lk, d, causal, window, chunk, qb, kb, nseq;
     int32_t cu_q[4], cu_k[4];
     int paged;
+    double softcap; /* score terms (masks/terms.h) */
+    int sinks;
 } san_case;
 
 static const san_case cases[] = {
-    {"f16 causal window 16x16 packed", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 0},
-    {"bf16 d128 causal 64x64 paged", FC_BF16, 2, 2, 80, 100, 128, 1, 0, 0, 64, 64, 0, {0}, {0}, 1},
-    {"f32 chunk 32x16 paged", FC_F32, 1, 1, 50, 60, 32, 0, 0, 16, 32, 16, 0, {0}, {0}, 1},
-    {"f16 d96 dense 128x128 Lq<Lk", FC_F16, 1, 1, 20, 150, 96, 0, 0, 0, 128, 128, 0, {0}, {0}, 0},
-    {"bf16 d256 window 16x16 paged", FC_BF16, 1, 1, 40, 50, 256, 1, 9, 0, 16, 16, 0, {0}, {0}, 1},
+    {"f16 causal window 16x16 packed", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 0, 0, 0},
+    {"bf16 d128 causal 64x64 paged", FC_BF16, 2, 2, 80, 100, 128, 1, 0, 0, 64, 64, 0, {0}, {0}, 1, 0, 0},
+    {"f32 chunk 32x16 paged", FC_F32, 1, 1, 50, 60, 32, 0, 0, 16, 32, 16, 0, {0}, {0}, 1, 0, 0},
+    {"f16 d96 dense 128x128 Lq<Lk", FC_F16, 1, 1, 20, 150, 96, 0, 0, 0, 128, 128, 0, {0}, {0}, 0, 0, 0},
+    {"bf16 d256 window 16x16 paged", FC_BF16, 1, 1, 40, 50, 256, 1, 9, 0, 16, 16, 0, {0}, {0}, 1, 0, 0},
+    {"f16 softcap sinks packed 16x16 paged", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 1, 30, 1},
+    {"f32 softcap sinks empty rows 64x64", FC_F32, 2, 2, 90, 40, 64, 1, 0, 0, 64, 64, 0, {0}, {0}, 0, 50, 1},
 };
 
 static int run_case(const san_case *t)
@@ -36,7 +40,8 @@ static int run_case(const san_case *t)
     fix_gen_params gp = {.name = t->name, .dtype = t->dt, .b = 1, .hq = t->hq, .hkv = t->hkv,
                          .lq = t->lq, .lk = t->lk, .d = t->d, .dv = t->d,
                          .mask = {t->causal, t->window, t->chunk, 0}, .qb = t->qb, .kb = t->kb,
-                         .nseq = t->nseq, .seed = 99};
+                         .nseq = t->nseq, .seed = 99, .softcap = t->softcap,
+                         .sinks = t->sinks, .sinks_seed = 7};
     memcpy(gp.cu_q, t->cu_q, sizeof t->cu_q);
     memcpy(gp.cu_k, t->cu_k, sizeof t->cu_k);
     fix_case fc;
@@ -70,7 +75,8 @@ static int run_case(const san_case *t)
     }
     rep_inputs in = {.dtype = t->dt, .rows = nl, .dv = (size_t)t->d, .o = o, .lse = lse,
                      .o_gold = fc.out, .lse_gold = fc.lse, .o_lp = olp,
-                     .sentinels = res.sentinels_ok ? REP_SENTINELS_INTACT : REP_SENTINELS_DAMAGED};
+                     .sentinels = res.sentinels_ok ? REP_SENTINELS_INTACT : REP_SENTINELS_DAMAGED,
+                     .prob = &fc.prob};
     if (rep_evaluate(&in, &v, &err)) {
         fprintf(stderr, "%s: %s\n", t->name, err.msg);
         goto done;
