@@ -8,6 +8,8 @@ from ._version import __version__
 from .fixtures import (
     DTYPES,
     SCHEMA,
+    SCHEMA_TERMS,
+    SCHEMAS,
     Case,
     Tested,
     add_tested,
@@ -21,6 +23,8 @@ from .fixtures import (
 __all__ = [
     "DTYPES",
     "SCHEMA",
+    "SCHEMA_TERMS",
+    "SCHEMAS",
     "Case",
     "Tested",
     "__version__",

@@ -1,4 +1,4 @@
-"""flexcheck.fixtures - write and read flexcheck-fixture-1 files (docs/fixtures.md) from Python.
+"""flexcheck.fixtures - write and read flexcheck fixture files (docs/fixtures.md) from Python.
 
 An engine, a test or a notebook holding q/k/v (and maybe its own kernel's output) writes them
 here, and flexcheck judges them:
@@ -15,6 +15,11 @@ oracle in C (`flexcheck fill`), or from a producer's own float64 oracle passed i
 and bfloat16 inputs as float32, bfloat16 outputs as uint16 bit patterns), values exactly
 representable in the case's dtype (refused, not silently rounded, unless round=True), and
 attribute types the reader accepts (the ones fixtures/torch/make_torch_set.py writes).
+
+Schema versions: a file is `flexcheck-fixture-1` unless a case uses a score term (logit
+soft-capping `softcap`, attention sinks `sinks`; docs/semantics.md section 7), which makes it
+`flexcheck-fixture-2`. A version-1 reader refuses version-2 files, so version 2 is written only
+where it is needed; a file that is version 2 stays version 2 (appending to it, add_tested).
 
 Every write goes to a temporary file in the target's folder (a copy of the file when
 appending) that replaces the target only once complete: a refused or failed write leaves the
@@ -40,6 +45,11 @@ import numpy as np
 from ._version import __version__
 
 SCHEMA = "flexcheck-fixture-1"
+# Version 2 adds the score terms (the case attribute softcap, the dataset sinks [Hq]); it is
+# written only when some case of the file uses one, so files without them stay readable by
+# version-1 readers.
+SCHEMA_TERMS = "flexcheck-fixture-2"
+SCHEMAS = (SCHEMA, SCHEMA_TERMS)
 DTYPES = ("float32", "float16", "bfloat16")
 GENERATOR = f"flexcheck-python {__version__}"
 
@@ -227,6 +237,58 @@ def _scale(scale, d: int) -> float:
     if not (math.isfinite(s) and s > 0):
         raise ValueError(f"scale = {s!r}: must be finite and > 0")
     return s
+
+
+def _softcap(softcap, where: str) -> float:
+    """The logit soft-cap c (docs/semantics.md section 7); 0.0 when off (None or 0). A cap must
+    be finite and > 0: tanh(s / c) of a negative, NaN or infinite c is not a cap."""
+    if softcap is None:
+        return 0.0
+    if isinstance(softcap, bool):  # float(True) is 1.0: almost surely not the cap meant
+        raise ValueError(f"{where}softcap = {softcap!r}: give the cap as a number (0 or None = "
+                         f"off)")
+    try:
+        if isinstance(softcap, (str, bytes)):  # float("30") would parse: a number is meant
+            raise TypeError
+        c = float(softcap)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}softcap: {softcap!r} is not a number") from None
+    if c == 0.0:
+        return 0.0
+    if not (math.isfinite(c) and c > 0):
+        raise ValueError(f"{where}softcap = {c!r}: must be finite and > 0 (0 or None = off)")
+    return c
+
+
+def _sinks(sinks, where: str, hq: int, round: bool) -> Optional[np.ndarray]:
+    """Per-head sink logits as stored: float32 [Hq], finite. Values must be float32 values
+    (float16 and bfloat16 ones are), as for q/k/v: the case must hold the logits the engine
+    used; round=True rounds float64 ones to nearest even."""
+    if sinks is None:
+        return None
+    a, _ = _as_array(sinks, f"{where}sinks")
+    if a.dtype.kind != "f":
+        raise ValueError(f"{where}sinks: dtype {a.dtype}: must be floating point (stored "
+                         f"float32)")
+    if a.shape != (hq,):
+        raise ValueError(f"{where}sinks: shape {list(a.shape)}: must be [Hq] = [{hq}]")
+    bad = ~np.isfinite(a)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}] is not finite")
+    with np.errstate(over="ignore"):
+        r = a.astype(np.float32)
+    bad = ~np.isfinite(r)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}] overflows float32")
+    if not round:
+        bad = r.astype(a.dtype) != a
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}] is not "
+                             f"representable in float32 (round=True rounds to nearest even)")
+    return r
 
 
 # ---- shapes ----
@@ -436,21 +498,54 @@ def _str_attr(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _schema(f: h5py.File, path: str) -> str:
+    """The file's schema, one of SCHEMAS; ValueError naming any other value."""
+    raw = f.attrs.get("schema")
+    value = None if raw is None else _str_attr(raw)
+    if value not in SCHEMAS:
+        raise ValueError(f"{path}: schema {value!r}: not a {SCHEMA} or {SCHEMA_TERMS} file")
+    return value
+
+
+def _v1_term(g: h5py.Group) -> Optional[str]:
+    """The score term a case holds, as `field = value` for a message, or None. softcap 0 is
+    off (docs/fixtures.md), so not a term."""
+    if "sinks" in g:
+        return "sinks"
+    if "softcap" in g.attrs:
+        c = np.asarray(g.attrs["softcap"]).reshape(-1)
+        if c.size != 1 or c.dtype.kind not in "fiu" or float(c[0]) != 0.0:
+            return f"softcap = {c.tolist()[0] if c.size == 1 else c.tolist()!r}"
+    return None
+
+
+def _refuse_v1_terms(f: h5py.File, path: str, schema: str, names) -> None:
+    """A version-1 file that holds a score term is malformed: a version-1 reader would judge
+    the case without the term. Refused, naming the first such case and field."""
+    if schema != SCHEMA:
+        return
+    for name in sorted(names, key=lambda s: s.encode()):
+        g = f["cases"].get(name)
+        term = _v1_term(g) if isinstance(g, h5py.Group) else None
+        if term:
+            raise ValueError(f"{path}: /cases/{name}: {term}: a {SCHEMA} file holds no score "
+                             f"terms (they need schema {SCHEMA_TERMS})")
+
+
 def _inspect(path: str):
-    """The existing file's (layout or None, case names); None when there is no file. Refuses
-    files that are not fixtures: appending to them would hide the problem."""
+    """The existing file's (schema, layout or None, case names); None when there is no file.
+    Refuses files that are not fixtures (and version-1 files holding a score term): appending
+    to them would hide the problem."""
     if not os.path.exists(path):
         return None
     if not h5py.is_hdf5(path):
         raise ValueError(f"{path}: not an HDF5 file; refusing to write into it")
     with h5py.File(path, "r") as f:
-        schema = f.attrs.get("schema")
-        if schema is None or _str_attr(schema) != SCHEMA:
-            raise ValueError(f"{path}: schema {None if schema is None else _str_attr(schema)!r}: "
-                             f"not a {SCHEMA} file")
+        schema = _schema(f, path)
         layout = f.attrs.get("layout")
         names = list(f["cases"]) if "cases" in f else []
-    return (None if layout is None else _str_attr(layout)), names
+        _refuse_v1_terms(f, path, schema, names)
+    return schema, (None if layout is None else _str_attr(layout)), names
 
 
 def _umask() -> int:
@@ -488,14 +583,16 @@ def _rewrite(path: str):
 def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=None,
                cu_seqlens_q=None, cu_seqlens_k=None, block_mask=None, dtype=None,
                q_block_size=128, kv_block_size=128, seed=None, layout=None, overwrite=False,
-               round=False, out=None, lse=None, generator=None) -> None:
+               round=False, out=None, lse=None, generator=None, softcap=None,
+               sinks=None) -> None:
     """Write one attention call's inputs as case /cases/<name> of the fixture file `path`.
 
-    Creates the file (root attribute schema = "flexcheck-fixture-1", and `layout` if given)
-    or appends to it; an existing case `name` is refused unless overwrite=True (which also
-    drops that case's outputs under test: they were computed from the old inputs). `layout`
-    on an existing file must equal its root attribute (it names the model the cases are
-    consecutive layers of). The write is atomic: on any error the file is left byte-identical.
+    Creates the file (root attribute schema = "flexcheck-fixture-1", or "flexcheck-fixture-2"
+    when the case uses a score term; and `layout` if given) or appends to it (a version-1 file
+    becomes version 2 when the new case uses a term; a version-2 file stays version 2). An
+    existing case `name` is refused unless overwrite=True (which also drops that case's
+    outputs under test: they were computed from the old inputs). `layout` on an existing file
+    must equal its root attribute (it names the model the cases are consecutive layers of). The write is atomic: on any error the file is left byte-identical.
 
     q, k, v: numpy arrays or torch tensors, [B, Hq, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, Dv]
     (PyTorch's layout), or vLLM's packed [T, H, D] with cu_seqlens_q / cu_seqlens_k (the
@@ -520,6 +617,13 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     kv_indices [.., NQB, width], optional full_kv_num_blocks, full_kv_indices (numpy or
     torch integers; optional q_block_size / kv_block_size keys, default the case's), or a
     torch BlockMask (its BLOCK_SIZE gives the block sizes).
+
+    softcap: logit soft-cap c > 0 (Gemma 2: the scaled score s becomes c * tanh(s / c) before
+    masking and softmax; docs/semantics.md section 7), stored as attribute softcap (float64);
+    None or 0 = off (nothing stored). Must be finite and > 0.
+    sinks: per-query-head sink logits [Hq] (gpt-oss: one extra logit per head in the softmax,
+    not scaled, not capped, with no value), stored as float32 dataset sinks; finite, and
+    float32 values (round=True rounds float64 ones).
 
     out, lse: normally absent: `flexcheck fill` computes them with flexcheck's float64 oracle.
     A producer with its own float64 oracle may pass them ([B, Hq, Lq, Dv] and [B, Hq, Lq]; for
@@ -551,18 +655,27 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     o, l = _oracle(out, lse, grid)
     if layout is not None:
         _text(layout, "layout", NAME_MAX)
+    where = f"{path}: case {name!r}: "
+    cap = _softcap(softcap, where)
+    if cap:
+        attrs["softcap"] = np.float64(cap)
+    sk = _sinks(sinks, where, grid.hq, round)
+    uses_term = bool(cap) or sk is not None
 
     existing = _inspect(path)
+    schema = SCHEMA_TERMS if uses_term else SCHEMA
     if existing is not None:
-        old_layout, names = existing
+        old_schema, old_layout, names = existing
+        if old_schema == SCHEMA_TERMS:
+            schema = SCHEMA_TERMS  # never downgraded: other cases may use a term
         if layout is not None and old_layout is not None and layout != old_layout:
             raise ValueError(f"{path}: layout {layout!r} given, the file's is {old_layout!r}")
         if name in names and not overwrite:
             raise ValueError(f"{path}: case {name!r} exists; refusing to overwrite "
                              f"(overwrite=True)")
     with _rewrite(path) as f:
-        if existing is None:
-            f.attrs["schema"] = SCHEMA
+        if existing is None or existing[0] != schema:
+            f.attrs["schema"] = schema
         if layout is not None and "layout" not in f.attrs:
             f.attrs["layout"] = layout
         cases = f.require_group("cases")
@@ -572,7 +685,7 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
         for key, val in attrs.items():
             g.attrs[key] = val
         for key, arr in (("q", qa), ("k", ka), ("v", va), ("cu_seqlens_q", cu_q),
-                         ("cu_seqlens_k", cu_k), ("out", o), ("lse", l)):
+                         ("cu_seqlens_k", cu_k), ("sinks", sk), ("out", o), ("lse", l)):
             if arr is not None:
                 _dataset(g, key, arr)
         if bm is not None:
@@ -718,7 +831,8 @@ class Tested:
 @dataclasses.dataclass
 class Case:
     """/cases/<name> as stored: tensors in [B, H, L, D] layout, q/k/v in their storage type
-    (float16 for float16 cases, float32 otherwise), out/lse None until filled."""
+    (float16 for float16 cases, float32 otherwise), out/lse None until filled; the score
+    terms (docs/semantics.md section 7) softcap (0.0 = off) and sinks (None = none)."""
     name: str
     dtype: str
     q: np.ndarray
@@ -739,6 +853,9 @@ class Case:
     seed: Optional[int] = None
     layout: Optional[str] = None
     tested: Dict[str, Tested] = dataclasses.field(default_factory=dict)
+    softcap: float = 0.0                 # logit soft-cap c, 0.0 = off
+    sinks: Optional[np.ndarray] = None   # per-head sink logits [Hq], as stored
+    schema: str = SCHEMA                 # the file's
 
     @property
     def packed(self) -> bool:
@@ -772,18 +889,53 @@ def _read_tested(g: h5py.Group) -> Dict[str, Tested]:
     return tested
 
 
+def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
+    """(softcap, sinks) of a case, checked as far as the runner needs them: a cap finite and
+    >= 0 (0 = off), sinks [Hq] finite floats. Anything else is refused, naming the field, so
+    that nothing downstream runs a case with a term it cannot honour."""
+    where = f"{path}: /cases/{name}"
+    cap = 0.0
+    if "softcap" in g.attrs:
+        c = np.asarray(g.attrs["softcap"]).reshape(-1)
+        if c.size != 1 or c.dtype.kind not in "fiu":
+            raise ValueError(f"{where}: softcap: {c.tolist()!r}: must be one number")
+        cap = float(c[0])
+        if not (math.isfinite(cap) and cap >= 0):
+            raise ValueError(f"{where}: softcap = {cap!r}: must be finite and > 0 (0 = off)")
+    sinks = None
+    if "sinks" in g:
+        ds = g["sinks"]
+        if not isinstance(ds, h5py.Dataset) or ds.dtype.kind != "f" or ds.shape != (hq,):
+            what = (f"{ds.dtype} of shape {list(ds.shape)}" if isinstance(ds, h5py.Dataset)
+                    else "not a dataset")
+            raise ValueError(f"{where}: sinks: {what}: must be float32 [Hq] = [{hq}]")
+        sinks = ds[()]
+        bad = ~np.isfinite(sinks)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{where}: sinks: value {float(sinks[i])!r} at [{i}] is not finite")
+    return cap, sinks
+
+
 def read_case(path, name) -> Case:
-    """Case `name` of fixture file `path`, as stored (no computation, no validation beyond
-    what h5py does: `flexcheck check` is the validator)."""
+    """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1
+    or -2, a version-1 file may hold no score term, and the terms must be well formed (a cap
+    finite and >= 0, sinks [Hq] finite): each refusal a ValueError naming file, case and
+    field. Otherwise no validation beyond what h5py does: `flexcheck check` is the
+    validator."""
     path = os.fspath(path)
     with h5py.File(path, "r") as f:
+        schema = _schema(f, path)
         if f"cases/{name}" not in f:
             raise ValueError(f"{path}: no case {name!r}")
         g = f[f"cases/{name}"]
+        _refuse_v1_terms(f, path, schema, [name])
         a = g.attrs
         layout = f.attrs.get("layout")
+        q = g["q"][()]
+        softcap, sinks = _read_terms(g, path, name, q.shape[1] if q.ndim == 4 else -1)
         return Case(
-            name=name, dtype=_str_attr(a["dtype"]), q=g["q"][()], k=g["k"][()], v=g["v"][()],
+            name=name, dtype=_str_attr(a["dtype"]), q=q, k=g["k"][()], v=g["v"][()],
             causal=bool(a["causal"]), window=int(a["sliding_window"]),
             chunk=int(a["chunk_size"]), scale=float(a["scale"]),
             q_block_size=int(a.get("q_block_size", 128)),
@@ -794,7 +946,7 @@ def read_case(path, name) -> Case:
             generator=_str_attr(a["generator"]) if "generator" in a else None,
             seed=int(a["seed"]) if "seed" in a else None,
             layout=None if layout is None else _str_attr(layout),
-            tested=_read_tested(g))
+            tested=_read_tested(g), softcap=softcap, sinks=sinks, schema=schema)
 
 
 def list_cases(path) -> List[str]:

@@ -1,0 +1,368 @@
+"""Tests of the score terms in flexcheck.fixtures (schema flexcheck-fixture-2, docs/fixtures.md;
+docs/semantics.md section 7): logit soft-capping (case attribute softcap) and attention sinks
+(dataset sinks [Hq]).
+
+What is written (read back with plain h5py), the schema version chosen and never downgraded,
+version-1 files unchanged, and every refusal: a bad cap or bad sinks given to write_case, a
+version-1 file that holds a term, an unknown schema, badly stored terms, each refused with one
+line naming file, case and field, the file left byte-identical. numpy + h5py only; the torch
+test skips without torch. With FLEXCHECK_BIN (make test), the C side reads and judges what was
+written: `flexcheck fill` then `check` on a case with both terms, a dump that ignored the
+soft-cap failing, and our float64 oracle held to the committed PyTorch soft-cap set and the
+Hugging Face sink set.
+
+Run: PYTHONPATH=python python3 -m pytest python/tests/test_score_terms.py
+"""
+import os
+import re
+import shutil
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+from flexcheck import SCHEMA, SCHEMA_TERMS, add_tested, list_cases, read_case, write_case
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SETS = os.path.join(REPO, "fixtures", "sets")
+V1 = "flexcheck-fixture-1"
+V2 = "flexcheck-fixture-2"
+
+
+def normal(shape, seed, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def qkv(b=1, hq=4, hkv=2, lq=9, lk=13, d=16, dv=16, dtype=np.float32, seed=0, sigma=1.0):
+    return tuple((sigma * normal(shape, seed + i)).astype(dtype) for i, shape in
+                 enumerate(((b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, dv))))
+
+
+SINKS = np.array([-5.0, 0.5, 3.25, 10.0], np.float32)  # one per query head (Hq = 4)
+
+
+def snapshot(folder):
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as fh:
+            out[name] = fh.read()
+    return out
+
+
+def schema_of(path):
+    with h5py.File(path, "r") as f:
+        return f.attrs["schema"]
+
+
+@pytest.fixture
+def h5(tmp_path):
+    return str(tmp_path / "f.h5")
+
+
+# ---- the layout written, the version chosen ----
+
+def test_constants():
+    assert (SCHEMA, SCHEMA_TERMS) == (V1, V2)
+
+
+def test_both_terms_round_trip(h5):
+    q, k, v = qkv()
+    write_case(h5, "c", q, k, v, causal=True, softcap=30.0, sinks=SINKS)
+    assert schema_of(h5) == V2
+    with h5py.File(h5, "r") as f:
+        g = f["cases/c"]
+        assert g.attrs["softcap"].dtype == np.float64 and g.attrs["softcap"] == 30.0
+        assert g["sinks"].dtype == np.dtype("<f4") and g["sinks"].shape == (4,)
+        np.testing.assert_array_equal(g["sinks"][()], SINKS)
+        assert sorted(g) == ["k", "q", "sinks", "v"]  # no out/lse: `flexcheck fill` does them
+    c = read_case(h5, "c")
+    assert c.schema == V2 and c.softcap == 30.0 and c.sinks.dtype == np.float32
+    np.testing.assert_array_equal(c.sinks, SINKS)
+    np.testing.assert_array_equal(c.q, q)
+
+
+@pytest.mark.parametrize("kw", [dict(softcap=2), dict(softcap=np.float32(0.5)),
+                                dict(sinks=[1.0, 2.0, -3.5, 0.0])])
+def test_either_term_alone_makes_version_2(h5, kw):
+    q, k, v = qkv()
+    write_case(h5, "c", q, k, v, **kw)
+    assert schema_of(h5) == V2
+    c = read_case(h5, "c")
+    assert c.softcap == float(kw.get("softcap", 0.0))
+    assert (c.sinks is None) == ("sinks" not in kw)
+
+
+@pytest.mark.parametrize("cap", [None, 0, 0.0])
+def test_no_term_stays_version_1(h5, cap):
+    q, k, v = qkv()
+    write_case(h5, "c", q, k, v, softcap=cap, sinks=None)
+    assert schema_of(h5) == V1
+    with h5py.File(h5, "r") as f:
+        assert "softcap" not in f["cases/c"].attrs and "sinks" not in f["cases/c"]
+    c = read_case(h5, "c")
+    assert (c.schema, c.softcap, c.sinks) == (V1, 0.0, None)
+
+
+def test_a_term_upgrades_a_version_1_file_and_keeps_its_cases(h5):
+    q, k, v = qkv()
+    write_case(h5, "a", q, k, v, causal=True)
+    add_tested(h5, "a", "eng", np.zeros((1, 4, 9, 16), np.float32), producer="p")
+    write_case(h5, "b", q, k, v, softcap=50.0)
+    assert schema_of(h5) == V2 and list_cases(h5) == ["a", "b"]
+    a = read_case(h5, "a")
+    assert a.causal and a.softcap == 0.0 and a.sinks is None and list(a.tested) == ["eng"]
+    np.testing.assert_array_equal(a.q, q)
+
+
+def test_version_2_is_never_downgraded(h5):
+    """A version-2 file stays version 2: appending a case without terms, an output under test,
+    and overwriting the only case with terms by one without."""
+    q, k, v = qkv()
+    write_case(h5, "a", q, k, v, sinks=SINKS)
+    write_case(h5, "b", q, k, v)
+    assert schema_of(h5) == V2
+    add_tested(h5, "a", "eng", np.zeros((1, 4, 9, 16), np.float16), producer="p",
+               lse=np.zeros((1, 4, 9), np.float32))
+    assert schema_of(h5) == V2
+    write_case(h5, "a", q, k, v, overwrite=True)
+    assert schema_of(h5) == V2
+    assert read_case(h5, "a").sinks is None and read_case(h5, "a").tested == {}
+
+
+def test_add_tested_on_a_version_2_file_changes_only_the_output(h5):
+    q, k, v = qkv()
+    write_case(h5, "c", q, k, v, softcap=2.0, sinks=SINKS, causal=True, window=4)
+    before = read_case(h5, "c")
+    add_tested(h5, "c", "eng", np.ones((1, 4, 9, 16), np.float32), producer="engine")
+    after = read_case(h5, "c")
+    assert after.schema == V2 and after.softcap == 2.0
+    np.testing.assert_array_equal(after.sinks, before.sinks)
+    assert list(after.tested) == ["eng"] and (after.tested["eng"].out == 1).all()
+
+
+def test_sinks_from_other_float_types(h5):
+    """float16 and float64 sinks holding float32 values are stored float32; float64 values
+    that are not float32 values are refused unless round=True (as q/k/v)."""
+    q, k, v = qkv()
+    write_case(h5, "h", q, k, v, sinks=SINKS.astype(np.float16))
+    write_case(h5, "d", q, k, v, sinks=SINKS.astype(np.float64))
+    for name in ("h", "d"):
+        np.testing.assert_array_equal(read_case(h5, name).sinks, SINKS)
+    third = np.array([0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(ValueError, match=r"case 'r': sinks: value 0\.1 at \[0\] is not "
+                                         r"representable in float32 \(round=True"):
+        write_case(h5, "r", q, k, v, sinks=third)
+    write_case(h5, "r", q, k, v, sinks=third, round=True)
+    np.testing.assert_array_equal(read_case(h5, "r").sinks, third.astype(np.float32))
+
+
+def test_packed_case_with_terms(h5):
+    q, k, v = (normal((t, h, 16), s) for t, h, s in ((10, 4, 1), (14, 2, 2), (14, 2, 3)))
+    write_case(h5, "p", q, k, v, cu_seqlens_q=[0, 3, 3, 10], cu_seqlens_k=[0, 5, 9, 14],
+               causal=True, softcap=5.0, sinks=SINKS)
+    c = read_case(h5, "p")
+    assert c.packed and c.q.shape == (1, 4, 10, 16) and c.softcap == 5.0
+    np.testing.assert_array_equal(c.sinks, SINKS)
+
+
+def test_version_1_sets_read_as_before():
+    for name in sorted(os.listdir(SETS)):
+        path = os.path.join(SETS, name)
+        if schema_of(path) != V1:
+            continue
+        for case in list_cases(path):
+            c = read_case(path, case)
+            assert (c.schema, c.softcap, c.sinks) == (V1, 0.0, None), (name, case)
+
+
+# ---- refusals: one line naming file, case, field and value; the file untouched ----
+
+WRITE_REFUSALS = [
+    ("softcap negative", dict(softcap=-1.0), r"softcap = -1\.0: must be finite and > 0"),
+    ("softcap tiny negative", dict(softcap=-1e-300), r"softcap = -1e-300: must be finite"),
+    ("softcap nan", dict(softcap=float("nan")), r"softcap = nan: must be finite and > 0"),
+    ("softcap inf", dict(softcap=float("inf")), r"softcap = inf: must be finite and > 0"),
+    ("softcap -inf", dict(softcap=-np.inf), r"softcap = -inf: must be finite and > 0"),
+    ("softcap text", dict(softcap="30"), r"softcap: '30' is not a number"),
+    ("softcap bool", dict(softcap=True), r"softcap = True: give the cap as a number"),
+    ("softcap list", dict(softcap=[30.0]), r"softcap: \[30\.0\] is not a number"),
+    ("sinks short", dict(sinks=SINKS[:3]), r"sinks: shape \[3\]: must be \[Hq\] = \[4\]"),
+    ("sinks long", dict(sinks=np.zeros(8, np.float32)), r"sinks: shape \[8\]: must be \[Hq\]"),
+    ("sinks 2-d", dict(sinks=SINKS[None]), r"sinks: shape \[1, 4\]: must be \[Hq\] = \[4\]"),
+    ("sinks scalar", dict(sinks=1.0), r"sinks: shape \[\]: must be \[Hq\] = \[4\]"),
+    ("sinks nan", dict(sinks=np.array([0, 1, np.nan, 2], np.float32)),
+     r"sinks: value nan at \[2\] is not finite"),
+    ("sinks inf", dict(sinks=np.array([np.inf, 0, 0, 0])), r"sinks: value inf at \[0\] is not "
+                                                           r"finite"),
+    ("sinks -inf", dict(sinks=[0.0, 0.0, 0.0, -np.inf]), r"sinks: value -inf at \[3\]"),
+    ("sinks overflow", dict(sinks=[0.0, 1e39, 0.0, 0.0]),
+     r"sinks: value 1e\+39 at \[1\] overflows float32"),
+    ("sinks ints", dict(sinks=np.arange(4)), r"sinks: dtype int64: must be floating point"),
+    ("sinks text", dict(sinks=["a", "b", "c", "d"]), r"sinks: dtype <U1: must be floating"),
+]
+
+
+@pytest.mark.parametrize("label,kw,message", WRITE_REFUSALS, ids=[r[0] for r in WRITE_REFUSALS])
+def test_write_case_refuses_bad_terms(tmp_path, label, kw, message):
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv()
+    write_case(path, "keep", q, k, v)
+    before = snapshot(tmp_path)
+    with pytest.raises(ValueError) as e:
+        write_case(path, "new", q, k, v, **kw)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{path}: case 'new': "), msg  # file and case named
+    assert re.search(message, msg), msg
+    assert snapshot(tmp_path) == before  # nothing written, no temporary left
+    assert schema_of(path) == V1
+
+
+def test_a_bad_term_for_a_new_file_leaves_nothing(tmp_path):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="softcap = -2.0"):
+        write_case(str(tmp_path / "new.h5"), "c", q, k, v, softcap=-2.0)
+    assert os.listdir(tmp_path) == []
+
+
+def v1_file_with(path, change):
+    """A version-1 file written by the package, then changed by h5py as another tool might."""
+    q, k, v = qkv()
+    write_case(path, "a", q, k, v)
+    write_case(path, "b", q, k, v)
+    with h5py.File(path, "r+") as f:
+        change(f)
+
+
+def put_softcap(value):
+    def change(f):
+        f["cases/b"].attrs["softcap"] = value
+    return change
+
+
+def put_sinks(data):
+    def change(f):
+        f["cases/b"].create_dataset("sinks", data=data)
+    return change
+
+
+def put_schema(value):
+    def change(f):
+        f.attrs["schema"] = value
+    return change
+
+
+FILE_REFUSALS = [
+    # (name, change to a valid version-1 file of cases a and b, message after "<path>: ")
+    ("v1 with softcap", put_softcap(np.float64(30.0)),
+     r"/cases/b: softcap = 30\.0: a flexcheck-fixture-1 file holds no score terms \(they need "
+     r"schema flexcheck-fixture-2\)"),
+    ("v1 with sinks", put_sinks(SINKS), r"/cases/b: sinks: a flexcheck-fixture-1 file holds no "
+                                        r"score terms"),
+    ("unknown schema", put_schema("flexcheck-fixture-3"),
+     r"schema 'flexcheck-fixture-3': not a flexcheck-fixture-1 or flexcheck-fixture-2 file"),
+    ("schema 2 misspelt", put_schema("flexcheck-fixture-2 "), r"schema 'flexcheck-fixture-2 '"),
+]
+
+
+@pytest.mark.parametrize("label,change,message", FILE_REFUSALS,
+                         ids=[r[0] for r in FILE_REFUSALS])
+def test_files_refused_by_every_entry_point(tmp_path, label, change, message):
+    """read_case (of the case at fault: the other case too, the file is one unit for the
+    schema), write_case appending, add_tested: each refuses with the same line."""
+    path = str(tmp_path / "f.h5")
+    v1_file_with(path, change)
+    before = snapshot(tmp_path)
+    q, k, v = qkv()
+    calls = [lambda: read_case(path, "b"),
+             lambda: write_case(path, "c", q, k, v),
+             lambda: write_case(path, "c", q, k, v, softcap=2.0),
+             lambda: add_tested(path, "a", "eng", np.zeros((1, 4, 9, 16)), producer="p")]
+    if "schema" in label:
+        calls.append(lambda: read_case(path, "a"))
+    for call in calls:
+        with pytest.raises(ValueError) as e:
+            call()
+        msg = str(e.value)
+        assert msg.startswith(f"{path}: ") and "\n" not in msg, msg
+        assert re.search(message, msg), msg
+    assert snapshot(tmp_path) == before
+
+
+def test_a_v1_file_with_softcap_0_is_no_term(h5):
+    """softcap 0 means off (docs/fixtures.md): not a term, so a version-1 file may hold it."""
+    v1_file_with(h5, put_softcap(np.float64(0.0)))
+    assert read_case(h5, "b").softcap == 0.0
+    write_case(h5, "c", *qkv())
+    assert schema_of(h5) == V1
+
+
+STORED_REFUSALS = [
+    ("softcap negative", lambda f: f["cases/b"].attrs.__setitem__("softcap", -3.0),
+     r"/cases/b: softcap = -3\.0: must be finite and > 0 \(0 = off\)"),
+    ("softcap nan", lambda f: f["cases/b"].attrs.__setitem__("softcap", np.nan),
+     r"/cases/b: softcap = nan: must be finite"),
+    ("softcap inf", lambda f: f["cases/b"].attrs.__setitem__("softcap", np.inf),
+     r"/cases/b: softcap = inf"),
+    ("softcap two", lambda f: f["cases/b"].attrs.__setitem__("softcap", [1.0, 2.0]),
+     r"/cases/b: softcap: \[1\.0, 2\.0\]: must be one number"),
+    ("softcap text", lambda f: f["cases/b"].attrs.__setitem__("softcap", "big"),
+     r"/cases/b: softcap: \['big'\]: must be one number"),
+    ("sinks short", lambda f: f["cases/b"].create_dataset("sinks", data=SINKS[:2]),
+     r"/cases/b: sinks: float32 of shape \[2\]: must be float32 \[Hq\] = \[4\]"),
+    ("sinks ints", lambda f: f["cases/b"].create_dataset("sinks", data=np.arange(4)),
+     r"/cases/b: sinks: int64 of shape \[4\]"),
+    ("sinks group", lambda f: f["cases/b"].create_group("sinks"), r"/cases/b: sinks: not a "
+                                                                   r"dataset"),
+    ("sinks nan", lambda f: f["cases/b"].create_dataset(
+        "sinks", data=np.array([0, 0, 0, np.nan], np.float32)),
+     r"/cases/b: sinks: value nan at \[3\] is not finite"),
+]
+
+
+@pytest.mark.parametrize("label,change,message", STORED_REFUSALS,
+                         ids=[r[0] for r in STORED_REFUSALS])
+def test_read_case_refuses_badly_stored_terms(h5, label, change, message):
+    q, k, v = qkv()
+    write_case(h5, "a", q, k, v, softcap=1.0)  # version 2
+    write_case(h5, "b", q, k, v)
+    with h5py.File(h5, "r+") as f:
+        change(f)
+    with pytest.raises(ValueError) as e:
+        read_case(h5, "b")
+    msg = str(e.value)
+    assert msg.startswith(f"{h5}: ") and "\n" not in msg, msg
+    assert re.search(message, msg), msg
+    assert read_case(h5, "a").softcap == 1.0  # the other case still reads
+
+
+# ---- torch (optional) ----
+
+def test_torch_sinks_and_cap(h5):
+    torch = pytest.importorskip("torch")
+    q, k, v = (torch.from_numpy(x).bfloat16() for x in qkv())
+    sinks = torch.nn.Parameter(torch.tensor(SINKS).bfloat16())  # gpt-oss keeps them as a param
+    write_case(h5, "c", q, k, v, sinks=sinks, softcap=torch.tensor(50.0).item())
+    c = read_case(h5, "c")
+    assert c.dtype == "bfloat16" and c.softcap == 50.0
+    np.testing.assert_array_equal(c.sinks, sinks.detach().float().numpy())
+
+
+# ---- the C side (FLEXCHECK_BIN, set by make test) ----
+
+@pytest.fixture
+def flexbin():
+    path = os.environ.get("FLEXCHECK_BIN")
+    if not path:
+        pytest.skip("FLEXCHECK_BIN is not set (make python-tests sets it)")
+    path = os.path.abspath(path)
+    assert os.access(path, os.X_OK), f"FLEXCHECK_BIN={path} is not an executable"
+    return path
+
+
+def run(flexbin, *args):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    p = subprocess.run([flexbin, *map(str, args)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    return p.returncode, p.stdout, p.stderr
