@@ -16,6 +16,18 @@ sizes, and stores what PyTorch returned with add_tested under tested/<label>:
   - out_rerun: a second call on the same inputs and block mask (H7: bitwise determinism);
   - block_mask: PyTorch's own BlockMask, which `flexcheck check` holds to the case's mask.
 
+Score terms (docs/semantics.md section 7, fixture schema 2):
+  - softcap c: a score_mod c * tanh(score / c), as Gemma 2 users of flex_attention write it
+    (Hugging Face's flex_attention integration does exactly this); PyTorch hands score_mod the
+    scaled score, so this is the contract's c * tanh(s / c) before masking and softmax.
+  - sinks: PyTorch's flex_attention has no sink argument (2.7.1's signature: query, key,
+    value, score_mod, block_mask, scale, enable_gqa, return_lse, kernel_options; 2.15's
+    documented one adds only return_aux), and a sink cannot be a score_mod (it is a column
+    with no key). So they are
+    applied as gpt-oss ports of flex_attention do (Hugging Face's flex_attention_forward with
+    s_aux), on PyTorch's output and LSE: see apply_sinks. What is stored for such a case is a
+    post-process of PyTorch's output, not PyTorch's kernel, and the producer string says so.
+
 The mask_mod is written from docs/semantics.md section 2, not from flexcheck's C code: per
 sequence, bottom-right alignment p_q = i + (nk - nq), p_k = j; packed batches through
 document-id lookup tensors built from cu_seqlens; causal p_k <= p_q, sliding window
@@ -184,6 +196,37 @@ def make_mask_mod(torch, *, causal: bool, window: int, chunk: int, lq: int, lk: 
     return mask_mod
 
 
+def softcap_score_mod(torch, cap: float):
+    """Gemma 2's logit soft-cap as a flex_attention score_mod: score (already scaled by
+    PyTorch) becomes cap * tanh(score / cap), the form Gemma 2 ports write."""
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return cap * torch.tanh(score / cap)
+
+    return score_mod
+
+
+def apply_sinks(torch, out, lse, sinks):
+    """(out', lse') with per-head sink logits applied on top of flex_attention's result.
+
+    flex_attention has no sink argument, so gpt-oss ports rescale its output afterwards
+    (Hugging Face transformers, integrations/flex_attention.py, flex_attention_forward with
+    s_aux): the sink adds e^sink to the softmax denominator and nothing to the numerator, so
+        lse' = logaddexp(lse, sink),   out' = out * exp(lse - lse').
+    This is a post-process of PyTorch's output, not PyTorch's kernel. Done in float32 (the
+    LSE's type; out widened, the product rounded once back to out's dtype). Hugging Face casts
+    the LSE to the value dtype first; at bfloat16 that rounding alone moves the rescale by
+    about 2^-9 * |lse| relative, and the gate would then judge the cast rather than
+    flex_attention. A row with no allowed
+    key comes back from PyTorch as out 0, lse -inf: then lse' = sink and out' = 0 * 0 = 0, the
+    contract's answer (docs/semantics.md section 7), with nothing patched (a NaN row stays
+    NaN: it is what the gate judges)."""
+    s = torch.as_tensor(sinks, dtype=torch.float32, device=lse.device).view(1, -1, 1)
+    lse32 = lse.to(torch.float32)
+    lse2 = torch.logaddexp(lse32, s.expand_as(lse32))
+    factor = torch.exp(lse32 - lse2).unsqueeze(-1)
+    return (out.to(torch.float32) * factor).to(out.dtype), lse2
+
+
 def case_mask_mod(torch, case, device):
     return make_mask_mod(torch, causal=case.causal, window=case.window, chunk=case.chunk,
                          lq=case.q.shape[2], lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
@@ -240,6 +283,8 @@ class Runner:
     def call(self, q, k, v, bm, case):
         """(out, lse); lse None once this backend has refused to return it."""
         kw = dict(block_mask=bm, scale=case.scale, enable_gqa=q.shape[1] != k.shape[1])
+        if case.softcap:
+            kw["score_mod"] = softcap_score_mod(self.torch, case.softcap)
         if not self.lse_refused:
             try:
                 if self.aux:
@@ -259,13 +304,20 @@ class Runner:
 
     def run(self, case):
         """(out, lse, out_rerun, block mask) of one case, moved to the CPU; lse None when the
-        backend refused to return it."""
+        backend refused to return it. A case with sinks gets them through apply_sinks (on the
+        rerun too), which needs the LSE: refused (ValueError) where the backend returns none."""
         q = self.tensor(case.q, case.dtype, "q")
         k = self.tensor(case.k, case.dtype, "k")
         v = self.tensor(case.v, case.dtype, "v")
         bm = self.block_mask(case)
         out, lse = self.call(q, k, v, bm, case)
-        rerun, _ = self.call(q, k, v, bm, case)
+        rerun, lse_rerun = self.call(q, k, v, bm, case)
+        if case.sinks is not None:
+            if lse is None or lse_rerun is None:
+                raise ValueError("sinks: applied from flex_attention's LSE, which this backend "
+                                 "does not return")
+            out, lse = apply_sinks(self.torch, out, lse, case.sinks)
+            rerun, _ = apply_sinks(self.torch, rerun, lse_rerun, case.sinks)
         if self.device == "cuda":
             self.torch.cuda.synchronize()
         return out.cpu(), None if lse is None else lse.cpu(), rerun.cpu(), bm.to("cpu")
@@ -345,6 +397,10 @@ def main(argv=None) -> int:
                                      f"(--overwrite)")
                 out, lse, rerun, bm = runner.run(case)
                 prod = producer if lse is not None else f"{producer}, no LSE (backend refused)"
+                if case.sinks is not None:  # say what was judged: not PyTorch's kernel alone
+                    prod += ", sinks applied to its out/LSE afterwards (O*exp(LSE-LSE'))"
+                if case.softcap:
+                    prod += ", softcap as score_mod"
                 add_tested(path, name, label, out, producer=prod, lse=lse, out_rerun=rerun,
                            block_mask=bm, overwrite=a.overwrite)
                 counts["stored"] += 1

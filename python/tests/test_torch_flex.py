@@ -5,8 +5,9 @@ argument errors, and that importing the module does not import torch. With torch
 (pytest.importorskip): the mask_mod against truth tables written by hand from
 docs/semantics.md section 2 (not computed by any code under test), and the runner end to end
 on small cases written with write_case: what it stores, the --dtype filter, refusing to
-overwrite a label, the return_lse path against the return_aux one. With FLEXCHECK_BIN as well,
-`flexcheck fill` and `flexcheck check` judge what it stored.
+overwrite a label, the return_lse path against the return_aux one; the score terms (the
+soft-cap score_mod, the sink post-process by hand, empty rows with sinks). With FLEXCHECK_BIN
+as well, `flexcheck fill` and `flexcheck check` judge what it stored.
 
 Run: PYTHONPATH=python python3 -m pytest python/tests/test_torch_flex.py
 """
@@ -328,3 +329,79 @@ def test_flexcheck_checks_what_the_runner_stored(tmp_path, cases_file):
     assert r.stdout.count(f"tested/{label}") == 3
     assert r.stdout.count("its block mask") == 3 and "sound" in r.stdout
     assert "3 outputs under test, 3 passed, 0 failed" in r.stdout
+
+
+# ---- score terms (docs/semantics.md section 7) ----
+
+def test_softcap_score_mod_is_gemma2s_form():
+    torch = pytest.importorskip("torch")
+    mod = tf.softcap_score_mod(torch, 50.0)
+    s = torch.tensor([-1e4, -100.0, 0.0, 1.0, 100.0], dtype=torch.float64)
+    want = torch.tensor([-50.0, 50.0 * np.tanh(-2.0), 0.0, 50.0 * np.tanh(0.02),
+                         50.0 * np.tanh(2.0)], dtype=torch.float64)
+    # torch's tanh and numpy's may differ in the last bit
+    assert torch.allclose(mod(s, None, None, None, None), want, rtol=4e-16, atol=0)
+
+
+def test_apply_sinks_by_hand():
+    """lse' = logaddexp(lse, sink), out' = out * exp(lse - lse'): with sum e^s = 3 and
+    e^sink = 1 the sink takes a quarter; a row with no allowed key (out 0, lse -inf) becomes
+    out 0, lse = sink; a NaN row stays NaN (the gate judges it, nothing is patched)."""
+    torch = pytest.importorskip("torch")
+    out = torch.tensor([[[[4.0, -8.0], [0.0, 0.0], [float("nan"), 1.0]]]], dtype=torch.float16)
+    lse = torch.tensor([[[np.log(3.0), -np.inf, 0.0]]], dtype=torch.float32)
+    o2, l2 = tf.apply_sinks(torch, out, lse, np.array([0.0], np.float32))
+    assert o2.dtype == torch.float16 and l2.dtype == torch.float32
+    assert o2[0, 0, 0].tolist() == [3.0, -6.0]
+    assert o2[0, 0, 1].tolist() == [0.0, 0.0] and l2[0, 0, 1].item() == 0.0
+    assert torch.isnan(o2[0, 0, 2, 0]) and l2[0, 0, 2].item() == pytest.approx(np.log(2.0))
+    assert l2[0, 0, 0].item() == pytest.approx(np.log(4.0), rel=1e-7)
+    # per head: head 1's sink of 2.5 on an empty row gives lse 2.5 exactly
+    o3, l3 = tf.apply_sinks(torch, torch.zeros(1, 2, 1, 3), torch.full((1, 2, 1), -np.inf),
+                            [-1.0, 2.5])
+    assert l3.flatten().tolist() == [-1.0, 2.5] and (o3 == 0).all()
+
+
+@pytest.fixture
+def terms_file(tmp_path):
+    """Soft-capped and sink cases (schema 2): scores far beyond the cap (inputs of sigma 4),
+    a float16 case with Lq > Lk (empty rows) and sinks, a bfloat16 window case with both."""
+    path = str(tmp_path / "terms.h5")
+    q, k, v = rng_inputs(4, 1, 2, 1, 24, 24, 16, 16, "float32")
+    write_case(path, "cap", 4 * q, 4 * k, v, causal=True, softcap=2.0, q_block_size=16,
+               kv_block_size=16)
+    q, k, v = rng_inputs(5, 1, 2, 2, 20, 12, 16, 16, "float16")
+    write_case(path, "sinks", q, k, v, causal=True, dtype="float16", q_block_size=16,
+               kv_block_size=16, sinks=np.array([-2.0, 6.5], np.float32))
+    q, k, v = rng_inputs(6, 1, 4, 2, 30, 30, 16, 16, "bfloat16")
+    write_case(path, "both", q, k, v, causal=True, window=6, dtype="bfloat16",
+               q_block_size=16, kv_block_size=16, softcap=1.5,
+               sinks=np.array([0.0, 1.0, 2.0, 3.0], np.float32))
+    return path
+
+
+def test_runner_applies_the_score_terms(terms_file, capsys):
+    torch = pytest.importorskip("torch")
+    assert run_main(terms_file, "--device", "cpu", "--threads", "1") == 0
+    assert "3 cases, 3 stored" in capsys.readouterr().out
+    label = tf.default_label(torch.__version__, "cpu", False)
+    cap = read_case(terms_file, "cap")
+    t = cap.tested[label]
+    assert t.producer.endswith(", softcap as score_mod")
+    # every capped score is below 2, so the LSE is below 2 + log(allowed keys) (causal,
+    # Lq = Lk: row i has i + 1 keys); uncapped, these scores reach about 16
+    bound = 2.0 + np.log(np.arange(1, 25))
+    assert (t.lse[0] < bound).all()
+    sk = read_case(terms_file, "sinks")
+    t = sk.tested[label]
+    assert "sinks applied to its out/LSE afterwards" in t.producer
+    # Lq 20 > Lk 12, causal bottom-right: queries 0..7 see no key: out 0, LSE = the sink
+    assert (t.out[0, :, :8] == 0).all()
+    np.testing.assert_array_equal(t.lse[0, :, :8], np.array([[-2.0] * 8, [6.5] * 8],
+                                                            np.float32))
+    # elsewhere the sink only adds to the denominator: LSE above it and above the rows' own
+    assert (t.lse[0, :, 8:] > sk.sinks[:, None]).all()
+    assert t.out_rerun.tobytes() == t.out.tobytes()
+    both = read_case(terms_file, "both").tested[label]
+    assert both.encoding == "bfloat16" and np.isfinite(both.lse).all()
+    assert "softcap as score_mod" in both.producer and "sinks" in both.producer
