@@ -60,6 +60,10 @@ TEXT_MAX = 255
 MAX_TESTED = 64
 LABEL_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MIN_BLOCK, MAX_BLOCK = 16, 256
+# The score terms' bounds (masks/terms.h TERMS_MAX_SOFTCAP, TERMS_MAX_SINK): far beyond any
+# model's (Gemma 2 caps at 50; sinks are logits), small enough for the C side's arithmetic.
+MAX_SOFTCAP = 1e6
+MAX_SINK = 1e4
 INT32_MAX = 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -257,6 +261,8 @@ def _softcap(softcap, where: str) -> float:
         return 0.0
     if not (math.isfinite(c) and c > 0):
         raise ValueError(f"{where}softcap = {c!r}: must be finite and > 0 (0 or None = off)")
+    if c > MAX_SOFTCAP:
+        raise ValueError(f"{where}softcap = {c!r}: the reader takes at most {MAX_SOFTCAP:g}")
     return c
 
 
@@ -288,6 +294,11 @@ def _sinks(sinks, where: str, hq: int, round: bool) -> Optional[np.ndarray]:
             i = int(np.argmax(bad))
             raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}] is not "
                              f"representable in float32 (round=True rounds to nearest even)")
+    bad = np.abs(r) > MAX_SINK
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}]: the reader takes "
+                         f"|sink| <= {MAX_SINK:g}")
     return r
 
 

@@ -15,7 +15,6 @@ Run: PYTHONPATH=python python3 -m pytest python/tests/test_score_terms.py
 """
 import os
 import re
-import shutil
 import subprocess
 
 import h5py
@@ -82,7 +81,8 @@ def test_both_terms_round_trip(h5):
     np.testing.assert_array_equal(c.q, q)
 
 
-@pytest.mark.parametrize("kw", [dict(softcap=2), dict(softcap=np.float32(0.5)),
+@pytest.mark.parametrize("kw", [dict(softcap=2), dict(softcap=np.float32(0.5)), dict(softcap=1e6),
+                                dict(sinks=[1e4, -1e4, 0.0, 1.0]),
                                 dict(sinks=[1.0, 2.0, -3.5, 0.0])])
 def test_either_term_alone_makes_version_2(h5, kw):
     q, k, v = qkv()
@@ -185,6 +185,7 @@ WRITE_REFUSALS = [
     ("softcap inf", dict(softcap=float("inf")), r"softcap = inf: must be finite and > 0"),
     ("softcap -inf", dict(softcap=-np.inf), r"softcap = -inf: must be finite and > 0"),
     ("softcap text", dict(softcap="30"), r"softcap: '30' is not a number"),
+    ("softcap huge", dict(softcap=2e6), r"softcap = 2000000\.0: the reader takes at most 1e\+06"),
     ("softcap bool", dict(softcap=True), r"softcap = True: give the cap as a number"),
     ("softcap list", dict(softcap=[30.0]), r"softcap: \[30\.0\] is not a number"),
     ("sinks short", dict(sinks=SINKS[:3]), r"sinks: shape \[3\]: must be \[Hq\] = \[4\]"),
@@ -198,6 +199,8 @@ WRITE_REFUSALS = [
     ("sinks -inf", dict(sinks=[0.0, 0.0, 0.0, -np.inf]), r"sinks: value -inf at \[3\]"),
     ("sinks overflow", dict(sinks=[0.0, 1e39, 0.0, 0.0]),
      r"sinks: value 1e\+39 at \[1\] overflows float32"),
+    ("sinks huge", dict(sinks=[0.0, 0.0, -10001.0, 0.0]),
+     r"sinks: value -10001\.0 at \[2\]: the reader takes \|sink\| <= 10000"),
     ("sinks ints", dict(sinks=np.arange(4)), r"sinks: dtype int64: must be floating point"),
     ("sinks text", dict(sinks=["a", "b", "c", "d"]), r"sinks: dtype <U1: must be floating"),
 ]
