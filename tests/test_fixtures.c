@@ -1235,6 +1235,42 @@ Test(fixture_terms, bad_terms_are_refused_naming_the_field_and_value)
     expect_rejected(p, C0 "/sinks", "float32");
 }
 
+/* The committed cross-check sets with score terms (fixtures/README.md): PyTorch 2.7.1's
+ * flex_attention with a soft-cap score_mod (torch-softcap.h5) and the float64 formula of Hugging
+ * Face's gpt-oss eager attention with sinks (sinks-hf.h5). Our oracle agrees with both to about
+ * 1e-15 relative (2.0e-15 out, 1.4e-16 lse measured on 2026-11-30); held here to 1e-14, far
+ * tighter than check's FIX_CHECK_RTOL, so that a change in how a term is computed shows. */
+Test(fixture_terms, our_oracle_agrees_with_the_pytorch_softcap_and_hf_sink_sets)
+{
+    const struct {
+        const char *path;
+        int ncases;
+        int softcap, sinks; /* which term every case of the set uses */
+    } sets[] = {{"fixtures/sets/torch-softcap.h5", 8, 1, 0},
+                {"fixtures/sets/sinks-hf.h5", 7, 0, 1}};
+    for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
+        fix_file f;
+        fc_err err;
+        cr_assert_eq(fix_open(sets[s].path, &f, &err), FC_OK, "%s", err.msg);
+        cr_assert_eq(f.schema_version, 2, "%s", sets[s].path);
+        cr_assert_eq(f.ncases, sets[s].ncases, "%s: %d cases", sets[s].path, f.ncases);
+        for (int i = 0; i < f.ncases; i++) {
+            fix_case c;
+            fix_check_result r;
+            cr_assert_eq(fix_read_case(&f, i, &c, &err), FC_OK, "%s", err.msg);
+            cr_assert((c.prob.terms.softcap > 0) == sets[s].softcap &&
+                          !!c.prob.terms.sinks == sets[s].sinks,
+                      "%s %s: terms", sets[s].path, c.name);
+            cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 1, &r, &err), FC_OK, "%s", err.msg);
+            cr_assert(r.passed, "%s %s: %s", sets[s].path, c.name, r.detail);
+            cr_assert(r.out_err <= 1e-14 && r.lse_err <= 1e-14, "%s %s: out %.3g lse %.3g",
+                      sets[s].path, c.name, r.out_err, r.lse_err);
+            fix_case_free(&c);
+        }
+        fix_close(&f);
+    }
+}
+
 Test(fixture_writer, round_trips_every_field_for_every_dtype)
 {
     const fc_dtype dts[] = {FC_F32, FC_F16, FC_BF16};
