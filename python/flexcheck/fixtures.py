@@ -902,7 +902,7 @@ def _read_tested(g: h5py.Group) -> Dict[str, Tested]:
 
 def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
     """(softcap, sinks) of a case, checked as far as the runner needs them: a cap finite and
-    >= 0 (0 = off), sinks [Hq] finite floats. Anything else is refused, naming the field, so
+    >= 0 (0 = off), sinks float32 [Hq] and finite. Anything else is refused, naming the field, so
     that nothing downstream runs a case with a term it cannot honour."""
     where = f"{path}: /cases/{name}"
     cap = 0.0
@@ -916,7 +916,8 @@ def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
     sinks = None
     if "sinks" in g:
         ds = g["sinks"]
-        if not isinstance(ds, h5py.Dataset) or ds.dtype.kind != "f" or ds.shape != (hq,):
+        # float32 only, as the C reader: the case's sinks are float32 values by definition
+        if not isinstance(ds, h5py.Dataset) or ds.dtype != np.float32 or ds.shape != (hq,):
             what = (f"{ds.dtype} of shape {list(ds.shape)}" if isinstance(ds, h5py.Dataset)
                     else "not a dataset")
             raise ValueError(f"{where}: sinks: {what}: must be float32 [Hq] = [{hq}]")

@@ -316,6 +316,8 @@ STORED_REFUSALS = [
      r"/cases/b: sinks: float32 of shape \[2\]: must be float32 \[Hq\] = \[4\]"),
     ("sinks ints", lambda f: f["cases/b"].create_dataset("sinks", data=np.arange(4)),
      r"/cases/b: sinks: int64 of shape \[4\]"),
+    ("sinks float64", lambda f: f["cases/b"].create_dataset("sinks", data=SINKS.astype(float)),
+     r"/cases/b: sinks: float64 of shape \[4\]: must be float32 \[Hq\] = \[4\]"),
     ("sinks group", lambda f: f["cases/b"].create_group("sinks"), r"/cases/b: sinks: not a "
                                                                    r"dataset"),
     ("sinks nan", lambda f: f["cases/b"].create_dataset(
@@ -369,3 +371,97 @@ def run(flexbin, *args):
     p = subprocess.run([flexbin, *map(str, args)], capture_output=True, text=True, env=env,
                        timeout=300)
     return p.returncode, p.stdout, p.stderr
+
+
+def check(flexbin, path, expect_rc, *extra):
+    rc, out, err = run(flexbin, "check", *extra, path)
+    assert rc == expect_rc, f"check exited {rc}:\n{out}{err}"
+    return out.splitlines()
+
+
+def only_line(lines, what):
+    """The one line with `what`; a case's own line (no "tested/" asked for) is not one of its
+    outputs' lines."""
+    found = [ln for ln in lines if what in ln and ("tested/" in what or "tested/" not in ln)]
+    assert len(found) == 1, f"no single line with {what!r} in:\n" + "\n".join(lines)
+    return found[0]
+
+
+def terms_case(path, name, *, softcap, sinks, dtype="float32", seed=11):
+    """GQA (4, 2), Lq 20 > Lk 14 under a causal window (6 empty rows per head), inputs of
+    sigma 3 so that scores reach far beyond a cap of 2."""
+    q, k, v = qkv(hq=4, hkv=2, lq=20, lk=14, seed=seed, sigma=3.0)
+    write_case(path, name, q, k, v, causal=True, window=9, softcap=softcap, sinks=sinks,
+               dtype=dtype, round=True, q_block_size=16, kv_block_size=16)
+
+
+def test_fill_then_check_a_case_with_both_terms(tmp_path, flexbin):
+    """write_case (schema 2, no out/lse) -> flexcheck fill (our float64 oracle, with the
+    terms) -> check: the case passes, its empty rows have out 0 and LSE = the head's sink, and
+    the filled oracle given back as outputs under test (float32, bfloat16) passes the gates."""
+    path = str(tmp_path / "dump.h5")
+    terms_case(path, "both", softcap=2.0, sinks=SINKS)
+    terms_case(path, "both_bf16", softcap=30.0, sinks=SINKS, dtype="bfloat16", seed=12)
+    rc, out, err = run(flexbin, "fill", path, "--in-place")
+    assert rc == 0, out + err
+    c = read_case(path, "both")
+    assert c.schema == V2 and c.softcap == 2.0 and c.out.dtype == np.float64
+    # causal, Lq 20 > Lk 14: queries 0..5 sit at negative positions and see no key
+    assert (c.out[0, :, :6] == 0).all()
+    np.testing.assert_array_equal(c.lse[0, :, :6], np.repeat(SINKS[:, None], 6, 1))
+    assert np.isfinite(c.lse).all() and (c.lse[0] >= SINKS[:, None]).all()  # sink in the sum
+    from flexcheck import bfloat16_bits
+    add_tested(path, "both", "oracle-f32", c.out.astype(np.float32), producer="oracle, f32",
+               lse=c.lse.astype(np.float32))
+    b = read_case(path, "both_bf16")
+    add_tested(path, "both_bf16", "oracle-bf16", bfloat16_bits(b.out.astype(np.float32)),
+               encoding="bfloat16", producer="oracle, bf16", lse=b.lse.astype(np.float32))
+    lines = check(flexbin, path, 0)
+    for what in (f"{path} both ", f"{path} both_bf16 ", "tested/oracle-f32",
+                 "tested/oracle-bf16"):
+        assert only_line(lines, what).startswith("PASS "), lines
+
+
+@pytest.mark.parametrize("term", ["softcap", "sinks"])
+def test_a_dump_that_ignores_a_term_fails_check(tmp_path, flexbin, term):
+    """The same inputs with and without the term, each filled by flexcheck: the output computed
+    without the term, stored as the engine's output of the case with it, fails check."""
+    with_term, without = str(tmp_path / "with.h5"), str(tmp_path / "without.h5")
+    kw = dict(softcap=2.0, sinks=None) if term == "softcap" else dict(softcap=None, sinks=SINKS)
+    terms_case(with_term, "layer", **kw)
+    terms_case(without, "layer", softcap=None, sinks=None)
+    assert schema_of(with_term) == V2 and schema_of(without) == V1
+    for path in (with_term, without):
+        rc, out, err = run(flexbin, "fill", path, "--in-place")
+        assert rc == 0, out + err
+    plain = read_case(without, "layer")
+    add_tested(with_term, "layer", "engine", plain.out.astype(np.float32),
+               producer=f"an engine that ignored {term}", lse=plain.lse.astype(np.float32))
+    lines = check(flexbin, with_term, 1)
+    assert only_line(lines, f"{with_term} layer ").startswith("PASS ")  # the oracle holds
+    ln = only_line(lines, "tested/engine")
+    assert ln.startswith("FAIL ") and ": H" in ln, ln
+
+
+# The committed cross-check sets with score terms: our float64 oracle against PyTorch's
+# flex_attention with a soft-cap score_mod (fixtures/torch/make_torch_set.py --set softcap)
+# and against the float64 formula of Hugging Face's gpt-oss eager attention
+# (fixtures/hf/make_sinks_set.py). `make test`'s fixtures-check holds them to relative 1e-10
+# like every set; here to 1e-14, close to what float64 allows (measured: about 1e-15).
+TERM_SETS = [("torch-softcap.h5", 8), ("sinks-hf.h5", 7)]
+ERRS = re.compile(r": out ([0-9.e+-]+) lse ([0-9.e+-]+)")
+
+
+@pytest.mark.parametrize("name,cases", TERM_SETS, ids=[s[0] for s in TERM_SETS])
+def test_oracle_agrees_with_the_committed_term_sets(flexbin, name, cases):
+    path = os.path.join(SETS, name)
+    assert schema_of(path) == V2
+    lines = [ln for ln in check(flexbin, path, 0, "--exact-blocks") if ln.startswith("PASS ")]
+    assert len(lines) == cases, lines
+    for ln in lines:
+        m = ERRS.search(ln)
+        assert m, ln
+        assert float(m.group(1)) <= 1e-14 and float(m.group(2)) <= 1e-14, ln
+    terms = [read_case(path, c) for c in list_cases(path)]
+    assert all(c.softcap > 0 for c in terms) if name.startswith("torch") else \
+        all(c.sinks is not None for c in terms)

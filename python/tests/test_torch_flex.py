@@ -405,3 +405,23 @@ def test_runner_applies_the_score_terms(terms_file, capsys):
     both = read_case(terms_file, "both").tested[label]
     assert both.encoding == "bfloat16" and np.isfinite(both.lse).all()
     assert "softcap as score_mod" in both.producer and "sinks" in both.producer
+
+
+@pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make python-tests sets it)")
+def test_flexcheck_checks_the_runner_on_score_terms(tmp_path, terms_file):
+    """fill (our oracle with the terms), the runner, check: PyTorch's soft-capped output and
+    the sink post-process of its output pass the gates, empty rows with sinks included. (The
+    bfloat16 case's scores are small: PyTorch 2.7's eager bfloat16 path rounds the scores to
+    bfloat16 before the score_mod, which fails scores near a cap of 30; the README's
+    "PyTorch's flex_attention, judged".)"""
+    torch = pytest.importorskip("torch")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    r = subprocess.run([BIN, "fill", terms_file, "--in-place"], capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert run_main(terms_file, "--device", "cpu") == 0
+    r = subprocess.run([BIN, "check", terms_file], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    label = tf.default_label(torch.__version__, "cpu", False)
+    assert r.stdout.count(f"tested/{label}") == 3
+    assert "3 outputs under test, 3 passed, 0 failed" in r.stdout
