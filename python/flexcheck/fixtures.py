@@ -603,7 +603,8 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     becomes version 2 when the new case uses a term; a version-2 file stays version 2). An
     existing case `name` is refused unless overwrite=True (which also drops that case's
     outputs under test: they were computed from the old inputs). `layout` on an existing file
-    must equal its root attribute (it names the model the cases are consecutive layers of). The write is atomic: on any error the file is left byte-identical.
+    must equal its root attribute (it names the model the cases are consecutive layers of).
+    The write is atomic: on any error the file is left byte-identical.
 
     q, k, v: numpy arrays or torch tensors, [B, Hq, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, Dv]
     (PyTorch's layout), or vLLM's packed [T, H, D] with cu_seqlens_q / cu_seqlens_k (the
@@ -631,10 +632,11 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
 
     softcap: logit soft-cap c > 0 (Gemma 2: the scaled score s becomes c * tanh(s / c) before
     masking and softmax; docs/semantics.md section 7), stored as attribute softcap (float64);
-    None or 0 = off (nothing stored). Must be finite and > 0.
+    None or 0 = off (nothing stored). Must be finite, > 0 and at most 1e6 (the C side's bound).
     sinks: per-query-head sink logits [Hq] (gpt-oss: one extra logit per head in the softmax,
-    not scaled, not capped, with no value), stored as float32 dataset sinks; finite, and
-    float32 values (round=True rounds float64 ones).
+    not scaled, not capped, with no value), stored as float32 dataset sinks; finite, |sink| <=
+    1e4, and float32 values (round=True rounds float64 ones). Either term makes the file
+    flexcheck-fixture-2; a refused term names file, case, field and value.
 
     out, lse: normally absent: `flexcheck fill` computes them with flexcheck's float64 oracle.
     A producer with its own float64 oracle may pass them ([B, Hq, Lq, Dv] and [B, Hq, Lq]; for
@@ -902,8 +904,8 @@ def _read_tested(g: h5py.Group) -> Dict[str, Tested]:
 
 def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
     """(softcap, sinks) of a case, checked as far as the runner needs them: a cap finite and
-    >= 0 (0 = off), sinks float32 [Hq] and finite. Anything else is refused, naming the field, so
-    that nothing downstream runs a case with a term it cannot honour."""
+    >= 0 (0 = off), sinks float32 [Hq] and finite. Anything else is refused, naming the field,
+    so that nothing downstream runs a case with a term it cannot honour."""
     where = f"{path}: /cases/{name}"
     cap = 0.0
     if "softcap" in g.attrs:
@@ -932,7 +934,7 @@ def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
 def read_case(path, name) -> Case:
     """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1
     or -2, a version-1 file may hold no score term, and the terms must be well formed (a cap
-    finite and >= 0, sinks [Hq] finite): each refusal a ValueError naming file, case and
+    finite and >= 0, sinks float32 [Hq] finite): each refusal a ValueError naming file, case and
     field. Otherwise no validation beyond what h5py does: `flexcheck check` is the
     validator."""
     path = os.fspath(path)
