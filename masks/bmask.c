@@ -95,6 +95,33 @@ size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r)
     return (bi * (size_t)bm->nh + hi) * (size_t)bm->nqb + (size_t)r;
 }
 
+fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *err)
+{
+    size_t nrows = (size_t)bm->nb * (size_t)bm->nh * (size_t)bm->nqb;
+    const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
+    for (size_t r = 0; r < nrows; r++)
+        for (int k = 0; k < 2; k++)
+            if (cnt[k][r] < 0 || cnt[k][r] > width) {
+                memset(out, 0, sizeof *out);
+                return fc_errf(err, FC_EINVAL, "block mask row %zu lists %d blocks: must be in "
+                               "[0, %d], the width asked for", r, (int)cnt[k][r], (int)width);
+            }
+    fc_status st = bmask_alloc(out, bm->q_block_size, bm->kv_block_size, bm->lq, bm->lk, bm->nb,
+                               bm->nh, width, err);
+    if (st)
+        return st;
+    const int32_t *ids[2] = {bm->kv_indices, bm->full_kv_indices};
+    int32_t *ocnt[2] = {out->kv_num_blocks, out->full_kv_num_blocks};
+    int32_t *oids[2] = {out->kv_indices, out->full_kv_indices};
+    for (int k = 0; k < 2; k++) {
+        memcpy(ocnt[k], cnt[k], nrows * sizeof(int32_t));
+        for (size_t r = 0; r < nrows; r++)
+            memcpy(oids[k] + r * (size_t)width, ids[k] + r * (size_t)bm->width,
+                   (size_t)cnt[k][r] * sizeof(int32_t));
+    }
+    return FC_OK;
+}
+
 /* One bit per kv block: which ids a row lists. Small scratch reused across rows. */
 typedef struct rowbits {
     unsigned char *v; /* 0 none, 1 partial, 2 full */

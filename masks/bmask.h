@@ -8,9 +8,16 @@
  * are, EMPTY (listed nowhere) when none are.
  *
  * Arrays are [nb, nh, nqb] for counts and [nb, nh, nqb, width] for ids, where nb is 1 or B and
- * nh is 1 or Hq (1 broadcasts). Our builders produce nb = nh = 1, width = nkb, ids ascending,
- * unused slots -1 (the mask never depends on batch entry or head). Readers of other tools'
- * masks must accept any nb/nh/width that validates.
+ * nh is 1 or Hq (1 broadcasts); slots past a row's count are never read. Our builders produce
+ * nb = nh = 1 (the mask never depends on batch entry or head), ids ascending, and the compact
+ * width: the most kv tiles any one query tile lists, partial and full together (so any row's
+ * ids fit either list; 0 when nothing is listed). They leave unused slots 0, never written:
+ * -1 in each would cost nqb x width, for causal's partial lists (one tile a row, width nkb)
+ * nqb x nkb. PyTorch's create_block_mask has width = nkb; a window or chunk lists a few tiles
+ * a row, and nqb x nkb arrays would cost more than the lists (O(L^2) where they are O(L)), so
+ * that shape, -1 past each count, is made only where it is asked for (bmask_copy_width: the
+ * fixture writer, comparisons with PyTorch). bmask_alloc fills -1 too.
+ * Readers of other tools' masks must accept any nb/nh/width that validates.
  */
 #ifndef FLEXCHECK_BMASK_H
 #define FLEXCHECK_BMASK_H
@@ -40,7 +47,7 @@ typedef struct bmask {
 
 typedef enum bmask_builder {
     BMASK_SLOW = 0,          /* exact, predicate on every element, O(lq*lk) */
-    BMASK_DIRECT = 1,        /* exact, interval arithmetic, O(listed blocks) */
+    BMASK_DIRECT = 1,        /* exact, interval arithmetic, O(listed blocks + nqb) */
     BMASK_SUPERSET = 2,      /* vLLM direct build: every tile of the touched sequences, partial */
     BMASK_SUPERSET_TRIM = 3, /* the same, trimmed below the window's lower edge */
 } bmask_builder;
@@ -59,6 +66,11 @@ void bmask_free(bmask *bm);
 
 /* Row (b, h, r) accessors honouring broadcast of nb/nh == 1. */
 size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r);
+
+/* A copy of bm with rows `width` slots wide: the same ids in the same order, -1 past each
+ * count. width = bm->nkb gives PyTorch's [.., NQB, NKB] shape, the one fixtures store.
+ * FC_EINVAL (naming the row) when a count is negative or more than width. */
+fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *err);
 
 fc_status bmask_build(bmask *out, bmask_builder builder, mask_params m, const seq_info *s,
                       int32_t qb, int32_t kb, fc_err *err);

@@ -7,16 +7,19 @@
  *             row's allowed keys are one interval [lo, hi) (mask_token_range), and within one
  *             sequence both bounds are non-decreasing in the row, while the rows with an empty
  *             interval form a prefix of the sequence (only rows at negative positions can be
- *             empty). So per (query tile, sequence segment) binary searches answer "does any
- *             row reach this kv tile" and "do all rows cover it", visiting only kv tiles inside
- *             the segment's reach: O(listed blocks * log QB). Must equal slow exactly.
+ *             empty). So per (query tile, sequence segment) the first and last rows' intervals
+ *             bound every tile the segment reaches and decide most of them; a binary search
+ *             over the rows decides the rest (tiles between the two intervals, a window
+ *             narrower than the query tile). O(listed blocks + NQB), a log QB factor only for
+ *             those tiles. Must equal slow exactly.
  *   superset  vLLM's direct build: every kv tile holding keys of a sequence the query tile
  *             touches, all marked partial; with trim, tiles wholly below the window's lower
  *             edge (p_k < p_q - (W-1) for the tile's first row of that sequence) are dropped.
  *             Sound, not exact: it exercises the kernel's masked path.
  *
- * All three write nb = nh = 1 (the mask never depends on batch entry or head), width = nkb,
- * ids ascending, unused slots -1.
+ * All three write nb = nh = 1 (the mask never depends on batch entry or head), ids ascending,
+ * unused slots 0, at the compact width of bmask.h, so that direct and superset cost what they
+ * list: nothing is NQB x NKB unless some row lists nearly NKB tiles.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,24 +28,79 @@
 #include "masks/bmask.h"
 #include "masks/problem.h"
 
-/* Every builder starts here: checked parameters, an empty mask of the right shape. */
-static fc_status build_alloc(bmask *out, mask_params m, const seq_info *s, int32_t qb,
-                             int32_t kb, fc_err *err)
+/* A mask being built. Direct and superset walk the segments twice: the sizing pass adds each
+ * segment's candidate tiles (the only ones it may list) to its row's bound, kept in the
+ * partial counts; rows as wide as the largest bound are then allocated, and the second pass
+ * writes each id in place. Slow takes nkb as the bound. build_finish narrows the rows to the
+ * longest one (a no-op unless some candidates were not listed). */
+typedef struct build {
+    bmask *bm;
+    int sizing; /* the sizing pass: segments add to bounds, list nothing */
+} build;
+
+/* Every builder starts here: checked parameters, zero counts for every query tile. */
+static fc_status build_start(build *b, bmask *out, mask_params m, const seq_info *s,
+                             int32_t qb, int32_t kb, fc_err *err)
 {
+    memset(b, 0, sizeof *b);
     memset(out, 0, sizeof *out);
     fc_status st = mask_params_check(&m, err);
-    if (st)
+    if (st || (st = bmask_alloc(out, qb, kb, s->lq, s->lk, 1, 1, 0, err)))
         return st;
-    if (!bmask_block_size_ok(kb))
-        return fc_errf(err, FC_EINVAL, "kv_block_size = %d: must be a power of two in [%d, %d]",
-                       (int)kb, BMASK_MIN_BLOCK, BMASK_MAX_BLOCK);
-    int32_t nkb = (int32_t)(((int64_t)s->lk + kb - 1) / kb);
-    return bmask_alloc(out, qb, kb, s->lq, s->lk, 1, 1, nkb, err);
+    b->bm = out;
+    return FC_OK;
 }
 
-/* Appends id to row r's partial or full list (ids arrive ascending; a repeat is ignored). */
-static void row_push(bmask *bm, int32_t r, int32_t id, int full)
+/* In the sizing pass, adds candidate tiles [c0, c1] to row r's bound and returns 1. */
+static int sized(build *b, int32_t r, int32_t c0, int32_t c1)
 {
+    if (b->sizing && c1 >= c0)
+        b->bm->kv_num_blocks[r] += c1 - c0 + 1;
+    return b->sizing;
+}
+
+/* Rows `width` slots wide, zeroed, the counts back at zero (the sizing pass left bounds in
+ * them). On failure the mask is freed. calloc, not -1 in every slot: fresh pages come zeroed
+ * and a row's unused slots are never touched, so a wide row listing little costs little
+ * (causal lists one partial tile per row at width NKB). */
+static fc_status build_rows(build *b, int32_t width, fc_err *err)
+{
+    bmask *bm = b->bm;
+    /* width <= nkb, so this is at most bmask_alloc's size for PyTorch's shape. */
+    size_t n = (size_t)bm->nqb * (size_t)width + 1; /* +1: never malloc(0) */
+    int32_t *p = calloc(n, sizeof(int32_t)), *f = calloc(n, sizeof(int32_t));
+    if (!p || !f) {
+        free(p);
+        free(f);
+        bmask_free(bm);
+        return fc_errf(err, FC_ENOMEM, "out of memory for a block mask of %d x %d blocks",
+                       (int)bm->nqb, (int)width);
+    }
+    free(bm->kv_indices);
+    free(bm->full_kv_indices);
+    bm->kv_indices = p;
+    bm->full_kv_indices = f;
+    bm->width = width;
+    memset(bm->kv_num_blocks, 0, (size_t)bm->nqb * sizeof(int32_t));
+    b->sizing = 0;
+    return FC_OK;
+}
+
+/* Rows as wide as the largest bound of the sizing pass. */
+static fc_status build_rows_sized(build *b, fc_err *err)
+{
+    int32_t width = 0;
+    for (int32_t r = 0; r < b->bm->nqb; r++)
+        if (b->bm->kv_num_blocks[r] > width)
+            width = b->bm->kv_num_blocks[r];
+    return build_rows(b, width, err);
+}
+
+/* Appends id to row r's partial or full list. Ids arrive ascending within a row; a repeat
+ * (two sequences sharing a boundary tile) is ignored. */
+static void row_push(build *b, int32_t r, int32_t id, int full)
+{
+    bmask *bm = b->bm;
     int32_t *cnt = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
     int32_t *ids = (full ? bm->full_kv_indices : bm->kv_indices) + (size_t)r * bm->width;
     if (cnt[r] > 0 && ids[cnt[r] - 1] == id)
@@ -50,11 +108,35 @@ static void row_push(bmask *bm, int32_t r, int32_t id, int full)
     ids[cnt[r]++] = id;
 }
 
+/* Narrows the rows to the longest one (partial and full together), moving them in place (the
+ * slots past a count stay 0: they were never written). */
+static void build_finish(build *b)
+{
+    bmask *bm = b->bm;
+    int32_t w = 0;
+    for (int32_t r = 0; r < bm->nqb; r++)
+        if (bm->kv_num_blocks[r] + bm->full_kv_num_blocks[r] > w)
+            w = bm->kv_num_blocks[r] + bm->full_kv_num_blocks[r];
+    if (w == bm->width)
+        return;
+    int32_t **ids[2] = {&bm->kv_indices, &bm->full_kv_indices};
+    for (int k = 0; k < 2; k++) {
+        for (int32_t r = 1; r < bm->nqb; r++) /* row r moves down: rows below are done */
+            memmove(*ids[k] + (size_t)r * w, *ids[k] + (size_t)r * bm->width,
+                    (size_t)w * sizeof(int32_t));
+        int32_t *p = realloc(*ids[k], ((size_t)bm->nqb * w + 1) * sizeof(int32_t));
+        if (p) /* else the larger block is kept, as valid */
+            *ids[k] = p;
+    }
+    bm->width = w;
+}
+
 fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t qb, int32_t kb,
                            fc_err *err)
 {
-    fc_status st = build_alloc(out, m, s, qb, kb, err);
-    if (st)
+    build b;
+    fc_status st = build_start(&b, out, m, s, qb, kb, err);
+    if (st || (st = build_rows(&b, out->nkb, err)))
         return st;
     int32_t *allowed = calloc((size_t)out->nkb + 1, sizeof(int32_t));
     if (!allowed) {
@@ -74,11 +156,12 @@ fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t
                 allowed[tk / kb] += mask_pair_allowed(m, v, tq, tk);
         for (int32_t c = 0; c < out->nkb; c++)
             if (allowed[c] == tile)
-                row_push(out, r, c, 1);
+                row_push(&b, r, c, 1);
             else if (allowed[c] > 0)
-                row_push(out, r, c, 0);
+                row_push(&b, r, c, 0);
     }
     free(allowed);
+    build_finish(&b);
     return FC_OK;
 }
 
@@ -122,13 +205,13 @@ typedef struct segment {
     int whole;
 } segment;
 
-typedef void (*segment_fn)(bmask *bm, mask_params m, seq_view v, const segment *sg, int trim);
+typedef void (*segment_fn)(build *b, mask_params m, seq_view v, const segment *sg, int trim);
 
 /* Calls fn for every segment of every query tile, in row and sequence order. */
-static void each_segment(bmask *bm, mask_params m, seq_view v, int trim, segment_fn fn)
+static void each_segment(build *b, mask_params m, seq_view v, int trim, segment_fn fn)
 {
-    int32_t qb = bm->q_block_size;
-    for (int32_t r = 0; r < bm->nqb; r++) {
+    int32_t qb = b->bm->q_block_size;
+    for (int32_t r = 0; r < b->bm->nqb; r++) {
         int32_t q0 = r * qb, q1 = q0 + qb < v.lq ? q0 + qb : v.lq;
         for (int32_t sq = seq_find(v.cu_q, v.nseq, q0); sq < v.nseq && v.cu_q[sq] < q1; sq++) {
             segment sg = {r, sq, v.cu_q[sq] > q0 ? v.cu_q[sq] : q0,
@@ -136,49 +219,78 @@ static void each_segment(bmask *bm, mask_params m, seq_view v, int trim, segment
             if (sg.a >= sg.b)
                 continue; /* a zero-length sequence */
             sg.whole = sg.a == q0 && sg.b == q0 + qb;
-            fn(bm, m, v, &sg, trim);
+            fn(b, m, v, &sg, trim);
         }
     }
 }
 
+/* The two passes of direct and superset. */
+static fc_status build_segments(bmask *out, mask_params m, const seq_info *s, int32_t qb,
+                                int32_t kb, int trim, segment_fn fn, fc_err *err)
+{
+    build b;
+    fc_status st = build_start(&b, out, m, s, qb, kb, err);
+    if (st)
+        return st;
+    b.sizing = 1;
+    each_segment(&b, m, seq_info_view(s), trim, fn);
+    if ((st = build_rows_sized(&b, err)))
+        return st;
+    each_segment(&b, m, seq_info_view(s), trim, fn);
+    build_finish(&b);
+    return FC_OK;
+}
+
 /* Direct: the kv tiles the segment's rows reach, full where every row covers the tile. */
-static void direct_segment(bmask *bm, mask_params m, seq_view v, const segment *sg, int trim)
+static void direct_segment(build *bd, mask_params m, seq_view v, const segment *sg, int trim)
 {
     (void)trim;
-    int32_t kb = bm->kv_block_size, a = sg->a, b = sg->b;
-    /* Rows with an empty range form a prefix; skip it. */
-    int32_t f = first_nonempty(m, v, a, b);
-    if (f == b)
+    int32_t kb = bd->bm->kv_block_size, a = sg->a, b = sg->b;
+    /* Rows with an empty range form a prefix; skip it (searched for only when the segment's
+     * first row is empty). */
+    int32_t f = a;
+    range first = row_range(m, v, a);
+    if (first.lo >= first.hi) {
+        f = first_nonempty(m, v, a + 1, b);
+        if (f == b)
+            return;
+        first = row_range(m, v, f);
+    }
+    range last = row_range(m, v, b - 1);
+    int32_t c0 = first.lo / kb, c1 = (last.hi - 1) / kb;
+    if (sized(bd, sg->r, c0, c1))
         return;
-    range first = row_range(m, v, f), last = row_range(m, v, b - 1);
-    for (int32_t c = first.lo / kb; c <= (last.hi - 1) / kb; c++) {
+    int32_t g = f; /* first_reaching's answer so far: non-decreasing in the tile */
+    for (int32_t c = c0; c <= c1; c++) {
         int32_t k0 = c * kb, k1 = k0 + kb; /* k1 may pass lk: those keys are never in a range */
-        /* Rows whose range ends past k0 form a suffix (hi non-decreasing); the first of them
+        /* Every tile of the loop starts before the last row's range ends and ends past the
+         * first row's start, so the first row reaches it iff k0 < first.hi and the last iff
+         * k1 > last.lo. Only a tile between the two ranges needs the rows between: those
+         * whose range ends past k0 form a suffix (hi non-decreasing), and the first of them
          * has the smallest lo, so the tile is reached iff that lo is below k1. */
-        int32_t g = first_reaching(m, v, f, b, k0);
-        if (g == b || row_range(m, v, g).lo >= k1)
-            continue;
+        if (k0 >= first.hi && k1 <= last.lo) {
+            g = first_reaching(m, v, g, b, k0);
+            if (g == b || row_range(m, v, g).lo >= k1)
+                continue;
+        }
         /* Full iff every row covers [k0, k1): the largest lo is the last row's, the smallest
          * hi the first row's. Ragged tiles (k1 > lk, or fewer than qb rows) never are. */
         int full = sg->whole && f == a && k1 <= v.lk && last.lo <= k0 && first.hi >= k1;
-        row_push(bm, sg->r, c, full);
+        row_push(bd, sg->r, c, full);
     }
 }
 
 fc_status bmask_build_direct(bmask *out, mask_params m, const seq_info *s, int32_t qb,
                              int32_t kb, fc_err *err)
 {
-    fc_status st = build_alloc(out, m, s, qb, kb, err);
-    if (!st)
-        each_segment(out, m, seq_info_view(s), 0, direct_segment);
-    return st;
+    return build_segments(out, m, s, qb, kb, 0, direct_segment, err);
 }
 
 /* Superset: every kv tile holding keys of the segment's sequence, partial; with trim, only
  * from the window's lower edge on. */
-static void superset_segment(bmask *bm, mask_params m, seq_view v, const segment *sg, int trim)
+static void superset_segment(build *b, mask_params m, seq_view v, const segment *sg, int trim)
 {
-    int32_t kb = bm->kv_block_size, sq = sg->sq;
+    int32_t kb = b->bm->kv_block_size, sq = sg->sq;
     int32_t k0 = v.cu_k[sq], k1 = v.cu_k[sq + 1];
     if (trim && m.sliding_window > 0) {
         /* The tile's first row of this sequence has the lowest position, so its window edge
@@ -189,17 +301,16 @@ static void superset_segment(bmask *bm, mask_params m, seq_view v, const segment
         if (edge > 0)
             k0 = edge < k1 - k0 ? k0 + (int32_t)edge : k1;
     }
-    for (int32_t c = k0 / kb; k0 < k1 && c <= (k1 - 1) / kb; c++)
-        row_push(bm, sg->r, c, 0);
+    if (k0 >= k1 || sized(b, sg->r, k0 / kb, (k1 - 1) / kb))
+        return;
+    for (int32_t c = k0 / kb; c <= (k1 - 1) / kb; c++)
+        row_push(b, sg->r, c, 0);
 }
 
 fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int32_t qb,
                                int32_t kb, int trim, fc_err *err)
 {
-    fc_status st = build_alloc(out, m, s, qb, kb, err);
-    if (!st)
-        each_segment(out, m, seq_info_view(s), trim, superset_segment);
-    return st;
+    return build_segments(out, m, s, qb, kb, trim, superset_segment, err);
 }
 
 fc_status bmask_build(bmask *out, bmask_builder builder, mask_params m, const seq_info *s,

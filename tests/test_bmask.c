@@ -5,6 +5,8 @@
  *   - direct == slow exactly, superset (with and without trim) sound, on 1200 seeded random
  *     configurations: lengths including 0, 1 and non-multiples of the block, block sizes
  *     16..256 and non-square, causal, W, C, packing with zero-length members;
+ *   - every builder's canonical form (ascending ids, the compact width) and PyTorch's shape
+ *     from it (bmask_copy_width); the width of long windowed and chunked masks;
  *   - PyTorch's published counts; ragged lengths; validation and soundness failures.
  */
 #include <criterion/criterion.h>
@@ -63,22 +65,46 @@ static int listed_kind(const bmask *bm, int32_t r, int32_t c)
     return 0;
 }
 
-/* Ascending ids, -1 past the count: the canonical form our builders promise. */
-static void expect_canonical(const bmask *bm, const char *what)
+/* The canonical form our builders promise (bmask.h): ascending ids, 0 past the count, rows as
+ * wide as the longest one (partial and full together). With -1 in `pad` and width nkb: the
+ * PyTorch shape bmask_copy_width makes. */
+static void expect_form(const bmask *bm, int32_t pad, int compact, const char *what)
 {
+    int32_t longest = 0;
     for (int32_t r = 0; r < bm->nqb; r++) {
         const int32_t *cnts[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
         const int32_t *ids[2] = {bm->kv_indices, bm->full_kv_indices};
+        if (cnts[0][r] + cnts[1][r] > longest)
+            longest = cnts[0][r] + cnts[1][r];
         for (int l = 0; l < 2; l++) {
             const int32_t *row = ids[l] + (size_t)r * bm->width;
             for (int32_t j = 0; j < bm->width; j++) {
                 if (j < cnts[l][r] && j > 0)
                     cr_assert(row[j] > row[j - 1], "%s: row %d not ascending", what, r);
                 if (j >= cnts[l][r])
-                    cr_assert_eq(row[j], -1, "%s: row %d slot %d not -1", what, r, j);
+                    cr_assert_eq(row[j], pad, "%s: row %d slot %d is %d, not %d", what, r, j,
+                                 row[j], pad);
             }
         }
     }
+    cr_assert_eq(bm->width, compact ? longest : bm->nkb, "%s: width %d, longest row %d, nkb %d",
+                 what, bm->width, longest, bm->nkb);
+}
+
+static void expect_canonical(const bmask *bm, const char *what)
+{
+    expect_form(bm, 0, 1, what);
+}
+
+/* bmask_copy_width to PyTorch's shape: the same lists, -1 past them, width nkb. */
+static void expect_pytorch_shape(const bmask *bm, const char *what)
+{
+    bmask wide;
+    fc_err err;
+    cr_assert_eq(bmask_copy_width(bm, bm->nkb, &wide, &err), FC_OK, "%s: %s", what, err.msg);
+    expect_form(&wide, -1, 0, what);
+    cr_assert_eq(bmask_compare(bm, &wide, &err), FC_OK, "%s: widened: %s", what, err.msg);
+    bmask_free(&wide);
 }
 
 /* ---- random configurations ---- */
@@ -169,9 +195,11 @@ static void check_config(uint64_t seed)
     cr_assert_eq(bmask_compare(&slow, &direct, &err), FC_OK, "%s: direct != slow: %s", cf.desc,
                  err.msg);
     expect_canonical(&direct, cf.desc);
+    expect_pytorch_shape(&direct, cf.desc);
     cr_assert_eq(bmask_build(&sup, BMASK_SUPERSET, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK);
     cr_assert_eq(bmask_check_sound(&sup, cf.m, &cf.s, &err), FC_OK, "%s: superset: %s", cf.desc,
                  err.msg);
+    expect_canonical(&sup, cf.desc);
     cr_assert_eq(bmask_build(&trim, BMASK_SUPERSET_TRIM, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK);
     cr_assert_eq(bmask_check_sound(&trim, cf.m, &cf.s, &err), FC_OK, "%s: superset-trim: %s",
                  cf.desc, err.msg);
@@ -260,6 +288,61 @@ Test(builders, ragged_lengths_never_list_out_of_range_ids_or_full_edge_tiles)
         }
         seq_free(&s);
     }
+}
+
+/* What a build costs, checked without a clock: the arrays are as wide as the longest row, so
+ * a window or a chunk keeps them O(L) at every length where PyTorch's shape is NQB x NKB
+ * (O(L^2)), and the slots no row uses stay as calloc left them. */
+typedef struct width_case {
+    const char *name;
+    mask_params m;
+    int32_t l, width;
+} width_case;
+
+static const width_case widths[] = {
+    /* Tiles r-8 (partial), r-7..r-1 (full), r (partial). */
+    {"causal W=1024 L=4k", {.causal = 1, .sliding_window = 1024}, 4096, 9},
+    {"causal W=1024 L=256k", {.causal = 1, .sliding_window = 1024}, 262144, 9},
+    {"bidir W=128 L=256k", {.sliding_window = 128}, 262144, 3},
+    /* A chunk's last query tile lists its 64 tiles. */
+    {"causal C=8192 L=256k", {.causal = 1, .chunk_size = 8192}, 262144, 64},
+    /* The last query tile lists every kv tile: here the lists are NQB x NKB / 2. */
+    {"causal L=16k", {.causal = 1}, 16384, 128},
+};
+
+Test(builders, direct_rows_are_as_wide_as_the_longest_list_at_every_length)
+{
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        const width_case *wc = &widths[i];
+        seq_info s;
+        bmask bm;
+        fc_err err;
+        cr_assert_eq(seq_init_dense(&s, 1, wc->l, wc->l, &err), FC_OK);
+        cr_assert_eq(bmask_build_direct(&bm, wc->m, &s, 128, 128, &err), FC_OK, "%s: %s",
+                     wc->name, err.msg);
+        cr_expect_eq(bm.width, wc->width, "%s: width %d, want %d", wc->name, bm.width,
+                     wc->width);
+        expect_canonical(&bm, wc->name);
+        bmask_free(&bm);
+        seq_free(&s);
+    }
+}
+
+Test(builders, copy_width_refuses_a_width_narrower_than_a_list)
+{
+    seq_info s;
+    bmask bm, out;
+    fc_err err;
+    cr_assert_eq(seq_init_dense(&s, 1, 256, 256, &err), FC_OK);
+    cr_assert_eq(bmask_build_direct(&bm, (mask_params){.causal = 1}, &s, 64, 64, &err), FC_OK);
+    /* Row 3 lists 3 full tiles and 1 partial. */
+    cr_expect_eq(bmask_copy_width(&bm, 2, &out, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "row 3 lists 3 blocks"), "%s", err.msg);
+    cr_assert_eq(bmask_copy_width(&bm, 3, &out, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(bmask_compare(&bm, &out, &err), FC_OK, "%s", err.msg);
+    bmask_free(&out);
+    bmask_free(&bm);
+    seq_free(&s);
 }
 
 /* ---- validation and soundness must fail on planted defects ---- */
