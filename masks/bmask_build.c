@@ -66,7 +66,8 @@ static int sized(build *b, int32_t r, int32_t c0, int32_t c1)
 static fc_status build_rows(build *b, int32_t width, fc_err *err)
 {
     bmask *bm = b->bm;
-    /* width <= nkb, so this is at most bmask_alloc's size for PyTorch's shape. */
+    /* A bound is at most nkb plus one per sequence boundary in the query tile (a tile two
+     * sequences share is counted twice), about bmask_alloc's size for PyTorch's shape. */
     size_t n = (size_t)bm->nqb * (size_t)width + 1; /* +1: never malloc(0) */
     int32_t *p = calloc(n, sizeof(int32_t)), *f = calloc(n, sizeof(int32_t));
     if (!p || !f) {
