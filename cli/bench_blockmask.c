@@ -1,19 +1,29 @@
 /*
- * bench_blockmask.c - 'flexcheck bench blockmask': slow vs direct block-mask builders side by
- * side in one run. Slow is O(Lq*Lk) and runs once per configuration; direct is O(listed
- * blocks) and repeats until 0.2 s have passed, reporting the mean. Both are checked equal
- * before any time is printed, so a fast wrong builder cannot win.
- *   flexcheck bench blockmask [--quick] [--l N]
+ * bench_blockmask.c - 'flexcheck bench blockmask': the direct block-mask builder's time per
+ * listed block from 4k to 256k, and the slow builder beside it where that is affordable, in
+ * one run. Direct repeats until 0.2 s have passed and reports the mean; slow (O(Lq*Lk)) runs
+ * once, up to L = 16k. Direct is checked before any time of it is printed, so a fast wrong
+ * builder cannot win: equal to slow where slow runs, else equal to the tiles every row's
+ * allowed range reaches and covers (check_rows).
+ *   flexcheck bench blockmask [--quick] [--l N] [--json]
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "masks/bmask.h"
 #include "cli/cli.h"
+#include "masks/params.h"
 #include "masks/seq.h"
 
 static const char *const CMD = "bench blockmask";
+
+/* Blocks 128 x 128, PyTorch's default. */
+#define BLOCK 128
+/* The slow builder runs where Lq * Lk is at most this (16k x 16k: about a second per mask on
+ * the 2-core CI machine; 64k would take 16 times that, 256k 256 times). */
+#define SLOW_MAX_PAIRS ((int64_t)1 << 28)
 
 static double now_s(void)
 {
@@ -33,52 +43,165 @@ static const bench_mask masks[] = {
     {"bidir W=128", {.sliding_window = 128}},
     {"causal C=8192", {.causal = 1, .chunk_size = 8192}},
 };
+#define NMASKS (sizeof masks / sizeof masks[0])
 
-static int run_one(int32_t l, const bench_mask *bm)
+/* The check where slow is unaffordable, by an algorithm of its own: every row of a query tile
+ * adds its allowed key range (mask_token_range) to two difference arrays over the kv tiles,
+ * one counting rows that reach into a tile, one counting rows that cover it whole; a tile is
+ * full when all qb rows cover it, partial when some row reaches it. O(Lq + listed), no search.
+ * bm must have passed bmask_validate (distinct ids), so equal counts and kinds mean equal sets. */
+static fc_status check_rows(const bmask *bm, mask_params m, const seq_info *s, fc_err *err)
+{
+    int32_t qb = bm->q_block_size, kb = bm->kv_block_size;
+    int32_t *reach = calloc((size_t)bm->nkb + 2, sizeof(int32_t));
+    int32_t *cover = calloc((size_t)bm->nkb + 2, sizeof(int32_t));
+    unsigned char *kind = calloc((size_t)bm->nkb + 1, 1);
+    fc_status st = reach && cover && kind ? FC_OK : fc_errf(err, FC_ENOMEM, "out of memory");
+    seq_view v = seq_info_view(s);
+    for (int32_t r = 0; !st && r < bm->nqb; r++) {
+        int32_t c_lo = bm->nkb, c_hi = -1, n[3] = {0, 0, 0};
+        for (int32_t t = r * qb; t < (r + 1) * qb && t < s->lq; t++) {
+            int32_t lo, hi;
+            mask_token_range(m, v, t, &lo, &hi);
+            if (lo >= hi)
+                continue;
+            int32_t c0 = lo / kb, c1 = (hi - 1) / kb, f0 = (lo + kb - 1) / kb, f1 = hi / kb;
+            reach[c0]++;
+            reach[c1 + 1]--;
+            if (f0 < f1) {
+                cover[f0]++;
+                cover[f1]--;
+            }
+            c_lo = c0 < c_lo ? c0 : c_lo;
+            c_hi = c1 > c_hi ? c1 : c_hi;
+        }
+        for (int32_t c = c_lo, sr = 0, sc = 0; c <= c_hi; c++) {
+            sr += reach[c];
+            sc += cover[c];
+            kind[c] = sc == qb ? 2 : sr > 0 ? 1 : 0;
+            n[kind[c]]++;
+        }
+        size_t row = bmask_row(bm, 0, 0, r);
+        const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
+        const int32_t *ids[2] = {bm->kv_indices, bm->full_kv_indices};
+        for (int k = 0; !st && k < 2; k++) {
+            if (cnt[k][row] != n[k + 1])
+                st = fc_errf(err, FC_EFAIL, "query tile %d lists %d %s tiles, its rows' ranges "
+                             "make %d", (int)r, (int)cnt[k][row], k ? "full" : "partial",
+                             (int)n[k + 1]);
+            for (int32_t j = 0; !st && j < cnt[k][row]; j++) {
+                int32_t c = ids[k][row * (size_t)bm->width + (size_t)j];
+                if (c < c_lo || c > c_hi || kind[c] != k + 1)
+                    st = fc_errf(err, FC_EFAIL, "query tile %d lists kv tile %d %s, its rows' "
+                                 "ranges do not", (int)r, (int)c, k ? "full" : "partial");
+            }
+        }
+        for (int32_t c = c_lo; c <= c_hi + 1; c++)
+            reach[c] = cover[c] = kind[c] = 0;
+    }
+    free(reach);
+    free(cover);
+    free(kind);
+    return st;
+}
+
+/* One measured configuration. */
+typedef struct result {
+    int64_t listed;
+    int32_t width;
+    double direct_s;  /* mean of the repeats */
+    int reps;
+    double slow_s;    /* < 0: not run (unaffordable) */
+    const char *check; /* what direct was checked equal to */
+} result;
+
+/* Builds, times and checks one configuration; FC_EFAIL with the difference in err. */
+static fc_status run_one(int32_t l, const bench_mask *bmk, result *res, fc_err *err)
 {
     seq_info s;
-    fc_err err;
     bmask slow, direct;
-    if (seq_init_dense(&s, 1, l, l, &err))
-        return cli_usage_error(CMD, "%s", err.msg);
-    double t0 = now_s();
-    if (bmask_build_slow(&slow, bm->m, &s, 128, 128, &err)) {
-        seq_free(&s);
-        return cli_usage_error(CMD, "%s", err.msg);
-    }
-    double t_slow = now_s() - t0;
-    int reps = 0;
-    double t_direct = 0;
+    memset(&slow, 0, sizeof slow);
     memset(&direct, 0, sizeof direct);
+    memset(res, 0, sizeof *res);
+    res->slow_s = -1;
+    fc_status st = seq_init_dense(&s, 1, l, l, err);
+    if (st)
+        return st;
+    int with_slow = (int64_t)l * l <= SLOW_MAX_PAIRS;
+    double t0 = now_s();
+    if (with_slow && (st = bmask_build_slow(&slow, bmk->m, &s, BLOCK, BLOCK, err)))
+        goto done;
+    res->slow_s = with_slow ? now_s() - t0 : -1;
     t0 = now_s();
     do {
         bmask_free(&direct); /* the previous repeat's (a no-op the first time) */
-        if (bmask_build_direct(&direct, bm->m, &s, 128, 128, &err)) {
-            bmask_free(&slow);
-            seq_free(&s);
-            return cli_usage_error(CMD, "%s", err.msg);
-        }
-        reps++;
-        t_direct = now_s() - t0;
-    } while (t_direct < 0.2);
-    t_direct /= reps;
-    fc_status st = bmask_compare(&slow, &direct, &err);
-    if (st)
-        printf("%7d  %-15s  DIRECT != SLOW: %s\n", (int)l, bm->name, err.msg);
+        if ((st = bmask_build_direct(&direct, bmk->m, &s, BLOCK, BLOCK, err)))
+            goto done;
+        res->reps++;
+        res->direct_s = now_s() - t0;
+    } while (res->direct_s < 0.2);
+    res->direct_s /= res->reps;
+    res->listed = bmask_count_partial(&direct) + bmask_count_full(&direct);
+    res->width = direct.width;
+    res->check = with_slow ? "slow" : "row ranges";
+    if (with_slow)
+        st = bmask_compare(&slow, &direct, err);
+    else if (bmask_validate(&direct, err))
+        st = FC_EFAIL; /* a builder's malformed mask is a failed check, not bad input */
     else
-        printf("%7d  %-15s  %8lld  %12.3f  %12.3f  %10.0fx\n", (int)l, bm->name,
-               (long long)(bmask_count_partial(&direct) + bmask_count_full(&direct)),
-               t_slow * 1e3, t_direct * 1e6, t_slow / t_direct);
-    fflush(stdout);
+        st = check_rows(&direct, bmk->m, &s, err);
+done:
     bmask_free(&slow);
     bmask_free(&direct);
     seq_free(&s);
-    return st ? CLI_FAIL : CLI_PASS;
+    return st;
+}
+
+static double ns_per_block(const result *r)
+{
+    return r->direct_s * 1e9 / (double)(r->listed > 0 ? r->listed : 1);
+}
+
+static void print_header(void)
+{
+    printf("block-mask builders, blocks %dx%d: direct mean of repeats >= 0.2 s, checked before "
+           "its time is printed\n(against slow where it runs, L <= 16k; else against every "
+           "row's allowed range); per-block time\nrelative to the first length's of the same "
+           "mask in this run; slow once\n", BLOCK, BLOCK);
+    printf("%7s  %-13s  %8s  %5s  %11s  %8s  %7s  %10s  %11s  %s\n", "L", "mask", "listed",
+           "width", "direct us", "ns/block", "vs first", "slow ms", "slow/direct", "checked");
+}
+
+static void print_row(int32_t l, const bench_mask *bmk, const result *r, double first_ns)
+{
+    double ns = ns_per_block(r);
+    char slow[32] = "-", ratio[32] = "-";
+    if (r->slow_s >= 0) {
+        snprintf(slow, sizeof slow, "%.3f", r->slow_s * 1e3);
+        snprintf(ratio, sizeof ratio, "%.0fx", r->slow_s / r->direct_s);
+    }
+    printf("%7d  %-13s  %8lld  %5d  %11.3f  %8.2f  %7.2fx  %10s  %11s  %s\n", (int)l, bmk->name,
+           (long long)r->listed, (int)r->width, r->direct_s * 1e6, ns, ns / first_ns, slow,
+           ratio, r->check);
+}
+
+/* One JSON object a line, for scripts (python/flexcheck/bench_torch_blockmask.py). */
+static void print_json(int32_t l, const bench_mask *bmk, const result *r)
+{
+    char mask[192], slow[32] = "null";
+    mask_params_text(mask, sizeof mask, &bmk->m, MASK_TEXT_JSON);
+    if (r->slow_s >= 0)
+        snprintf(slow, sizeof slow, "%.6f", r->slow_s * 1e3);
+    printf("{\"l\":%d,\"mask\":\"%s\",%s,\"q_block_size\":%d,\"kv_block_size\":%d,"
+           "\"listed\":%lld,\"width\":%d,\"direct_us\":%.4f,\"reps\":%d,\"ns_per_block\":%.4f,"
+           "\"slow_ms\":%s,\"checked\":\"%s\"}\n", (int)l, bmk->name, mask, BLOCK, BLOCK,
+           (long long)r->listed, (int)r->width, r->direct_s * 1e6, r->reps,
+           ns_per_block(r), slow, r->check);
 }
 
 /* The lengths to run: ls[0..nl). */
 typedef struct lengths {
-    int32_t ls[3];
+    int32_t ls[4];
     int nl;
 } lengths;
 
@@ -94,33 +217,51 @@ static int parse_l(const char *cmd, const char *opt, const char *v, void *dst)
 
 int bench_blockmask(int argc, char **argv)
 {
-    lengths l = {{4096, 16384, 65536}, 3};
+    lengths l = {{4096, 16384, 65536, 262144}, 4};
+    int json = 0;
     const cli_opt opts[] = {
         CLI_FLAG("quick", "L = 4k and 16k only", &l.nl, 2),
         CLI_FN("l", "N", "one length", parse_l, &l),
+        CLI_FLAG("json", "one JSON object per configuration instead of the table", &json, 1),
     };
     const cli_spec spec = {
         .cmd = CMD,
-        .usage = "usage: flexcheck bench blockmask [--quick] [--l N]\n",
-        .intro = "Slow vs direct builders, blocks 128x128, L in {4k, 16k, 64k}, four masks; the\n"
-                 "two are checked equal before any time is printed.\n",
+        .usage = "usage: flexcheck bench blockmask [--quick] [--l N] [--json]\n",
+        .intro = "The direct builder's time per listed block, blocks 128x128, L in {4k, 16k, 64k,\n"
+                 "256k}, four masks; the slow builder beside it up to 16k. Direct is checked\n"
+                 "(equal to slow, or past 16k to every row's allowed range) before its time is\n"
+                 "printed.\n",
         .opts = opts,
         .nopts = sizeof opts / sizeof opts[0],
         .unknown = "unknown option '%s'",
-        .exit_status = "exit status: 0 measured, 1 the builders disagree, 2 bad input.",
+        .exit_status = "exit status: 0 measured, 1 a check failed, 2 bad input.",
     };
     int nops, prc = cli_parse(&spec, argc, argv, &nops);
     if (prc != CLI_GO)
         return prc;
-    printf("block-mask builders, blocks 128x128 (slow once, direct mean of repeats >= 0.2 s)\n");
-    printf("%7s  %-15s  %8s  %12s  %12s  %11s\n", "L", "mask", "listed", "slow ms",
-           "direct us", "slow/direct");
+    if (!json)
+        print_header();
     int rc = CLI_PASS;
+    double first_ns[NMASKS] = {0}; /* each mask's per-block time at its first length */
     for (int i = 0; i < l.nl; i++)
-        for (size_t j = 0; j < sizeof masks / sizeof masks[0]; j++) {
-            int r = run_one(l.ls[i], &masks[j]);
-            if (r > rc)
-                rc = r;
+        for (size_t j = 0; j < NMASKS; j++) {
+            result r;
+            fc_err err;
+            fc_status st = run_one(l.ls[i], &masks[j], &r, &err);
+            if (st == FC_EFAIL) {
+                printf("%7d  %-13s  DIRECT != %s: %s\n", (int)l.ls[i], masks[j].name, r.check,
+                       err.msg);
+                rc = CLI_FAIL;
+            } else if (st) {
+                return cli_usage_error(CMD, "%s", err.msg);
+            } else if (json) {
+                print_json(l.ls[i], &masks[j], &r);
+            } else {
+                if (first_ns[j] == 0)
+                    first_ns[j] = ns_per_block(&r);
+                print_row(l.ls[i], &masks[j], &r, first_ns[j]);
+            }
+            fflush(stdout);
         }
     return rc;
 }
