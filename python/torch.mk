@@ -1,5 +1,6 @@
 # python/torch.mk - `make torch-gate`: PyTorch's flex_attention judged by flexcheck's gates, its
-# first outside kernel. Not part of `make test` (it downloads PyTorch, ~5 GB with the CUDA
+# first outside kernel; `make bench-torch-blockmask`: PyTorch's create_block_mask beside our
+# direct builder. Not part of `make test` (they download PyTorch, ~5 GB with the CUDA
 # libraries PyPI's wheel depends on). Included by python/module.mk.
 #
 #   make torch-gate                              export --quick, PyTorch on the CPU (eager, all
@@ -26,3 +27,19 @@ torch-venv:
 torch-gate: $(BIN) torch-venv
 	@BIN=$(BIN) PY=$(TORCH_VENV)/bin/python DIR=$(TORCH_GATE_DIR) SIZE="$(TORCH_GATE_SIZE)" \
 	    RUNNER_ARGS="$(TORCH_GATE_ARGS)" bash ci/torch_gate.sh
+
+# make bench-torch-blockmask: PyTorch's create_block_mask on the CPU, compiled (and uncompiled
+# where its L x L intermediates fit), beside `flexcheck bench blockmask` in one run at
+# TORCH_BENCH_LENGTHS for causal W=1024, causal and causal C=8192, block sets checked identical
+# and ratios printed (python/flexcheck/bench_torch_blockmask.py; exit 1 only when a block set
+# differs). The run is capped at TORCH_BENCH_MEM_KB of address space (ulimit -v, 14 GiB): the
+# uncompiled call takes 3.25 GB at 16k and grows as L^2.
+TORCH_BENCH_LENGTHS ?= 16384,65536
+TORCH_BENCH_MEM_KB ?= 14680064
+TORCH_BENCH_ARGS ?=
+
+.PHONY: bench-torch-blockmask
+bench-torch-blockmask: $(BIN) torch-venv
+	@ulimit -v $(TORCH_BENCH_MEM_KB) && PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 \
+	    $(TORCH_VENV)/bin/python -m flexcheck.bench_torch_blockmask --bin $(BIN) \
+	    --l $(TORCH_BENCH_LENGTHS) $(TORCH_BENCH_ARGS)
