@@ -8,10 +8,11 @@
  *             sequence both bounds are non-decreasing in the row, while the rows with an empty
  *             interval form a prefix of the sequence (only rows at negative positions can be
  *             empty). So per (query tile, sequence segment) the first and last rows' intervals
- *             bound every tile the segment reaches and decide most of them; a binary search
- *             over the rows decides the rest (tiles between the two intervals, a window
- *             narrower than the query tile). O(listed blocks + NQB), a log QB factor only for
- *             those tiles. Must equal slow exactly.
+ *             bound every tile the segment reaches and decide most of them: the full tiles are
+ *             one run between them, written as such; a binary search over the rows decides
+ *             the rest (tiles between the two intervals, a window narrower than the query
+ *             tile). O(listed blocks + NQB), a log QB factor only for those tiles. Must equal
+ *             slow exactly.
  *   superset  vLLM's direct build: every kv tile holding keys of a sequence the query tile
  *             touches, all marked partial; with trim, tiles wholly below the window's lower
  *             edge (p_k < p_q - (W-1) for the tile's first row of that sequence) are dropped.
@@ -97,16 +98,25 @@ static fc_status build_rows_sized(build *b, fc_err *err)
     return build_rows(b, width, err);
 }
 
-/* Appends id to row r's partial or full list. Ids arrive ascending within a row; a repeat
- * (two sequences sharing a boundary tile) is ignored. */
-static void row_push(build *b, int32_t r, int32_t id, int full)
+/* Appends tiles [c0, c1) to row r's partial or full list. Tiles arrive ascending within a
+ * row; a first tile the list already ends with (two sequences sharing a boundary tile) is not
+ * repeated. */
+static void row_push_range(build *b, int32_t r, int32_t c0, int32_t c1, int full)
 {
     bmask *bm = b->bm;
     int32_t *cnt = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
     int32_t *ids = (full ? bm->full_kv_indices : bm->kv_indices) + (size_t)r * bm->width;
-    if (cnt[r] > 0 && ids[cnt[r] - 1] == id)
-        return;
-    ids[cnt[r]++] = id;
+    int32_t n = cnt[r];
+    if (c0 < c1 && n > 0 && ids[n - 1] == c0)
+        c0++;
+    for (int32_t c = c0; c < c1; c++)
+        ids[n++] = c;
+    cnt[r] = n;
+}
+
+static void row_push(build *b, int32_t r, int32_t id, int full)
+{
+    row_push_range(b, r, id, id + 1, full);
 }
 
 /* Narrows the rows to the longest one (partial and full together), moving them in place (the
@@ -261,23 +271,33 @@ static void direct_segment(build *bd, mask_params m, seq_view v, const segment *
     int32_t c0 = first.lo / kb, c1 = (last.hi - 1) / kb;
     if (sized(bd, sg->r, c0, c1))
         return;
+    /* Full tiles [fa, fb): those every row covers, from the largest lo (the last row's) to
+     * the smallest hi (the first row's), written as one run. Only a whole tile of one
+     * sequence with no empty row has any (ragged tiles never are; hi <= lk). */
+    int32_t fa = c1 + 1, fb = c1 + 1;
+    if (sg->whole && f == a && (last.lo + kb - 1) / kb < first.hi / kb) {
+        fa = (last.lo + kb - 1) / kb;
+        fb = first.hi / kb;
+    }
     int32_t g = f; /* first_reaching's answer so far: non-decreasing in the tile */
     for (int32_t c = c0; c <= c1; c++) {
+        if (c == fa) {
+            row_push_range(bd, sg->r, fa, fb, 1);
+            c = fb - 1;
+            continue;
+        }
+        /* A partial candidate. Every tile of the loop starts before the last row's range ends
+         * and ends past the first row's start, so the first row reaches it iff k0 < first.hi
+         * and the last iff k1 > last.lo. Only a tile between the two ranges needs the rows
+         * between: those whose range ends past k0 form a suffix (hi non-decreasing), and the
+         * first of them has the smallest lo, so the tile is reached iff that lo is below k1. */
         int32_t k0 = c * kb, k1 = k0 + kb; /* k1 may pass lk: those keys are never in a range */
-        /* Every tile of the loop starts before the last row's range ends and ends past the
-         * first row's start, so the first row reaches it iff k0 < first.hi and the last iff
-         * k1 > last.lo. Only a tile between the two ranges needs the rows between: those
-         * whose range ends past k0 form a suffix (hi non-decreasing), and the first of them
-         * has the smallest lo, so the tile is reached iff that lo is below k1. */
         if (k0 >= first.hi && k1 <= last.lo) {
             g = first_reaching(m, v, g, b, k0);
             if (g == b || row_range(m, v, g).lo >= k1)
                 continue;
         }
-        /* Full iff every row covers [k0, k1): the largest lo is the last row's, the smallest
-         * hi the first row's. Ragged tiles (k1 > lk, or fewer than qb rows) never are. */
-        int full = sg->whole && f == a && k1 <= v.lk && last.lo <= k0 && first.hi >= k1;
-        row_push(bd, sg->r, c, full);
+        row_push(bd, sg->r, c, 0);
     }
 }
 
@@ -302,10 +322,8 @@ static void superset_segment(build *b, mask_params m, seq_view v, const segment 
         if (edge > 0)
             k0 = edge < k1 - k0 ? k0 + (int32_t)edge : k1;
     }
-    if (k0 >= k1 || sized(b, sg->r, k0 / kb, (k1 - 1) / kb))
-        return;
-    for (int32_t c = k0 / kb; c <= (k1 - 1) / kb; c++)
-        row_push(b, sg->r, c, 0);
+    if (k0 < k1 && !sized(b, sg->r, k0 / kb, (k1 - 1) / kb))
+        row_push_range(b, sg->r, k0 / kb, (k1 - 1) / kb + 1, 0);
 }
 
 fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int32_t qb,
