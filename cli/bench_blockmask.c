@@ -1,10 +1,13 @@
 /*
  * bench_blockmask.c - 'flexcheck bench blockmask': the direct block-mask builder's time per
  * listed block from 4k to 256k, and the slow builder beside it where that is affordable, in
- * one run. Direct repeats until 0.2 s have passed and reports the mean; slow (O(Lq*Lk)) runs
- * once, up to L = 16k. Direct is checked before any time of it is printed, so a fast wrong
- * builder cannot win: equal to slow where slow runs, else equal to the tiles every row's
- * allowed range reaches and covers (check_rows).
+ * one run. Direct repeats until 0.2 s have passed and reports the medians of its builds'
+ * elapsed and CPU times; slow (O(Lq*Lk)) runs once, up to L = 16k. Per-block times and ratios
+ * are of CPU time: this thread's (kernel time included: the page faults of fresh arrays are
+ * part of a build), which other jobs on a shared machine inflate far less than elapsed time.
+ * Direct is checked before any time of it is printed, so a fast wrong builder cannot win:
+ * equal to slow where slow runs, else equal to the tiles every row's allowed range reaches and
+ * covers (check_rows).
  *   flexcheck bench blockmask [--quick] [--l N] [--json]
  */
 #include <stdio.h>
@@ -25,11 +28,43 @@ static const char *const CMD = "bench blockmask";
  * the 2-core CI machine; 64k would take 16 times that, 256k 256 times). */
 #define SLOW_MAX_PAIRS ((int64_t)1 << 28)
 
-static double now_s(void)
+/* Elapsed and this thread's CPU time, seconds. */
+typedef struct stamp {
+    double wall, cpu;
+} stamp;
+
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static stamp now(void)
+{
+    stamp t = {clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_THREAD_CPUTIME_ID)};
+    return t;
+}
+
+static stamp since(stamp t0)
+{
+    stamp t = now();
+    t.wall -= t0.wall;
+    t.cpu -= t0.cpu;
+    return t;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n), n >= 1 (v is sorted). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 typedef struct bench_mask {
@@ -109,11 +144,48 @@ static fc_status check_rows(const bmask *bm, mask_params m, const seq_info *s, f
 typedef struct result {
     int64_t listed;
     int32_t width;
-    double direct_s;  /* mean of the repeats */
+    stamp direct;      /* medians over the repeats */
     int reps;
-    double slow_s;    /* < 0: not run (unaffordable) */
+    stamp slow;        /* once; wall < 0: not run (unaffordable) */
     const char *check; /* what direct was checked equal to */
 } result;
+
+/* Repeats the direct build until 0.2 s have passed: the medians of its times, the last mask. */
+static fc_status time_direct(const bench_mask *bmk, const seq_info *s, bmask *direct,
+                             result *res, fc_err *err)
+{
+    double *t[2] = {NULL, NULL};
+    int cap = 0;
+    fc_status st = FC_OK;
+    stamp start = now();
+    do {
+        if (res->reps == cap) {
+            cap = cap ? 2 * cap : 1024;
+            double *w = realloc(t[0], (size_t)cap * sizeof(double));
+            double *c = w ? realloc(t[1], (size_t)cap * sizeof(double)) : NULL;
+            t[0] = w ? w : t[0];
+            t[1] = c ? c : t[1];
+            if (!c) {
+                st = fc_errf(err, FC_ENOMEM, "out of memory");
+                break;
+            }
+        }
+        bmask_free(direct); /* the previous repeat's (a no-op the first time) */
+        stamp t0 = now();
+        if ((st = bmask_build_direct(direct, bmk->m, s, BLOCK, BLOCK, err)))
+            break;
+        stamp dt = since(t0);
+        t[0][res->reps] = dt.wall;
+        t[1][res->reps++] = dt.cpu;
+    } while (since(start).wall < 0.2);
+    if (!st) {
+        res->direct.wall = median(t[0], res->reps);
+        res->direct.cpu = median(t[1], res->reps);
+    }
+    free(t[0]);
+    free(t[1]);
+    return st;
+}
 
 /* Builds, times and checks one configuration; FC_EFAIL with the difference in err. */
 static fc_status run_one(int32_t l, const bench_mask *bmk, result *res, fc_err *err)
@@ -123,24 +195,18 @@ static fc_status run_one(int32_t l, const bench_mask *bmk, result *res, fc_err *
     memset(&slow, 0, sizeof slow);
     memset(&direct, 0, sizeof direct);
     memset(res, 0, sizeof *res);
-    res->slow_s = -1;
+    res->slow.wall = -1;
     fc_status st = seq_init_dense(&s, 1, l, l, err);
     if (st)
         return st;
     int with_slow = (int64_t)l * l <= SLOW_MAX_PAIRS;
-    double t0 = now_s();
+    stamp t0 = now();
     if (with_slow && (st = bmask_build_slow(&slow, bmk->m, &s, BLOCK, BLOCK, err)))
         goto done;
-    res->slow_s = with_slow ? now_s() - t0 : -1;
-    t0 = now_s();
-    do {
-        bmask_free(&direct); /* the previous repeat's (a no-op the first time) */
-        if ((st = bmask_build_direct(&direct, bmk->m, &s, BLOCK, BLOCK, err)))
-            goto done;
-        res->reps++;
-        res->direct_s = now_s() - t0;
-    } while (res->direct_s < 0.2);
-    res->direct_s /= res->reps;
+    if (with_slow)
+        res->slow = since(t0);
+    if ((st = time_direct(bmk, &s, &direct, res, err)))
+        goto done;
     res->listed = bmask_count_partial(&direct) + bmask_count_full(&direct);
     res->width = direct.width;
     res->check = with_slow ? "slow" : "row ranges";
@@ -157,46 +223,50 @@ done:
     return st;
 }
 
+/* CPU time a listed block. */
 static double ns_per_block(const result *r)
 {
-    return r->direct_s * 1e9 / (double)(r->listed > 0 ? r->listed : 1);
+    return r->direct.cpu * 1e9 / (double)(r->listed > 0 ? r->listed : 1);
 }
 
 static void print_header(void)
 {
-    printf("block-mask builders, blocks %dx%d: direct mean of repeats >= 0.2 s, checked before "
-           "its time is printed\n(against slow where it runs, L <= 16k; else against every "
-           "row's allowed range); per-block time\nrelative to the first length's of the same "
-           "mask in this run; slow once\n", BLOCK, BLOCK);
-    printf("%7s  %-13s  %8s  %5s  %11s  %8s  %7s  %10s  %11s  %s\n", "L", "mask", "listed",
-           "width", "direct us", "ns/block", "vs first", "slow ms", "slow/direct", "checked");
+    printf("block-mask builders, blocks %dx%d. direct: medians over repeats >= 0.2 s of the "
+           "elapsed (wall) and\nthe thread's CPU time a build, checked before they are "
+           "printed (against slow where it\nruns, L <= 16k; else against every row's allowed "
+           "range). ns/block: CPU time a listed block,\nand relative to the same mask's first "
+           "length in this run. slow: once, CPU time.\n", BLOCK, BLOCK);
+    printf("%7s  %-13s  %8s  %5s  %11s  %11s  %8s  %8s  %10s  %11s  %s\n", "L", "mask",
+           "listed", "width", "wall us", "cpu us", "ns/block", "vs first", "slow ms",
+           "slow/direct", "checked");
 }
 
 static void print_row(int32_t l, const bench_mask *bmk, const result *r, double first_ns)
 {
     double ns = ns_per_block(r);
     char slow[32] = "-", ratio[32] = "-";
-    if (r->slow_s >= 0) {
-        snprintf(slow, sizeof slow, "%.3f", r->slow_s * 1e3);
-        snprintf(ratio, sizeof ratio, "%.0fx", r->slow_s / r->direct_s);
+    if (r->slow.wall >= 0) {
+        snprintf(slow, sizeof slow, "%.3f", r->slow.cpu * 1e3);
+        snprintf(ratio, sizeof ratio, "%.0fx", r->slow.cpu / r->direct.cpu);
     }
-    printf("%7d  %-13s  %8lld  %5d  %11.3f  %8.2f  %7.2fx  %10s  %11s  %s\n", (int)l, bmk->name,
-           (long long)r->listed, (int)r->width, r->direct_s * 1e6, ns, ns / first_ns, slow,
-           ratio, r->check);
+    printf("%7d  %-13s  %8lld  %5d  %11.3f  %11.3f  %8.2f  %7.2fx  %10s  %11s  %s\n", (int)l,
+           bmk->name, (long long)r->listed, (int)r->width, r->direct.wall * 1e6,
+           r->direct.cpu * 1e6, ns, ns / first_ns, slow, ratio, r->check);
 }
 
 /* One JSON object a line, for scripts (python/flexcheck/bench_torch_blockmask.py). */
 static void print_json(int32_t l, const bench_mask *bmk, const result *r)
 {
-    char mask[192], slow[32] = "null";
+    char mask[192], slow[64] = "\"slow_ms\":null,\"slow_cpu_ms\":null";
     mask_params_text(mask, sizeof mask, &bmk->m, MASK_TEXT_JSON);
-    if (r->slow_s >= 0)
-        snprintf(slow, sizeof slow, "%.6f", r->slow_s * 1e3);
+    if (r->slow.wall >= 0)
+        snprintf(slow, sizeof slow, "\"slow_ms\":%.6f,\"slow_cpu_ms\":%.6f", r->slow.wall * 1e3,
+                 r->slow.cpu * 1e3);
     printf("{\"l\":%d,\"mask\":\"%s\",%s,\"q_block_size\":%d,\"kv_block_size\":%d,"
-           "\"listed\":%lld,\"width\":%d,\"direct_us\":%.4f,\"reps\":%d,\"ns_per_block\":%.4f,"
-           "\"slow_ms\":%s,\"checked\":\"%s\"}\n", (int)l, bmk->name, mask, BLOCK, BLOCK,
-           (long long)r->listed, (int)r->width, r->direct_s * 1e6, r->reps,
-           ns_per_block(r), slow, r->check);
+           "\"listed\":%lld,\"width\":%d,\"direct_us\":%.4f,\"direct_cpu_us\":%.4f,"
+           "\"reps\":%d,\"ns_per_block\":%.4f,%s,\"checked\":\"%s\"}\n", (int)l, bmk->name,
+           mask, BLOCK, BLOCK, (long long)r->listed, (int)r->width, r->direct.wall * 1e6,
+           r->direct.cpu * 1e6, r->reps, ns_per_block(r), slow, r->check);
 }
 
 /* The lengths to run: ls[0..nl). */

@@ -15,7 +15,7 @@ typedef struct bench_part {
 } bench_part;
 
 static const bench_part parts[] = {
-    {"blockmask", bench_blockmask, "slow vs direct block-mask builders (ratio)"},
+    {"blockmask", bench_blockmask, "direct block-mask builder per listed block, beside slow"},
     {"ref", bench_ref, "reference attention GFLOP/s vs plain sgemm of the same sizes"},
     {"kernel", bench_kernel, "kernel time next to the fp32 reference (emu: CPU throughput)"},
 };

@@ -13,14 +13,15 @@ the CPU, blocks B x B (default 128):
   - PyTorch uncompiled, where its memory allows: it materializes the L x L mask, about 13 bytes
     an element (3.25 GB measured at 16k), so it runs only where that estimate is within
     --eager-max-gb (default 10; 64k would need about 52 GB); the median of R calls;
-  - flexcheck's direct builder: `flexcheck bench blockmask --l L --json` (the mean of repeats
-    over 0.2 s, the builder checked there first: against the slow builder up to 16k, past it
-    against every row's allowed range);
+  - flexcheck's direct builder: `flexcheck bench blockmask --l L --json` (the median elapsed
+    time of its builds over 0.2 s of repeats, the builder checked there first: against the
+    slow builder up to 16k, past it against every row's allowed range);
   - the block sets: PyTorch's kv_num_blocks / kv_indices and full_kv_num_blocks /
     full_kv_indices against the direct builder's lists (`flexcheck blockmask --json`), every
     query tile's partial and full sets compared.
 
-Then one line per (L, mask): the times and the ratios PyTorch / flexcheck, with the target
+Then one line per (L, mask): the elapsed times and the ratios PyTorch / flexcheck (PyTorch
+on all its threads, flexcheck on one), with the target
 ratio of issue 16 (>= 10,000x compiled for causal W=1024 and chunked, >= 1,000x for causal)
 said met or not (a benchmark reports; it does not fail on speed).
 
@@ -220,8 +221,8 @@ def main(argv=None) -> int:
     compiled = torch.compile(create_block_mask, dynamic=False)
     print(f"{PROG}: torch {torch.__version__} on the CPU ({torch.get_num_threads()} threads, "
           f"{os.cpu_count()} CPUs), Python {platform.python_version()}; flexcheck {a.bin} "
-          f"(one thread); blocks {a.block}x{a.block}; PyTorch: median of {a.reps} calls "
-          f"(compiled: after a first, compiling call)")
+          f"(one thread); blocks {a.block}x{a.block}; elapsed times, PyTorch the median of "
+          f"{a.reps} calls (compiled: after a first, compiling call)")
     print(f"{'L':>7}  {'mask':<13}  {'listed':>8}  {'compiled ms':>11}  {'uncompiled ms':>13}  "
           f"{'flexcheck us':>12}  {'compiled/ours':>13}  {'uncompiled/ours':>15}  "
           f"{'target':>8}  block sets")
@@ -258,9 +259,9 @@ def main(argv=None) -> int:
                   f"{ratio_text(t_c, ours_s):>13}  {ratio_text(t_e, ours_s):>15}  "
                   f"{'met' if met else 'NOT met':>4} {m.target:,}x  "
                   f"{'identical' if diff is None else 'DIFFER: ' + diff}")
-            print(f"{'':>7}  (first compiled call {t_compile:.1f} s; flexcheck: mean of "
-                  f"{d['reps']} builds, {d['ns_per_block']:.2f} ns a listed block, checked "
-                  f"against {d['checked']}"
+            print(f"{'':>7}  (first compiled call {t_compile:.1f} s; flexcheck: median of "
+                  f"{d['reps']} builds, {d['direct_cpu_us']:.1f} us CPU, "
+                  f"{d['ns_per_block']:.2f} ns a listed block, checked against {d['checked']}"
                   f"{'' if t_e is not None else f'; uncompiled skipped: ~{eager_gb(length):.0f} GB'})")
             sys.stdout.flush()
             if diff is not None:
