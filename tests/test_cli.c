@@ -120,7 +120,7 @@ static const cmd_opts commands[] = {
                       {"json", NULL}}},
     {"layout", 0, {{"list", NULL}, {"layers", "N"}, {"scale-div", "N"}}},
     {"bench", 0, {{NULL, NULL}}},
-    {"bench blockmask", 0, {{"quick", NULL}, {"l", "N"}}},
+    {"bench blockmask", 0, {{"quick", NULL}, {"l", "N"}, {"json", NULL}}},
     {"bench ref", 0, {{"quick", NULL}, {"L", "N"}, {"D", "N"}, {"mask", "M"}, {"reps", "N"},
                       {"threads", "N"}}},
     {"bench kernel", 0, {{"backend", "B"}, {"kernel", "K"}, {"reps", "N"},
