@@ -15,8 +15,8 @@
  * -1 in each would cost nqb x width, for causal's partial lists (one tile a row, width nkb)
  * nqb x nkb. PyTorch's create_block_mask has width = nkb; a window or chunk lists a few tiles
  * a row, and nqb x nkb arrays would cost more than the lists (O(L^2) where they are O(L)), so
- * that shape, -1 past each count, is made only where it is asked for (bmask_copy_width: the
- * fixture writer, comparisons with PyTorch). bmask_alloc fills -1 too.
+ * that shape is made only where it is asked for: bmask_copy_width, with -1 past each count
+ * (as bmask_alloc fills), which the fixture writer calls.
  * Readers of other tools' masks must accept any nb/nh/width that validates.
  */
 #ifndef FLEXCHECK_BMASK_H
