@@ -1,15 +1,18 @@
 /*
  * ref.c - the reference attention's front half (ref.h): input checks, scratch, and the loop
  * over query panels. For each panel of REF_PANEL_ROWS query tokens it
- *   1. narrows the key axis to the hull of the rows' allowed keys (mask_token_range),
- *   2. evaluates the predicate mask_pair_allowed on every (row, key) of that hull, once for
+ *   1. finds each row's allowed keys as one interval [lo, hi) of key tokens
+ *      (mask_token_range) and the panel's key hull, the union's bounds,
+ *   2. checks each row's interval against the predicate mask_pair_allowed (below), once for
  *      all batch entries and heads (the mask depends on neither),
- *   3. hands the panel to the per-head pipeline (ref_f32.c or ref_f64.c) for every (b, h).
- * The range function only narrows the gemm; which keys count comes from the predicate alone.
- * A hull that is too narrow would silently drop keys, so step 1 also checks that the
- * predicate rejects the key just outside each end of the hull for every row; because each
- * row's allowed set is one interval (docs/semantics.md section 2), that catches an
- * off-by-one of the range function. tests/test_ref.c's brute force never calls it.
+ *   3. hands the panel to the per-head pipeline (ref_f32.c or ref_f64.c) for every (b, h),
+ *      which computes scores over the hull and lets each row use its interval.
+ * The predicate stays the definition: a row's allowed keys are one interval (every term of
+ * docs/semantics.md section 2 allows an interval of positions), so the predicate allowing an
+ * interval's first and last key and rejecting the keys just outside it makes the interval
+ * exactly the allowed set, and an off-by-one of the range function is an FC_EFAIL, never a
+ * silently dropped or leaked key. tests/test_ref.c's brute force never calls the range
+ * function.
  */
 #include <cblas.h>
 #include <limits.h>
@@ -76,70 +79,74 @@ static fc_status alloc_scratch(ref_call *c, size_t elem, fc_err *err)
     return FC_OK;
 }
 
-/* Step 1: the hull [k0, k0 + n) of the allowed key ranges of rows [r0, r0 + rows). */
-static void panel_hull(const ref_call *c, ref_panel *pn)
+/* Step 1: each row's allowed keys [lo, hi) (mask_token_range) and their hull [k0, k0 + n);
+ * the spans are then made relative to k0. */
+static void panel_spans(const ref_call *c, ref_panel *pn)
 {
     int32_t k0 = INT32_MAX, k1 = INT32_MIN;
     for (int32_t i = 0; i < pn->rows; i++) {
-        int32_t lo, hi;
-        mask_token_range(c->p->mask, c->view, pn->r0 + i, &lo, &hi);
-        if (lo < hi) {
-            k0 = lo < k0 ? lo : k0;
-            k1 = hi > k1 ? hi : k1;
+        ref_span *sp = &pn->span[i];
+        mask_token_range(c->p->mask, c->view, pn->r0 + i, &sp->lo, &sp->hi);
+        if (sp->lo < sp->hi) {
+            k0 = sp->lo < k0 ? sp->lo : k0;
+            k1 = sp->hi > k1 ? sp->hi : k1;
         }
     }
     pn->k0 = k1 > k0 ? k0 : 0;
     pn->n = k1 > k0 ? k1 - k0 : 0;
 }
 
-/* The predicate must reject the keys just outside the hull (see the file comment). */
-static fc_status check_hull_edges(const ref_call *c, const ref_panel *pn, fc_err *err)
+/* Step 2: the predicate agrees with each row's span: it allows the span's first and last key
+ * and rejects the key just outside either end, which, a row's allowed keys being one
+ * interval, makes the span exactly the allowed set. A row with an empty span must have no
+ * allowed key at all; checking that takes a scan of its sequence's keys, and such rows are
+ * rare (queries before their sequence's first key, empty key sequences). */
+static fc_status check_span(const ref_call *c, int32_t tq, const ref_span *sp, fc_err *err)
 {
-    if (pn->n == 0)
-        return FC_OK;
-    int32_t below = pn->k0 - 1, above = pn->k0 + pn->n;
-    for (int32_t i = 0; i < pn->rows; i++) {
-        int32_t tq = pn->r0 + i;
-        if (mask_pair_allowed(c->p->mask, c->view, tq, below) ||
-            mask_pair_allowed(c->p->mask, c->view, tq, above))
-            return fc_errf(err, FC_EFAIL,
-                           "mask_token_range disagrees with mask_pair_allowed at query token %d "
-                           "(hull [%d, %d))",
-                           (int)tq, (int)pn->k0, (int)above);
+    const mask_params m = c->p->mask;
+    int ok = 1;
+    if (sp->lo < sp->hi) {
+        ok = mask_pair_allowed(m, c->view, tq, sp->lo) &&
+             mask_pair_allowed(m, c->view, tq, sp->hi - 1) &&
+             !mask_pair_allowed(m, c->view, tq, sp->lo - 1) &&
+             !mask_pair_allowed(m, c->view, tq, sp->hi);
+    } else {
+        const mask_row r = mask_row_of(c->view, tq);
+        for (int32_t tk = r.k0; ok && tk < r.k1; tk++)
+            ok = !mask_row_allows(m, r, tk);
     }
+    if (!ok)
+        return fc_errf(err, FC_EFAIL,
+                       "mask_token_range disagrees with mask_pair_allowed at query token %d "
+                       "(range [%d, %d))",
+                       (int)tq, (int)sp->lo, (int)sp->hi);
     return FC_OK;
 }
 
-/* The predicate on keys [k0, k0 + n) of query token tq, the sequence looked up once per row
- * (mask_row_of) rather than per element: the per-element lookup cost more than the softmax. */
-static void row_mask(const ref_call *c, int32_t tq, int32_t k0, int32_t n, uint8_t *row)
+/* Steps 1 and 2 for a panel, then its spans relative to the hull and which keys some row
+ * sees (rows x span bytes of memset: a small fraction of one gemm's work). */
+static fc_status panel_mask(const ref_call *c, ref_panel *pn, uint8_t *seen, fc_err *err)
 {
-    const mask_params m = c->p->mask; /* a local copy: stores to row may alias *c */
-    const mask_row r = mask_row_of(c->view, tq);
-    for (int32_t j = 0; j < n; j++)
-        row[j] = (uint8_t)(mask_row_allows(m, r, k0 + j) != 0);
-}
-
-/* Step 2: the predicate on every (row, key) of the hull, and which keys some row sees. */
-static void panel_mask(const ref_call *c, ref_panel *pn, uint8_t *allowed, uint8_t *seen)
-{
+    panel_spans(c, pn);
+    for (int32_t i = 0; i < pn->rows; i++) {
+        ref_span *sp = &pn->span[i];
+        fc_status st = check_span(c, pn->r0 + i, sp, err);
+        if (st)
+            return st;
+        if (sp->lo < sp->hi) {
+            sp->lo -= pn->k0;
+            sp->hi -= pn->k0;
+        } else {
+            sp->lo = sp->hi = 0;
+        }
+    }
     size_t n = (size_t)pn->n;
     memset(seen, 0, n);
-    for (int32_t i = 0; i < pn->rows; i++) {
-        uint8_t *row = allowed + (size_t)i * n;
-        row_mask(c, pn->r0 + i, pn->k0, pn->n, row);
-        size_t j = 0;
-        for (; j + 16 <= n; j += 16) /* blocks of sixteen: vector ORs */
-            for (int t = 0; t < 16; t++)
-                seen[j + t] |= row[j + t];
-        for (; j < n; j++)
-            seen[j] |= row[j];
-    }
-    pn->all_seen = 1;
-    for (size_t j = 0; j < n; j++)
-        pn->all_seen &= seen[j];
-    pn->allowed = allowed;
+    for (int32_t i = 0; i < pn->rows; i++)
+        memset(seen + pn->span[i].lo, 1, (size_t)(pn->span[i].hi - pn->span[i].lo));
+    pn->all_seen = memchr(seen, 0, n) == NULL;
     pn->seen = seen;
+    return FC_OK;
 }
 
 typedef void (*ref_head_fn)(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
@@ -150,28 +157,23 @@ static fc_status run_panels(ref_call *c, ref_head_fn head, int32_t first, int32_
                             fc_err *err)
 {
     const attn_problem *p = c->p;
-    size_t lk = (size_t)p->seq.lk + 1;
-    uint8_t *allowed = malloc(REF_PANEL_ROWS * lk), *seen = malloc(lk);
+    uint8_t *seen = malloc((size_t)p->seq.lk + 1);
     fc_status st = FC_OK;
-    if (!allowed || !seen)
-        st = fc_errf(err, FC_ENOMEM, "out of memory for a %d x %d mask panel", REF_PANEL_ROWS,
-                     (int)p->seq.lk);
+    if (!seen)
+        st = fc_errf(err, FC_ENOMEM, "out of memory for a panel's %d seen keys", (int)p->seq.lk);
     for (int64_t r0 = (int64_t)first * REF_PANEL_ROWS; !st && r0 < p->seq.lq;
          r0 += (int64_t)stride * REF_PANEL_ROWS) {
         ref_panel pn = {.r0 = (int32_t)r0, .rows = p->seq.lq - (int32_t)r0};
         if (pn.rows > REF_PANEL_ROWS)
             pn.rows = REF_PANEL_ROWS;
-        panel_hull(c, &pn);
-        st = check_hull_edges(c, &pn, err);
+        st = panel_mask(c, &pn, seen, err);
         if (st)
             break;
-        panel_mask(c, &pn, allowed, seen);
         for (int32_t b = 0; b < p->seq.batch; b++)
             for (int32_t h = 0; h < p->hq; h++)
                 head(c, &pn, b, h);
         fc_progress_step(c->progress, 1, first == 0); /* the first worker reports */
     }
-    free(allowed);
     free(seen);
     return st;
 }

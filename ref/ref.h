@@ -1,8 +1,9 @@
 /*
  * ref.h - the naive CPU attention every verdict rests on (docs/semantics.md 1-3,
  * docs/tolerance.md "References"). Obviously right rather than clever: scores through BLAS
- * gemm, the mask applied densely from mask.h's predicate (never from a block mask), a
- * max-shifted softmax, P.V through BLAS gemm.
+ * gemm, the mask applied per row as the interval of allowed keys mask.h gives, checked
+ * against mask.h's predicate (never from a block mask), a max-shifted softmax, P.V through
+ * BLAS gemm.
  *
  * Inputs are float arrays laid out as problem.h says; for float16/bfloat16 cases they hold
  * values already representable in that dtype. Rows with no allowed key: output exactly 0,
@@ -12,9 +13,9 @@
  *
  * Memory: query rows are processed in panels of REF_PANEL_ROWS = 128 (ref_internal.h); only
  * one panel's scores exist at a time, over the hull of the panel's allowed keys. Scratch per
- * call is at most 128 * Lk * (e + 1) + Lk * (D + Dv) * e + 128 * D * e bytes, e = 4 (fp32,
- * fp16, bf16) or 8 (float64) per worker thread: about 210 MB for the oracle at Lk = 64k,
- * D = Dv = 128 (measured: 227 MB peak RSS for a whole 64k x 64k causal oracle run at D = 64,
+ * call is at most 128 * Lk * e + Lk * (D + Dv) * e + 128 * D * e + Lk bytes, e = 4 (fp32,
+ * fp16, bf16) or 8 (float64) per worker thread: about 200 MB for the oracle at Lk = 64k,
+ * D = Dv = 128 (measured: 214 MB peak RSS for a whole 64k x 64k causal oracle run at D = 64,
  * inputs and outputs included), independent of Lq, B and the head counts.
  *
  * Errors: a NULL problem, a problem that fails attn_problem_check (shapes, Hq % Hkv != 0,

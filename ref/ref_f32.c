@@ -7,8 +7,9 @@
  * Score terms (docs/semantics.md section 7), where a naive implementation applies them: the
  * soft-cap in fp32 on the fp32 score (lp: on the rounded score), c * tanhf(s / c); the sink in
  * the fp32 softmax, as one more term of the max and the sum with no value.
- * Keys outside the mask get probability exactly 0; a row with no allowed key gets output 0
- * and LSE -inf (the sink, with sinks).
+ * Keys outside a row's span (ref_internal.h) get probability exactly 0; a row with no allowed
+ * key gets output 0 and LSE -inf (the sink, with sinks). The softmax's hot loops (max, exp
+ * and sum, scale) are ref_vec.c's, over the span only.
  */
 #include <cblas.h>
 #include <math.h>
@@ -45,97 +46,48 @@ static const float *visible_values(ref_call *c, const ref_panel *pn, const float
     return out;
 }
 
-/* Masked scores become -inf (so exp gives exactly 0 below) and the row's max is returned.
- * Eight interleaved partial maxima in blocks of eight (a shape the compiler keeps in
- * registers): one running max is a chain of dependent compares, the slowest part of a
- * 4k-key row. The maximum does not depend on the order, and x > m ? x : m keeps m when x
- * is NaN, so NaN scores never win (they reach the sum instead). */
-static float mask_and_max(float *s, const uint8_t *allowed, int32_t n)
+/* One row's scores s[0, n) over the panel's hull to probabilities in place, in fp32:
+ * exactly 0 outside the row's span, a max-shifted softmax inside it. Returns 0 for a row
+ * with no allowed key (*lse = the sink or -inf, the row is all zeros). A NaN score never wins
+ * the max, but exp(NaN - max) puts NaN into the sum, so the row's probabilities and LSE are
+ * NaN: NaN in a visible input is never dropped. softcap 0 is off; sink -inf is no sink. */
+static int softmax_row(float *s, int32_t n, ref_span sp, fc_dtype dt, float softcap,
+                       float sink, const ref_vec_ops *vec, float *lse)
 {
-    float acc[8];
-    for (int t = 0; t < 8; t++)
-        acc[t] = -INFINITY;
-    int32_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int t = 0; t < 8; t++) {
-            float x = allowed[j + t] ? s[j + t] : -INFINITY;
-            s[j + t] = x;
-            acc[t] = x > acc[t] ? x : acc[t];
-        }
-    for (; j < n; j++) {
-        float x = allowed[j] ? s[j] : -INFINITY;
-        s[j] = x;
-        acc[0] = x > acc[0] ? x : acc[0];
-    }
-    float mx = -INFINITY;
-    for (int t = 0; t < 8; t++)
-        mx = acc[t] > mx ? acc[t] : mx;
-    return mx;
-}
-
-/* s[j] = exp(s[j] - mx) in place; returns their sum, kept in eight interleaved partial sums
- * (faster than one running sum, and it loses fewer bits on long rows). */
-static float exp_and_sum(float *s, int32_t n, float mx)
-{
-    float acc[8] = {0};
-    int32_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int t = 0; t < 8; t++) {
-            s[j + t] = expf(s[j + t] - mx);
-            acc[t] += s[j + t];
-        }
-    for (; j < n; j++) {
-        s[j] = expf(s[j] - mx);
-        acc[0] += s[j];
-    }
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-/* Scores to probabilities in place, max-shifted, in fp32. Returns 0 for a row with no
- * allowed key (*lse = the sink or -inf, the row is all zeros). A NaN score never wins the
- * max, but exp(NaN - max) puts NaN into the sum, so the row's probabilities and LSE are NaN:
- * NaN in a visible input is never dropped. softcap 0 is off; sink -inf is no sink. */
-static int softmax_row(float *s, const uint8_t *allowed, int32_t n, fc_dtype dt, float softcap,
-                       float sink, float *lse)
-{
-    if (!memchr(allowed, 1, (size_t)n)) {
-        memset(s, 0, (size_t)n * sizeof *s);
+    /* keys outside the span get probability exactly 0, whatever their score (NaN included) */
+    memset(s, 0, (size_t)sp.lo * sizeof *s);
+    memset(s + sp.hi, 0, (size_t)(n - sp.hi) * sizeof *s);
+    if (sp.lo == sp.hi) {
         *lse = sink;
         return 0;
     }
+    float *x = s + sp.lo;
+    int32_t m = sp.hi - sp.lo;
     if (dt != FC_F32)
-        for (int32_t j = 0; j < n; j++)
-            s[j] = fc_round(s[j], dt); /* lp: S is rounded before the softmax */
-    if (softcap > 0) /* before the mask: masked scores become -inf below, never -cap */
-        for (int32_t j = 0; j < n; j++)
-            s[j] = softcap * tanhf(s[j] / softcap);
-    float mx = mask_and_max(s, allowed, n);
+        for (int32_t j = 0; j < m; j++)
+            x[j] = fc_round(x[j], dt); /* lp: S is rounded before the softmax */
+    if (softcap > 0) /* libm's tanhf: soft-capped cases are few and small, not the cost */
+        for (int32_t j = 0; j < m; j++)
+            x[j] = softcap * tanhf(x[j] / softcap);
+    float mx = vec->max(x, m);
     if (sink > mx)
         mx = sink;
     /* the sink's term joins the sum but has no probability of its own (no value) */
-    float sum = exp_and_sum(s, n, mx) + expf(sink - mx);
-    /* sum >= 1 (the max term is exp(0)) unless it is NaN, and then the row is NaN anyway;
-     * masked entries are exp(-inf) = 0 and stay 0. */
-    float inv = 1.0f / sum;
-    int32_t j = 0;
-    for (; j + 8 <= n; j += 8) /* blocks of eight: the compiler emits vector multiplies */
-        for (int t = 0; t < 8; t++)
-            s[j + t] *= inv;
-    for (; j < n; j++)
-        s[j] *= inv;
+    float sum = vec->exp_sum(x, m, mx) + expf(sink - mx);
+    /* sum >= 1 (the max term is exp(0)) unless it is NaN, and then the row is NaN anyway */
+    vec->scale(x, m, 1.0f / sum);
     if (dt != FC_F32)
-        for (j = 0; j < n; j++)
-            s[j] = fc_round(s[j], dt); /* lp: P is rounded before the P.V product */
+        for (int32_t j = 0; j < m; j++)
+            x[j] = fc_round(x[j], dt); /* lp: P is rounded before the P.V product */
     *lse = mx + logf(sum);
     return 1;
 }
 
 /* The gemm mixes every key of the hull into every row, so a non-finite value at a key
  * that some other row of the panel sees (0 * inf, 0 * NaN) would leak into this row.
- * Such a row is recomputed from its own allowed keys only; finite inputs never take
- * this path. */
-static void recompute_if_nonfinite(float *o, const float *p, const uint8_t *allowed,
-                                   const float *v, int32_t n, int32_t dv)
+ * Such a row is recomputed from its own span only; finite inputs never take this path. */
+static void recompute_if_nonfinite(float *o, const float *p, ref_span sp, const float *v,
+                                   int32_t dv)
 {
     int bad = 0;
     for (int32_t x = 0; x < dv; x++)
@@ -144,9 +96,8 @@ static void recompute_if_nonfinite(float *o, const float *p, const uint8_t *allo
         return;
     for (int32_t x = 0; x < dv; x++) {
         float acc = 0.0f;
-        for (int32_t j = 0; j < n; j++)
-            if (allowed[j])
-                acc += p[j] * v[(size_t)j * (size_t)dv + (size_t)x];
+        for (int32_t j = sp.lo; j < sp.hi; j++)
+            acc += p[j] * v[(size_t)j * (size_t)dv + (size_t)x];
         o[x] = acc;
     }
 }
@@ -172,12 +123,13 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, d, alpha, q, d, k, d, 0.0f, s,
                 n);
+    const ref_vec_ops *vec = ref_vec_ops_here();
     uint8_t nonempty[REF_PANEL_ROWS];
     for (int32_t i = 0; i < rows; i++) {
         float row_lse;
-        nonempty[i] = (uint8_t)softmax_row(s + (size_t)i * n, pn->allowed + (size_t)i * n, n,
-                                           c->dt, (float)p->terms.softcap,
-                                           (float)terms_sink(&p->terms, h), &row_lse);
+        nonempty[i] = (uint8_t)softmax_row(s + (size_t)i * n, n, pn->span[i], c->dt,
+                                           (float)p->terms.softcap,
+                                           (float)terms_sink(&p->terms, h), vec, &row_lse);
         if (lse)
             lse[i] = row_lse;
     }
@@ -189,7 +141,7 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
             memset(orow, 0, (size_t)dv * sizeof *orow);
             continue;
         }
-        recompute_if_nonfinite(orow, s + (size_t)i * n, pn->allowed + (size_t)i * n, v, n, dv);
+        recompute_if_nonfinite(orow, s + (size_t)i * n, pn->span[i], v, dv);
         for (int32_t x = 0; c->dt != FC_F32 && x < dv; x++)
             orow[x] = fc_round(orow[x], c->dt);
     }

@@ -33,46 +33,43 @@ static const double *visible_values(ref_call *c, const ref_panel *pn, const floa
     return out;
 }
 
-/* Max-shifted softmax in double; returns 0 (and *lse = the sink, -inf without) for a row with
- * no allowed key. NaN scores reach the sum and so every probability and the LSE (see
- * ref_f32.c). softcap 0 is off; sink -inf is no sink. */
-static int softmax_row(double *s, const uint8_t *allowed, int32_t n, double softcap, double sink,
+/* One row's scores s[0, n) over the panel's hull to probabilities in place, in double:
+ * exactly 0 outside the row's span, a max-shifted softmax inside it. Returns 0 (and *lse =
+ * the sink, -inf without) for a row with no allowed key. NaN scores reach the sum and so
+ * every probability and the LSE (see ref_f32.c). softcap 0 is off; sink -inf is no sink. */
+static int softmax_row(double *s, int32_t n, ref_span sp, double softcap, double sink,
                        double *lse)
 {
+    memset(s, 0, (size_t)sp.lo * sizeof *s);
+    memset(s + sp.hi, 0, (size_t)(n - sp.hi) * sizeof *s);
+    if (sp.lo == sp.hi) {
+        *lse = sink;
+        return 0;
+    }
     double mx = -INFINITY;
-    int any = 0;
-    for (int32_t j = 0; j < n; j++) {
-        if (!allowed[j])
-            continue;
-        any = 1;
+    for (int32_t j = sp.lo; j < sp.hi; j++) {
         if (softcap > 0)
             s[j] = softcap * tanh(s[j] / softcap);
         if (s[j] > mx)
             mx = s[j];
     }
-    if (!any) {
-        memset(s, 0, (size_t)n * sizeof *s);
-        *lse = sink;
-        return 0;
-    }
     if (sink > mx)
         mx = sink;
     double sum = exp(sink - mx); /* the sink's term: in the sum, no probability of its own */
-    for (int32_t j = 0; j < n; j++) {
-        s[j] = allowed[j] ? exp(s[j] - mx) : 0.0;
+    for (int32_t j = sp.lo; j < sp.hi; j++) {
+        s[j] = exp(s[j] - mx);
         sum += s[j];
     }
-    for (int32_t j = 0; j < n; j++)
-        if (allowed[j])
-            s[j] /= sum;
+    for (int32_t j = sp.lo; j < sp.hi; j++)
+        s[j] /= sum;
     *lse = mx + log(sum);
     return 1;
 }
 
-/* A row the gemm gave a non-finite value is recomputed from its own allowed keys only, so
- * a NaN or inf value seen by another row of the panel cannot leak in (see ref_f32.c). */
-static void recompute_if_nonfinite(double *o, const double *p, const uint8_t *allowed,
-                                   const float *v, int32_t n, int32_t dv)
+/* A row the gemm gave a non-finite value is recomputed from its own span only, so a NaN or
+ * inf value seen by another row of the panel cannot leak in (see ref_f32.c). */
+static void recompute_if_nonfinite(double *o, const double *p, ref_span sp, const float *v,
+                                   int32_t dv)
 {
     int bad = 0;
     for (int32_t x = 0; x < dv; x++)
@@ -81,9 +78,8 @@ static void recompute_if_nonfinite(double *o, const double *p, const uint8_t *al
         return;
     for (int32_t x = 0; x < dv; x++) {
         double acc = 0.0;
-        for (int32_t j = 0; j < n; j++)
-            if (allowed[j])
-                acc += p[j] * (double)v[(size_t)j * (size_t)dv + (size_t)x];
+        for (int32_t j = sp.lo; j < sp.hi; j++)
+            acc += p[j] * (double)v[(size_t)j * (size_t)dv + (size_t)x];
         o[x] = acc;
     }
 }
@@ -109,9 +105,8 @@ void ref_head_f64(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
     uint8_t nonempty[REF_PANEL_ROWS];
     for (int32_t i = 0; i < rows; i++) {
         double row_lse;
-        nonempty[i] =
-            (uint8_t)softmax_row(s + (size_t)i * n, pn->allowed + (size_t)i * n, n,
-                                 p->terms.softcap, terms_sink(&p->terms, h), &row_lse);
+        nonempty[i] = (uint8_t)softmax_row(s + (size_t)i * n, n, pn->span[i], p->terms.softcap,
+                                           terms_sink(&p->terms, h), &row_lse);
         if (lse)
             lse[i] = row_lse;
     }
@@ -123,6 +118,6 @@ void ref_head_f64(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
             memset(orow, 0, (size_t)dv * sizeof *orow);
             continue;
         }
-        recompute_if_nonfinite(orow, s + (size_t)i * n, pn->allowed + (size_t)i * n, v, n, dv);
+        recompute_if_nonfinite(orow, s + (size_t)i * n, pn->span[i], v, dv);
     }
 }

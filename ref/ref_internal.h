@@ -20,15 +20,22 @@
 #define REF_MAX_THREADS 64
 #define REF_THREAD_MIN_WORK (1 << 24)
 
-/* One panel of query tokens [r0, r0 + rows) with their mask on key tokens [k0, k0 + n).
- * The mask does not depend on the batch entry or the head, so it is evaluated once per
- * panel and reused for every (b, h). */
+/* One query row's allowed keys as indices into its panel's hull: [lo, hi), empty when
+ * lo == hi (then both 0). */
+typedef struct ref_span {
+    int32_t lo, hi;
+} ref_span;
+
+/* One panel of query tokens [r0, r0 + rows) with their allowed keys on key tokens
+ * [k0, k0 + n). The mask does not depend on the batch entry or the head, so it is found once
+ * per panel and reused for every (b, h). A row's allowed keys are always one interval (every
+ * term of docs/semantics.md section 2 allows one), so a row's mask is two numbers. */
 typedef struct ref_panel {
     int32_t r0, rows;
-    int32_t k0, n;          /* the hull of the rows' allowed keys (n = 0: every row empty) */
-    const uint8_t *allowed; /* [rows x n]: mask_pair_allowed(r0 + i, k0 + j) */
-    const uint8_t *seen;    /* [n]: 1 iff some row of the panel may see key k0 + j */
-    int all_seen;           /* every key of the hull is seen by some row */
+    int32_t k0, n;                  /* the hull of the rows' spans (n = 0: every row empty) */
+    ref_span span[REF_PANEL_ROWS];  /* row i may see hull keys [span[i].lo, span[i].hi) */
+    const uint8_t *seen;            /* [n]: 1 iff some row of the panel may see key k0 + j */
+    int all_seen;                   /* every key of the hull is seen by some row */
 } ref_panel;
 
 /* One reference call: the checked problem, its inputs and outputs, and scratch sized for
@@ -65,5 +72,18 @@ static inline size_t ref_k_row(const ref_call *c, const ref_panel *pn, int32_t b
 /* Per-head pipelines: fill o/lse rows [r0, r0 + rows) of head h of batch entry b. */
 void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
 void ref_head_f64(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
+
+/* The fp32 softmax's loops over one row's allowed scores x[0, m) (ref_vec.c): the maximum
+ * (-inf for m = 0; NaN never wins), x = exp(x - mx) returning their sum (NaN in, NaN sum),
+ * and x *= a. */
+typedef struct ref_vec_ops {
+    const char *name; /* which exp */
+    float (*max)(const float *x, int32_t m);
+    float (*exp_sum)(float *x, int32_t m, float mx);
+    void (*scale)(float *x, int32_t m, float a);
+} ref_vec_ops;
+
+/* The implementation this machine runs (so far the one, portable: libm's expf). */
+const ref_vec_ops *ref_vec_ops_here(void);
 
 #endif
