@@ -24,10 +24,11 @@ CUDA_HOME ?= /usr/local/cuda
 
 # pkg-config is asked once, lazily, after the installer has run (recursive variables that
 # replace themselves on first use).
-# jansson: the JSON parser that reads rows.json back (flexcheck report merge).
-PKG_DEPS := openblas hdf5 criterion jansson
+# jansson: the JSON parser that reads rows.json back (flexcheck report merge); sleef: the
+# vectorised expf of the fp32 reference (ref/ref_vec.c).
+PKG_DEPS := openblas hdf5 criterion jansson sleef
 PKG_CFLAGS = $(eval PKG_CFLAGS := $$(shell pkg-config --cflags $(PKG_DEPS)))$(PKG_CFLAGS)
-PKG_LIBS = $(eval PKG_LIBS := $$(shell pkg-config --libs openblas hdf5 jansson))$(PKG_LIBS)
+PKG_LIBS = $(eval PKG_LIBS := $$(shell pkg-config --libs openblas hdf5 jansson sleef))$(PKG_LIBS)
 CRITERION_LIBS = $(eval CRITERION_LIBS := $$(shell pkg-config --libs criterion))$(CRITERION_LIBS)
 
 WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter

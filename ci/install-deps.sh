@@ -8,8 +8,9 @@ set -eu
 # python3-pytest: the tests of ci/check_arrows.py (tests/python/) and of the fixture package
 # (python/), run by Debian's python3; python3-h5py and python3-numpy: that package's needs.
 # libjansson-dev: the JSON parser `flexcheck report merge` reads rows.json with; python3-yaml:
-# the test that runs ci/examples/github-actions.yml's merge step (tests/python/).
-PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev libjansson-dev python3-pytest python3-h5py python3-numpy python3-yaml"
+# the test that runs ci/examples/github-actions.yml's merge step (tests/python/). libsleef-dev:
+# the vectorised expf of the fp32 reference's softmax (ref/ref_vec.c).
+PKGS="build-essential pkg-config libopenblas-dev libsleef-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev libjansson-dev python3-pytest python3-h5py python3-numpy python3-yaml"
 
 missing=""
 for p in $PKGS; do

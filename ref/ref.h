@@ -45,6 +45,10 @@ extern "C" {
 fc_status ref_attention_f32(const attn_problem *p, const float *q, const float *k,
                             const float *v, float *o, float *lse, fc_err *err);
 
+/* Which expf the fp32 softmax (ref_attention_f32 and _lp) uses on this machine: SLEEF's
+ * vectorised one where the CPU has AVX2 and FMA, else libm's (ref/ref_vec.c). */
+const char *ref_f32_exp_name(void);
+
 /* The float64 oracle (the fixtures' out/lse): cblas_dgemm, double softmax. */
 fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *k,
                             const float *v, double *o, double *lse, fc_err *err);

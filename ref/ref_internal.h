@@ -77,13 +77,15 @@ void ref_head_f64(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
  * (-inf for m = 0; NaN never wins), x = exp(x - mx) returning their sum (NaN in, NaN sum),
  * and x *= a. */
 typedef struct ref_vec_ops {
-    const char *name; /* which exp */
+    const char *name; /* which exp (ref_f32_exp_name) */
     float (*max)(const float *x, int32_t m);
     float (*exp_sum)(float *x, int32_t m, float mx);
     void (*scale)(float *x, int32_t m, float a);
 } ref_vec_ops;
 
-/* The implementation this machine runs (so far the one, portable: libm's expf). */
+/* The fastest implementation this CPU runs (SLEEF's AVX2 expf where it has AVX2 and FMA),
+ * and the portable one (libm) every machine runs; tests/test_ref.c holds them together. */
 const ref_vec_ops *ref_vec_ops_here(void);
+const ref_vec_ops *ref_vec_ops_portable(void);
 
 #endif

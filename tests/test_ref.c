@@ -23,6 +23,7 @@
 #include "base/progress.h"
 #include "masks/bmask.h"
 #include "ref/ref.h"
+#include "ref/ref_internal.h"
 
 /* ---- cases and inputs ---- */
 
@@ -628,6 +629,91 @@ Test(ref_lp, the_baseline_rounds_k_s_p_and_o_where_the_tolerance_page_says)
         free_inputs(&t);
     }
     drop_problem(&p);
+}
+
+/* ---- the fp32 softmax's loops (ref/ref_vec.c) ---- */
+
+#define VEC_PAD 8 /* sentinel floats after a row: the vector tails must not write there */
+
+/* A row of m scores: normal * 6 - 10 (exp spans about 2^-50 .. 2^10 after the shift), with
+ * the specials of `kind` at fixed places: 1 a NaN, 2 -inf, 3 every element NaN. */
+static void vec_row(float *x, int32_t m, int kind, uint64_t seed)
+{
+    fill_normal(x, (size_t)m, seed, FC_F32);
+    for (int32_t j = 0; j < m; j++)
+        x[j] = x[j] * 6.0f - 10.0f;
+    for (int32_t j = 0; j < m && kind; j++)
+        if (kind == 3 || j % 7 == 3)
+            x[j] = kind == 2 ? -INFINITY : NAN;
+    for (int32_t j = m; j < m + VEC_PAD; j++)
+        x[j] = 12345.0f;
+}
+
+static int sentinels_intact(const float *x, int32_t m)
+{
+    for (int32_t j = m; j < m + VEC_PAD; j++)
+        if (x[j] != 12345.0f)
+            return 0;
+    return 1;
+}
+
+/* The exp-and-sum of one implementation: its sum within the recursive-summation bound of
+ * its own elements (eight partial sums of m/8 terms, then three levels), NaN iff one is. */
+static void check_exp_sum(const char *impl, int32_t m, int kind, const float *x, float sum)
+{
+    double exact = 0.0;
+    for (int32_t j = 0; j < m; j++)
+        exact += x[j];
+    if (isnan(exact)) {
+        cr_assert(isnan(sum), "%s m=%d kind %d: sum %g of a row with NaN", impl, (int)m, kind,
+                  (double)sum);
+        return;
+    }
+    double tol = ((double)m / 8.0 + 4.0) * 0x1p-24 * exact;
+    cr_assert(fabs(sum - exact) <= tol, "%s m=%d kind %d: sum %.9g, its elements add to %.17g",
+              impl, (int)m, kind, (double)sum, exact);
+}
+
+/* The implementation this CPU runs (SLEEF's AVX2 expf here) and the portable one (libm) on
+ * rows of every tail length: the same maximum and scaled values bit for bit, each exp within
+ * 2 ulp of the other's (SLEEF's u10 is within 1 ulp of exp, libm's within about 0.5), NaN in
+ * the same places, sums within their bound, and nothing written past a row's end. */
+Test(ref_vec, the_vector_softmax_loops_agree_with_the_portable_ones)
+{
+    const ref_vec_ops *here = ref_vec_ops_here(), *port = ref_vec_ops_portable();
+    cr_log_info("fp32 softmax exp here: %s (%s)", here->name, ref_f32_exp_name());
+    static const int32_t lens[] = {0, 1, 2, 5, 7, 8, 9, 15, 16, 17, 31, 40, 1000, 4093};
+    enum { MAXM = 4093 };
+    float *a = malloc((MAXM + VEC_PAD) * sizeof *a), *b = malloc((MAXM + VEC_PAD) * sizeof *b);
+    cr_assert(a && b, "out of memory");
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+        for (int kind = 0; kind < 4; kind++) {
+            int32_t m = lens[l];
+            vec_row(a, m, kind, 1000 + 10 * l + (uint64_t)kind);
+            memcpy(b, a, (size_t)(m + VEC_PAD) * sizeof *a);
+            float mx = here->max(a, m), mxp = port->max(b, m);
+            cr_assert(mx == mxp || (isnan(mx) && isnan(mxp)), "m=%d kind %d: max %g vs %g",
+                      (int)m, kind, (double)mx, (double)mxp);
+            cr_assert(!isnan(mx), "m=%d kind %d: a NaN won the max", (int)m, kind);
+            float sa = here->exp_sum(a, m, mx), sb = port->exp_sum(b, m, mx);
+            cr_assert(sentinels_intact(a, m) && sentinels_intact(b, m),
+                      "m=%d kind %d: exp_sum wrote past the row", (int)m, kind);
+            check_exp_sum(here->name, m, kind, a, sa);
+            check_exp_sum(port->name, m, kind, b, sb);
+            for (int32_t j = 0; j < m; j++) {
+                double e = fabs((double)a[j] - b[j]), tol = 2.0 * 0x1p-23 * b[j] + 0x1p-149;
+                cr_assert(isnan(a[j]) == isnan(b[j]) && (isnan(b[j]) || e <= tol),
+                          "m=%d kind %d: exp at %d: %.9g vs libm %.9g", (int)m, kind, (int)j,
+                          (double)a[j], (double)b[j]);
+            }
+            memcpy(a, b, (size_t)(m + VEC_PAD) * sizeof *a);
+            here->scale(a, m, 0.37f);
+            port->scale(b, m, 0.37f);
+            cr_assert(!memcmp(a, b, (size_t)(m + VEC_PAD) * sizeof *a),
+                      "m=%d kind %d: scale differs or wrote past the row", (int)m, kind);
+        }
+    free(a);
+    free(b);
 }
 
 /* ---- metamorphic relations ---- */
