@@ -1,17 +1,59 @@
 /*
- * layout.c - model layer layouts and config conversions (docs/semantics.md section 2).
+ * layout.c - model layer layouts and config conversions (docs/semantics.md sections 2 and 7).
  *
  * Choices where the spec is silent, following Hugging Face configs and vLLM:
- * - Gemma 2: layer i slides iff i is even (HF `layer_types`: "sliding_attention" on even
- *   layers in Gemma2Config); full layers are causal without a window. 26 layers (gemma-2-2b).
+ * - Gemma 2: layer i slides iff i is even; full layers are causal without a window; every
+ *   layer soft-caps at attn_logit_softcapping and scales by query_pre_attn_scalar^-0.5 (below).
+ *   26 layers (gemma-2-2b), 42 (9b), 46 (27b).
  * - Gemma 3: full iff (i + 1) % 6 == 0 (sliding_window_pattern 6); 26 layers and window 512 for
  *   gemma-3-1b (the default), 18 layers for 270m, 34 layers and window 1024 for 4b.
+ * - gpt-oss: layer i slides iff i is even, causal, learned sinks on every layer, the default
+ *   scale, no soft-cap (below). 24 layers (20b), 36 (120b).
  * - Llama 4: layers 3, 7, 11, ... ((i + 1) % 4 == 0) are the full (NoPE) layers, causal with no
  *   chunk; the rest causal + chunk C. 48 layers (Scout).
  * - Mistral 7B v0.1: 32 layers, causal + W on every layer.
  * - ModernBERT gte-reranker-modernbert-base: 22 layers, global iff i % 3 == 0, bidirectional.
  * - embeddinggemma-300m: 24 layers, full iff (i + 1) % 6 == 0, bidirectional.
+ *
+ * Gemma 2, from Hugging Face transformers src/transformers/models/gemma2/:
+ * - configuration_gemma2.py (Gemma2Config): attn_logit_softcapping defaults to 50.0 and
+ *   final_logit_softcapping to 30.0 (that one caps the LM head's logits, not attention: not
+ *   here); query_pre_attn_scalar defaults to 256, head_dim to 256, sliding_window to 4096,
+ *   num_hidden_layers to 26 (the 2b shape); layer_types, when absent, is "sliding_attention"
+ *   for even i and "full_attention" for odd i.
+ * - modeling_gemma2.py: Gemma2Attention sets scaling = query_pre_attn_scalar**-0.5 (not
+ *   head_dim**-0.5) and softcap = attn_logit_softcapping on every layer; the eager path
+ *   multiplies q.k by scaling, then divides by the cap, takes tanh and multiplies by the cap,
+ *   before it adds the mask: exactly masks/terms.h's c * tanh(s / c) with c the config value.
+ *   Older versions of the file said the same with is_sliding = not bool(layer_idx % 2) and a
+ *   sliding mask torch.tril(..., diagonal=-sliding_window), which masks p_k <= p_q - W: causal
+ *   + W keys, so W = sliding_window as stored.
+ * - The per-checkpoint values: query_pre_attn_scalar is 256 for 2b and 9b (= head_dim) and 144
+ *   for 27b (hidden_size / num_attention_heads, with head_dim 128), as in google/gemma_pytorch
+ *   gemma/config.py (get_config_for_27b; 9b leaves it unset, which that file defines as
+ *   head_dim). The HF conversion script convert_gemma2_weights_to_hf.py still says 224 for 9b;
+ *   huggingface/transformers issue #31891 reports that as a mistake the hub config corrected to
+ *   256. The checkpoints' own config.json files are not in the material this was written from:
+ *   2b uses the config class defaults, 9b and 27b gemma_pytorch's values. All three cap at 50.
+ *
+ * gpt-oss, from Hugging Face transformers src/transformers/models/gpt_oss/ and OpenAI's
+ * reference openai/gpt-oss gpt_oss/torch/model.py:
+ * - configuration_gpt_oss.py (GptOssConfig): sliding_window 128, head_dim 64,
+ *   num_hidden_layers 36 (the 120b shape); layer_types, when absent, "sliding_attention" for
+ *   even i and "full_attention" for odd i. The gpt-oss-20b config.json (as mirrored in
+ *   EchoCog/gpt-oss-20b) has 24 layers and spells the same alternation out, sliding first.
+ * - modeling_gpt_oss.py: GptOssAttention sets scaling = head_dim**-0.5 (the default: scale 0
+ *   here), has no soft-cap, and holds sinks = Parameter(num_attention_heads): one logit per
+ *   query head, concatenated to the scaled, masked scores before the softmax and dropped after
+ *   it (masks/terms.h's sinks), on every layer; only sliding layers get the window.
+ * - The window: HF's sliding layers use masking_utils.py create_sliding_window_causal_mask with
+ *   config.sliding_window unchanged, whose sliding_window_overlay allows kv_idx > q_idx -
+ *   sliding_window; OpenAI's reference sdpa() adds -inf on torch.tril(..., diagonal=
+ *   -sliding_window), i.e. masks p_k <= p_q - W, and slides iff layer_idx % 2 == 0. Both: the
+ *   key at distance exactly 128 is out, distance 127 in, so causal + W = 128 keys, W =
+ *   sliding_window as stored (docs/semantics.md: p_q - p_k < W).
  */
+#include <math.h>
 #include <string.h>
 
 #include "masks/layout.h"
@@ -29,12 +71,26 @@ int32_t layout_embeddinggemma_window(int32_t stored_sliding_window)
     return stored_sliding_window / 2 + 1;
 }
 
+int32_t layout_gpt_oss_window(int32_t sliding_window)
+{
+    /* Causal, p_q - p_k < sliding_window in both HF and OpenAI's reference (above): the stored
+     * value is already the number of keys a query sees. */
+    return sliding_window;
+}
+
+double layout_gemma2_scale(double query_pre_attn_scalar)
+{
+    /* modeling_gemma2.py: scaling = query_pre_attn_scalar**-0.5, whatever head_dim is. */
+    return 1.0 / sqrt(query_pre_attn_scalar);
+}
+
 typedef enum family {
     FAM_MODERNBERT,
     FAM_MODERNBERT_LEGACY,
     FAM_EMBEDDINGGEMMA,
     FAM_GEMMA2,
     FAM_GEMMA3,
+    FAM_GPT_OSS,
     FAM_LLAMA4,
     FAM_MISTRAL,
 } family;
@@ -43,7 +99,12 @@ typedef struct layout_def {
     layout_info info;
     family fam;
     int32_t config_value; /* local_attention, sliding_window or attention_chunk_size */
+    double attn_logit_softcapping; /* Gemma 2's config values (0 for the other families) */
+    double query_pre_attn_scalar;
 } layout_def;
+
+/* Table rows name their leading fields in order and leave the rest zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 static const layout_def defs[] = {
     {{"modernbert", "Alibaba-NLP/gte-reranker-modernbert-base (local_attention 128)", 22},
@@ -52,13 +113,20 @@ static const layout_def defs[] = {
      FAM_MODERNBERT_LEGACY, 128},
     {{"embeddinggemma", "google/embeddinggemma-300m (sliding_window 512)", 24},
      FAM_EMBEDDINGGEMMA, 512},
-    {{"gemma2", "google/gemma-2-2b (sliding_window 4096)", 26}, FAM_GEMMA2, 4096},
+    {{"gemma2", "google/gemma-2-2b (sliding_window 4096, softcap 50, query_pre_attn_scalar 256)",
+      26}, FAM_GEMMA2, 4096, 50.0, 256.0},
+    {{"gemma2-9b", "google/gemma-2-9b (sliding_window 4096, softcap 50, query_pre_attn_scalar "
+      "256)", 42}, FAM_GEMMA2, 4096, 50.0, 256.0},
+    {{"gemma2-27b", "google/gemma-2-27b (sliding_window 4096, softcap 50, query_pre_attn_scalar "
+      "144)", 46}, FAM_GEMMA2, 4096, 50.0, 144.0},
     {{"gemma3", "google/gemma-3-1b-it (sliding_window 512)", 26}, FAM_GEMMA3, 512},
     {{"gemma3-270m", "google/gemma-3-270m (sliding_window 512)", 18}, FAM_GEMMA3, 512},
     {{"gemma3-4b", "google/gemma-3-4b-it (sliding_window 1024)", 34}, FAM_GEMMA3, 1024},
     {{"llama4", "meta-llama/Llama-4-Scout-17B-16E (attention_chunk_size 8192)", 48},
      FAM_LLAMA4, 8192},
     {{"mistral", "mistralai/Mistral-7B-v0.1 (sliding_window 4096)", 32}, FAM_MISTRAL, 4096},
+    {{"gpt-oss-20b", "openai/gpt-oss-20b (sliding_window 128, sinks)", 24}, FAM_GPT_OSS, 128},
+    {{"gpt-oss-120b", "openai/gpt-oss-120b (sliding_window 128, sinks)", 36}, FAM_GPT_OSS, 128},
 };
 #define NDEFS ((int)(sizeof defs / sizeof defs[0]))
 
@@ -71,9 +139,10 @@ const layout_info *layout_list(int *count)
     return infos;
 }
 
-/* Layer i of family fam with config value cv (already scaled). */
-static layout_layer layer_of(family fam, int32_t cv, int32_t i)
+/* Layer i of layout d with config value cv (already scaled). */
+static layout_layer layer_of(const layout_def *d, int32_t cv, int32_t i)
 {
+    family fam = d->fam;
     layout_layer l;
     memset(&l, 0, sizeof l);
     switch (fam) {
@@ -90,6 +159,8 @@ static layout_layer layer_of(family fam, int32_t cv, int32_t i)
         l.global = i % 2 == 1;
         l.mask.causal = 1;
         l.mask.sliding_window = l.global ? 0 : cv;
+        l.softcap = d->attn_logit_softcapping;
+        l.scale = layout_gemma2_scale(d->query_pre_attn_scalar);
         break;
     case FAM_GEMMA3:
         l.global = (i + 1) % 6 == 0;
@@ -104,6 +175,12 @@ static layout_layer layer_of(family fam, int32_t cv, int32_t i)
     case FAM_MISTRAL:
         l.mask.causal = 1;
         l.mask.sliding_window = cv;
+        break;
+    case FAM_GPT_OSS:
+        l.global = i % 2 == 1;
+        l.mask.causal = 1;
+        l.mask.sliding_window = l.global ? 0 : layout_gpt_oss_window(cv);
+        l.sinks = 1;
         break;
     }
     return l;
@@ -129,7 +206,7 @@ fc_status layout_get(const char *name, int32_t nlayers, int32_t scale_div, layou
                        (int)scale_div, d->info.name, (int)(d->config_value / 2));
     int32_t cv = d->config_value / scale_div;
     for (int32_t i = 0; i < nlayers; i++)
-        layers[i] = layer_of(d->fam, cv, i);
+        layers[i] = layer_of(d, cv, i);
     *out_nlayers = nlayers;
     return FC_OK;
 }

@@ -5,6 +5,7 @@
  * never produced by the code under test.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +299,111 @@ Test(layout, names_the_full_attention_layers_of_each_model)
             cr_expect_eq(m.chunk_size, want_full ? 0 : lc->chunk, "%s: layer %d C", lc->name, l);
         }
         cr_expect_eq(lc->full[j], -1, "%s: full layers missing", lc->name);
+    }
+}
+
+/* The models whose layers carry score terms or their own scale, as their configs state them
+ * (masks/layout.c cites the files). The test derives every expected layer from these numbers
+ * with the model code's own rules, written out here: Hugging Face's layer_types default
+ * ("sliding_attention" iff (i + 1) % 2 != 0), its sliding mask (kv_idx <= q_idx and kv_idx >
+ * q_idx - sliding_window), Gemma 2's scaling = query_pre_attn_scalar**-0.5 and cap
+ * attn_logit_softcapping, gpt-oss's scaling = head_dim**-0.5 (the default) and sinks on every
+ * layer. */
+typedef struct model_config {
+    const char *name;
+    int32_t num_hidden_layers, sliding_window;
+    double attn_logit_softcapping; /* 0: the model has none */
+    double query_pre_attn_scalar;  /* 0: scaling = head_dim**-0.5 */
+    int sinks;
+} model_config;
+
+static const model_config model_configs[] = {
+    {"gemma2", 26, 4096, 50.0, 256, 0},
+    {"gemma2-9b", 42, 4096, 50.0, 256, 0},
+    {"gemma2-27b", 46, 4096, 50.0, 144, 0},
+    {"gpt-oss-20b", 24, 128, 0, 0, 1},
+    {"gpt-oss-120b", 36, 128, 0, 0, 1},
+};
+
+/* HF's predicate for a layer, on positions q_idx, kv_idx. */
+static int hf_allows(int sliding, int32_t sliding_window, int64_t q_idx, int64_t kv_idx)
+{
+    return kv_idx <= q_idx && (!sliding || kv_idx > q_idx - sliding_window);
+}
+
+/* Layer i of model mc with its config window divided by div, against the model's rules. */
+static void expect_model_layer(const model_config *mc, int32_t div, int32_t i,
+                               const layout_layer *l)
+{
+    int sliding = (i + 1) % 2 != 0;
+    int32_t sw = mc->sliding_window / div;
+    cr_expect_eq(l->global, !sliding, "%s/%d: layer %d global", mc->name, div, i);
+    /* Every key distance a query can have, around the window's edge and far beyond it. */
+    int64_t q = 100000;
+    for (int64_t dist = -3; dist <= 2 * (int64_t)sw + 3; dist++)
+        cr_expect_eq(mask_allowed(l->mask, (int32_t)q, (int32_t)(q - dist)),
+                     hf_allows(sliding, sw, q, q - dist), "%s/%d: layer %d, key at distance %d",
+                     mc->name, div, i, (int)dist);
+    cr_expect_eq(l->mask.chunk_size, 0, "%s/%d: layer %d chunk", mc->name, div, i);
+    cr_expect_eq(l->softcap, mc->attn_logit_softcapping, "%s/%d: layer %d soft-cap %g",
+                 mc->name, div, i, l->softcap);
+    double scale = mc->query_pre_attn_scalar > 0 ? pow(mc->query_pre_attn_scalar, -0.5) : 0;
+    cr_expect(fabs(l->scale - scale) <= 1e-15 * scale, "%s/%d: layer %d scale %.17g, want %.17g",
+              mc->name, div, i, l->scale, scale);
+    cr_expect_eq(l->sinks, mc->sinks, "%s/%d: layer %d sinks", mc->name, div, i);
+}
+
+Test(layout, gives_each_layer_the_models_window_soft_cap_scale_and_sinks)
+{
+    for (size_t k = 0; k < sizeof model_configs / sizeof model_configs[0]; k++) {
+        const model_config *mc = &model_configs[k];
+        layout_layer layers[LAYOUT_MAX_LAYERS];
+        int32_t n = 0;
+        fc_err err;
+        cr_assert_eq(layout_get(mc->name, 0, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK,
+                     "%s: %s", mc->name, err.msg);
+        cr_expect_eq(n, mc->num_hidden_layers, "%s: layer count", mc->name);
+        for (int32_t i = 0; i < n; i++)
+            expect_model_layer(mc, 1, i, &layers[i]);
+    }
+}
+
+Test(layout, scaled_down_layouts_keep_the_models_formulas)
+{
+    /* Windows of 64 and 32: the window is the divided config value through the same rule,
+     * while the cap, the scale and the sinks are not lengths and stay the model's. */
+    static const int32_t divs[] = {64, 128, 2, 4};
+    for (size_t k = 0; k < sizeof model_configs / sizeof model_configs[0]; k++) {
+        const model_config *mc = &model_configs[k];
+        for (size_t j = 0; j < sizeof divs / sizeof divs[0]; j++) {
+            int32_t div = divs[j];
+            if (div > mc->sliding_window / 2)
+                continue;
+            layout_layer layers[LAYOUT_MAX_LAYERS];
+            int32_t n = 0;
+            fc_err err;
+            cr_assert_eq(layout_get(mc->name, 6, div, layers, LAYOUT_MAX_LAYERS, &n, &err),
+                         FC_OK, "%s/%d: %s", mc->name, div, err.msg);
+            cr_expect_eq(n, 6);
+            for (int32_t i = 0; i < n; i++)
+                expect_model_layer(mc, div, i, &layers[i]);
+        }
+    }
+}
+
+Test(layout, other_models_have_no_score_terms_and_the_default_scale)
+{
+    static const char *const names[] = {"modernbert", "modernbert-legacy", "embeddinggemma",
+                                        "gemma3", "gemma3-270m", "gemma3-4b", "llama4",
+                                        "mistral"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        layout_layer layers[LAYOUT_MAX_LAYERS];
+        int32_t n = 0;
+        fc_err err;
+        cr_assert_eq(layout_get(names[k], 0, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK);
+        for (int32_t i = 0; i < n; i++)
+            cr_expect(layers[i].softcap == 0 && layers[i].scale == 0 && layers[i].sinks == 0,
+                      "%s: layer %d", names[k], i);
     }
 }
 
