@@ -1,6 +1,7 @@
 /*
  * cmd_layout.c - 'flexcheck layout NAME [--layers N] [--scale-div N]': the layer plan of a
- * model layout, one line per layer with its causal / window / chunk; --list names them all.
+ * model layout, one line per layer with its causal / window / chunk, soft-cap, scale and
+ * sinks; --list names them all.
  */
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "cli/cli.h"
 #include "masks/layout.h"
 #include "masks/params.h"
+#include "masks/terms.h"
 
 static const char *const CMD = "layout";
 
@@ -43,7 +45,8 @@ int cmd_layout(int argc, char **argv)
         .cmd = CMD,
         .usage = "usage: flexcheck layout NAME [--layers N] [--scale-div N]\n"
                  "       flexcheck layout --list\n",
-        .intro = "The layer plan of a model layout: one line per layer with its mask terms.\n",
+        .intro = "The layer plan of a model layout: one line per layer with its mask terms, its\n"
+                 "soft-cap (0 off), its softmax scale and whether it has sinks.\n",
         .opts = opts,
         .nopts = sizeof opts / sizeof opts[0],
         .max_operands = 1,
@@ -65,18 +68,26 @@ int cmd_layout(int argc, char **argv)
     fc_err err;
     if (layout_get(name, nlayers, scale_div, layers, LAYOUT_MAX_LAYERS, &n, &err))
         return cli_usage_error(CMD, "%s", err.msg);
-    /* One column per mask term, as wide as its name (at least 5 characters). */
+    /* One column per mask term, as wide as its name (at least 5 characters), then the score
+     * terms (named as their options are) and the scale: "1/sqrt(D)" where the model leaves it
+     * to the head dim of the case it runs. */
+    const char *cap = score_term_table[TERM_SOFTCAP].opt, *sinks = score_term_table[TERM_SINKS].opt;
     printf("layer  %-7s", "kind");
     for (int i = 0; i < MASK_NPARAMS; i++)
         printf("  %5s", mask_param_table[i].opt);
-    printf("\n");
+    printf("  %7s  %9s  %5s\n", cap, "scale", sinks);
     for (int32_t l = 0; l < n; l++) {
         printf("%5d  %-7s", (int)l, layers[l].global ? "full" : "local");
         for (int i = 0; i < MASK_NPARAMS; i++)
             printf("  %*d", (int)strlen(mask_param_table[i].opt) > 5
                                 ? (int)strlen(mask_param_table[i].opt) : 5,
                    (int)mask_param_get(&layers[l].mask, i));
-        printf("\n");
+        printf("  %7g", layers[l].softcap);
+        if (layers[l].scale > 0)
+            printf("  %9.7g", layers[l].scale);
+        else
+            printf("  %9s", "1/sqrt(D)");
+        printf("  %5s\n", layers[l].sinks ? "on" : "off");
     }
     return CLI_PASS;
 }

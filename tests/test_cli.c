@@ -249,6 +249,26 @@ Test(cli, long_names_are_spelled_in_full_and_take_name_equals_value)
     cr_assert_eq(r.status, 2, "a flag takes no value: %s", r.err);
 }
 
+Test(cli, layout_prints_each_layers_soft_cap_scale_and_sinks)
+{
+    run_out r;
+    run_cli(&r, "layout gemma2-27b --layers 2 --scale-div 64");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "softcap") && strstr(r.out, "scale") && strstr(r.out, "sinks"),
+              "the header names the columns: %s", r.out);
+    /* 144^-0.5 = 1/12; the cap is not a length and keeps 50 at any --scale-div. */
+    cr_expect(strstr(r.out, "    0  local         1      64      0       50  0.08333333    off"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "    1  full          1       0      0       50  0.08333333    off"),
+              "%s", r.out);
+    run_cli(&r, "layout gpt-oss-120b --layers 2");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "    0  local         1     128      0        0  1/sqrt(D)     on"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "    1  full          1       0      0        0  1/sqrt(D)     on"),
+              "%s", r.out);
+}
+
 Test(cli, check_takes_options_after_its_files)
 {
     run_out r;
