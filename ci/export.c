@@ -102,7 +102,8 @@ static fc_status add_slice(batch *b, const gate_case *c, const fix_case *full, f
     return st;
 }
 
-/* The layers of a layout case, seeded as the layout check seeds them (seed + layer). */
+/* The layers of a layout case, each the case the layout check runs (fix_gen_layer_params:
+ * its mask, score terms, scale and seeds). */
 static fc_status layout_cases(batch *b, const gate_case *c, fc_err *err)
 {
     layout_layer layers[LAYOUT_MAX_LAYERS];
@@ -113,8 +114,9 @@ static fc_status layout_cases(batch *b, const gate_case *c, fc_err *err)
         char name[16], suffix[16];
         snprintf(name, sizeof name, "layer%02d", (int)l);
         snprintf(suffix, sizeof suffix, "@L%02d", (int)l);
-        st = add_case(b, c, c->gp.dtype, layers[l].mask, c->gp.seed + (uint64_t)l, name, suffix,
-                      err);
+        gate_case lc = *c;
+        lc.gp = fix_gen_layer_params(&c->gp, &layers[l], l);
+        st = add_case(b, &lc, lc.gp.dtype, lc.gp.mask, lc.gp.seed, name, suffix, err);
     }
     return st;
 }

@@ -1390,6 +1390,75 @@ Test(fixture_writer, writes_a_layout_file_with_one_case_per_layer)
     fix_close(&f);
 }
 
+Test(fixture_writer, a_layer_takes_the_models_terms_and_scale_and_the_cases_seed)
+{
+    fix_gen_params base = base_params(FC_F32, 0);
+    base.scale = 0.3;
+    base.softcap = 20;
+    layout_layer gemma = {.mask = {.causal = 1, .sliding_window = 64}, .softcap = 50,
+                          .scale = 0.0625};
+    layout_layer oss = {.mask = {.causal = 1}, .global = 1, .sinks = 1};
+    layout_layer plain = {.mask = {.causal = 1, .sliding_window = 64}};
+    fix_gen_params g = fix_gen_layer_params(&base, &gemma, 3);
+    cr_expect(g.mask.sliding_window == 64 && g.softcap == 50 && g.scale == 0.0625 && !g.sinks,
+              "the model's cap and scale replace the case's");
+    cr_expect_eq(g.seed, base.seed + 3, "each layer its own activations");
+    fix_gen_params m = fix_gen_layer_params(&base, &plain, 1);
+    cr_expect(m.softcap == 20 && m.scale == 0.3, "where the model has none, the case's stand");
+    /* Sinks the layout turns on follow the layer's seed, in a stream of their own; sinks the
+     * case asked for keep its seed (+ layer). */
+    fix_gen_params o1 = fix_gen_layer_params(&base, &oss, 1),
+                   o2 = fix_gen_layer_params(&base, &oss, 2);
+    cr_expect(o1.sinks && o2.sinks && o1.mask.sliding_window == 0);
+    cr_expect_eq(o1.sinks_seed, (base.seed + 1) ^ FIX_LAYER_SINKS_SALT);
+    cr_expect_neq(o1.sinks_seed, o2.sinks_seed);
+    cr_expect_neq(o1.sinks_seed, o1.seed, "not the inputs' stream");
+    base.sinks = 1;
+    base.sinks_seed = 40;
+    cr_expect_eq(fix_gen_layer_params(&base, &oss, 2).sinks_seed, 42);
+    fix_gen_params p = fix_gen_layer_params(&base, &plain, 2);
+    cr_expect(p.sinks && p.sinks_seed == 42, "the case's sinks on a layout without them");
+}
+
+Test(fixture_writer, writes_each_layers_terms_into_a_gpt_oss_or_gemma2_layout_file)
+{
+    fix_gen_params gp = base_params(FC_F32, 1);
+    gp.hq = 4;
+    gp.hkv = 2;
+    fc_err err;
+    const char *p = path_of("oss.h5");
+    cr_assert_eq(fix_gen_layout(p, "gpt-oss-20b", 4, 16, &gp, 0, &err), FC_OK, "%s", err.msg);
+    fix_file f;
+    cr_assert_eq(fix_open(p, &f, &err), FC_OK, "%s", err.msg);
+    cr_assert(f.has_layout && !strcmp(f.layout, "gpt-oss-20b") && f.ncases == 4);
+    float first[4];
+    for (int l = 0; l < 4; l++) {
+        fix_case c;
+        cr_assert_eq(fix_read_case(&f, l, &c, &err), FC_OK, "%s", err.msg);
+        const attn_problem *pr = &c.prob;
+        cr_expect_eq(pr->mask.sliding_window, l % 2 ? 0 : 8, "layer %d: W = 128/16", l);
+        cr_expect(pr->terms.sinks && pr->terms.softcap == 0, "layer %d: sinks, no cap", l);
+        cr_expect_eq(pr->scale, 0.5, "layer %d: 1/sqrt(D = 4)", l);
+        if (l == 0)
+            memcpy(first, pr->terms.sinks, sizeof first);
+        else
+            cr_expect(memcmp(first, pr->terms.sinks, sizeof first), "layer %d: its own sinks", l);
+        fix_case_free(&c);
+    }
+    fix_close(&f);
+    p = path_of("gemma2.h5");
+    cr_assert_eq(fix_gen_layout(p, "gemma2-27b", 2, 64, &gp, 0, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_open(p, &f, &err), FC_OK, "%s", err.msg);
+    for (int l = 0; l < 2; l++) {
+        fix_case c;
+        cr_assert_eq(fix_read_case(&f, l, &c, &err), FC_OK, "%s", err.msg);
+        cr_expect(c.prob.terms.softcap == 50 && !c.prob.terms.sinks, "layer %d: cap 50", l);
+        cr_expect(fabs(c.prob.scale - 1 / 12.0) < 1e-15, "layer %d: 144^-0.5, not 1/sqrt(D)", l);
+        fix_case_free(&c);
+    }
+    fix_close(&f);
+}
+
 Test(fixture_writer, draws_reproducible_normal_values)
 {
     fix_rng a, b;
@@ -1608,6 +1677,37 @@ Test(fixture_cli, check_runs_the_emulated_kernel_under_the_gates)
     snprintf(args, sizeof args, "check --backend emu --kernel 2 '%s'", f);
     cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 0, "%s%s", out, errs);
     cr_assert(strstr(out, "SKIP") && strstr(out, "kernel 2: head dims"), "%s", out);
+}
+
+Test(fixture_cli, gemma2_and_gpt_oss_layout_files_pass_the_emulated_kernel_with_their_terms)
+{
+    /* Each layer's soft-cap / sinks reach the kernel and the oracle, layer by layer, through
+     * one shared block mask per run of equal masks. */
+    static const struct {
+        const char *layout, *scale_div, *term;
+    } lay[] = {{"gemma2-27b", "64", "cap=50"}, {"gpt-oss-20b", "4", "sinks=on"}};
+    for (size_t i = 0; i < sizeof lay / sizeof lay[0]; i++) {
+        char out[8192], errs[4096], args[1024];
+        const char *p = path_of(lay[i].layout);
+        snprintf(args, sizeof args, "gen --case --layout %s --layers 4 --scale-div %s --hq 4 "
+                 "--hkv 2 --d 32 --qb 16 --kb 16 --packed 0,70,71 --packed-k 0,70,110 "
+                 "--dtype float16 --seed 3 --out '%s'", lay[i].layout, lay[i].scale_div, p);
+        cr_assert_eq(run_cli(args, out, sizeof out, errs, sizeof errs), 0, "%s", errs);
+        snprintf(args, sizeof args, "check --backend emu '%s'", p);
+        int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+        cr_assert_eq(st, 0, "%s: status %d\n%s%s", lay[i].layout, st, out, errs);
+        cr_expect(strstr(out, "4 cases, 4 passed, 0 failed") &&
+                      strstr(out, "ran through one shared metadata object"),
+                  "%s: %s", lay[i].layout, out);
+        int with_term = 0;
+        for (const char *q = out; (q = strstr(q, "PASS ")) != NULL; q++) {
+            const char *eol = strchr(q, '\n');
+            const char *t = strstr(q, lay[i].term);
+            with_term += t && (!eol || t < eol);
+        }
+        cr_expect_eq(with_term, 4, "%s: every layer's line shows %s\n%s", lay[i].layout,
+                     lay[i].term, out);
+    }
 }
 
 Test(fixture_cli, gen_case_is_reproducible_and_refuses_to_overwrite)

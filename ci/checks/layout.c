@@ -5,7 +5,11 @@
  * Like vLLM's FlexAttention backend, the runner keeps one metadata object (the sequences and a
  * block mask) for consecutive layers and rebuilds the block mask only when a layer's cache key
  * differs from the cached one. The key must hold every parameter the block mask depends on
- * (causal, window, chunk, block sizes, builder; the sequences are the object's own). Each
+ * (causal, window, chunk, block sizes, builder; the sequences are the object's own). A layer's
+ * score terms and scale (Gemma 2's soft-cap and query_pre_attn_scalar, gpt-oss's sinks) are not
+ * in it: they never change which blocks are visited (docs/semantics.md section 7), so a layer
+ * that differs from the last only in them shares its block mask, while its own problem, built
+ * from its own parameters, carries them into the kernel and the oracle. Each
  * layer's kernel output with the shared mask is judged against that layer's oracle and must be
  * bitwise equal to the output with a freshly built mask. The test-only key modes drop
  * parameters from the key, which reproduces the seed's bug: a window layer's trimmed list reused
@@ -73,18 +77,20 @@ static const bmask *meta_get(layer_meta *meta, const gate_opts *op, mask_params 
 }
 
 /* One layer on every backend: a row each. */
-static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l, mask_params m,
-                           layer_meta *meta, gate_rows *rows, fc_err *err)
+static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l,
+                           const layout_layer *layer, layer_meta *meta, gate_rows *rows,
+                           fc_err *err)
 {
     gate_case lc = *c;
-    lc.gp.seed = c->gp.seed + (uint64_t)l; /* each layer its own activations */
+    lc.gp = fix_gen_layer_params(&c->gp, layer, l); /* its mask, terms, scale and seeds */
+    mask_params m = lc.gp.mask;
     fix_case fc;
     judge_bufs b;
     bmask fresh;
     fc_err e;
     char suffix[16];
     snprintf(suffix, sizeof suffix, "@L%02d", (int)l);
-    if (gate_case_inputs(&lc, &m, &fc, &e))
+    if (gate_case_inputs(&lc, NULL, &fc, &e))
         return gate_case_error(c, op, rows, e.msg, err);
     judge_case jc = fix_judge_case(&fc);
     fc_status st = judge_bufs_alloc(&b, &jc, err);
@@ -150,7 +156,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
     memset(&meta, 0, sizeof meta);
     fc_status st = FC_OK;
     for (int32_t l = 0; l < n && !st; l++)
-        st = run_layer(c, op, l, layers[l].mask, &meta, rows, err);
+        st = run_layer(c, op, l, &layers[l], &meta, rows, err);
     if (meta.valid)
         bmask_free(&meta.bm);
     return st;
