@@ -216,6 +216,8 @@ Test(layout_cache, a_key_missing_parameters_fails_when_sequences_exceed_the_wind
         {"gemma3", 8, GATE_CACHE_CAUSAL_ONLY},     /* W = 64 list drops keys of layer 5 */
         {"llama4", 64, GATE_CACHE_CAUSAL_ONLY},    /* chunk list drops keys of layer 3 */
         {"llama4", 64, GATE_CACHE_WINDOW_ONLY},    /* W = 0 everywhere: the same bug */
+        {"gpt-oss-20b", 4, GATE_CACHE_CAUSAL_ONLY}, /* W = 32 list drops keys of layer 1,
+                                                     * sinks or not */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gate_case c = layout_case(cases[i].layout, 200, cases[i].scale_div);
@@ -252,11 +254,41 @@ Test(layout_cache, the_full_key_passes_every_layout)
         {"modernbert", 2, GATE_CACHE_FULL}, {"embeddinggemma", 8, GATE_CACHE_FULL},
         {"gemma2", 64, GATE_CACHE_FULL},    {"gemma3", 8, GATE_CACHE_FULL},
         {"llama4", 64, GATE_CACHE_FULL},    {"mistral", 64, GATE_CACHE_FULL},
+        {"gemma2-27b", 64, GATE_CACHE_FULL}, {"gpt-oss-20b", 4, GATE_CACHE_FULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gate_case c = layout_case(cases[i].layout, 200, cases[i].scale_div);
         char gate[REP_NAME_LEN], reason[REP_WHY_LEN] = "";
         cr_expect_eq(run_layout(&c, cases[i].key, gate, reason), 0, "%s: %s", c.id, reason);
+    }
+}
+
+Test(layout_cache, each_layers_row_carries_that_layers_terms)
+{
+    /* The terms are not in the cache key (they never change the block mask); each layer's
+     * own problem must still carry them, as its report row shows. */
+    static const struct {
+        const char *layout;
+        int32_t scale_div;
+        double softcap;
+        int32_t sinks;
+    } cases[] = {{"gemma2-27b", 64, 50, 0}, {"gpt-oss-20b", 4, 0, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gate_case c = layout_case(cases[i].layout, 100, cases[i].scale_div);
+        c.nlayers = 3;
+        gate_opts o = {.run = {.kernel = 1}, .backends = {GPU_BACKEND_EMU}, .nbackends = 1};
+        gate_rows rows = {0};
+        fc_err err;
+        cr_assert_eq(gate_run_case(&c, &o, &rows, &err), FC_OK, "%s: %s", c.id, err.msg);
+        cr_assert_eq(rows.n, 3, "%s: a row per layer", c.id);
+        for (size_t r = 0; r < rows.n; r++) {
+            const rep_row *row = &rows.v[r];
+            cr_expect(!rep_row_failed(row) && row->outcome != REP_ROW_ERROR, "%s: %s",
+                      row->case_id, row->reason);
+            cr_expect(row->softcap == cases[i].softcap && row->sinks == cases[i].sinks,
+                      "%s: softcap %g sinks %d", row->case_id, row->softcap, (int)row->sinks);
+        }
+        gate_rows_free(&rows);
     }
 }
 
