@@ -166,3 +166,31 @@ def test_shards_checked_apart_merge_to_the_unsharded_totals(tmp_path):
     rc, text, err = run("report", "merge", str(tmp_path / "rep-s1"), str(tmp_path / "rep-s1"),
                         "--out", str(tmp_path / "twice"))
     assert rc == 2 and err.strip(), text + err
+
+
+def test_layout_files_carry_each_layers_score_terms_and_scale(tmp_path):
+    # gpt-oss: sinks on every layer, drawn per layer; the default scale. Gemma 2 27b: the cap
+    # and query_pre_attn_scalar^-0.5 on every layer. Both judged with the kernel, layer by layer.
+    _, oss = export(tmp_path, "oss", "--filter", "gpt-oss-20b")
+    _, g27 = export(tmp_path, "g27", "--filter", "gemma2-27b")
+    assert len(oss) == 2 and len(g27) == 1
+    for f in oss:
+        with h5py.File(f, "r") as h:
+            assert txt(h.attrs["layout"]) == "gpt-oss-20b"
+            sinks = []
+            for name in sorted(h["cases"]):
+                g = h["cases"][name]
+                assert "softcap" not in g.attrs or g.attrs["softcap"] == 0
+                assert g.attrs["scale"] == pytest.approx(g["q"].shape[-1] ** -0.5, rel=1e-15)
+                assert g["sinks"].shape == (g["q"].shape[1],)
+                sinks.append(tuple(np.asarray(g["sinks"])))
+            assert len(set(sinks)) == len(sinks), "each layer its own sinks"
+    with h5py.File(g27[0], "r") as h:
+        for name in sorted(h["cases"]):
+            g = h["cases"][name]
+            assert g.attrs["softcap"] == 50 and "sinks" not in g
+            assert g.attrs["scale"] == pytest.approx(144 ** -0.5, rel=1e-15)
+    for f in oss + g27:
+        rc, text, err = run("check", "--backend", "emu", "--kernel", "1", f)
+        assert rc == 0, text + err
+        assert "through one shared metadata object" in text, text
