@@ -276,15 +276,23 @@ static const layout_case layout_cases[] = {
     {"mistral", 32, {-1}, 4096, 0, 1},
 };
 
+/* Layout `name` (nlayers and scale_div as layout_get takes them), which must exist. */
+static int32_t get_layout(const char *name, int32_t nlayers, int32_t scale_div,
+                          layout_layer *layers)
+{
+    int32_t n = 0;
+    fc_err err;
+    cr_assert_eq(layout_get(name, nlayers, scale_div, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK,
+                 "%s/%d: %s", name, (int)scale_div, err.msg);
+    return n;
+}
+
 Test(layout, names_the_full_attention_layers_of_each_model)
 {
     for (size_t i = 0; i < sizeof layout_cases / sizeof layout_cases[0]; i++) {
         const layout_case *lc = &layout_cases[i];
         layout_layer layers[LAYOUT_MAX_LAYERS];
-        int32_t n = 0;
-        fc_err err;
-        cr_assert_eq(layout_get(lc->name, 0, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK,
-                     "%s: %s", lc->name, err.msg);
+        int32_t n = get_layout(lc->name, 0, 1, layers);
         cr_expect_eq(n, lc->nlayers, "%s: layer count", lc->name);
         int j = 0;
         for (int32_t l = 0; l < n; l++) {
@@ -358,10 +366,7 @@ Test(layout, gives_each_layer_the_models_window_soft_cap_scale_and_sinks)
     for (size_t k = 0; k < sizeof model_configs / sizeof model_configs[0]; k++) {
         const model_config *mc = &model_configs[k];
         layout_layer layers[LAYOUT_MAX_LAYERS];
-        int32_t n = 0;
-        fc_err err;
-        cr_assert_eq(layout_get(mc->name, 0, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK,
-                     "%s: %s", mc->name, err.msg);
+        int32_t n = get_layout(mc->name, 0, 1, layers);
         cr_expect_eq(n, mc->num_hidden_layers, "%s: layer count", mc->name);
         for (int32_t i = 0; i < n; i++)
             expect_model_layer(mc, 1, i, &layers[i]);
@@ -380,10 +385,7 @@ Test(layout, scaled_down_layouts_keep_the_models_formulas)
             if (div > mc->sliding_window / 2)
                 continue;
             layout_layer layers[LAYOUT_MAX_LAYERS];
-            int32_t n = 0;
-            fc_err err;
-            cr_assert_eq(layout_get(mc->name, 6, div, layers, LAYOUT_MAX_LAYERS, &n, &err),
-                         FC_OK, "%s/%d: %s", mc->name, div, err.msg);
+            int32_t n = get_layout(mc->name, 6, div, layers);
             cr_expect_eq(n, 6);
             for (int32_t i = 0; i < n; i++)
                 expect_model_layer(mc, div, i, &layers[i]);
@@ -398,9 +400,7 @@ Test(layout, other_models_have_no_score_terms_and_the_default_scale)
                                         "mistral"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         layout_layer layers[LAYOUT_MAX_LAYERS];
-        int32_t n = 0;
-        fc_err err;
-        cr_assert_eq(layout_get(names[k], 0, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_OK);
+        int32_t n = get_layout(names[k], 0, 1, layers);
         for (int32_t i = 0; i < n; i++)
             cr_expect(layers[i].softcap == 0 && layers[i].scale == 0 && layers[i].sinks == 0,
                       "%s: layer %d", names[k], i);
