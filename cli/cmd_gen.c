@@ -248,8 +248,9 @@ int cmd_gen(int argc, char **argv)
                "G, T suffixes; default 16G)", cli_parse_bytes, &o.max_memory),
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.max_work),
-        CLI_STR("layout", "NAME", "a layout file: the case through every layer of NAME",
-                &o.layout),
+        CLI_STR("layout", "NAME", "a layout file: the case through every layer of NAME, each\n"
+                "with the model's soft-cap, scale and sinks where it has them (they\n"
+                "replace --softcap and --scale; sinks are drawn per layer)", &o.layout),
         CLI_INT("layers", "N", "with --layout: first N layers (default the model's)", &o.layers,
                 1, LAYOUT_MAX_LAYERS),
         CLI_INT("scale-div", "N", "with --layout: divide the config window/chunk by N (default 1)",
