@@ -250,7 +250,8 @@ int cmd_gen(int argc, char **argv)
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.max_work),
         CLI_STR("layout", "NAME", "a layout file: the case through every layer of NAME, each\n"
                 "with the model's soft-cap, scale and sinks where it has them (they\n"
-                "replace --softcap and --scale; sinks are drawn per layer)", &o.layout),
+                "replace --softcap and --scale; layer i draws its sinks from the\n"
+                "--sinks seed (default 0) + i)", &o.layout),
         CLI_INT("layers", "N", "with --layout: first N layers (default the model's)", &o.layers,
                 1, LAYOUT_MAX_LAYERS),
         CLI_INT("scale-div", "N", "with --layout: divide the config window/chunk by N (default 1)",
