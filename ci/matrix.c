@@ -559,7 +559,7 @@ static const table_case tables[] = {
      .cu_q = {0, 200, 201, 290}, .cu_k = {0, 200, 450, 540}, .layout = "llama4", .nlayers = 8,
      .scale_div = 64, .min_size = GATE_DEFAULT},
     /* Layouts with score terms (the gemma2 rows above cap at 50 and scale by 256^-0.5 too):
-     * Gemma 2 27b's 144^-0.5 with peaked queries, so that scores reach the cap; gpt-oss-20b's
+     * Gemma 2 27b's 144^-0.5 with peaked queries, so that the cap bends the scores; gpt-oss-20b's
      * sinks on every layer, W = 128/2 and, packed with a decode row, 128/4. */
     {"M6", "layout", FC_F16, 1, 2, 1, 300, 300, 64, 64, {0}, 64, 64, BMASK_DIRECT, GI_PEAKED,
      .layout = "gemma2-27b", .nlayers = 4, .scale_div = 64},

@@ -536,6 +536,28 @@ static void sweep(const char *name, int mutant, int drop_last_tile, const char *
     free(cases);
 }
 
+/* A layout's sinks reach the kernel layer by layer: each sink defect fails every gpt-oss layer,
+ * windowed or full, as it would a case with sinks of its own. */
+Test(layout_cache, a_sink_defect_fails_every_gpt_oss_layer)
+{
+    static const int sink_mutants[] = {8, 9, 10};
+    gate_case c = layout_case("gpt-oss-20b", 100, 4);
+    c.nlayers = 4;
+    for (size_t i = 0; i < sizeof sink_mutants / sizeof sink_mutants[0]; i++) {
+        gate_opts o = {.run = {.kernel = 1, .attention_fn = mutant_fn[sink_mutants[i]]},
+                       .backends = {GPU_BACKEND_EMU}, .nbackends = 1};
+        gate_rows rows = {0};
+        fc_err err;
+        cr_assert_eq(gate_run_case(&c, &o, &rows, &err), FC_OK, "%s: %s", c.id, err.msg);
+        cr_expect_eq(rows.n, 4);
+        for (size_t r = 0; r < rows.n; r++)
+            cr_expect(rep_row_failed(&rows.v[r]) && !strcmp(rows.v[r].first_fail, "H1"),
+                      "mutant %d, %s: %s", sink_mutants[i], rows.v[r].case_id,
+                      rows.v[r].reason);
+        gate_rows_free(&rows);
+    }
+}
+
 Test(mutant_sweep, window_off_by_one) { sweep("window off by one", 1, 0, "H1", NULL); }
 Test(mutant_sweep, partial_block_as_full) { sweep("partial block listed as full", 2, 0, "H1", NULL); }
 Test(mutant_sweep, no_rescale) { sweep("no online-softmax rescale", 3, 0, "H1", NULL); }
