@@ -134,13 +134,17 @@ enum bar_op { BAR_SYNC, BAR_COUNT, BAR_AND, BAR_OR };
 enum warp_op {
     W_SYNC, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_MATCH_ANY,
     W_RED_ADD, W_RED_MIN_U, W_RED_MAX_U, W_RED_MIN_S, W_RED_MAX_S, W_RED_AND, W_RED_OR, W_RED_XOR,
-    W_ACTIVEMASK
+    W_ACTIVEMASK, W_EXEC
 };
+/* A warp-wide instruction's work for the whole warp (emu_warp_exec): lanes[l] is lane l's
+ * operand pointer. */
+typedef void (*warp_fn)(void *const *lanes);
 namespace rt {
 /* Out of line on purpose: their return address is the call site in the kernel, which is
  * what error and race reports name. */
 int bar(int op, int pred);
 unsigned long long warp(int op, unsigned mask, unsigned long long v, int arg, int width);
+void warp_exec(warp_fn exec, void *operands);
 [[noreturn]] void trap(const char *why);
 }
 } // namespace emu
@@ -169,6 +173,24 @@ EMU_DI void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 EMU_DI void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 [[noreturn]] EMU_DI void __trap() { emu::rt::trap("__trap()"); }
 EMU_DI unsigned __activemask() { return (unsigned)emu::rt::warp(emu::W_ACTIVEMASK, 0, 0, 0, 32); }
+
+/* ---- warp-wide instructions (not CUDA: the emu's way to write the CPU twin of an instruction
+ * such as mma.sync or ldmatrix, gpu/ptx.cuh). All 32 lanes of the warp call emu_warp_exec(exec,
+ * &operands) at the same instruction (the same exec), as .sync.aligned requires; the last to
+ * arrive runs exec once with every lane's operand pointer, reading the whole warp's inputs and
+ * writing every lane's outputs, as the hardware computes the instruction for the warp at once.
+ * That costs one round of switches, where exchanging fragments through shared memory costs two
+ * __syncwarp, and computes what the lanes share once. exec runs on the last arriver's fiber: it
+ * must not call collectives or read threadIdx, and its memory accesses are not the lanes' own
+ * (load shared memory in each lane before the call, so the race checker sees who reads what).
+ * It is a full-warp collective: it orders the warp's shared-memory accesses like a shuffle
+ * (rule 4). ---- */
+EMU_DI void emu_warp_exec(emu::warp_fn exec, void *operands)
+{
+    EMU_FENCE();
+    emu::rt::warp_exec(exec, operands);
+    EMU_FENCE();
+}
 
 /* ---- shuffles: the types CUDA overloads them for (2, 4 and 8 bytes) and nothing else, so a
  * kernel that compiles here compiles under nvcc. Wider values: shuffle them word by word. ---- */

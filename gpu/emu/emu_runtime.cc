@@ -89,6 +89,7 @@ struct ethread {
     int wop, warg, wwidth;
     unsigned wmask;
     unsigned long long wval, wres;
+    warp_fn wexec;   /* W_EXEC: the instruction this lane is at */
     const void *pc;
     void *stack_lo;
     size_t stack_size;
@@ -559,7 +560,7 @@ static void warp_complete(worker *w, ethread *self, unsigned mask)
         if (!(mask >> l & 1))
             continue;
         ethread &o = w->t[(size_t)(base + l)];
-        if (o.wop != op || o.wmask != mask)
+        if (o.wop != op || o.wmask != mask || o.wexec != self->wexec)
             thread_error(self->pc, "lanes named by mask 0x%08x disagree: lane %d is in another collective or has mask 0x%08x, at %s",
                          mask, l, o.wmask, emu::rt::describe_pc(o.pc).c_str());
     }
@@ -591,6 +592,13 @@ static void warp_complete(worker *w, ethread *self, unsigned mask)
             }
         }
         acc = r;
+        break;
+    }
+    case W_EXEC: {
+        void *lanes[32];
+        for (int l = 0; l < 32; l++)
+            lanes[l] = (void *)(uintptr_t)w->t[(size_t)(base + l)].wval;
+        self->wexec(lanes);
         break;
     }
     default: break;
@@ -637,17 +645,15 @@ static void warp_complete(worker *w, ethread *self, unsigned mask)
 #endif
 }
 
-unsigned long long emu::rt::warp(int op, unsigned mask, unsigned long long v, int arg, int width)
+/* The calling lane arrives at a warp collective: the last lane of mask to arrive completes it
+ * for all, the others wait. pc is the collective's call site in the kernel. */
+static unsigned long long warp_arrive(const void *pc, int op, unsigned mask, unsigned long long v, int arg,
+                                      int width, warp_fn exec)
 {
-    const void *pc = __builtin_return_address(0);
     worker *w = tls_worker;
     ethread *t = w->cur;
     ewarp &wp = w->w[(size_t)t->warp];
     unsigned me = 1u << t->lane;
-    if (op == W_ACTIVEMASK)
-        return wp.live;
-    if (op >= W_SHFL_IDX && op <= W_SHFL_XOR && (width < 1 || width > 32 || (width & (width - 1))))
-        thread_error(pc, "shuffle width %d is not a power of two in [1, 32]", width);
     if (!(mask & me))
         thread_error(pc, "calling lane %d is not in mask 0x%08x", t->lane, mask);
     if (mask & ~wp.exist)
@@ -659,6 +665,7 @@ unsigned long long emu::rt::warp(int op, unsigned mask, unsigned long long v, in
     t->wval = v;
     t->warg = arg;
     t->wwidth = width;
+    t->wexec = exec;
     t->pc = pc;
     wp.waiting |= me;
     if ((wp.waiting & mask) == mask) {
@@ -668,6 +675,23 @@ unsigned long long emu::rt::warp(int op, unsigned mask, unsigned long long v, in
     t->state = T_WARP;
     yield(w, t);
     return t->wres;
+}
+
+unsigned long long emu::rt::warp(int op, unsigned mask, unsigned long long v, int arg, int width)
+{
+    const void *pc = __builtin_return_address(0);
+    if (op == W_ACTIVEMASK)
+        return tls_worker->w[(size_t)tls_worker->cur->warp].live;
+    if (op >= W_SHFL_IDX && op <= W_SHFL_XOR && (width < 1 || width > 32 || (width & (width - 1))))
+        thread_error(pc, "shuffle width %d is not a power of two in [1, 32]", width);
+    return warp_arrive(pc, op, mask, v, arg, width, nullptr);
+}
+
+/* The whole warp, as the .sync.aligned instructions the twins stand for require. */
+void emu::rt::warp_exec(warp_fn exec, void *operands)
+{
+    warp_arrive(__builtin_return_address(0), W_EXEC, 0xffffffffu, (unsigned long long)(uintptr_t)operands, 0, 32,
+                exec);
 }
 
 void emu::rt::trap(const char *why)

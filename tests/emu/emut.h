@@ -26,7 +26,8 @@ enum { EMUT_T_INT, EMUT_T_FLOAT, EMUT_T_DOUBLE, EMUT_T_LL, EMUT_T_HALF, EMUT_T_H
 /* Fast-math functions of emut_fastmath. */
 enum { EMUT_F_EXPF, EMUT_F_EXP2F, EMUT_F_FAST_EXPF, EMUT_F_FAST_LOGF, EMUT_F_RSQRTF, EMUT_F_FDIVIDEF, EMUT_F_COUNT };
 /* Kernel misuse the emu must stop (emut_misuse); never run on a GPU (undefined there). */
-enum { EMUT_MISUSE_DEADLOCK, EMUT_MISUSE_WIDTH, EMUT_MISUSE_EXITED_LANE, EMUT_MISUSE_MASK_MISMATCH, EMUT_MISUSE_TRAP, EMUT_MISUSE_COUNT };
+enum { EMUT_MISUSE_DEADLOCK, EMUT_MISUSE_WIDTH, EMUT_MISUSE_EXITED_LANE, EMUT_MISUSE_MASK_MISMATCH, EMUT_MISUSE_EXEC_MISMATCH,
+       EMUT_MISUSE_EXEC_EXITED, EMUT_MISUSE_TRAP, EMUT_MISUSE_COUNT };
 
 #define EMUT_DECL(name, args) int name##_emu args; int name##_cuda args;
 EMUT_DECL(emut_indices, (int gx, int gy, int gz, int bx, int by, int bz, unsigned *out))
@@ -35,6 +36,9 @@ EMUT_DECL(emut_reduce, (int n, int *in, long long *out))
 EMUT_DECL(emut_shfl, (int op, int type, int arg, int width, unsigned long long *out))
 EMUT_DECL(emut_vote, (unsigned mask, unsigned pred, unsigned *out))
 EMUT_DECL(emut_syncwarp, (int *out))
+/* emu_warp_exec (emu only): 2 warps, `rounds` warp-wide instructions each; out [warp][round][lane],
+ * calls [warp] the times the instruction's function ran. */
+EMUT_DECL(emut_warp_exec, (int rounds, int *out, int *calls))
 EMUT_DECL(emut_dynsmem, (int nbytes, int attr, int *out))
 EMUT_DECL(emut_launch, (int bx, int by, int bz, int gx, int gy, int gz, int smem, int attr))
 EMUT_DECL(emut_atomics, (int nblocks, int nthreads, int *iout, float *fout, unsigned *uout))

@@ -243,6 +243,26 @@ static int check_syncwarp(char *why, size_t n)
     return 0;
 }
 
+/* ---- a warp-wide instruction: every lane's result computed once for the warp (emu only) ---- */
+static int check_warp_exec(char *why, size_t n)
+{
+    enum { ROUNDS = 3 };
+    int out[64 * ROUNDS], calls[2];
+    CALL(EMUT(emut_warp_exec)(ROUNDS, out, calls));
+    for (int w = 0; w < 2; w++) {
+        if (calls[w] != ROUNDS)
+            return failf(why, n, "emu_warp_exec: warp %d ran the instruction %d times in %d rounds", w, calls[w], ROUNDS);
+        for (int r = 0; r < ROUNDS; r++)
+            for (int l = 0; l < 32; l++) {
+                const int want = (31 - l) * (31 - l) + 100 * r + 10000 * w;
+                if (out[(w * ROUNDS + r) * 32 + l] != want)
+                    return failf(why, n, "emu_warp_exec: warp %d round %d lane %d got %d, want %d (its mirror lane's input)",
+                                 w, r, l, out[(w * ROUNDS + r) * 32 + l], want);
+            }
+    }
+    return 0;
+}
+
 /* ---- dynamic shared memory and its limits ---- */
 static int check_dynsmem(char *why, size_t n)
 {
@@ -418,7 +438,9 @@ static int check_convert(char *why, size_t n)
 static int check_misuse(char *why, size_t n)
 {
     static const char *names[] = {"deadlock", "shuffle width 3", "mask names an exited lane", "lanes disagree on the mask",
+                                  "lanes at different warp-wide instructions", "warp-wide instruction without lane 7",
                                   "__trap"};
+    _Static_assert(sizeof names / sizeof names[0] == EMUT_MISUSE_COUNT, "a name per misuse");
     fprintf(stderr, "emut misuse: the emu errors reported next are expected\n");
     for (int w = 0; w < EMUT_MISUSE_COUNT; w++) {
         int e = EMUT(emut_misuse)(w);
@@ -491,6 +513,7 @@ const struct emut_check emut_checks[] = {
     {"shfl", check_shfl, 0},
     {"vote", check_vote, 0},
     {"syncwarp", check_syncwarp, 0},
+    {"warp_exec", check_warp_exec, 1},
     {"dynsmem", check_dynsmem, 0},
     {"launch_limits", check_launch_limits, 0},
     {"atomics", check_atomics, 0},

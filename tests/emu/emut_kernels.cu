@@ -181,6 +181,50 @@ extern "C" int GPU_SYM(emut_syncwarp)(int *out)
     return cudaFree(d);
 }
 
+/* ---- emu_warp_exec: a warp-wide instruction, computed once for the whole warp (emu only: it is
+ * how the emu writes the CPU twins of instructions such as mma.sync, gpu/ptx.cuh) ---- */
+#ifdef FLEXCHECK_EMU
+struct emut_wx {
+    int in, out;
+    int *calls;   /* global memory: the warp's count of exec calls */
+};
+/* Every lane gets the input of its mirror lane, 31 - l. */
+static void emut_wx_mirror(void *const *lanes)
+{
+    for (int l = 0; l < 32; l++)
+        ((emut_wx *)lanes[l])->out = ((const emut_wx *)lanes[31 - l])->in;
+    (*((emut_wx *)lanes[0])->calls)++;
+}
+static void emut_wx_other(void *const *lanes) { emut_wx_mirror(lanes); }
+#endif
+__global__ void k_warp_exec(int rounds, int *out, int *calls)
+{
+#ifdef FLEXCHECK_EMU
+    const int t = threadIdx.x, w = t / 32, l = t % 32;
+    for (int r = 0; r < rounds; r++) {
+        emut_wx op = {l * l + 100 * r + 10000 * w, -1, calls + w};
+        emu_warp_exec(emut_wx_mirror, &op);
+        out[(w * rounds + r) * 32 + l] = op.out;
+    }
+#endif
+}
+extern "C" int GPU_SYM(emut_warp_exec)(int rounds, int *out, int *calls)
+{
+#ifdef FLEXCHECK_EMU
+    int *d, *c;
+    GPU_CHECK(dev_alloc(&d, (size_t)64 * rounds));
+    GPU_CHECK(dev_alloc(&c, 2));
+    GPU_CHECK(cudaMemset(c, 0, 2 * sizeof(int)));
+    GPU_CHECK(GPU_LAUNCH(k_warp_exec, dim3(1), dim3(64), 0, 0, rounds, d, c));
+    GPU_CHECK(cudaMemcpy(out, d, (size_t)64 * rounds * sizeof(int), cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(calls, c, 2 * sizeof(int), cudaMemcpyDeviceToHost));
+    cudaFree(d);
+    return cudaFree(c);
+#else
+    return cudaErrorNotSupported;   /* not a CUDA primitive */
+#endif
+}
+
 /* ---- dynamic shared memory, with and without the opt-in attribute ---- */
 __global__ void k_dynsmem(int nints, int *out)
 {
@@ -364,6 +408,22 @@ __global__ void k_misuse(int which, int *out)
     case EMUT_MISUSE_MASK_MISMATCH:
         out[t] = __shfl_sync(t < 8 ? 0xffu : 0xffffffffu, t, 0);
         break;
+#ifdef FLEXCHECK_EMU
+    case EMUT_MISUSE_EXEC_MISMATCH: { /* half the warp at one instruction, half at another */
+        emut_wx op = {t, 0, out + 31};
+        emu_warp_exec(t < 16 ? emut_wx_mirror : emut_wx_other, &op);
+        out[t] = op.out;
+        break;
+    }
+    case EMUT_MISUSE_EXEC_EXITED: { /* a warp-wide instruction needs the whole warp */
+        if (t == 7)
+            return;
+        emut_wx op = {t, 0, out + 31};
+        emu_warp_exec(emut_wx_mirror, &op);
+        out[t] = op.out;
+        break;
+    }
+#endif
     default:
         if (t == 3)
             __trap();
