@@ -19,17 +19,20 @@
  *   ldmatrix .x4: lanes 8i..8i+7 give the row addresses of matrix i; r[i] = M_i[g][2t..2t+1]
  *                 (.trans: M_i[2t][g] in the low half, M_i[2t+1][g] in the high half).
  *
- * The twins exchange fragments through a per-warp scratch in shared memory ordered by
- * __syncwarp (two per call: after the writes, and before the scratch is reused), so they are
- * warp collectives like the instructions: every lane of the warp must call them together.
- * They assume a block whose threads form whole warps.
+ * The twins of mma and ldmatrix are warp-wide instructions of the emu (emu_warp_exec): every lane
+ * of the warp must call them together, as the .sync.aligned instructions demand, and the last
+ * lane to arrive computes the result of the whole warp at once. They need whole warps; the emu
+ * stops a launch that calls them from a partial one. For the race checker each lane reads the
+ * row it gives ldmatrix itself, before the instruction: a row another lane wrote needs a
+ * __syncwarp (or __syncthreads) first, as on the GPU, where the PTX ISA promises memory ordering
+ * for bar.warp.sync but not for the .sync of these instructions.
  *
  * Precision of the mma twin: products of two f16 (or bf16) values are exact in fp32, and the
  * twin adds them to the fp32 accumulator one by one, k = 0..15, each addition rounded
  * (fmaf of an exact product; a plain multiply-add where the product provably is exact). The
  * hardware's internal accumulation order and intermediate precision are not specified by the
  * ISA, so twin and tensor core agree within a few fp32 ulps of the largest partial sum, not
- * bitwise; tests/test_kernel_v2.c checks the twin against a
+ * bitwise; tests/test_kernel_v2_ptx.c checks the twin against a
  * scalar product here, and the GPU check script holds twin and hardware to that tolerance.
  */
 #ifndef FLEXCHECK_PTX_CUH
@@ -40,6 +43,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <algorithm>
 #include <type_traits>
 
 namespace FC_GPU_NS {
@@ -78,102 +82,158 @@ template <typename T> __host__ __device__ inline float hi_f32(uint32_t r)
     return f32_of_bits<T>((uint16_t)(r >> 16));
 }
 
-#ifndef __CUDA_ARCH__
-/* ---- the CPU twins (absent from nvcc's device pass) ----
- * Their exchange area: one slot of 8 words per lane, per warp of the block. */
-enum { PTX_TWIN_WORDS = 8, PTX_MAX_WARPS = 32 };
-static __device__ inline uint32_t *ptx_twin_slot(int lane_of_warp)
+#ifdef FLEXCHECK_EMU
+/* ---- the CPU twins (emu build only) ----
+ * Each is one warp-wide instruction of the emu (emu_warp_exec, gpu/emu/emu.h): every lane hands
+ * in its operands, and the last lane to arrive computes the instruction for the whole warp from
+ * the layouts above, as the hardware does, then every lane goes on with its registers. */
+
+template <typename T> struct mma_operands {
+    float *acc;
+    const uint32_t *a, *b;
+};
+
+/* How mma_exec may sum the products of a row of A or a column of B that holds x: MMA_PLAIN when
+ * x times any such value is an exact normal fp32 number (bf16: 0 or a magnitude in [2^-60,
+ * 2^60]; halves always, their products lying in 2^-48 .. 2^32), MMA_DOUBLE for other finite
+ * values, MMA_FMAF for infinities and NaN. */
+enum { MMA_PLAIN, MMA_DOUBLE, MMA_FMAF };
+template <typename T> static inline int mma_class(float x)
 {
-    __shared__ uint32_t scratch[PTX_MAX_WARPS][32][PTX_TWIN_WORDS];
-    const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    return scratch[tid / 32][lane_of_warp];
-}
-static __device__ inline int ptx_lane(void)
-{
-    return (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u);
+    if (std::is_same<T, __half>::value)
+        return MMA_PLAIN;
+    x = fabsf(x);
+    if (x == 0.0f || (x >= 0x1p-60f && x <= 0x1p60f))
+        return MMA_PLAIN;
+    return x <= 0x1.fffffep127f ? MMA_DOUBLE : MMA_FMAF; /* FLT_MAX; NaN fails */
 }
 
-/* The twin gathers its two rows of A (g, g + 8) from its quad's slots and its two columns of B
- * (2t, 2t + 1) from the slots of lanes 4n .. 4n + 3, by the layouts above, then sums. */
-template <typename T> __device__ inline void mma_twin(float acc[4], const uint32_t a[4],
+/* One element of D: s plus the products x[k] y[ks] (k = 0..15) in order, each addition rounded
+ * once to fp32 and each product exact, i.e. fmaf(x, y, s) step by step, computed the cheapest
+ * way that gives fmaf's bits (mma_class). MMA_PLAIN: the product is exact in fp32, so s + x * y
+ * rounds once. MMA_DOUBLE: the product is exact in double (at most 16 significant bits and any
+ * exponent of two bf16), and so is the sum unless the addends lie more than 53 - 24 binary
+ * places apart; then the smaller one is under 2^-29 of the larger, too small to carry the sum to
+ * a rounding boundary of fp32, so rounding to double and then to fp32 is the correctly rounded
+ * sum. MMA_FMAF: fmaf itself, the NaN it returns included. ks: B's stride. */
+static inline float mma_sum16(int cls, float s, const float *x, const float *y, int ks)
+{
+    if (cls == MMA_PLAIN)
+        for (int k = 0; k < 16; k++)
+            s = s + x[k] * y[k * ks];
+    else if (cls == MMA_DOUBLE)
+        for (int k = 0; k < 16; k++)
+            s = (float)((double)s + (double)x[k] * (double)y[k * ks]);
+    else
+        for (int k = 0; k < 16; k++)
+            s = fmaf(x[k], y[k * ks], s);
+    return s;
+}
+
+/* D = A B + C for the warp: A [16][16] and B [16][8] (b[k][n]) gathered from the lanes'
+ * fragments, each element of D by mma_sum16 in the class of its row of A and column of B. */
+template <typename T> static void mma_exec(void *const *lanes)
+{
+    float A[16][16], B[16][8], C[16][8];
+    for (int lane = 0; lane < 32; lane++) {
+        const mma_operands<T> *op = (const mma_operands<T> *)lanes[lane];
+        const int g = lane >> 2, t = lane & 3;
+        for (int i = 0; i < 4; i++) { /* a[i] = A[g + 8(i&1)][2t + 8(i>>1) + {0,1}] */
+            const int r = g + 8 * (i & 1), k = 2 * t + 8 * (i >> 1);
+            A[r][k] = lo_f32<T>(op->a[i]);
+            A[r][k + 1] = hi_f32<T>(op->a[i]);
+        }
+        for (int i = 0; i < 2; i++) { /* b[i] = B[2t + 8i + {0,1}][g] */
+            B[2 * t + 8 * i][g] = lo_f32<T>(op->b[i]);
+            B[2 * t + 8 * i + 1][g] = hi_f32<T>(op->b[i]);
+        }
+        for (int e = 0; e < 4; e++) /* c[e] = C[g + 8(e>>1)][2t + (e&1)] */
+            C[g + 8 * (e >> 1)][2 * t + (e & 1)] = op->acc[e];
+    }
+    int row_cls[16], col_cls[8], cols = MMA_PLAIN;
+    for (int n = 0; n < 8; n++) {
+        col_cls[n] = MMA_PLAIN;
+        for (int k = 0; k < 16; k++)
+            col_cls[n] = std::max(col_cls[n], mma_class<T>(B[k][n]));
+        cols = std::max(cols, col_cls[n]);
+    }
+    for (int m = 0; m < 16; m++) {
+        row_cls[m] = MMA_PLAIN;
+        for (int k = 0; k < 16; k++)
+            row_cls[m] = std::max(row_cls[m], mma_class<T>(A[m][k]));
+    }
+    for (int m0 = 0; m0 < 16; m0 += 4) {
+        int rows = MMA_PLAIN;
+        for (int m = m0; m < m0 + 4; m++)
+            rows = std::max(rows, row_cls[m]);
+        if (rows == MMA_PLAIN && cols == MMA_PLAIN) {
+            /* the common case, four rows at a time in vector registers, k outer: each sum
+             * still adds in k order, so the bits are mma_sum16's */
+            typedef float v4f __attribute__((vector_size(16)));
+            v4f s[4][2];
+            memcpy(s, C[m0], sizeof s);
+            for (int k = 0; k < 16; k++) {
+                v4f b[2];
+                memcpy(b, B[k], sizeof b);
+#pragma GCC unroll 4 /* constant indices, so s stays in registers */
+                for (int i = 0; i < 4; i++) {
+                    const float a = A[m0 + i][k];
+                    s[i][0] = s[i][0] + a * b[0];
+                    s[i][1] = s[i][1] + a * b[1];
+                }
+            }
+            memcpy(C[m0], s, sizeof s);
+            continue;
+        }
+        for (int m = m0; m < m0 + 4; m++)
+            for (int n = 0; n < 8; n++)
+                C[m][n] = mma_sum16(std::max(row_cls[m], col_cls[n]), C[m][n], A[m], &B[0][n], 8);
+    }
+    for (int lane = 0; lane < 32; lane++) {
+        const mma_operands<T> *op = (const mma_operands<T> *)lanes[lane];
+        const int g = lane >> 2, t = lane & 3;
+        for (int e = 0; e < 4; e++)
+            op->acc[e] = C[g + 8 * (e >> 1)][2 * t + (e & 1)];
+    }
+}
+
+template <typename T> __device__ __forceinline__ void mma_twin(float acc[4], const uint32_t a[4],
                                                       const uint32_t b[2])
 {
-    const int lane = ptx_lane(), g = lane >> 2, t = lane & 3;
-    uint32_t *warp_slots = ptx_twin_slot(0); /* lane l's slot is warp_slots + l * PTX_TWIN_WORDS */
-    uint32_t *mine = warp_slots + lane * PTX_TWIN_WORDS;
-    for (int i = 0; i < 4; i++)
-        mine[i] = a[i];
-    mine[4] = b[0];
-    mine[5] = b[1];
-    __syncwarp();
-    float ar[2][16], bc[2][16];
-    for (int q = 0; q < 4; q++)     /* lane q of a quad holds k = 2q, 2q+1 (and + 8) */
-        for (int h = 0; h < 2; h++) /* h = 1: k >= 8 */
-            for (int i = 0; i < 2; i++) {
-                const uint32_t wa = warp_slots[(4 * g + q) * PTX_TWIN_WORDS + i + 2 * h];
-                ar[i][8 * h + 2 * q] = lo_f32<T>(wa);
-                ar[i][8 * h + 2 * q + 1] = hi_f32<T>(wa);
-                const uint32_t wb = warp_slots[(4 * (2 * t + i) + q) * PTX_TWIN_WORDS + 4 + h];
-                bc[i][8 * h + 2 * q] = lo_f32<T>(wb);
-                bc[i][8 * h + 2 * q + 1] = hi_f32<T>(wb);
-            }
-    /* Each addition rounds once to fp32 and each product is exact, i.e. fmaf(a, b, s). A product
-     * of two halves is always a normal fp32 number (2^-48 .. 2^32), so s + a * b is that very
-     * fmaf, without the libm call; bf16 shares fp32's exponent range, so there the shortcut
-     * holds only while every input is 0 or in [2^-60, 2^60]. */
-    bool plain = std::is_same<T, __half>::value;
-    if (!plain) {
-        plain = true;
-        for (int i = 0; i < 2; i++)
-            for (int k = 0; k < 16; k++) {
-                const float x = fabsf(ar[i][k]), y = fabsf(bc[i][k]);
-                plain = plain && (x == 0.0f || (x >= 0x1p-60f && x <= 0x1p60f)) &&
-                        (y == 0.0f || (y >= 0x1p-60f && y <= 0x1p60f));
-            }
-    }
-    for (int e = 0; e < 4; e++) {
-        const float *x = ar[e >> 1], *y = bc[e & 1];
-        float s = acc[e];
-        if (plain)
-            for (int k = 0; k < 16; k++)
-                s = s + x[k] * y[k];
-        else
-            for (int k = 0; k < 16; k++)
-                s = fmaf(x[k], y[k], s);
-        acc[e] = s;
-    }
-    __syncwarp(); /* every lane has read the scratch before anyone reuses it */
+    mma_operands<T> op = {acc, a, b};
+    emu_warp_exec(mma_exec<T>, &op);
 }
 
-/* Row `row` (0..7) of matrix i: the address lane 8i + row gave. */
-static __device__ inline const uint16_t *twin_row(int i, int row)
+/* ldmatrix: each lane loads the row its address names (8 b16 elements, 16 bytes) itself, so
+ * the race checker sees that lane read it; the instruction then hands the elements out. */
+struct ldmatrix_operands {
+    uint16_t row[8];
+    uint32_t *r;
+};
+/* Lane l's r[i]: .x4 M_i[g][2t..2t+1], row g of matrix i from lane 8i + g; .trans M_i[2t][g]
+ * and M_i[2t+1][g], from lanes 8i + 2t and 8i + 2t + 1. */
+template <bool TRANS> static void ldmatrix_exec(void *const *lanes)
 {
-    const uint32_t *s = ptx_twin_slot(8 * i + row);
-    const uint64_t p = (uint64_t)s[0] | ((uint64_t)s[1] << 32);
-    return (const uint16_t *)(uintptr_t)p;
-}
-static __device__ inline void ldmatrix_twin(uint32_t r[4], const void *smem_row, int trans)
-{
-    const int lane = ptx_lane(), g = lane >> 2, t = lane & 3;
-    uint32_t *mine = ptx_twin_slot(lane);
-    const uint64_t p = (uint64_t)(uintptr_t)smem_row;
-    mine[0] = (uint32_t)p;
-    mine[1] = (uint32_t)(p >> 32);
-    __syncwarp();
-    for (int i = 0; i < 4; i++) {
-        uint16_t lo, hi;
-        if (!trans) {
-            lo = twin_row(i, g)[2 * t];
-            hi = twin_row(i, g)[2 * t + 1];
-        } else {
-            lo = twin_row(i, 2 * t)[g];
-            hi = twin_row(i, 2 * t + 1)[g];
+    const ldmatrix_operands *const *op = (const ldmatrix_operands *const *)lanes;
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane >> 2, t = lane & 3;
+        for (int i = 0; i < 4; i++) {
+            const uint16_t lo = TRANS ? op[8 * i + 2 * t]->row[g] : op[8 * i + g]->row[2 * t];
+            const uint16_t hi = TRANS ? op[8 * i + 2 * t + 1]->row[g] : op[8 * i + g]->row[2 * t + 1];
+            op[lane]->r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
         }
-        r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
     }
-    __syncwarp();
 }
-#endif /* !__CUDA_ARCH__ */
+template <bool TRANS> __device__ __forceinline__ void ldmatrix_twin(uint32_t r[4], const void *smem_row)
+{
+    ldmatrix_operands op;
+    const uint16_t *src = (const uint16_t *)smem_row;
+    for (int c = 0; c < 8; c++)
+        op.row[c] = src[c];
+    op.r = r;
+    emu_warp_exec(ldmatrix_exec<TRANS>, &op);
+}
+#endif /* FLEXCHECK_EMU */
 
 /* ---- mma.sync m16n8k16, fp32 accumulate: acc += A * B ---- */
 
@@ -192,7 +252,7 @@ template <typename T> __device__ inline void mma_m16n8k16(float acc[4], const ui
                      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
+#elif defined(FLEXCHECK_EMU)
     mma_twin<T>(acc, a, b);
 #endif
 }
@@ -207,8 +267,8 @@ static __device__ inline void ldmatrix_x4(uint32_t r[4], const void *smem_row)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(s));
-#else
-    ldmatrix_twin(r, smem_row, 0);
+#elif defined(FLEXCHECK_EMU)
+    ldmatrix_twin<false>(r, smem_row);
 #endif
 }
 static __device__ inline void ldmatrix_x4_trans(uint32_t r[4], const void *smem_row)
@@ -218,8 +278,8 @@ static __device__ inline void ldmatrix_x4_trans(uint32_t r[4], const void *smem_
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(s));
-#else
-    ldmatrix_twin(r, smem_row, 1);
+#elif defined(FLEXCHECK_EMU)
+    ldmatrix_twin<true>(r, smem_row);
 #endif
 }
 

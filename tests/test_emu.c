@@ -91,6 +91,11 @@ Test(emu_race, catches_missing_syncwarp)
     expect_caught(EMUT_RACE_BIN, "race_warp", "emu race", NULL, "race_warp_write", "race_warp_read");
 }
 
+Test(emu_race, catches_missing_syncwarp_before_a_warp_wide_instruction)
+{
+    expect_caught(EMUT_RACE_BIN, "race_ldmatrix", "emu race", NULL, "race_ldmatrix_write", "race_ldmatrix_read");
+}
+
 Test(emu_sanitizers, pass_the_same_kernels_when_correct)
 {
     static char out[1 << 16];

@@ -42,23 +42,33 @@ static void check_mma(const backend_fns *be)
     static const fc_dtype dts[2] = {FC_F16, FC_BF16};
     fix_rng r;
     fix_rng_seed(&r, 0x6d6d61u);
-    for (int it = 0; it < 40; it++) {
-        const int dsel = it & 1;
+    for (int it = 0; it < 48; it++) {
+        const int dsel = it >= 40 ? 1 : it & 1;
         const fc_dtype dt = dts[dsel];
         float a[256], b[128], c[128], d[128];
-        /* mixed magnitudes so the summation order matters; some exact zeros. The last bf16
-         * rounds have products and sums below fp32's normal range, where only fmaf semantics
+        /* mixed magnitudes so the summation order matters; some exact zeros. The bf16 rounds
+         * 36..39 have products and sums below fp32's normal range, where only fmaf semantics
          * give the documented bits (the twin's slow path); subnormal handling inside the
-         * tensor core is not pinned by the ISA, so the hardware skips them. */
-        const int tiny = dt == FC_BF16 && it >= 36;
-        if (tiny && !be->exact)
+         * tensor core is not pinned by the ISA, so the hardware skips them. The rounds from 40
+         * on (bf16) scale each row of A and column of B by its own power of two in 2^-90 ..
+         * 2^90, with an infinity in one row and one column, so one product mixes rows the twin
+         * sums plainly, in double and by fmaf (ptx.cuh, mma_class); the hardware skips them
+         * too. */
+        const int tiny = dt == FC_BF16 && it >= 36 && it < 40, wide = it >= 40;
+        if ((tiny || wide) && !be->exact)
             continue;
-        for (int i = 0; i < 256; i++)
-            a[i] = (it % 5 == 4 && i % 7 == 0) ? 0.0f
-                                               : rnd(&r, dt, tiny ? 1e-25 : it % 3 ? 1.0 : 64.0);
+        for (int i = 0; i < 256; i++) {
+            const double scale = tiny ? 1e-25 : wide ? ldexp(1.0, (i / 16 * 37 + it * 11) % 181 - 90)
+                                      : it % 3 ? 1.0 : 64.0;
+            a[i] = (it % 5 == 4 && i % 7 == 0) ? 0.0f : rnd(&r, dt, scale);
+        }
         for (int i = 0; i < 128; i++) {
-            b[i] = rnd(&r, dt, tiny ? 1e-20 : 1.0);
+            b[i] = rnd(&r, dt, tiny ? 1e-20 : wide ? ldexp(1.0, (i % 8 * 53 + it * 7) % 181 - 90) : 1.0);
             c[i] = (float)fix_rng_normal(&r) * (tiny ? 1e-44f : 1.0f);
+        }
+        if (wide) {
+            a[16 * (it % 16) + 3] = INFINITY;
+            b[8 * 5 + it % 8] = -INFINITY;
         }
         cr_assert_eq(be->mma(dsel, a, b, c, d), 0, "%s: mma launch", be->name);
         for (int m = 0; m < 16; m++)
@@ -73,7 +83,7 @@ static void check_mma(const backend_fns *be)
                 const float got = d[m * 8 + n];
                 /* 16 additions, each within one fp32 rounding of the magnitude of the terms */
                 const double bound = 17.0 * ldexp(1.0, -24) * mag;
-                cr_assert(tiny || fabs(got - ex) <= bound,
+                cr_assert(tiny || wide || fabs(got - ex) <= bound,
                           "%s %s it %d: D[%d][%d] = %.9g, exact %.17g, bound %.3g",
                           be->name, fc_dtype_name(dt), it, m, n, got, ex, bound);
                 if (be->exact)

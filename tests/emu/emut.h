@@ -52,7 +52,7 @@ EMUT_DECL(emut_switches, (int nblocks, int nthreads, int rounds))
 /* A small flash-attention forward (fp32, head dim 64, 64x64 tiles, 4 warps of 16 rows,
  * online softmax, shuffles and shared memory): o[h][i][:] for q, k, v of shape [h][s][64]. */
 EMUT_DECL(emut_attention, (int s, int h, const float *q, const float *k, const float *v, float *o))
-/* Planted bugs, for the sanitizer builds: "race_block", "race_warp", "oob_global",
+/* Planted bugs, for the sanitizer builds: "race_block", "race_warp", "race_ldmatrix", "oob_global",
  * "oob_dynamic_shared", "oob_static_shared", and "clean" (the same kernels, correct). */
 EMUT_DECL(emut_planted, (const char *name))
 EMUT_DECL(emut_planted_line, (const char *name))

@@ -1,6 +1,7 @@
 /*
  * emut_planted.cu - kernels with planted bugs, for the emu's sanitizer builds: a missing
- * __syncthreads, a missing __syncwarp, and out-of-bounds writes to global, dynamic shared and
+ * __syncthreads, a missing __syncwarp (before plain reads, and before ldmatrix, one of the
+ * warp-wide instructions of gpu/ptx.cuh), and out-of-bounds writes to global, dynamic shared and
  * static shared memory. emut_planted("clean") runs the same kernels correctly, which is what
  * the sanitizer builds must pass; tests/test_emu.c runs each bug in a child process of the
  * ASan or race build and expects it caught, at the line emut_planted_line() names.
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "gpu/emu/emu_compat.h"
+#include "gpu/ptx.cuh"
 #include "tests/emu/emut.h"
 
 /* Every thread publishes a value and reads its neighbour's: correct only with the barrier. */
@@ -33,6 +35,22 @@ __global__ void k_warp_exchange(int sync, int *out)
     if (sync)
         __syncwarp();
     out[t] = w[t ^ 1]; /* LINE race_warp_read */
+}
+
+/* ldmatrix (gpu/ptx.cuh) loads the rows whose addresses the lanes give; here each row was
+ * written by another lane, so it needs the __syncwarp too (the PTX ISA promises no memory
+ * ordering for the instruction's own .sync). */
+__global__ void k_ldmatrix(int sync, int *out)
+{
+    __shared__ __align__(16) uint16_t rows[32 * 8];
+    int t = threadIdx.x;
+    for (int c = 0; c < 8; c++)
+        rows[(t + 1) % 32 * 8 + c] = (uint16_t)(t * 8 + c); /* LINE race_ldmatrix_write */
+    if (sync)
+        __syncwarp();
+    uint32_t r[4];
+    FC_GPU_NS::ldmatrix_x4(r, rows + t * 8); /* LINE race_ldmatrix_read */
+    out[t] = (int)(r[0] ^ r[1] ^ r[2] ^ r[3]);
 }
 
 /* n threads write n + extra elements of out. */
@@ -70,14 +88,17 @@ __global__ void k_static(int idx, int *out)
 static int run(const char *name, int *d)
 {
     int bug_block = !strcmp(name, "race_block"), bug_warp = !strcmp(name, "race_warp");
+    int bug_ldm = !strcmp(name, "race_ldmatrix");
     int bug_global = !strcmp(name, "oob_global"), bug_dyn = !strcmp(name, "oob_dynamic_shared");
     int bug_static = !strcmp(name, "oob_static_shared"), clean = !strcmp(name, "clean");
-    if (!(bug_block || bug_warp || bug_global || bug_dyn || bug_static || clean))
+    if (!(bug_block || bug_warp || bug_ldm || bug_global || bug_dyn || bug_static || clean))
         return cudaErrorInvalidValue;
     if (clean || bug_block)
         GPU_CHECK(GPU_LAUNCH(k_neighbour, dim3(2), dim3(128), 0, 0, (int)clean, d));
     if (clean || bug_warp)
         GPU_CHECK(GPU_LAUNCH(k_warp_exchange, dim3(1), dim3(64), 0, 0, (int)clean, d));
+    if (clean || bug_ldm)
+        GPU_CHECK(GPU_LAUNCH(k_ldmatrix, dim3(1), dim3(32), 0, 0, (int)clean, d));
     if (clean || bug_global)
         GPU_CHECK(GPU_LAUNCH(k_fill, dim3(1), dim3(64), 0, 0, 64, (int)bug_global, d));
     if (clean || bug_dyn)
