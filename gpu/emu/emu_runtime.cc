@@ -210,7 +210,12 @@ inline void asan_in_fiber(worker *w, ethread *t, bool first)
 #endif
 }
 
-void yield(worker *w, ethread *t)
+/* Suspends the running fiber. Inlined, as is warp_arrive: a resumed fiber returns through every
+ * frame of its suspension, and after a switch each of those returns is mispredicted (the CPU's
+ * return stack holds the calls of the fiber that ran before), so every frame saved here counts
+ * in a kernel that switches a few times per mma. */
+#define EMU_INLINE inline __attribute__((always_inline))
+EMU_INLINE void yield(worker *w, ethread *t)
 {
     asan_leave(w, t, false);
     t->back = std::move(t->back).resume();
@@ -647,8 +652,8 @@ static void warp_complete(worker *w, ethread *self, unsigned mask)
 
 /* The calling lane arrives at a warp collective: the last lane of mask to arrive completes it
  * for all, the others wait. pc is the collective's call site in the kernel. */
-static unsigned long long warp_arrive(const void *pc, int op, unsigned mask, unsigned long long v, int arg,
-                                      int width, warp_fn exec)
+static EMU_INLINE unsigned long long warp_arrive(const void *pc, int op, unsigned mask, unsigned long long v,
+                                                 int arg, int width, warp_fn exec)
 {
     worker *w = tls_worker;
     ethread *t = w->cur;
