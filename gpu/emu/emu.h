@@ -145,6 +145,7 @@ namespace rt {
 int bar(int op, int pred);
 unsigned long long warp(int op, unsigned mask, unsigned long long v, int arg, int width);
 void warp_exec(warp_fn exec, void *operands);
+int require_fma();   /* exits with a message on a CPU without the fma instruction; else 1 */
 [[noreturn]] void trap(const char *why);
 }
 } // namespace emu
@@ -155,6 +156,12 @@ void warp_exec(warp_fn exec, void *operands);
 extern EMU_TLS uint3 threadIdx, blockIdx, blockDim, gridDim;
 extern EMU_TLS unsigned char *emu_dyn_smem;
 static constexpr int warpSize = 32;
+
+#if defined(__FMA__) && defined(__x86_64__)
+/* A kernel built for the fma instruction (gpu/module.mk, EMU_ISA) says so at start-up on a CPU
+ * without one, instead of dying of SIGILL in the middle of a run. */
+[[maybe_unused]] static const int emu_fma_checked = emu::rt::require_fma();
+#endif
 
 #define EMU_DI static inline __attribute__((always_inline))
 /* The compiler must not keep shared memory in registers across a switch to another fiber:

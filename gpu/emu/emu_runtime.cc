@@ -699,6 +699,20 @@ void emu::rt::warp_exec(warp_fn exec, void *operands)
                 exec);
 }
 
+int emu::rt::require_fma()
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init(); /* this runs from static initialisers, maybe before libgcc's own */
+    static const bool ok = __builtin_cpu_supports("fma");
+    if (!ok) {
+        fprintf(stderr, "emu: the emulated kernels were built for a CPU with the fma instruction and this one has none; "
+                        "rebuild them here (make clean; make) or with EMU_ISA= for any x86-64\n");
+        exit(2);
+    }
+#endif
+    return 1;
+}
+
 void emu::rt::trap(const char *why)
 {
     thread_error(__builtin_return_address(0), "%s", why);
