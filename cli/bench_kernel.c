@@ -47,6 +47,8 @@ static const kshape gpu_shapes[] = {
 
 static const kshape shapes[] = {
     {"S=512 D=64 B=1 H=2 dense", 1, 2, 512, 64, {0}, FC_F32},
+    {"S=512 D=64 B=1 H=2 dense fp16", 1, 2, 512, 64, {0}, FC_F16},
+    {"S=512 D=64 B=1 H=2 dense bf16", 1, 2, 512, 64, {0}, FC_BF16},
     {"S=512 D=64 B=1 H=2 causal", 1, 2, 512, 64, {.causal = 1}, FC_F32},
     {"S=512 D=64 B=1 H=2 causal fp16", 1, 2, 512, 64, {.causal = 1}, FC_F16},
     {"S=2048 D=128 B=1 H=2 causal W=256 bf16", 1, 2, 2048, 128,
