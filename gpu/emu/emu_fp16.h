@@ -44,18 +44,15 @@ static inline unsigned short f32_to_f16_rn(float f)
     return (unsigned short)r;
 }
 
+/* Branch-free (a loop of conversions vectorises): the normal numbers rebiased (15 -> 127), the
+ * subnormals as m * 2^-24 (exact), infinities and NaN with the exponent all ones and the payload
+ * kept. */
 static inline float f16_to_f32(unsigned short h)
 {
-    unsigned int sign = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f)
-        return u2f(sign | 0x7f800000u | (m << 13));
-    if (e == 0) {
-        if (m == 0)
-            return u2f(sign);
-        float v = std::ldexp((float)m, -24);   /* exact: m < 2^10 */
-        return sign ? -v : v;
-    }
-    return u2f(sign | ((e + 112u) << 23) | (m << 13));
+    const unsigned int x = h & 0x7fffu, sign = (unsigned int)(h & 0x8000u) << 16;
+    const unsigned int normal = (x << 13) + (112u << 23), special = (x << 13) | 0x7f800000u;
+    const unsigned int sub = f2u((float)(x & 0x3ffu) * 0x1p-24f);
+    return u2f(sign | (x >= 0x7c00u ? special : x >= 0x400u ? normal : sub));
 }
 
 /* float -> bfloat16, round to nearest even, NaN -> 0x7fff (the toolkit's host path). */
