@@ -73,14 +73,6 @@ template <> __host__ __device__ inline uint32_t pack2_rn<__nv_bfloat16>(float lo
     return (uint32_t)bits16(__float2bfloat16_rn(lo)) |
            ((uint32_t)bits16(__float2bfloat16_rn(hi)) << 16);
 }
-template <typename T> __host__ __device__ inline float lo_f32(uint32_t r)
-{
-    return f32_of_bits<T>((uint16_t)(r & 0xffffu));
-}
-template <typename T> __host__ __device__ inline float hi_f32(uint32_t r)
-{
-    return f32_of_bits<T>((uint16_t)(r >> 16));
-}
 
 #ifdef FLEXCHECK_EMU
 /* ---- the CPU twins (emu build only) ----
@@ -134,22 +126,26 @@ static inline float mma_sum16(int cls, float s, const float *x, const float *y, 
  * fragments, each element of D by mma_sum16 in the class of its row of A and column of B. */
 template <typename T> static void mma_exec(void *const *lanes)
 {
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a register's low half at the lower address");
+    uint16_t Ar[16][16], Br[16][8]; /* the elements as the lanes hold them */
     float A[16][16], B[16][8], C[16][8];
     for (int lane = 0; lane < 32; lane++) {
         const mma_operands<T> *op = (const mma_operands<T> *)lanes[lane];
         const int g = lane >> 2, t = lane & 3;
-        for (int i = 0; i < 4; i++) { /* a[i] = A[g + 8(i&1)][2t + 8(i>>1) + {0,1}] */
-            const int r = g + 8 * (i & 1), k = 2 * t + 8 * (i >> 1);
-            A[r][k] = lo_f32<T>(op->a[i]);
-            A[r][k + 1] = hi_f32<T>(op->a[i]);
-        }
+        /* a[i] = A[g + 8(i&1)][2t + 8(i>>1) + {0,1}]: one store, the low half first */
+        for (int i = 0; i < 4; i++)
+            memcpy(&Ar[g + 8 * (i & 1)][2 * t + 8 * (i >> 1)], &op->a[i], 4);
         for (int i = 0; i < 2; i++) { /* b[i] = B[2t + 8i + {0,1}][g] */
-            B[2 * t + 8 * i][g] = lo_f32<T>(op->b[i]);
-            B[2 * t + 8 * i + 1][g] = hi_f32<T>(op->b[i]);
+            Br[2 * t + 8 * i][g] = (uint16_t)(op->b[i] & 0xffffu);
+            Br[2 * t + 8 * i + 1][g] = (uint16_t)(op->b[i] >> 16);
         }
         for (int e = 0; e < 4; e++) /* c[e] = C[g + 8(e>>1)][2t + (e&1)] */
             C[g + 8 * (e >> 1)][2 * t + (e & 1)] = op->acc[e];
     }
+    for (int i = 0; i < 256; i++) /* in one loop, which vectorises */
+        (&A[0][0])[i] = f32_of_bits<T>((&Ar[0][0])[i]);
+    for (int i = 0; i < 128; i++)
+        (&B[0][0])[i] = f32_of_bits<T>((&Br[0][0])[i]);
     int row_cls[16], col_cls[8], cols = MMA_PLAIN;
     for (int n = 0; n < 8; n++) {
         col_cls[n] = MMA_PLAIN;
