@@ -80,7 +80,7 @@ template <> __host__ __device__ inline uint32_t pack2_rn<__nv_bfloat16>(float lo
  * in its operands, and the last lane to arrive computes the instruction for the whole warp from
  * the layouts above, as the hardware does, then every lane goes on with its registers. */
 
-template <typename T> struct mma_operands {
+struct mma_operands {
     float *acc;
     const uint32_t *a, *b;
 };
@@ -130,7 +130,7 @@ template <typename T> static void mma_exec(void *const *lanes)
     uint16_t Ar[16][16], Br[16][8]; /* the elements as the lanes hold them */
     float A[16][16], B[16][8], C[16][8];
     for (int lane = 0; lane < 32; lane++) {
-        const mma_operands<T> *op = (const mma_operands<T> *)lanes[lane];
+        const mma_operands *op = (const mma_operands *)lanes[lane];
         const int g = lane >> 2, t = lane & 3;
         /* a[i] = A[g + 8(i&1)][2t + 8(i>>1) + {0,1}]: one store, the low half first */
         for (int i = 0; i < 4; i++)
@@ -186,17 +186,17 @@ template <typename T> static void mma_exec(void *const *lanes)
                 C[m][n] = mma_sum16(std::max(row_cls[m], col_cls[n]), C[m][n], A[m], &B[0][n], 8);
     }
     for (int lane = 0; lane < 32; lane++) {
-        const mma_operands<T> *op = (const mma_operands<T> *)lanes[lane];
+        const mma_operands *op = (const mma_operands *)lanes[lane];
         const int g = lane >> 2, t = lane & 3;
         for (int e = 0; e < 4; e++)
             op->acc[e] = C[g + 8 * (e >> 1)][2 * t + (e & 1)];
     }
 }
 
-template <typename T> __device__ __forceinline__ void mma_twin(float acc[4], const uint32_t a[4],
-                                                      const uint32_t b[2])
+template <typename T>
+__device__ __forceinline__ void mma_twin(float acc[4], const uint32_t a[4], const uint32_t b[2])
 {
-    mma_operands<T> op = {acc, a, b};
+    mma_operands op = {acc, a, b};
     emu_warp_exec(mma_exec<T>, &op);
 }
 
