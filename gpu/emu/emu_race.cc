@@ -10,8 +10,9 @@
  * and dynamic shared memory, tagged with the barrier epoch: a counter bumped at every
  * __syncthreads and every block start, so state from an earlier interval is simply stale.
  * Within one interval, two accesses from different threads, at least one a write, race unless
- * both threads are in one warp and a full-warp collective (__syncwarp, shuffle, vote) completed
- * between them; each warp counts its completed full-mask collectives (wseq).
+ * both threads are in one warp and a full-warp collective (__syncwarp, shuffle, vote, a warp-wide
+ * instruction such as the mma and ldmatrix twins) completed between them; each warp counts its
+ * completed full-mask collectives (wseq).
  *   - the last write: (epoch, thread, wseq, pc);
  *   - per warp, the two latest reads by different threads: a later write by thread t must be
  *     ordered after every read by another thread, and the latest such read in a warp is one of
