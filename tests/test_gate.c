@@ -294,26 +294,13 @@ Test(layout_cache, each_layers_row_carries_that_layers_terms)
 
 /* ---- gate self-test: deliberately broken variants (tests/module.mk) ---- */
 
-fc_status gpu_attention_mutant1(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant2(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant3(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant4(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant5(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant6(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant7(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant8(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant9(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
-fc_status gpu_attention_mutant10(const gpu_call *c, float *o, float *lse, gpu_result *res,
-                                fc_err *err);
+/* The entry points of the mutant builds, gpu_attention's signature each. */
+#define MUTANT_ENTRY(n)                                                                        \
+    fc_status gpu_attention_mutant##n(const gpu_call *c, float *o, float *lse, gpu_result *res, \
+                                      fc_err *err);
+MUTANT_ENTRY(1) MUTANT_ENTRY(2) MUTANT_ENTRY(3) MUTANT_ENTRY(4) MUTANT_ENTRY(5)
+MUTANT_ENTRY(6) MUTANT_ENTRY(7) MUTANT_ENTRY(8) MUTANT_ENTRY(9) MUTANT_ENTRY(10)
+#undef MUTANT_ENTRY
 
 /* A direct builder that drops the last listed tile of every row. */
 static fc_status build_drop_last(bmask *out, bmask_builder b, mask_params m, const seq_info *s,

@@ -695,20 +695,7 @@ def test_other_refusals(case_file):
 
 # ---- the C reader and `flexcheck check` (FLEXCHECK_BIN, set by make test) ----
 
-@pytest.fixture
-def flexbin():
-    path = os.environ.get("FLEXCHECK_BIN")
-    if not path:
-        pytest.skip("FLEXCHECK_BIN is not set (make python-tests sets it)")
-    path = os.path.abspath(path)
-    assert os.access(path, os.X_OK), f"FLEXCHECK_BIN={path} is not an executable"
-    return path
-
-
-def run(flexbin, *args):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    p = subprocess.run([flexbin, *args], capture_output=True, text=True, env=env, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+from _flexcli import flexbin, run  # noqa: E402,F401 (the fixture and the runner)
 
 
 def gen(flexbin, path, *args):
