@@ -110,6 +110,13 @@ static void make_id(gate_case *c, const char *extra)
         snprintf(c->id + o, sizeof c->id - (size_t)o, "-%s", extra);
 }
 
+/* A case's sinks are drawn from a stream of their own, derived from the case's seed, so
+ * turning sinks on leaves q, k and v as they were (fix_gen_params.sinks_seed). */
+static uint64_t sinks_seed_of(uint64_t seed)
+{
+    return seed ^ 0x51a4ull;
+}
+
 /* ---- M1 pairwise ---- */
 
 typedef struct mask_level {
@@ -264,7 +271,7 @@ static fc_status add_m1_case(caselist *cl, const design *ds, const int *lv, uint
     c->gp.softcap = cap_lv[lv[F_CAP]];
     c->gp.sinks = lv[F_SINKS];
     c->gp.seed = seed;
-    c->gp.sinks_seed = seed ^ 0x51a4ull;
+    c->gp.sinks_seed = sinks_seed_of(seed);
     make_id(c, NULL);
     return FC_OK;
 }
@@ -598,7 +605,7 @@ static fc_status add_table_case(caselist *cl, const table_case *t, uint64_t seed
     c->gp.softcap = t->softcap;
     c->gp.sinks = t->sinks;
     c->gp.sink_values = t->sink_values;
-    c->gp.sinks_seed = seed ^ 0x51a4ull;
+    c->gp.sinks_seed = sinks_seed_of(seed);
     if (t->layout) {
         snprintf(c->layout, sizeof c->layout, "%s", t->layout);
         c->nlayers = t->nlayers;

@@ -69,9 +69,7 @@ static void format(char *buf, size_t cap, double softcap, int sinks, double lo, 
         if (sinks)
             snprintf(b, sizeof b, "%s", sk->tag);
         break;
-    case MASK_TEXT_JSON:
-        snprintf(a, sizeof a, ",\"%s\":%.17g", sc->name, softcap);
-        snprintf(b, sizeof b, ",\"%s\":%d", sk->name, sinks);
+    case MASK_TEXT_JSON: /* none: JSON printouts are of block masks, which terms never change */
         break;
     }
     snprintf(buf, cap, "%s%s", a, b);

@@ -72,8 +72,8 @@ fc_status terms_check(const score_terms *t, int32_t hq, fc_err *err);
  *   MASK_TEXT_LABEL     " cap 50 sinks on"
  *   MASK_TEXT_NAME      ", softcap 50, sinks [-5, 10]"   repro (the sinks' range)
  *   MASK_TEXT_ID        "sc50sk"                 gate case ids ("" when both off)
- *   MASK_TEXT_JSON      ,"softcap":50,"sinks":1
- * Always terminated; truncated to cap. Off terms are left out except in JSON. */
+ *   MASK_TEXT_JSON      "" (the JSON printouts are of block masks, which terms never change)
+ * Always terminated; truncated to cap. Off terms are left out. */
 void terms_text(char *buf, size_t cap, const score_terms *t, int32_t hq, mask_text style);
 /* MASK_TEXT_ID from the values alone (a case described before its sinks are drawn). */
 void terms_id(char *buf, size_t cap, double softcap, int sinks);
