@@ -17,55 +17,75 @@
 #      TORCH_TIMEOUT (seconds, default 900) bounds the runner;
 # and writes everything under OUT (default build/gpu-report; `$OUT` on the lent machine).
 #   bash ci/gpu_check.sh [--build-only]      # --build-only: step 1 alone (tested on CPU machines)
+#   bash ci/gpu_check.sh --prebuilt          # skip step 1: the binaries are already in build/
+# --prebuilt is for a GPU machine without the Debian packages (and no network to fetch them):
+# ci/gpu_bundle.sh packs the binaries built here with the shared libraries they load, and
+# FLEXCHECK_LIB_DIR names the folder those libraries were unpacked to. Only flexcheck's own
+# binaries see that folder (LD_LIBRARY_PATH), so Python and PyTorch keep their machine's libraries.
+# Every step runs under `timeout STEP_TIMEOUT` (seconds, default 600) so that one hang costs
+# one step, and its time is in the summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-report}
 mkdir -p "$OUT"
 JOBS=$(nproc 2>/dev/null || echo 2)
 log() { printf '%s\n' "$*" | tee -a "$OUT/summary.txt"; }
-run() { # run NAME CMD...: output to OUT/NAME.txt, status into the summary
+run() { # run NAME CMD...: output to OUT/NAME.txt, status and seconds into the summary
     local name=$1; shift
-    "$@" >"$OUT/$name.txt" 2>&1
+    local t0=$SECONDS
+    timeout "${STEP_TIMEOUT:-600}" "$@" >"$OUT/$name.txt" 2>&1
     local rc=$?
-    log "$(printf '%-28s exit %d' "$name" "$rc")"
+    log "$(printf '%-28s exit %d  %4d s%s' "$name" "$rc" $((SECONDS - t0)) \
+        "$([ $rc -eq 124 ] && echo "  (timed out after ${STEP_TIMEOUT:-600} s)")")"
     return $rc
 }
+# NAT: the prefix for flexcheck's own binaries (the prebuilt libraries, when named).
+NAT=()
+[ -n "${FLEXCHECK_LIB_DIR:-}" ] &&
+    NAT=(env "LD_LIBRARY_PATH=$FLEXCHECK_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 
 : >"$OUT/summary.txt"
 log "flexcheck GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
     --format=csv,noheader >>"$OUT/summary.txt" 2>&1
-command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] ||
-    { log "nvcc not found: set CUDA_HOME"; exit 2; }
-
+BINS=(build/flexcheck build/tests/test_emu_gpu build/tests/test_kernel_v2
+      build/tests/test_kernel_v2_ptx)
 status=0
-run build make -j"$JOBS" all build/tests/test_emu_gpu build/tests/test_kernel_v2 \
-    build/tests/test_kernel_v2_ptx emu-nvcc || exit 1
-grep -E "Compiling entry|registers|spill" "$OUT/build.txt" >"$OUT/resources.txt" || true
-[ "${1:-}" = "--build-only" ] && { log "build only: done"; exit 0; }
+if [ "${1:-}" = "--prebuilt" ]; then
+    for b in "${BINS[@]}"; do
+        [ -x "$b" ] || { log "--prebuilt: $b is missing (ci/gpu_bundle.sh packs it)"; exit 2; }
+    done
+    log "prebuilt binaries: $(cat build/gpu-bundle.txt 2>/dev/null || echo 'origin unknown')"
+else
+    command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] ||
+        { log "nvcc not found: set CUDA_HOME"; exit 2; }
+    run build make -j"$JOBS" all "${BINS[@]:1}" emu-nvcc || exit 1
+    grep -E "Compiling entry|registers|spill" "$OUT/build.txt" >"$OUT/resources.txt" || true
+    [ "${1:-}" = "--build-only" ] && { log "build only: done"; exit 0; }
+fi
 
 export OPENBLAS_NUM_THREADS=1
-run test_emu_gpu build/tests/test_emu_gpu || status=1
-run test_kernel_v2_ptx build/tests/test_kernel_v2_ptx || status=1
-run test_kernel_v2 build/tests/test_kernel_v2 || status=1
-run gate_gpu_kernel1 build/flexcheck gate --quick --backend gpu --kernel 1 \
+run test_emu_gpu "${NAT[@]}" build/tests/test_emu_gpu || status=1
+run test_kernel_v2_ptx "${NAT[@]}" build/tests/test_kernel_v2_ptx || status=1
+run test_kernel_v2 "${NAT[@]}" build/tests/test_kernel_v2 || status=1
+run gate_gpu_kernel1 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --kernel 1 \
     --report-dir "$OUT/gate-k1" || status=1
-run gate_gpu_kernel2 build/flexcheck gate --quick --backend gpu --kernel 2 \
+run gate_gpu_kernel2 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --kernel 2 \
     --report-dir "$OUT/gate-k2" || status=1
-run bench_kernel build/flexcheck bench kernel --backend gpu --gpu-shapes --reps 5 || status=1
+run bench_kernel "${NAT[@]}" build/flexcheck bench kernel --backend gpu --gpu-shapes --reps 5 || status=1
 if python3 -c "import torch" 2>/dev/null; then
     run bench_torch python3 ci/bench_torch_flex.py || status=1
-    if build/flexcheck export --help >/dev/null 2>&1; then
+    if "${NAT[@]}" build/flexcheck export --help >/dev/null 2>&1; then
         rm -rf "$OUT/torch-cases"
         # shellcheck disable=SC2086  # TORCH_EXPORT is a list of options
-        run torch_export build/flexcheck export ${TORCH_EXPORT:---quick} \
+        run torch_export "${NAT[@]}" build/flexcheck export ${TORCH_EXPORT:---quick} \
             --out "$OUT/torch-cases" || status=1
         run torch_flex_cuda env PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 \
             timeout "${TORCH_TIMEOUT:-900}" python3 -m flexcheck.torch_flex "$OUT/torch-cases" \
             --device cuda --compile || status=1
         mapfile -t torch_files < <(find "$OUT/torch-cases" -type f -name '*.h5' | LC_ALL=C sort)
         if [ ${#torch_files[@]} -gt 0 ]; then
-            run torch_check build/flexcheck check --quiet --report "$OUT/torch-report" \
+            run torch_check "${NAT[@]}" build/flexcheck check --quiet --report "$OUT/torch-report" \
                 "${torch_files[@]}" || status=1
             grep "^check:" "$OUT/torch_check.txt" >>"$OUT/summary.txt"
         fi

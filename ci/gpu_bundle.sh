@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# ci/gpu_bundle.sh - pack the binaries of ci/gpu_check.sh for a GPU machine that has a driver
+# and Python but none of flexcheck's Debian packages (and no network to fetch them):
+#   bash ci/gpu_bundle.sh BUNDLE.tar.xz
+# builds them here (gpu_check.sh --build-only: nvcc, sm_80 + sm_90), copies each shared library
+# they load except the C library's own and the C++ runtime (the target's are newer: carrying
+# ours would shadow them), strips the binaries and writes one xz tarball that unpacks in a
+# checkout's root to build/flexcheck, build/tests/... and build/gpu-libs/. There:
+#   tar xJf BUNDLE.tar.xz && FLEXCHECK_LIB_DIR=build/gpu-libs bash ci/gpu_check.sh --prebuilt
+# The target needs an x86-64 CPU with FMA (the emu objects are built with -mfma) and a glibc
+# no older than this machine's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -eq 1 ] || { echo "usage: ci/gpu_bundle.sh BUNDLE.tar.xz" >&2; exit 2; }
+out=$(realpath -m "$1")
+OUT=build/gpu-bundle-build bash ci/gpu_check.sh --build-only >/dev/null ||
+    { echo "gpu_bundle: the build failed: see build/gpu-bundle-build/build.txt" >&2; exit 1; }
+bins=(build/flexcheck build/tests/test_emu_gpu build/tests/test_kernel_v2
+      build/tests/test_kernel_v2_ptx)
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/build/tests" "$stage/build/gpu-libs"
+for b in "${bins[@]}"; do strip -o "$stage/$b" "$b"; done
+ldd "${bins[@]}" | awk '$3 ~ /^\// { print $3 }' | sort -u |
+    grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s)\.so' |
+    while read -r lib; do cp -L "$lib" "$stage/build/gpu-libs/"; done
+printf 'built %s at commit %s%s on %s, nvcc %s\n' "$(date -u +%Y-%m-%dT%H:%MZ)" \
+    "$(git rev-parse --short HEAD)" "$(git diff --quiet HEAD || echo ' (with local changes)')" \
+    "$(. /etc/os-release && echo "$PRETTY_NAME")" \
+    "$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')" >"$stage/build/gpu-bundle.txt"
+tar -C "$stage" -cJf "$out" build
+echo "gpu_bundle: $out ($(du -h "$out" | cut -f1), $(ls "$stage/build/gpu-libs" | wc -l) libraries)"
