@@ -13,9 +13,13 @@ return_lse=True, told by the signature rather than the version string.
 
     python3 ci/bench_torch_flex.py                   # the GPU shapes (needs CUDA)
     python3 ci/bench_torch_flex.py --device cpu      # small CPU shapes: a smoke test of the paths
+    python3 ci/bench_torch_flex.py --flexcheck F     # and the ratio to each kernel's line in F,
+                                                     # `flexcheck bench kernel --backend gpu
+                                                     # --gpu-shapes` run just before on this GPU
 """
 import argparse
 import inspect
+import re
 import statistics
 import sys
 import time
@@ -81,7 +85,22 @@ class Timer:
         return (time.perf_counter() - t0) * 1e3
 
 
-def bench(compiled, timer, name, length, mod, pairs, device, reps, b=1, h=16, d=128):
+# `flexcheck bench kernel` prints "  <shape name>  kernel K:  <ms> ms ..." per shape and kernel.
+FLEXCHECK_LINE = re.compile(r"^\s+(.+?)\s+kernel (\d+):\s+([0-9.]+) ms")
+
+
+def read_flexcheck(path):
+    """{shape name: {kernel: ms}} from a `flexcheck bench kernel` output."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = FLEXCHECK_LINE.match(line)
+            if m:
+                out.setdefault(m.group(1), {})[int(m.group(2))] = float(m.group(3))
+    return out
+
+
+def bench(compiled, timer, name, length, mod, pairs, device, reps, b=1, h=16, d=128, ours=None):
     q, k, v = (torch.randn(b, h, length, d, device=device, dtype=torch.float16)
                for _ in range(3))
     bm = create_block_mask(mod, length, device) if mod else None
@@ -101,6 +120,11 @@ def bench(compiled, timer, name, length, mod, pairs, device, reps, b=1, h=16, d=
         tflops = 4.0 * b * h * pairs * d / (ms * 1e-3) / 1e12
         print(f"{name:44s} {label:8s} torch {torch.__version__}: {ms:9.3f} ms  "
               f"{tflops:7.3f} TFLOP/s")
+        # flexcheck's kernels always return the LSE: the fair ratio is to out+lse.
+        for kernel, kms in sorted((ours or {}).get(name, {}).items()) if label == "out+lse" else ():
+            print(f"{name:44s} {'':8s} flexcheck kernel {kernel}: {kms:9.3f} ms  "
+                  f"{4.0 * b * h * pairs * d / (kms * 1e-3) / 1e12:7.3f} TFLOP/s  "
+                  f"{ms / kms:.3f}x PyTorch's speed")
 
 
 def create_block_mask(mod, length, device):
@@ -111,7 +135,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--reps", type=int, default=None, help="timed calls (default 20 on cuda, 5 on cpu)")
+    ap.add_argument("--flexcheck", metavar="FILE", help="a `flexcheck bench kernel` output: "
+                    "print each kernel's ratio to PyTorch on the shapes both ran")
     a = ap.parse_args(argv)
+    ours = read_flexcheck(a.flexcheck) if a.flexcheck else None
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_torch_flex.py: no CUDA device (--device cpu runs the small CPU shapes)")
     compiled = torch.compile(fa.flex_attention, dynamic=False)
@@ -124,7 +151,7 @@ def main(argv=None):
         shapes, reps, dims = CPU_SHAPES, a.reps or 5, dict(h=2, d=64)
     print(f"LSE requested with {'return_aux=AuxRequest(lse=True)' if has_return_aux() else 'return_lse=True'}")
     for shape in shapes:
-        bench(compiled, timer, *shape, device=a.device, reps=reps, **dims)
+        bench(compiled, timer, *shape, device=a.device, reps=reps, ours=ours, **dims)
 
 
 if __name__ == "__main__":

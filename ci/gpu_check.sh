@@ -72,9 +72,11 @@ run gate_gpu_kernel1 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --ke
     --report-dir "$OUT/gate-k1" || status=1
 run gate_gpu_kernel2 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --kernel 2 \
     --report-dir "$OUT/gate-k2" || status=1
-run bench_kernel "${NAT[@]}" build/flexcheck bench kernel --backend gpu --gpu-shapes --reps 5 || status=1
+# The inputs' float64 oracle and the gates' baseline at L = 16k take minutes on one thread.
+run bench_kernel env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" build/flexcheck bench kernel \
+    --backend gpu --gpu-shapes --reps 5 || status=1
 if python3 -c "import torch" 2>/dev/null; then
-    run bench_torch python3 ci/bench_torch_flex.py || status=1
+    run bench_torch python3 ci/bench_torch_flex.py --flexcheck "$OUT/bench_kernel.txt" || status=1
     if "${NAT[@]}" build/flexcheck export --help >/dev/null 2>&1; then
         rm -rf "$OUT/torch-cases"
         # shellcheck disable=SC2086  # TORCH_EXPORT is a list of options

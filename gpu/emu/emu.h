@@ -23,7 +23,10 @@
  *     cudaDeviceSynchronize; configuration errors come back as the GPU's own codes.
  *  3. Dynamic shared memory only through EMU_DYNAMIC_SHARED(type, name) (not `extern
  *     __shared__`); above 48 KiB set cudaFuncAttributeMaxDynamicSharedMemorySize first, as on
- *     the GPU. Static `__shared__` variables are fine, without initialisers (as in CUDA).
+ *     the GPU. Static `__shared__` variables are fine, without initialisers (as in CUDA). On
+ *     the GPU static and dynamic shared memory share the 48 KiB: the emu checks the dynamic part
+ *     alone, so a kernel with both sets the attribute (to its dynamic size) whenever their sum
+ *     passes 48 KiB. A test kernel of 32 + 32 KiB without it ran here and failed on an H200.
  *  4. Threads of a block exchange data only through shared/global memory ordered by
  *     __syncthreads / __syncwarp, or through shuffles and votes. Warp-synchronous code without
  *     __syncwarp is a race on Volta and later, and the race checker says so. Only full-mask
@@ -472,7 +475,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 
 namespace emu { namespace rt {
 cudaError_t launch(const void *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                   void (*body)(const void *), const void *ctx);
+                   void (*body)(const void *), const void *ctx, cudaError_t bad_config);
 cudaError_t func_set_attribute(const void *kernel, cudaFuncAttribute a, int v);
 cudaError_t func_get_attributes(cudaFuncAttributes *fa, const void *kernel);
 cudaError_t set_error(cudaError_t e);
@@ -521,14 +524,19 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *cfg, void (*kernel)(P..
     if (cfg->numAttrs != 0)
         return emu::rt::set_error(cudaErrorNotSupported);
     emu::launch_pack<P...> lp{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
+    /* A block or grid out of range: cudaErrorInvalidValue through cudaLaunchKernelEx, as an
+     * H200 with CUDA 13.0 (driver 580) answered (reports/gpu-check-2026-11-30.md). */
     return emu::rt::launch((const void *)kernel, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes,
-                           cfg->stream, &emu::launch_pack<P...>::body, &lp);
+                           cfg->stream, &emu::launch_pack<P...>::body, &lp, cudaErrorInvalidValue);
 }
 template <class... P>
 cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void **args, size_t smem = 0, cudaStream_t s = 0)
 {
     emu::launch_pack<P...> lp{kernel, emu::unpack_args<P...>(args, std::index_sequence_for<P...>{})};
-    return emu::rt::launch((const void *)kernel, grid, block, smem, s, &emu::launch_pack<P...>::body, &lp);
+    /* cudaErrorInvalidConfiguration: the runtime's own check on this path (CUDA Runtime API
+     * reference); not yet seen on a GPU here, since every flexcheck launch is GPU_LAUNCH's Ex. */
+    return emu::rt::launch((const void *)kernel, grid, block, smem, s, &emu::launch_pack<P...>::body, &lp,
+                           cudaErrorInvalidConfiguration);
 }
 
 #undef EMU_DI

@@ -815,18 +815,21 @@ cudaError_t emu::rt::func_get_attributes(cudaFuncAttributes *fa, const void *ker
 }
 
 cudaError_t emu::rt::launch(const void *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t, void (*body)(const void *),
-                            const void *ctx)
+                            const void *ctx, cudaError_t bad_config)
 {
-    /* The checks and error codes of a real launch (CUDA C Programming Guide, "Compute
-     * Capabilities" table): block <= 1024 threads, x,y <= 1024, z <= 64; grid x < 2^31,
-     * y,z <= 65535; dynamic shared memory <= 48 KiB unless the kernel opted in to more. */
+    /* The checks of a real launch (CUDA C Programming Guide, "Compute Capabilities" table):
+     * block <= 1024 threads, x,y <= 1024, z <= 64; grid x < 2^31, y,z <= 65535; dynamic shared
+     * memory <= 48 KiB unless the kernel opted in to more. A block or grid out of range answers
+     * bad_config, which depends on the entry point (emu.h). Not modelled: static __shared__
+     * counts against the same 48 KiB on the GPU (static + dynamic), which the emu cannot see
+     * before a block runs; emu.h says so to kernel authors. */
     if (!kernel)
         return fail(cudaErrorInvalidDeviceFunction);
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 || threads > 1024)
-        return fail(cudaErrorInvalidConfiguration);
+        return fail(bad_config);
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
-        return fail(cudaErrorInvalidConfiguration);
+        return fail(bad_config);
     if (smem > max_dyn_smem(kernel))
         return fail(cudaErrorInvalidValue);
     if (tls_worker && tls_worker->cur)
