@@ -211,12 +211,12 @@ def main(argv=None) -> int:
         return 2
     import torch
     from torch.nn.attention.flex_attention import create_block_mask
-    from .torch_flex import _raise_recompile_limits
+    from .torch_flex import _configure_dynamo
     if a.threads:
         torch.set_num_threads(a.threads)
     # Every (L, mask) is a new shape and mask_mod: without this dynamo would fall back to
     # running create_block_mask uncompiled after 8 of them, under the "compiled" column.
-    _raise_recompile_limits(torch)
+    _configure_dynamo(torch)
     # dynamic=False: code specialized to each length, PyTorch's fastest.
     compiled = torch.compile(create_block_mask, dynamic=False)
     print(f"{PROG}: torch {torch.__version__} on the CPU ({torch.get_num_threads()} threads, "

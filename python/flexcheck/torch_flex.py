@@ -233,7 +233,7 @@ def case_mask_mod(torch, case, device):
                          cu_k=case.cu_seqlens_k, device=device)
 
 
-def _raise_recompile_limits(torch) -> None:
+def _configure_dynamo(torch) -> None:
     """Every case is a new shape and a new mask_mod closure: dynamo's default recompile limit
     (8) would otherwise make torch.compile fall back to running the function eagerly, and a
     "compiled" label would then be false. The option's name changed (cache_size_limit ->
@@ -243,6 +243,12 @@ def _raise_recompile_limits(torch) -> None:
                  "accumulated_cache_size_limit"):
         if hasattr(cfg, name):
             setattr(cfg, name, 1 << 20)
+    # The soft-cap score_mod closes over a Python float. Once a second cap is seen, dynamo's
+    # automatic dynamic makes it a SymFloat, which flex_attention's operator refuses ("can
+    # only be of (Tensor, int, SymInt)": PyTorch 2.15's eager path, the second soft-capped
+    # case of a run). Specialized floats recompile per cap instead.
+    if hasattr(cfg, "specialize_float"):
+        cfg.specialize_float = True
 
 
 class Runner:
@@ -259,7 +265,7 @@ class Runner:
         if device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("--device cuda: torch.cuda.is_available() is False")
         self.device_name = torch.cuda.get_device_name(0) if device == "cuda" else None
-        _raise_recompile_limits(torch)
+        _configure_dynamo(torch)
         # fullgraph: a graph break would run part of it eagerly under a "compiled" label.
         self.fn = (torch.compile(fa.flex_attention, dynamic=False, fullgraph=True)
                    if compiled else fa.flex_attention)
@@ -346,6 +352,23 @@ def _args(argv):
     return ap.parse_args(argv)
 
 
+# What PyTorch says when it cannot run a case's configuration at all, as opposed to running it
+# wrongly: Inductor's CUDA flex_attention (2.11, seen on an H200) lowers only block masks whose
+# Q and KV block sizes are multiples of its own tile sizes, and refuses q128/kv64 in fp16 and
+# bf16 ("Q and KV block size must be divisible by BLOCK_M and BLOCK_N"). Such a case is
+# counted as refused, with PyTorch's words, not as an error of the run: it says nothing of
+# PyTorch's correctness, and no output of it exists to judge.
+REFUSALS = ("block size must be divisible by block_m and block_n",)
+
+
+def refusal(exc):
+    """PyTorch's own line when exc is its refusal of a configuration (REFUSALS), else None."""
+    for line in str(exc).splitlines():
+        if any(r in line.lower() for r in REFUSALS):
+            return line.strip()
+    return None
+
+
 def main(argv=None) -> int:
     a = _args(argv)
     try:
@@ -373,10 +396,10 @@ def main(argv=None) -> int:
     producer = producer_string(torch.__version__, a.device, runner.device_name, a.compile)
     print(f"{PROG}: {len(files)} files -> tested/{label} ({producer}; LSE via "
           f"{'return_aux' if runner.aux else 'return_lse'})")
-    totals = dict(cases=0, stored=0, skipped=0, errors=0)
+    totals = dict(cases=0, stored=0, skipped=0, errors=0, refused=0)
     t_all = time.monotonic()
     for path in files:
-        counts = dict(cases=0, stored=0, skipped=0, errors=0)
+        counts = dict(cases=0, stored=0, skipped=0, errors=0, refused=0)
         t0 = time.monotonic()
         try:
             names = list_cases(path)
@@ -404,7 +427,13 @@ def main(argv=None) -> int:
                 add_tested(path, name, label, out, producer=prod, lse=lse, out_rerun=rerun,
                            block_mask=bm, overwrite=a.overwrite)
                 counts["stored"] += 1
-            except Exception as e:  # PyTorch refused the case, or the write was refused
+            except Exception as e:  # PyTorch failed or refused the case, or the write failed
+                why = refusal(e)
+                if why:
+                    counts["refused"] += 1
+                    print(f"{PROG}: {path}: case {name}: refused by PyTorch: {why}",
+                          file=sys.stderr)
+                    continue
                 counts["errors"] += 1
                 msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
                 print(f"{PROG}: {path}: case {name}: {type(e).__name__}: {msg}",
@@ -412,11 +441,13 @@ def main(argv=None) -> int:
         for key in totals:
             totals[key] += counts[key]
         status = "ok" if counts["errors"] == 0 else "ERROR"
+        refused = f", {counts['refused']} refused by PyTorch" if counts["refused"] else ""
         print(f"{status} {path}: {counts['cases']} cases, {counts['stored']} stored, "
-              f"{counts['skipped']} skipped (dtype), {counts['errors']} errors "
+              f"{counts['skipped']} skipped (dtype), {counts['errors']} errors{refused} "
               f"({time.monotonic() - t0:.1f} s)")
+    refused = f", {totals['refused']} refused by PyTorch" if totals["refused"] else ""
     print(f"{PROG}: {len(files)} files, {totals['cases']} cases: {totals['stored']} stored under "
-          f"tested/{label}, {totals['skipped']} skipped, {totals['errors']} errors in "
+          f"tested/{label}, {totals['skipped']} skipped, {totals['errors']} errors{refused} in "
           f"{time.monotonic() - t_all:.1f} s")
     return 1 if totals["errors"] else 0
 

@@ -310,6 +310,18 @@ def test_runner_errors_are_per_case(tmp_path, cases_file, capsys):
     assert f"ok {cases_file}: 3 cases, 1 stored, 2 skipped (dtype), 0 errors" in captured.out
 
 
+def test_refusal_is_told_from_failure():
+    """PyTorch's refusal of a block size (its words as an H200 run printed them, 2.11) is a
+    refusal; any other exception, a PyTorch message of another kind included, is not."""
+    seen = ("LoweringException: ValueError: Q and KV block size must be divisible by BLOCK_M "
+            "and BLOCK_N. We got Q_BLOCK_SIZE=128 and KV_BLOCK_SIZE=64.")
+    e = RuntimeError("InductorError: " + seen + "\n  target: flex_attention\n")
+    assert tf.refusal(e) == "InductorError: " + seen
+    assert tf.refusal(RuntimeError("CUDA error: an illegal memory access was encountered")) is None
+    assert tf.refusal(ValueError("tested/x exists; refusing to overwrite (--overwrite)")) is None
+    assert tf.refusal(RuntimeError("")) is None
+
+
 @pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make python-tests sets it)")
 def test_flexcheck_checks_what_the_runner_stored(tmp_path, cases_file):
     """fill (our float64 oracle), the runner, check: every case confirmed, PyTorch's outputs
