@@ -50,6 +50,9 @@
  * 10. Floating point: nvcc contracts a*b+c into fma by default, the emu build does not
  *     (-ffp-contract=off); write fmaf() where bitwise agreement matters. __expf & co. follow
  *     the hardware's recipe (ex2.approx of x*log2e), within its documented error bounds.
+ *     expf, tanhf & co. are the host libm's, CUDA's on the chip: both within a few ulp, not
+ *     the same bits. On an H200 (2026-11-30) the kernels' fp16/bf16 outputs agreed with the
+ *     emu's and fp32 ones differed in the last bits, every gate verdict identical.
  * 11. Fresh cudaMalloc memory reads as 0xff bytes (NaN), here only; do not rely on zeros.
  *
  * Not supported (compile error or launch error, never silent): textures/surfaces, cooperative
