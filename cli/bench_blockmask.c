@@ -118,14 +118,14 @@ static fc_status check_rows(const bmask *bm, mask_params m, const seq_info *s, f
         }
         size_t row = bmask_row(bm, 0, 0, r);
         const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
-        const int32_t *ids[2] = {bm->kv_indices, bm->full_kv_indices};
         for (int k = 0; !st && k < 2; k++) {
+            const int32_t *ids = bmask_ids(bm, k, row);
             if (cnt[k][row] != n[k + 1])
                 st = fc_errf(err, FC_EFAIL, "query tile %d lists %d %s tiles, its rows' ranges "
                              "make %d", (int)r, (int)cnt[k][row], k ? "full" : "partial",
                              (int)n[k + 1]);
             for (int32_t j = 0; !st && j < cnt[k][row]; j++) {
-                int32_t c = ids[k][row * (size_t)bm->width + (size_t)j];
+                int32_t c = ids[j];
                 if (c < c_lo || c > c_hi || kind[c] != k + 1)
                     st = fc_errf(err, FC_EFAIL, "query tile %d lists kv tile %d %s, its rows' "
                                  "ranges do not", (int)r, (int)c, k ? "full" : "partial");
@@ -143,7 +143,7 @@ static fc_status check_rows(const bmask *bm, mask_params m, const seq_info *s, f
 /* One measured configuration. */
 typedef struct result {
     int64_t listed;
-    int32_t width;
+    int32_t width, full_width; /* the direct mask's partial and full row widths */
     stamp direct;      /* medians over the repeats */
     int reps;
     stamp slow;        /* once; wall < 0: not run (unaffordable) */
@@ -209,6 +209,7 @@ static fc_status run_one(int32_t l, const bench_mask *bmk, result *res, fc_err *
         goto done;
     res->listed = bmask_count_partial(&direct) + bmask_count_full(&direct);
     res->width = direct.width;
+    res->full_width = direct.full_width;
     res->check = with_slow ? "slow" : "row ranges";
     if (with_slow)
         st = bmask_compare(&slow, &direct, err);
@@ -236,21 +237,22 @@ static void print_header(void)
            "printed (against slow where it\nruns, L <= 16k; else against every row's allowed "
            "range). ns/block: CPU time a listed block,\nand relative to the same mask's first "
            "length in this run. slow: once, CPU time.\n", BLOCK, BLOCK);
-    printf("%7s  %-13s  %8s  %5s  %11s  %11s  %8s  %8s  %10s  %11s  %s\n", "L", "mask",
-           "listed", "width", "wall us", "cpu us", "ns/block", "vs first", "slow ms",
+    printf("%7s  %-13s  %8s  %9s  %11s  %11s  %8s  %8s  %10s  %11s  %s\n", "L", "mask",
+           "listed", "widths p+f", "wall us", "cpu us", "ns/block", "vs first", "slow ms",
            "slow/direct", "checked");
 }
 
 static void print_row(int32_t l, const bench_mask *bmk, const result *r, double first_ns)
 {
     double ns = ns_per_block(r);
-    char slow[32] = "-", ratio[32] = "-";
+    char slow[32] = "-", ratio[32] = "-", widths[32];
+    snprintf(widths, sizeof widths, "%d+%d", (int)r->width, (int)r->full_width);
     if (r->slow.wall >= 0) {
         snprintf(slow, sizeof slow, "%.3f", r->slow.cpu * 1e3);
         snprintf(ratio, sizeof ratio, "%.0fx", r->slow.cpu / r->direct.cpu);
     }
-    printf("%7d  %-13s  %8lld  %5d  %11.3f  %11.3f  %8.2f  %7.2fx  %10s  %11s  %s\n", (int)l,
-           bmk->name, (long long)r->listed, (int)r->width, r->direct.wall * 1e6,
+    printf("%7d  %-13s  %8lld  %9s  %11.3f  %11.3f  %8.2f  %7.2fx  %10s  %11s  %s\n", (int)l,
+           bmk->name, (long long)r->listed, widths, r->direct.wall * 1e6,
            r->direct.cpu * 1e6, ns, ns / first_ns, slow, ratio, r->check);
 }
 
@@ -263,9 +265,10 @@ static void print_json(int32_t l, const bench_mask *bmk, const result *r)
         snprintf(slow, sizeof slow, "\"slow_ms\":%.6f,\"slow_cpu_ms\":%.6f", r->slow.wall * 1e3,
                  r->slow.cpu * 1e3);
     printf("{\"l\":%d,\"mask\":\"%s\",%s,\"q_block_size\":%d,\"kv_block_size\":%d,"
-           "\"listed\":%lld,\"width\":%d,\"direct_us\":%.4f,\"direct_cpu_us\":%.4f,"
+           "\"listed\":%lld,\"width\":%d,\"full_width\":%d,\"direct_us\":%.4f,\"direct_cpu_us\":%.4f,"
            "\"reps\":%d,\"ns_per_block\":%.4f,%s,\"checked\":\"%s\"}\n", (int)l, bmk->name,
-           mask, BLOCK, BLOCK, (long long)r->listed, (int)r->width, r->direct.wall * 1e6,
+           mask, BLOCK, BLOCK, (long long)r->listed, (int)r->width, (int)r->full_width,
+           r->direct.wall * 1e6,
            r->direct.cpu * 1e6, r->reps, ns_per_block(r), slow, r->check);
 }
 

@@ -41,10 +41,10 @@ static char tile_char(const bmask *bm, int32_t r, int32_t c)
 {
     size_t row = bmask_row(bm, 0, 0, r);
     for (int32_t j = 0; j < bm->full_kv_num_blocks[row]; j++)
-        if (bm->full_kv_indices[row * bm->width + j] == c)
+        if (bmask_ids(bm, 1, row)[j] == c)
             return 'F';
     for (int32_t j = 0; j < bm->kv_num_blocks[row]; j++)
-        if (bm->kv_indices[row * bm->width + j] == c)
+        if (bmask_ids(bm, 0, row)[j] == c)
             return 'P';
     return '.';
 }
@@ -82,9 +82,9 @@ static void print_json(const bmask *bm, const char *builder, mask_params m)
     for (int32_t r = 0; r < bm->nqb; r++) {
         size_t row = bmask_row(bm, 0, 0, r);
         printf("%s{\"partial\":", r ? "," : "");
-        print_ids(bm->kv_indices + row * bm->width, bm->kv_num_blocks[row]);
+        print_ids(bmask_ids(bm, 0, row), bm->kv_num_blocks[row]);
         printf(",\"full\":");
-        print_ids(bm->full_kv_indices + row * bm->width, bm->full_kv_num_blocks[row]);
+        print_ids(bmask_ids(bm, 1, row), bm->full_kv_num_blocks[row]);
         putchar('}');
     }
     printf("]}\n");

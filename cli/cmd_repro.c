@@ -194,8 +194,8 @@ static void explain_row(const fix_case *c, const bmask *bm, const float *o, cons
     printf("  query tile %d (tokens [%d, %d)), blocks of %d keys:\n", (int)r,
            (int)(r * bm->q_block_size), (int)((r + 1) * bm->q_block_size),
            (int)bm->kv_block_size);
-    print_ids("partial", bm->kv_indices + br * bm->width, bm->kv_num_blocks[br]);
-    print_ids("full", bm->full_kv_indices + br * bm->width, bm->full_kv_num_blocks[br]);
+    print_ids("partial", bmask_ids(bm, 0, br), bm->kv_num_blocks[br]);
+    print_ids("full", bmask_ids(bm, 1, br), bm->full_kv_num_blocks[br]);
     if (lo < hi)
         printf("    the row needs kv blocks %d..%d\n", (int)(lo / bm->kv_block_size),
                (int)((hi - 1) / bm->kv_block_size));

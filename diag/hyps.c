@@ -80,9 +80,9 @@ static void keys_blocks(const diag_alt *a, const diag_key *k, uint8_t *allowed, 
     memset(allowed, 0, (size_t)lk);
     for (int full = 0; full < 2; full++) {
         const int32_t *num = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
-        const int32_t *ids = full ? bm->full_kv_indices : bm->kv_indices;
+        const int32_t *ids = bmask_ids(bm, full, row);
         for (int32_t s = 0; s < num[row]; s++) {
-            int64_t t0 = (int64_t)ids[row * (size_t)bm->width + (size_t)s] * kb;
+            int64_t t0 = (int64_t)ids[s] * kb;
             int64_t t1 = t0 + kb < lk ? t0 + kb : lk;
             for (int64_t tk = t0; tk < t1; tk++)
                 allowed[tk] = (uint8_t)(full || partial_full ||

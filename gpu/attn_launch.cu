@@ -263,6 +263,7 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     size_t nk = attn_k_elems(p), nv = attn_v_elems(p);
     const size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
     const size_t rows = (size_t)bm->nb * bm->nh * bm->nqb, ids = rows * (size_t)bm->width;
+    const size_t full_ids = rows * (size_t)bm->full_width;
     const size_t ncu = (size_t)p->seq.nseq + 1;
     void *hq = NULL, *hk = NULL, *hv = NULL;
     unsigned char *ho = NULL, *hl = NULL;
@@ -294,7 +295,7 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     GPU_TRY(upload(&dkn, bm->kv_num_blocks, rows * sizeof(int32_t)));
     GPU_TRY(upload(&dki, bm->kv_indices, ids * sizeof(int32_t)));
     GPU_TRY(upload(&dfn, bm->full_kv_num_blocks, rows * sizeof(int32_t)));
-    GPU_TRY(upload(&dfi, bm->full_kv_indices, ids * sizeof(int32_t)));
+    GPU_TRY(upload(&dfi, bm->full_kv_indices, full_ids * sizeof(int32_t)));
     if (c->page_table)
         GPU_TRY(upload(&dpt, c->page_table, (size_t)p->seq.batch * bm->nkb * sizeof(int32_t)));
     if (p->terms.sinks)
@@ -330,6 +331,7 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     a.bm_nh = bm->nh;
     a.nqb = bm->nqb;
     a.width = bm->width;
+    a.full_width = bm->full_width;
     a.qb = bm->q_block_size;
     a.kb = bm->kv_block_size;
     a.page_table = (const int32_t *)dpt;

@@ -59,7 +59,7 @@ fc_status bmask_alloc(bmask *bm, int32_t qb, int32_t kb, int32_t lq, int32_t lk,
     bm->nkb = ceil_div(lk, kb);
     bm->nb = nb;
     bm->nh = nh;
-    bm->width = width;
+    bm->width = bm->full_width = width;
     size_t rows, ids;
     if (fc_mul3_size((size_t)nb, (size_t)nh, (size_t)bm->nqb, &rows) ||
         fc_mul_size(rows, (size_t)width, &ids) || ids > SIZE_MAX / sizeof(int32_t))
@@ -110,14 +110,11 @@ fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *e
                                bm->nh, width, err);
     if (st)
         return st;
-    const int32_t *ids[2] = {bm->kv_indices, bm->full_kv_indices};
     int32_t *ocnt[2] = {out->kv_num_blocks, out->full_kv_num_blocks};
-    int32_t *oids[2] = {out->kv_indices, out->full_kv_indices};
     for (int k = 0; k < 2; k++) {
         memcpy(ocnt[k], cnt[k], nrows * sizeof(int32_t));
         for (size_t r = 0; r < nrows; r++)
-            memcpy(oids[k] + r * (size_t)width, ids[k] + r * (size_t)bm->width,
-                   (size_t)cnt[k][r] * sizeof(int32_t));
+            memcpy(bmask_ids(out, k, r), bmask_ids(bm, k, r), (size_t)cnt[k][r] * sizeof(int32_t));
     }
     return FC_OK;
 }
@@ -139,25 +136,27 @@ static fc_status rowbits_init(rowbits *rb, int32_t n, fc_err *err)
 static void rowbits_fill(rowbits *rb, const bmask *bm, size_t row)
 {
     memset(rb->v, 0, (size_t)rb->n);
-    const int32_t *pi = bm->kv_indices + row * (size_t)bm->width;
-    const int32_t *fi = bm->full_kv_indices + row * (size_t)bm->width;
+    const int32_t *pi = bmask_ids(bm, 0, row), *fi = bmask_ids(bm, 1, row);
     for (int32_t j = 0; j < bm->kv_num_blocks[row]; j++)
         rb->v[pi[j]] = 1;
     for (int32_t j = 0; j < bm->full_kv_num_blocks[row]; j++)
         rb->v[fi[j]] = 2;
 }
 
-/* Checks one list of a row: count within width, ids in range, no id seen before in the row. */
-static fc_status validate_list(const bmask *bm, const char *what, const int32_t *cnt,
-                               const int32_t *ids, size_t row, int32_t b, int32_t h, int32_t r,
-                               unsigned char *seen, fc_err *err)
+/* Checks one list of a row (full: 0 partial, 1 full): count within the list's width, ids in
+ * range, no id seen before in the row. */
+static fc_status validate_list(const bmask *bm, int full, size_t row, int32_t b, int32_t h,
+                               int32_t r, unsigned char *seen, fc_err *err)
 {
-    int32_t n = cnt[row];
-    if (n < 0 || n > bm->width)
+    const char *what = full ? "full_kv" : "kv";
+    int32_t n = (full ? bm->full_kv_num_blocks : bm->kv_num_blocks)[row];
+    int32_t width = full ? bm->full_width : bm->width;
+    const int32_t *ids = bmask_ids(bm, full, row);
+    if (n < 0 || n > width)
         return fc_errf(err, FC_EINVAL, "%s_num_blocks[%d][%d][%d] = %d: must be in [0, %d]", what,
-                       (int)b, (int)h, (int)r, (int)n, (int)bm->width);
+                       (int)b, (int)h, (int)r, (int)n, (int)width);
     for (int32_t j = 0; j < n; j++) {
-        int32_t id = ids[row * (size_t)bm->width + (size_t)j];
+        int32_t id = ids[j];
         if (id < 0 || id >= bm->nkb)
             return fc_errf(err, FC_EINVAL, "%s_indices[%d][%d][%d][%d] = %d: out of range [0, %d)",
                            what, (int)b, (int)h, (int)r, (int)j, (int)id, (int)bm->nkb);
@@ -187,11 +186,9 @@ fc_status bmask_validate(const bmask *bm, fc_err *err)
             for (int32_t r = 0; !st && r < bm->nqb; r++) {
                 size_t row = bmask_row(bm, b, h, r);
                 memset(seen.v, 0, (size_t)seen.n);
-                st = validate_list(bm, "kv", bm->kv_num_blocks, bm->kv_indices, row, b, h, r,
-                                   seen.v, err);
+                st = validate_list(bm, 0, row, b, h, r, seen.v, err);
                 if (!st)
-                    st = validate_list(bm, "full_kv", bm->full_kv_num_blocks, bm->full_kv_indices,
-                                       row, b, h, r, seen.v, err);
+                    st = validate_list(bm, 1, row, b, h, r, seen.v, err);
             }
     free(seen.v);
     return st;

@@ -7,16 +7,18 @@
  * element is allowed (ragged edge tiles never are: padding is "not allowed"), PARTIAL when some
  * are, EMPTY (listed nowhere) when none are.
  *
- * Arrays are [nb, nh, nqb] for counts and [nb, nh, nqb, width] for ids, where nb is 1 or B and
- * nh is 1 or Hq (1 broadcasts); slots past a row's count are never read. Our builders produce
- * nb = nh = 1 (the mask never depends on batch entry or head), ids ascending, and the compact
- * width: the most kv tiles any one query tile lists, partial and full together (so any row's
- * ids fit either list; 0 when nothing is listed). They leave unused slots 0, never written:
- * -1 in each would cost nqb x width, for causal's partial lists (one tile a row, width nkb)
- * nqb x nkb. PyTorch's create_block_mask has width = nkb; a window or chunk lists a few tiles
- * a row, and nqb x nkb arrays would cost more than the lists (O(L^2) where they are O(L)), so
- * that shape is made only where it is asked for: bmask_copy_width, with -1 past each count
- * (as bmask_alloc fills), which the fixture writer calls.
+ * Arrays are [nb, nh, nqb] for counts and [nb, nh, nqb, width] for the partial ids,
+ * [nb, nh, nqb, full_width] for the full ids, where nb is 1 or B and nh is 1 or Hq (1
+ * broadcasts); slots past a row's count are never read (bmask_ids finds a row). Our builders
+ * produce nb = nh = 1 (the mask never depends on batch entry or head), ids ascending, and
+ * compact widths: each list's rows as wide as its longest row (0 when it lists nothing). They
+ * leave unused slots 0, never written: -1 in each would cost nqb x width. One width for both
+ * lists would too: causal lists one partial tile a row and up to nqb full ones, and rows of
+ * nqb partial slots make nqb pages to fault in for nqb ids (at L = 64k, blocks 128, that was
+ * most of the build's time). PyTorch's create_block_mask has width = nkb for both; a window or
+ * chunk lists a few tiles a row, and nqb x nkb arrays would cost more than the lists (O(L^2)
+ * where they are O(L)), so that shape is made only where it is asked for: bmask_copy_width,
+ * with -1 past each count (as bmask_alloc fills), which the fixture writer calls.
  * Readers of other tools' masks must accept any nb/nh/width that validates.
  */
 #ifndef FLEXCHECK_BMASK_H
@@ -38,12 +40,19 @@ typedef struct bmask {
     int32_t lq, lk;                      /* grid extents the mask was built for */
     int32_t nqb, nkb;                    /* ceil(lq / q_block_size), ceil(lk / kv_block_size) */
     int32_t nb, nh;                      /* leading dims, 1 = broadcast */
-    int32_t width;                       /* row width of the id arrays */
+    int32_t width, full_width;           /* row widths of the partial and full id arrays */
     int32_t *kv_num_blocks;              /* [nb*nh*nqb] partial counts */
     int32_t *kv_indices;                 /* [nb*nh*nqb*width] partial ids */
     int32_t *full_kv_num_blocks;         /* [nb*nh*nqb] full counts */
-    int32_t *full_kv_indices;            /* [nb*nh*nqb*width] full ids */
+    int32_t *full_kv_indices;            /* [nb*nh*nqb*full_width] full ids */
 } bmask;
+
+/* Row `row` (bmask_row's index) of the partial (full = 0) or full (1) ids. */
+static inline int32_t *bmask_ids(const bmask *bm, int full, size_t row)
+{
+    return full ? bm->full_kv_indices + row * (size_t)bm->full_width
+                : bm->kv_indices + row * (size_t)bm->width;
+}
 
 typedef enum bmask_builder {
     BMASK_SLOW = 0,          /* exact, predicate on every element, O(lq*lk) */
@@ -59,7 +68,8 @@ fc_status bmask_builder_parse(const char *s, bmask_builder *out);
 /* 1 iff b is a power of two in [BMASK_MIN_BLOCK, BMASK_MAX_BLOCK]. */
 int bmask_block_size_ok(int32_t b);
 
-/* Allocates zero counts and -1 ids; checks block sizes, lengths and size products. */
+/* Allocates zero counts and -1 ids, both lists `width` wide (PyTorch's layout: the fixture
+ * reader's, bmask_copy_width's); checks block sizes, lengths and size products. */
 fc_status bmask_alloc(bmask *bm, int32_t qb, int32_t kb, int32_t lq, int32_t lk, int32_t nb,
                       int32_t nh, int32_t width, fc_err *err);
 void bmask_free(bmask *bm);
@@ -67,7 +77,7 @@ void bmask_free(bmask *bm);
 /* Row (b, h, r) accessors honouring broadcast of nb/nh == 1. */
 size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r);
 
-/* A copy of bm with rows `width` slots wide: the same ids in the same order, -1 past each
+/* A copy of bm with both lists' rows `width` slots wide: the same ids in the same order, -1 past each
  * count. width = bm->nkb gives PyTorch's [.., NQB, NKB] shape, the one fixtures store.
  * FC_EINVAL (naming the row) when a count is negative or more than width. */
 fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *err);
@@ -82,7 +92,7 @@ fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int
                                int32_t kb, int trim, fc_err *err);
 
 /* Structural validity of a mask from any source: ids in [0, nkb), no duplicate id in a row
- * (across the partial and full lists too), counts in [0, width]. FC_EINVAL names the first
+ * (across the partial and full lists too), counts in [0, the list's width]. FC_EINVAL names the first
  * offending (b, h, row, slot). */
 fc_status bmask_validate(const bmask *bm, fc_err *err);
 

@@ -19,7 +19,7 @@
  *             Sound, not exact: it exercises the kernel's masked path.
  *
  * All three write nb = nh = 1 (the mask never depends on batch entry or head), ids ascending,
- * unused slots 0, at the compact width of bmask.h, so that direct and superset cost what they
+ * unused slots 0, at the compact widths of bmask.h, so that direct and superset cost what they
  * list: nothing is NQB x NKB unless some row lists nearly NKB tiles.
  */
 #include <stdlib.h>
@@ -30,10 +30,10 @@
 #include "masks/problem.h"
 
 /* A mask being built. Direct and superset walk the segments twice: the sizing pass adds each
- * segment's candidate tiles (the only ones it may list) to its row's bound, kept in the
- * partial counts; rows as wide as the largest bound are then allocated, and the second pass
- * writes each id in place. Slow takes nkb as the bound. build_finish narrows the rows to the
- * longest one (a no-op unless some candidates were not listed). */
+ * segment's candidate tiles (the only ones it may list) to its row's bounds, one per list,
+ * kept in the counts; each list's rows are then allocated as wide as its largest bound, and
+ * the second pass writes each id in place. Slow takes nkb as both bounds. build_finish narrows
+ * each list's rows to its longest one (a no-op unless some candidates were not listed). */
 typedef struct build {
     bmask *bm;
     int sizing; /* the sizing pass: segments add to bounds, list nothing */
@@ -52,50 +52,64 @@ static fc_status build_start(build *b, bmask *out, mask_params m, const seq_info
     return FC_OK;
 }
 
-/* In the sizing pass, adds candidate tiles [c0, c1] to row r's bound and returns 1. */
-static int sized(build *b, int32_t r, int32_t c0, int32_t c1)
+/* In the sizing pass, adds npartial and nfull candidate tiles to row r's bounds and returns
+ * 1; in the writing pass returns 0. */
+static int sized(build *b, int32_t r, int32_t npartial, int32_t nfull)
 {
-    if (b->sizing && c1 >= c0)
-        b->bm->kv_num_blocks[r] += c1 - c0 + 1;
+    if (b->sizing) {
+        b->bm->kv_num_blocks[r] += npartial;
+        b->bm->full_kv_num_blocks[r] += nfull;
+    }
     return b->sizing;
 }
 
-/* Rows `width` slots wide, zeroed, the counts back at zero (the sizing pass left bounds in
- * them). On failure the mask is freed. calloc, not -1 in every slot: fresh pages come zeroed
- * and a row's unused slots are never touched, so a wide row listing little costs little
- * (causal lists one partial tile per row at width NKB). */
-static fc_status build_rows(build *b, int32_t width, fc_err *err)
+/* Partial rows `pw` slots wide and full rows `fw` wide, zeroed, the counts back at zero (the
+ * sizing pass left bounds in them). On failure the mask is freed. calloc, not -1 in every
+ * slot: fresh pages come zeroed and a row's unused slots are never touched. */
+static fc_status build_rows(build *b, int32_t pw, int32_t fw, fc_err *err)
 {
     bmask *bm = b->bm;
     /* A bound is at most nkb plus one per sequence boundary in the query tile (a tile two
      * sequences share is counted twice), about bmask_alloc's size for PyTorch's shape. */
-    size_t n = (size_t)bm->nqb * (size_t)width + 1; /* +1: never malloc(0) */
-    int32_t *p = calloc(n, sizeof(int32_t)), *f = calloc(n, sizeof(int32_t));
+    int32_t *p = calloc((size_t)bm->nqb * (size_t)pw + 1, sizeof(int32_t)); /* +1: never 0 */
+    int32_t *f = calloc((size_t)bm->nqb * (size_t)fw + 1, sizeof(int32_t));
     if (!p || !f) {
         free(p);
         free(f);
         bmask_free(bm);
-        return fc_errf(err, FC_ENOMEM, "out of memory for a block mask of %d x %d blocks",
-                       (int)bm->nqb, (int)width);
+        return fc_errf(err, FC_ENOMEM, "out of memory for a block mask of %d x (%d + %d) blocks",
+                       (int)bm->nqb, (int)pw, (int)fw);
     }
     free(bm->kv_indices);
     free(bm->full_kv_indices);
     bm->kv_indices = p;
     bm->full_kv_indices = f;
-    bm->width = width;
+    bm->width = pw;
+    bm->full_width = fw;
     memset(bm->kv_num_blocks, 0, (size_t)bm->nqb * sizeof(int32_t));
+    memset(bm->full_kv_num_blocks, 0, (size_t)bm->nqb * sizeof(int32_t));
     b->sizing = 0;
     return FC_OK;
 }
 
-/* Rows as wide as the largest bound of the sizing pass. */
+/* The longest row of each list: its count (or, after the sizing pass, its bound). */
+static void longest_rows(const bmask *bm, int32_t *pw, int32_t *fw)
+{
+    *pw = *fw = 0;
+    for (int32_t r = 0; r < bm->nqb; r++) {
+        if (bm->kv_num_blocks[r] > *pw)
+            *pw = bm->kv_num_blocks[r];
+        if (bm->full_kv_num_blocks[r] > *fw)
+            *fw = bm->full_kv_num_blocks[r];
+    }
+}
+
+/* Each list's rows as wide as its largest bound of the sizing pass. */
 static fc_status build_rows_sized(build *b, fc_err *err)
 {
-    int32_t width = 0;
-    for (int32_t r = 0; r < b->bm->nqb; r++)
-        if (b->bm->kv_num_blocks[r] > width)
-            width = b->bm->kv_num_blocks[r];
-    return build_rows(b, width, err);
+    int32_t pw, fw;
+    longest_rows(b->bm, &pw, &fw);
+    return build_rows(b, pw, fw, err);
 }
 
 /* Appends tiles [c0, c1) to row r's partial or full list. Tiles arrive ascending within a
@@ -105,7 +119,7 @@ static void row_push_range(build *b, int32_t r, int32_t c0, int32_t c1, int full
 {
     bmask *bm = b->bm;
     int32_t *cnt = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
-    int32_t *ids = (full ? bm->full_kv_indices : bm->kv_indices) + (size_t)r * bm->width;
+    int32_t *ids = bmask_ids(bm, full, (size_t)r);
     int32_t n = cnt[r];
     if (c0 < c1 && n > 0 && ids[n - 1] == c0)
         c0++;
@@ -119,27 +133,26 @@ static void row_push(build *b, int32_t r, int32_t id, int full)
     row_push_range(b, r, id, id + 1, full);
 }
 
-/* Narrows the rows to the longest one (partial and full together), moving them in place (the
- * slots past a count stay 0: they were never written). */
+/* Narrows each list's rows to its longest one, moving them in place (the slots past a count
+ * stay 0: they were never written). */
 static void build_finish(build *b)
 {
     bmask *bm = b->bm;
-    int32_t w = 0;
-    for (int32_t r = 0; r < bm->nqb; r++)
-        if (bm->kv_num_blocks[r] + bm->full_kv_num_blocks[r] > w)
-            w = bm->kv_num_blocks[r] + bm->full_kv_num_blocks[r];
-    if (w == bm->width)
-        return;
+    int32_t w[2];
+    longest_rows(bm, &w[0], &w[1]);
     int32_t **ids[2] = {&bm->kv_indices, &bm->full_kv_indices};
+    int32_t *width[2] = {&bm->width, &bm->full_width};
     for (int k = 0; k < 2; k++) {
+        if (w[k] == *width[k])
+            continue;
         for (int32_t r = 1; r < bm->nqb; r++) /* row r moves down: rows below are done */
-            memmove(*ids[k] + (size_t)r * w, *ids[k] + (size_t)r * bm->width,
-                    (size_t)w * sizeof(int32_t));
-        int32_t *p = realloc(*ids[k], ((size_t)bm->nqb * w + 1) * sizeof(int32_t));
+            memmove(*ids[k] + (size_t)r * w[k], *ids[k] + (size_t)r * *width[k],
+                    (size_t)w[k] * sizeof(int32_t));
+        int32_t *p = realloc(*ids[k], ((size_t)bm->nqb * w[k] + 1) * sizeof(int32_t));
         if (p) /* else the larger block is kept, as valid */
             *ids[k] = p;
+        *width[k] = w[k];
     }
-    bm->width = w;
 }
 
 fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t qb, int32_t kb,
@@ -147,7 +160,7 @@ fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t
 {
     build b;
     fc_status st = build_start(&b, out, m, s, qb, kb, err);
-    if (st || (st = build_rows(&b, out->nkb, err)))
+    if (st || (st = build_rows(&b, out->nkb, out->nkb, err)))
         return st;
     int32_t *allowed = calloc((size_t)out->nkb + 1, sizeof(int32_t));
     if (!allowed) {
@@ -269,8 +282,6 @@ static void direct_segment(build *bd, mask_params m, seq_view v, const segment *
     }
     range last = row_range(m, v, b - 1);
     int32_t c0 = first.lo / kb, c1 = (last.hi - 1) / kb;
-    if (sized(bd, sg->r, c0, c1))
-        return;
     /* Full tiles [fa, fb): those every row covers, from the largest lo (the last row's) to
      * the smallest hi (the first row's), written as one run. Only a whole tile of one
      * sequence with no empty row has any (ragged tiles never are; hi <= lk). */
@@ -279,6 +290,9 @@ static void direct_segment(build *bd, mask_params m, seq_view v, const segment *
         fa = (last.lo + kb - 1) / kb;
         fb = first.hi / kb;
     }
+    /* The other candidates may each be partial; the full run is exactly full. */
+    if (sized(bd, sg->r, c1 - c0 + 1 - (fb - fa), fb - fa))
+        return;
     int32_t g = f; /* first_reaching's answer so far: non-decreasing in the tile */
     for (int32_t c = c0; c <= c1; c++) {
         if (c == fa) {
@@ -322,7 +336,7 @@ static void superset_segment(build *b, mask_params m, seq_view v, const segment 
         if (edge > 0)
             k0 = edge < k1 - k0 ? k0 + (int32_t)edge : k1;
     }
-    if (k0 < k1 && !sized(b, sg->r, k0 / kb, (k1 - 1) / kb))
+    if (k0 < k1 && !sized(b, sg->r, (k1 - 1) / kb - k0 / kb + 1, 0))
         row_push_range(b, sg->r, k0 / kb, (k1 - 1) / kb + 1, 0);
 }
 

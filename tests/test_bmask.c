@@ -59,26 +59,26 @@ static int listed_kind(const bmask *bm, int32_t r, int32_t c)
 {
     size_t row = bmask_row(bm, 0, 0, r);
     for (int32_t j = 0; j < bm->kv_num_blocks[row]; j++)
-        if (bm->kv_indices[row * bm->width + j] == c) return 1;
+        if (bmask_ids(bm, 0, row)[j] == c) return 1;
     for (int32_t j = 0; j < bm->full_kv_num_blocks[row]; j++)
-        if (bm->full_kv_indices[row * bm->width + j] == c) return 2;
+        if (bmask_ids(bm, 1, row)[j] == c) return 2;
     return 0;
 }
 
-/* The canonical form our builders promise (bmask.h): ascending ids, 0 past the count, rows as
- * wide as the longest one (partial and full together). With -1 in `pad` and width nkb: the
- * PyTorch shape bmask_copy_width makes. */
+/* The canonical form our builders promise (bmask.h): ascending ids, 0 past the count, each
+ * list's rows as wide as its longest one. With -1 in `pad` and width nkb: the PyTorch shape
+ * bmask_copy_width makes. */
 static void expect_form(const bmask *bm, int32_t pad, int compact, const char *what)
 {
-    int32_t longest = 0;
+    int32_t longest[2] = {0, 0};
+    const int32_t widths[2] = {bm->width, bm->full_width};
     for (int32_t r = 0; r < bm->nqb; r++) {
         const int32_t *cnts[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
-        const int32_t *ids[2] = {bm->kv_indices, bm->full_kv_indices};
-        if (cnts[0][r] + cnts[1][r] > longest)
-            longest = cnts[0][r] + cnts[1][r];
         for (int l = 0; l < 2; l++) {
-            const int32_t *row = ids[l] + (size_t)r * bm->width;
-            for (int32_t j = 0; j < bm->width; j++) {
+            if (cnts[l][r] > longest[l])
+                longest[l] = cnts[l][r];
+            const int32_t *row = bmask_ids(bm, l, (size_t)r);
+            for (int32_t j = 0; j < widths[l]; j++) {
                 if (j < cnts[l][r] && j > 0)
                     cr_assert(row[j] > row[j - 1], "%s: row %d not ascending", what, r);
                 if (j >= cnts[l][r])
@@ -87,8 +87,10 @@ static void expect_form(const bmask *bm, int32_t pad, int compact, const char *w
             }
         }
     }
-    cr_assert_eq(bm->width, compact ? longest : bm->nkb, "%s: width %d, longest row %d, nkb %d",
-                 what, bm->width, longest, bm->nkb);
+    for (int l = 0; l < 2; l++)
+        cr_assert_eq(widths[l], compact ? longest[l] : bm->nkb,
+                     "%s: %s width %d, longest row %d, nkb %d", what, l ? "full" : "partial",
+                     widths[l], longest[l], bm->nkb);
 }
 
 static void expect_canonical(const bmask *bm, const char *what)
@@ -290,24 +292,26 @@ Test(builders, ragged_lengths_never_list_out_of_range_ids_or_full_edge_tiles)
     }
 }
 
-/* What a build costs, checked without a clock: the arrays are as wide as the longest row, so
- * a window or a chunk keeps them O(L) at every length where PyTorch's shape is NQB x NKB
- * (O(L^2)), and the slots no row uses stay as calloc left them. */
+/* What a build costs, checked without a clock: each list's rows are as wide as its longest
+ * row, so a window or a chunk keeps them O(L) at every length where PyTorch's shape is
+ * NQB x NKB (O(L^2)), causal's partial list (one diagonal tile a row) is one slot wide, and
+ * the slots no row uses stay as calloc left them. Widths worked out by hand, blocks 128. */
 typedef struct width_case {
     const char *name;
     mask_params m;
-    int32_t l, width;
+    int32_t l, width, full_width;
 } width_case;
 
 static const width_case widths[] = {
-    /* Tiles r-8 (partial), r-7..r-1 (full), r (partial). */
-    {"causal W=1024 L=4k", {.causal = 1, .sliding_window = 1024}, 4096, 9},
-    {"causal W=1024 L=256k", {.causal = 1, .sliding_window = 1024}, 262144, 9},
-    {"bidir W=128 L=256k", {.sliding_window = 128}, 262144, 3},
-    /* A chunk's last query tile lists its 64 tiles. */
-    {"causal C=8192 L=256k", {.causal = 1, .chunk_size = 8192}, 262144, 64},
-    /* The last query tile lists every kv tile: here the lists are NQB x NKB / 2. */
-    {"causal L=16k", {.causal = 1}, 16384, 128},
+    /* Tiles r-8 and r partial (row 128r sees from 128(r-8)+1), r-7..r-1 full. */
+    {"causal W=1024 L=4k", {.causal = 1, .sliding_window = 1024}, 4096, 2, 7},
+    {"causal W=1024 L=256k", {.causal = 1, .sliding_window = 1024}, 262144, 2, 7},
+    /* Tile r full (every row sees it whole), r-1 and r+1 partial. */
+    {"bidir W=128 L=256k", {.sliding_window = 128}, 262144, 2, 1},
+    /* A chunk's last query tile: its diagonal partial, the chunk's 63 others full. */
+    {"causal C=8192 L=256k", {.causal = 1, .chunk_size = 8192}, 262144, 1, 63},
+    /* The last query tile lists every kv tile: the full lists are NQB x NKB / 2. */
+    {"causal L=16k", {.causal = 1}, 16384, 1, 127},
 };
 
 Test(builders, direct_rows_are_as_wide_as_the_longest_list_at_every_length)
@@ -320,8 +324,10 @@ Test(builders, direct_rows_are_as_wide_as_the_longest_list_at_every_length)
         cr_assert_eq(seq_init_dense(&s, 1, wc->l, wc->l, &err), FC_OK);
         cr_assert_eq(bmask_build_direct(&bm, wc->m, &s, 128, 128, &err), FC_OK, "%s: %s",
                      wc->name, err.msg);
-        cr_expect_eq(bm.width, wc->width, "%s: width %d, want %d", wc->name, bm.width,
+        cr_expect_eq(bm.width, wc->width, "%s: partial width %d, want %d", wc->name, bm.width,
                      wc->width);
+        cr_expect_eq(bm.full_width, wc->full_width, "%s: full width %d, want %d", wc->name,
+                     bm.full_width, wc->full_width);
         expect_canonical(&bm, wc->name);
         bmask_free(&bm);
         seq_free(&s);
@@ -347,14 +353,18 @@ Test(builders, copy_width_refuses_a_width_narrower_than_a_list)
 
 /* ---- validation and soundness must fail on planted defects ---- */
 
+/* Causal 256 x 256 in 64-blocks, in PyTorch's shape (both lists 4 wide), as a producer would
+ * store it: the tests below write ids into slots past a count, which compact rows lack. */
 static bmask causal_mask(seq_info *s)
 {
-    bmask bm;
+    bmask bm, wide;
     fc_err err;
     cr_assert_eq(seq_init_dense(s, 1, 256, 256, &err), FC_OK);
     cr_assert_eq(bmask_build(&bm, BMASK_DIRECT, (mask_params){.causal = 1}, s, 64, 64, &err),
                  FC_OK);
-    return bm;
+    cr_assert_eq(bmask_copy_width(&bm, bm.nkb, &wide, &err), FC_OK, "%s", err.msg);
+    bmask_free(&bm);
+    return wide;
 }
 
 Test(soundness, catches_a_dropped_block_and_a_partial_block_listed_full)
@@ -370,7 +380,7 @@ Test(soundness, catches_a_dropped_block_and_a_partial_block_listed_full)
     cr_expect(strstr(err.msg, "not listed"), "%s", err.msg);
     /* Restore, then list the diagonal block as full: the mask would be skipped. */
     bm.kv_num_blocks[2] = 1;
-    bm.full_kv_indices[2 * bm.width + 2] = 2;
+    bmask_ids(&bm, 1, 2)[2] = 2;
     bm.full_kv_num_blocks[2] = 3;
     bm.kv_num_blocks[2] = 0;
     cr_expect_eq(bmask_check_sound(&bm, m, &s, &err), FC_EFAIL);
@@ -385,13 +395,13 @@ Test(validation, rejects_out_of_range_duplicate_ids_and_counts_above_width)
     fc_err err;
     bmask bm = causal_mask(&s);
     cr_assert_eq(bmask_validate(&bm, &err), FC_OK);
-    bm.kv_indices[1 * bm.width + 0] = 4; /* nkb = 4 */
+    bmask_ids(&bm, 0, 1)[0] = 4; /* nkb = 4 */
     cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, "kv_indices[0][0][1][0] = 4"), "%s", err.msg);
-    bm.kv_indices[1 * bm.width + 0] = 0; /* also listed full in row 1 */
+    bmask_ids(&bm, 0, 1)[0] = 0; /* also listed full in row 1 */
     cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, "twice"), "%s", err.msg);
-    bm.kv_indices[1 * bm.width + 0] = 1;
+    bmask_ids(&bm, 0, 1)[0] = 1;
     bm.full_kv_num_blocks[3] = 5;
     cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, "full_kv_num_blocks[0][0][3] = 5"), "%s", err.msg);
@@ -431,9 +441,9 @@ Test(soundness, names_every_defect_of_a_producers_mask)
 
     bm.kv_num_blocks[2] = 0; /* row 2 drops its diagonal block */
     bm.kv_num_blocks[3] = 0; /* row 3 lists its diagonal block full */
-    bm.full_kv_indices[3 * bm.width + 3] = 3;
+    bmask_ids(&bm, 1, 3)[3] = 3;
     bm.full_kv_num_blocks[3] = 4;
-    bm.kv_indices[0 * bm.width + 1] = 1; /* row 0 lists block 1 (all above the diagonal) */
+    bmask_ids(&bm, 0, 0)[1] = 1; /* row 0 lists block 1 (all above the diagonal) */
     bm.kv_num_blocks[0] = 2;
     cr_assert_eq(bmask_validate(&bm, &err), FC_OK, "%s", err.msg);
     cr_assert_eq(bmask_find_defects(&bm, m, &s, &d, &err), FC_OK, "%s", err.msg);

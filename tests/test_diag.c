@@ -485,10 +485,16 @@ static void producer_bm(tcase *c, const hyp_case *hc)
     if (hc->bm == BM_DROP_FULL) { /* the tile's last full block goes missing */
         int32_t n = c->bm.full_kv_num_blocks[r];
         cr_assert(n >= 1, "the case needs a full block in the tile");
-        c->damaged = c->bm.full_kv_indices[r * (size_t)c->bm.width + (size_t)n - 1];
+        c->damaged = bmask_ids(&c->bm, 1, r)[n - 1];
         c->bm.full_kv_num_blocks[r] = n - 1;
-        c->bm.full_kv_indices[r * (size_t)c->bm.width + (size_t)n - 1] = -1;
+        bmask_ids(&c->bm, 1, r)[n - 1] = -1;
     } else if (hc->bm == BM_PARTIAL_LISTED_FULL) { /* the tile's second partial block */
+        /* PyTorch's shape first: the compact full rows may have no slot left for one more */
+        bmask wide;
+        fc_err err;
+        cr_assert_eq(bmask_copy_width(&c->bm, c->bm.nkb, &wide, &err), FC_OK, "%s", err.msg);
+        bmask_free(&c->bm);
+        c->bm = wide;
         size_t w = (size_t)c->bm.width;
         int32_t n = c->bm.kv_num_blocks[r], nf = c->bm.full_kv_num_blocks[r];
         cr_assert(n >= 3, "the case needs three partial blocks in the tile");

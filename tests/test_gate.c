@@ -311,8 +311,8 @@ static fc_status build_drop_last(bmask *out, bmask_builder b, mask_params m, con
         return st;
     for (int32_t r = 0; r < out->nqb; r++) {
         int32_t np = out->kv_num_blocks[r], nf = out->full_kv_num_blocks[r];
-        int32_t lp = np ? out->kv_indices[r * out->width + np - 1] : -1;
-        int32_t lf = nf ? out->full_kv_indices[r * out->width + nf - 1] : -1;
+        int32_t lp = np ? bmask_ids(out, 0, (size_t)r)[np - 1] : -1;
+        int32_t lf = nf ? bmask_ids(out, 1, (size_t)r)[nf - 1] : -1;
         if (lp > lf) out->kv_num_blocks[r]--;
         else if (lf >= 0) out->full_kv_num_blocks[r]--;
     }

@@ -391,8 +391,13 @@ static void put_i32(hid_t g, const char *name, int rank, const hsize_t *dims, co
     H5Sclose(sp);
 }
 
-static void add_bmask(const char *p, const char *label, const bmask *bm)
+/* Stores bm under tested/<label> in PyTorch's shape (both lists nkb wide), as producers do. */
+static void add_bmask(const char *p, const char *label, const bmask *compact)
 {
+    bmask wide;
+    fc_err err;
+    cr_assert_eq(bmask_copy_width(compact, compact->nkb, &wide, &err), FC_OK, "%s", err.msg);
+    const bmask *bm = &wide;
     hid_t f = open_rw(p);
     char path[128];
     snprintf(path, sizeof path, "/cases/c0/tested/%s", label);
@@ -410,6 +415,7 @@ static void add_bmask(const char *p, const char *label, const bmask *bm)
     H5Gclose(g);
     H5Gclose(t);
     H5Fclose(f);
+    bmask_free(&wide);
 }
 
 static char *slurp_file(const char *p)
@@ -439,7 +445,7 @@ Test(tested, a_producers_block_mask_is_checked_and_the_report_has_a_row_per_outp
     /* Query tile 3 (tokens 48..63): causal window 17 needs kv blocks 2 and 3; drop its last
      * listed partial block (the diagonal one, 3). */
     size_t r3 = bmask_row(&bm, 0, 0, 3);
-    int32_t last = bm.kv_indices[r3 * bm.width + bm.kv_num_blocks[r3] - 1];
+    int32_t last = bmask_ids(&bm, 0, r3)[bm.kv_num_blocks[r3] - 1];
     cr_assert_eq(last, 3, "the slow builder lists tile 3's diagonal block last");
     bm.kv_num_blocks[r3]--;
     add_bmask(p, "bad-mask", &bm);

@@ -19,21 +19,21 @@
 static fc_status split_mask(const bmask *bm, int par, bmask *out, fc_err *err)
 {
     fc_status st = bmask_alloc(out, bm->q_block_size, bm->kv_block_size, bm->lq, bm->lk, bm->nb,
-                               bm->nh, bm->width, err);
+                               bm->nh, bm->width > bm->full_width ? bm->width : bm->full_width,
+                               err);
     if (st)
         return st;
     size_t nrows = (size_t)bm->nb * bm->nh * bm->nqb;
     for (size_t r = 0; r < nrows; r++) {
         const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
-        const int32_t *ids[2] = {bm->kv_indices, bm->full_kv_indices};
         int32_t *ocnt[2] = {out->kv_num_blocks, out->full_kv_num_blocks};
-        int32_t *oids[2] = {out->kv_indices, out->full_kv_indices};
-        for (int l = 0; l < 2; l++)
-            for (int32_t j = 0; j < cnt[l][r]; j++) {
-                int32_t id = ids[l][r * (size_t)bm->width + j];
-                if (id % 2 == par)
-                    oids[l][r * (size_t)bm->width + ocnt[l][r]++] = id;
-            }
+        for (int l = 0; l < 2; l++) {
+            const int32_t *ids = bmask_ids(bm, l, r);
+            int32_t *oids = bmask_ids(out, l, r);
+            for (int32_t j = 0; j < cnt[l][r]; j++)
+                if (ids[j] % 2 == par)
+                    oids[ocnt[l][r]++] = ids[j];
+        }
     }
     return FC_OK;
 }
