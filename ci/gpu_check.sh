@@ -5,7 +5,8 @@
 #      hardware (test_emu_gpu), the PTX wrappers' CPU twins against the real instructions
 #      (test_kernel_v2_ptx) and kernel 2 natively, paged and unpaged (test_kernel_v2);
 #   3. the quick gate on the gpu backend with kernel 1 and kernel 2;
-#   4. `flexcheck bench kernel --backend gpu --gpu-shapes --kernel 2` and, when PyTorch is importable,
+#   4. `flexcheck bench kernel --backend gpu --gpu-shapes --kernel 2`, kernel 2 under Nsight
+#      Compute (ncu) on the first shape when ncu is there, and, when PyTorch is importable,
 #      ci/bench_torch_flex.py on the same shapes and masks (PyTorch 2.7 or later: the LSE is
 #      asked for with return_aux or return_lse, whichever flex_attention takes);
 #   5. when PyTorch is importable and `flexcheck export` exists: the gate's cases exported
@@ -78,6 +79,17 @@ run gate_gpu_kernel2 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --ke
 # H200 machine's 16 cores (2026-11-30), kernel 2 alone took 61 s with 2 reps.
 run bench_kernel env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" build/flexcheck bench kernel --kernel 2 \
     --backend gpu --gpu-shapes --reps 5 || status=1
+# Where the profiler is (Nsight Compute; it read the counters on a Firecracker H200 machine,
+# 2026-11-04): kernel 2's first launch on the causal L = 8k shape, the sections that say what
+# holds it back (0.17x PyTorch's speed there, reports/gpu-2026-11-30-h200). Information, not a
+# gate: its exit status does not count.
+if command -v ncu >/dev/null; then
+    run ncu_kernel2 env OPENBLAS_NUM_THREADS="$JOBS" ncu --clock-control none -k regex:attn_v2 -c 1 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+        --section MemoryWorkloadAnalysis "${NAT[@]}" build/flexcheck bench kernel --backend gpu \
+        --gpu-shapes --shape 1 --kernel 2 --reps 1 || true
+fi
 if python3 -c "import torch" 2>/dev/null; then
     run bench_torch python3 ci/bench_torch_flex.py --flexcheck "$OUT/bench_kernel.txt" || status=1
     if "${NAT[@]}" build/flexcheck export --help >/dev/null 2>&1; then

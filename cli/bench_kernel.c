@@ -144,6 +144,7 @@ int bench_kernel(int argc, char **argv)
 {
     gpu_backend be = GPU_BACKEND_EMU;
     int32_t kernel = 0, reps = 3; /* 0: every version, side by side */
+    int32_t only = 0;             /* 0: every shape of the set */
     int gpu_set = 0;
     fc_err err;
     const cli_opt opts[] = {
@@ -153,11 +154,13 @@ int bench_kernel(int argc, char **argv)
         CLI_INT("reps", "N", "best of N runs (default 3)", &reps, 1, 1000),
         CLI_FLAG("gpu-shapes", "the GPU targets (fp16 causal L=8k D=128; causal W=1024 and\n"
                  "dense at L=16k) instead of the small emu shapes", &gpu_set, 1),
+        CLI_INT("shape", "I", "only the I-th shape of the set (1-based; e.g. one shape under\n"
+                "a profiler, ci/gpu_check.sh)", &only, 1, 100),
     };
     const cli_spec spec = {
         .cmd = CMD,
         .usage = "usage: flexcheck bench kernel [--backend emu|gpu] [--kernel K] [--reps N] "
-                 "[--gpu-shapes]\n",
+                 "[--gpu-shapes] [--shape I]\n",
         .intro = "Kernel time (launch + synchronize, best of N), after checking the kernel passes the\n"
                  "gates on the same inputs: on emu next to the fp32 reference, on gpu as TFLOP/s\n"
                  "over the allowed pairs (ci/bench_torch_flex.py puts PyTorch's beside it).\n",
@@ -169,6 +172,11 @@ int bench_kernel(int argc, char **argv)
     int nops, prc = cli_parse(&spec, argc, argv, &nops);
     if (prc != CLI_GO)
         return prc;
+    const kshape *set = gpu_set ? gpu_shapes : shapes;
+    size_t nset = gpu_set ? sizeof gpu_shapes / sizeof gpu_shapes[0]
+                          : sizeof shapes / sizeof shapes[0];
+    if (only > (int32_t)nset)
+        return cli_usage_error(CMD, "--shape %d: the set has %zu shapes", (int)only, nset);
     if (!gpu_backend_available(be, &err))
         return cli_usage_error(CMD, "--backend %s: %s", gpu_backend_name(be), err.msg);
     const char *threads = getenv("EMU_THREADS");
@@ -176,10 +184,7 @@ int bench_kernel(int argc, char **argv)
            gpu_backend_name(be), be == GPU_BACKEND_EMU ? ", EMU_THREADS=" : "",
            be == GPU_BACKEND_EMU ? (threads ? threads : "nproc") : "", (int)reps);
     int rc = CLI_PASS;
-    const kshape *set = gpu_set ? gpu_shapes : shapes;
-    size_t nset = gpu_set ? sizeof gpu_shapes / sizeof gpu_shapes[0]
-                          : sizeof shapes / sizeof shapes[0];
-    for (size_t i = 0; i < nset; i++)
+    for (size_t i = only ? (size_t)only - 1 : 0; i < (only ? (size_t)only : nset); i++)
         for (int k = kernel ? kernel : 1; k <= (kernel ? kernel : GPU_MAX_KERNEL); k++) {
             int r = run_shape(&set[i], be, k, reps);
             if (r > rc)

@@ -124,7 +124,7 @@ static const cmd_opts commands[] = {
     {"bench ref", 0, {{"quick", NULL}, {"L", "N"}, {"D", "N"}, {"mask", "M"}, {"reps", "N"},
                       {"threads", "N"}}},
     {"bench kernel", 0, {{"backend", "B"}, {"kernel", "K"}, {"reps", "N"},
-                         {"gpu-shapes", NULL}}},
+                         {"gpu-shapes", NULL}, {"shape", "I"}}},
     {"report", 0, {{NULL, NULL}}},
     {"report merge", 0, {{"out", "DIR"}, {"force", NULL}}},
 };
@@ -247,6 +247,20 @@ Test(cli, long_names_are_spelled_in_full_and_take_name_equals_value)
     cr_assert_str_eq(r.out, spaced, "--layers=3 is --layers 3");
     run_cli(&r, "gate --list=1");
     cr_assert_eq(r.status, 2, "a flag takes no value: %s", r.err);
+}
+
+Test(cli, bench_kernel_shape_runs_that_one_shape_and_refuses_one_past_the_set)
+{
+    run_out r;
+    run_cli(&r, "bench kernel --shape 7");
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+    cr_expect(strstr(r.err, "--shape 7: the set has 6 shapes"), "%s", r.err);
+    run_cli(&r, "bench kernel --shape 4 --kernel 1 --reps 1");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "  S=512 D=64 B=1 H=2 causal  ") && strstr(r.out, "kernel 1:"),
+              "%s", r.out);
+    cr_expect(!strstr(r.out, "dense"), "only the 4th shape (causal fp32): %s", r.out);
 }
 
 Test(cli, layout_prints_each_layers_soft_cap_scale_and_sinks)
