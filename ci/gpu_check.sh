@@ -77,14 +77,15 @@ run gate_gpu_kernel2 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --ke
 # The inputs' float64 oracle and the gates' baseline at L = 16k take minutes on one thread;
 # kernel 2 alone (the speed target): both kernels, each judged at L = 16k, outran 150 s on an
 # H200 machine's 16 cores (2026-11-30), kernel 2 alone took 61 s with 2 reps.
-run bench_kernel env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" build/flexcheck bench kernel --kernel 2 \
-    --backend gpu --gpu-shapes --reps 5 || status=1
+run bench_kernel env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" build/flexcheck bench kernel \
+    --kernel 2 --backend gpu --gpu-shapes --reps 5 || status=1
 # Where the profiler is (Nsight Compute; it read the counters on a Firecracker H200 machine,
 # 2026-11-04): kernel 2's first launch on the causal L = 8k shape, the sections that say what
 # holds it back (0.17x PyTorch's speed there, reports/gpu-2026-11-30-h200). Information, not a
 # gate: its exit status does not count.
 if command -v ncu >/dev/null; then
-    run ncu_kernel2 env OPENBLAS_NUM_THREADS="$JOBS" ncu --clock-control none -k regex:attn_v2 -c 1 \
+    run ncu_kernel2 env OPENBLAS_NUM_THREADS="$JOBS" ncu --clock-control none -k regex:attn_v2 \
+        -c 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats \
         --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
         --section MemoryWorkloadAnalysis "${NAT[@]}" build/flexcheck bench kernel --backend gpu \

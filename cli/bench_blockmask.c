@@ -265,7 +265,8 @@ static void print_json(int32_t l, const bench_mask *bmk, const result *r)
         snprintf(slow, sizeof slow, "\"slow_ms\":%.6f,\"slow_cpu_ms\":%.6f", r->slow.wall * 1e3,
                  r->slow.cpu * 1e3);
     printf("{\"l\":%d,\"mask\":\"%s\",%s,\"q_block_size\":%d,\"kv_block_size\":%d,"
-           "\"listed\":%lld,\"width\":%d,\"full_width\":%d,\"direct_us\":%.4f,\"direct_cpu_us\":%.4f,"
+           "\"listed\":%lld,\"width\":%d,\"full_width\":%d,\"direct_us\":%.4f,"
+           "\"direct_cpu_us\":%.4f,"
            "\"reps\":%d,\"ns_per_block\":%.4f,%s,\"checked\":\"%s\"}\n", (int)l, bmk->name,
            mask, BLOCK, BLOCK, (long long)r->listed, (int)r->width, (int)r->full_width,
            r->direct.wall * 1e6,

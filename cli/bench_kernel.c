@@ -161,9 +161,10 @@ int bench_kernel(int argc, char **argv)
         .cmd = CMD,
         .usage = "usage: flexcheck bench kernel [--backend emu|gpu] [--kernel K] [--reps N] "
                  "[--gpu-shapes] [--shape I]\n",
-        .intro = "Kernel time (launch + synchronize, best of N), after checking the kernel passes the\n"
-                 "gates on the same inputs: on emu next to the fp32 reference, on gpu as TFLOP/s\n"
-                 "over the allowed pairs (ci/bench_torch_flex.py puts PyTorch's beside it).\n",
+        .intro = "Kernel time (launch + synchronize, best of N), after checking the kernel passes\n"
+                 "the gates on the same inputs: on emu next to the fp32 reference, on gpu as\n"
+                 "TFLOP/s over the allowed pairs (ci/bench_torch_flex.py puts PyTorch's beside\n"
+                 "it).\n",
         .opts = opts,
         .nopts = sizeof opts / sizeof opts[0],
         .unknown = "unknown option '%s'",

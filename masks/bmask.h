@@ -77,8 +77,8 @@ void bmask_free(bmask *bm);
 /* Row (b, h, r) accessors honouring broadcast of nb/nh == 1. */
 size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r);
 
-/* A copy of bm with both lists' rows `width` slots wide: the same ids in the same order, -1 past each
- * count. width = bm->nkb gives PyTorch's [.., NQB, NKB] shape, the one fixtures store.
+/* A copy of bm with both lists' rows `width` slots wide: the same ids in the same order, -1
+ * past each count. width = bm->nkb gives PyTorch's [.., NQB, NKB] shape, the one fixtures store.
  * FC_EINVAL (naming the row) when a count is negative or more than width. */
 fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *err);
 
@@ -92,8 +92,8 @@ fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int
                                int32_t kb, int trim, fc_err *err);
 
 /* Structural validity of a mask from any source: ids in [0, nkb), no duplicate id in a row
- * (across the partial and full lists too), counts in [0, the list's width]. FC_EINVAL names the first
- * offending (b, h, row, slot). */
+ * (across the partial and full lists too), counts in [0, the list's width]. FC_EINVAL names
+ * the first offending (b, h, row, slot). */
 fc_status bmask_validate(const bmask *bm, fc_err *err);
 
 /* Sound for (m, s): every allowed pair lies in a listed block and every full block is
