@@ -38,7 +38,10 @@ endif
 OPT      ?= -O2 -g
 # One include root: every include names its module (#include "masks/mask.h"), so each include
 # line shows its arrow (base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures, ci <- cli).
-CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L
+# FC_DEFINES: extra -D options for a variant build of the same source (its own BUILD folder),
+# e.g. kernel 2 with 128-row query tiles: make BUILD=build-bq128 FC_DEFINES=-DV2_BQ_MAX=128.
+FC_DEFINES ?=
+CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L $(FC_DEFINES)
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)
 CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PKG_CFLAGS)
 # hdf5's .pc names no high-level library; its -L directory holds libhdf5_hl.

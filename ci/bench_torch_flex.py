@@ -16,6 +16,7 @@ return_lse=True, told by the signature rather than the version string.
     python3 ci/bench_torch_flex.py --flexcheck F     # and the ratio to each kernel's line in F,
                                                      # `flexcheck bench kernel --backend gpu
                                                      # --gpu-shapes` run just before on this GPU
+    python3 ci/bench_torch_flex.py --flexcheck default=F --flexcheck bq128=G   # builds side by side
 """
 import argparse
 import inspect
@@ -100,7 +101,16 @@ def read_flexcheck(path):
     return out
 
 
-def bench(compiled, timer, name, length, mod, pairs, device, reps, b=1, h=16, d=128, ours=None):
+def read_benches(specs):
+    """[(label, {shape: {kernel: ms}})] from --flexcheck values LABEL=FILE (or FILE alone)."""
+    out = []
+    for spec in specs or ():
+        label, sep, path = spec.partition("=")
+        out.append((label, read_flexcheck(path)) if sep else ("", read_flexcheck(spec)))
+    return out
+
+
+def bench(compiled, timer, name, length, mod, pairs, device, reps, b=1, h=16, d=128, ours=()):
     q, k, v = (torch.randn(b, h, length, d, device=device, dtype=torch.float16)
                for _ in range(3))
     bm = create_block_mask(mod, length, device) if mod else None
@@ -121,10 +131,12 @@ def bench(compiled, timer, name, length, mod, pairs, device, reps, b=1, h=16, d=
         print(f"{name:44s} {label:8s} torch {torch.__version__}: {ms:9.3f} ms  "
               f"{tflops:7.3f} TFLOP/s")
         # flexcheck's kernels always return the LSE: the fair ratio is to out+lse.
-        for kernel, kms in sorted((ours or {}).get(name, {}).items()) if label == "out+lse" else ():
-            print(f"{name:44s} {'':8s} flexcheck kernel {kernel}: {kms:9.3f} ms  "
-                  f"{4.0 * b * h * pairs * d / (kms * 1e-3) / 1e12:7.3f} TFLOP/s  "
-                  f"{ms / kms:.3f}x PyTorch's speed")
+        for build, shapes in ours if label == "out+lse" else ():
+            for kernel, kms in sorted(shapes.get(name, {}).items()):
+                who = f"flexcheck {build} kernel {kernel}" if build else f"flexcheck kernel {kernel}"
+                print(f"{name:44s} {'':8s} {who}: {kms:9.3f} ms  "
+                      f"{4.0 * b * h * pairs * d / (kms * 1e-3) / 1e12:7.3f} TFLOP/s  "
+                      f"{ms / kms:.3f}x PyTorch's speed")
 
 
 def create_block_mask(mod, length, device):
@@ -135,10 +147,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--reps", type=int, default=None, help="timed calls (default 20 on cuda, 5 on cpu)")
-    ap.add_argument("--flexcheck", metavar="FILE", help="a `flexcheck bench kernel` output: "
-                    "print each kernel's ratio to PyTorch on the shapes both ran")
+    ap.add_argument("--flexcheck", metavar="[LABEL=]FILE", action="append",
+                    help="a `flexcheck bench kernel` output: print each kernel's ratio to PyTorch "
+                    "on the shapes both ran (repeatable, one per build)")
     a = ap.parse_args(argv)
-    ours = read_flexcheck(a.flexcheck) if a.flexcheck else None
+    ours = read_benches(a.flexcheck)
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_torch_flex.py: no CUDA device (--device cpu runs the small CPU shapes)")
     compiled = torch.compile(fa.flex_attention, dynamic=False)

@@ -111,7 +111,7 @@ static fc_status layout_cases(batch *b, const gate_case *c, fc_err *err)
     fc_status st = layout_get(c->layout, c->nlayers, c->scale_div, layers, LAYOUT_MAX_LAYERS, &n,
                               err);
     for (int32_t l = 0; l < n && !st; l++) {
-        char name[16], suffix[16];
+        char name[24], suffix[24]; /* room for any int: no truncation warning */
         snprintf(name, sizeof name, "layer%02d", (int)l);
         snprintf(suffix, sizeof suffix, "@L%02d", (int)l);
         gate_case lc = *c;
@@ -136,7 +136,7 @@ static fc_status plain_cases(batch *b, const gate_case *c, fc_err *err)
         for (int s = -1; edge && s <= 1 && !st; s += 2) {
             mask_params m = c->gp.mask;
             m.sliding_window += s;
-            char name[32], suffix[8];
+            char name[40], suffix[16]; /* room for any int */
             snprintf(suffix, sizeof suffix, "@W%+d", s);
             snprintf(name, sizeof name, "%s%s", dn, suffix);
             st = add_case(b, c, (fc_dtype)dt, m, c->gp.seed, name, suffix, err);

@@ -7,6 +7,10 @@
 # ours would shadow them), strips the binaries and writes one xz tarball that unpacks in a
 # checkout's root to build/flexcheck, build/tests/... and build/gpu-libs/. There:
 #   tar xJf BUNDLE.tar.xz && FLEXCHECK_LIB_DIR=build/gpu-libs bash ci/gpu_check.sh --prebuilt
+# GPU_VARIANTS ("NAME=DEFINES ...", default "bq128=-DV2_BQ_MAX=128") adds a flexcheck built
+# with those -D options (make BUILD=build-NAME FC_DEFINES=...) as build/variants/flexcheck-NAME,
+# which gpu_check.sh times beside the default build: a tuning choice measured on the GPU in the
+# same call, never a second code path in one binary.
 # The target needs an x86-64 CPU with FMA (the emu objects are built with -mfma) and a glibc
 # no older than this machine's.
 set -euo pipefail
@@ -19,8 +23,17 @@ bins=(build/flexcheck build/tests/test_emu_gpu build/tests/test_kernel_v2
       build/tests/test_kernel_v2_ptx)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/build/tests" "$stage/build/gpu-libs"
+mkdir -p "$stage/build/tests" "$stage/build/gpu-libs" "$stage/build/variants"
 for b in "${bins[@]}"; do strip -o "$stage/$b" "$b"; done
+for v in ${GPU_VARIANTS-bq128=-DV2_BQ_MAX=128}; do
+    name=${v%%=*} defs=${v#*=}
+    make -j"$(nproc)" BUILD="build-$name" FC_DEFINES="$defs" "build-$name/flexcheck" \
+        >"build/gpu-bundle-build/variant-$name.txt" 2>&1 ||
+        { echo "gpu_bundle: variant $name failed: see build/gpu-bundle-build/variant-$name.txt" >&2; exit 1; }
+    strip -o "$stage/build/variants/flexcheck-$name" "build-$name/flexcheck"
+    bins+=("build-$name/flexcheck")
+    echo "$name: $defs" >>"$stage/build/variants/README"
+done
 ldd "${bins[@]}" | awk '$3 ~ /^\// { print $3 }' | sort -u |
     grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s)\.so' |
     while read -r lib; do cp -L "$lib" "$stage/build/gpu-libs/"; done

@@ -79,6 +79,16 @@ run gate_gpu_kernel2 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --ke
 # H200 machine's 16 cores (2026-11-30), kernel 2 alone took 61 s with 2 reps.
 run bench_kernel env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" build/flexcheck bench kernel \
     --kernel 2 --backend gpu --gpu-shapes --reps 5 || status=1
+# Variant builds (ci/gpu_bundle.sh: build/variants/flexcheck-NAME, e.g. 128-row tiles), timed
+# the same way; each judged on the shapes too, so a variant that breaks fails the run.
+flexcheck_benches=("default=$OUT/bench_kernel.txt")
+for vb in build/variants/flexcheck-*; do
+    [ -x "$vb" ] || continue
+    name=${vb##*/flexcheck-}
+    run "bench_kernel_$name" env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" "$vb" bench kernel \
+        --kernel 2 --backend gpu --gpu-shapes --reps 5 || status=1
+    flexcheck_benches+=("$name=$OUT/bench_kernel_$name.txt")
+done
 # Where the profiler is (Nsight Compute; it read the counters on a Firecracker H200 machine,
 # 2026-11-04): kernel 2's first launch on the causal L = 8k shape, the sections that say what
 # holds it back (0.17x PyTorch's speed there, reports/gpu-2026-11-30-h200). Information, not a
@@ -92,7 +102,8 @@ if command -v ncu >/dev/null; then
         --gpu-shapes --shape 1 --kernel 2 --reps 1 || true
 fi
 if python3 -c "import torch" 2>/dev/null; then
-    run bench_torch python3 ci/bench_torch_flex.py --flexcheck "$OUT/bench_kernel.txt" || status=1
+    run bench_torch python3 ci/bench_torch_flex.py "${flexcheck_benches[@]/#/--flexcheck=}" ||
+        status=1
     if "${NAT[@]}" build/flexcheck export --help >/dev/null 2>&1; then
         rm -rf "$OUT/torch-cases"
         # shellcheck disable=SC2086  # TORCH_EXPORT is a list of options

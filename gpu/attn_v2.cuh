@@ -3,9 +3,9 @@
  *
  * Honours the same contract as version 1 (docs/semantics.md section 5, gpu/attn_v1.cuh), with
  * the work laid out as in FlashAttention-2:
- *   - one thread block per (query tile of BQ rows, head, batch entry); BQ = min(QB, 64) (32 for
- *     fp32 with a 256 head dim) divides the block mask's QB, so a block walks exactly one
- *     block-mask row; BQ/16 warps, each warp owns 16 query rows;
+ *   - one thread block per (query tile of BQ rows, head, batch entry); BQ = min(QB, V2_BQ_MAX)
+ *     (V2_BQ_MAX 64 by default; 32 for fp32 with a 256 head dim) divides the block mask's QB,
+ *     so a block walks exactly one block-mask row; BQ/16 warps, each owns 16 query rows;
  *   - the row's partial kv blocks, then its full ones, in list order, each split into sub-tiles
  *     of BK keys (BK divides KB; sub-tiles wholly past Lk are skipped);
  *   - Q, K and V tiles staged in shared memory by cp.async (rows past Lq / Lk zero-filled, never
@@ -59,7 +59,15 @@ namespace FC_GPU_NS {
 #define V2_UNROLL
 #endif
 
-enum { V2_BQ_MAX = 64 };
+/* Query rows per block at most: BQ/16 warps, each with its 16 rows. The rows are independent
+ * (each warp walks the same kv sub-tiles in the same order), so BQ changes no output bit, only
+ * how many rows share each K/V tile staged in shared memory. 64 by default; a variant build
+ * (Makefile FC_DEFINES=-DV2_BQ_MAX=128, ci/gpu_bundle.sh) lets a GPU run time 128 beside it. */
+#ifndef V2_BQ_MAX
+#define V2_BQ_MAX 64
+#endif
+static_assert(V2_BQ_MAX == 32 || V2_BQ_MAX == 64 || V2_BQ_MAX == 128,
+              "V2_BQ_MAX: 32, 64 or 128 rows (2 to 8 warps)");
 template <typename T> struct v2_traits {
     static constexpr bool tensor_cores = !std::is_same<T, float>::value;
     /* fp32: S and O both in registers on CUDA cores; 16 keys keep them under the limit */
@@ -162,11 +170,12 @@ static __device__ inline float v2_quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-/* At most 128 threads, at least one block per SM: ptxas may then use up to 255 registers a
- * thread, and the resource report (make emu-nvcc) shows no spills in any configuration; with
- * the first bound alone its heuristics stop at 128 and spill a few bytes for some. */
+/* At most 2 * V2_BQ_MAX threads (128 by default), at least one block per SM: ptxas may then
+ * use up to 255 registers a thread, and the resource report (make emu-nvcc) shows no spills in
+ * any configuration; with the first bound alone its heuristics stop at 128 and spill a few
+ * bytes for some. */
 template <typename T, int D, int DV, int BK>
-__global__ void __launch_bounds__(128, 1) attn_v2_kernel(attn_args a)
+__global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
 {
     typedef v2_traits<T> tr;
     constexpr int SROW = D + tr::pad, VROW = DV + tr::pad, NJ = BK / 8, ND = DV / 8;
