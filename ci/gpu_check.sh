@@ -14,9 +14,10 @@
 #      (python -m flexcheck.torch_flex --device cuda --compile: out, LSE, rerun and block mask
 #      stored under tested/torch-<version>-cuda-compiled) and judged by `flexcheck check`, report
 #      in OUT/torch-report. Every case compiles anew (its shape and mask differ: about 10 s
-#      per file of three dtypes on an H200 with PyTorch 2.11), so the quick set (170 files)
-#      takes long: TORCH_EXPORT="--quick --shard 1/4" runs a quarter of it, and TORCH_TIMEOUT
-#      (seconds, default 900) bounds the runner;
+#      per file of three dtypes on an H200 with PyTorch 2.11, one runner), so TORCH_JOBS
+#      runners (default half the cores) share the files; TORCH_EXPORT="--quick --shard 1/4"
+#      exports a quarter of the quick set (170 files), and TORCH_TIMEOUT (seconds, default
+#      900) bounds the runners;
 # and writes everything under OUT (default build/gpu-report; `$OUT` on the lent machine).
 #   bash ci/gpu_check.sh [--build-only]      # --build-only: step 1 alone (tested on CPU machines)
 #   bash ci/gpu_check.sh --prebuilt          # skip step 1: the binaries are already in build/
@@ -109,10 +110,16 @@ if python3 -c "import torch" 2>/dev/null; then
         # shellcheck disable=SC2086  # TORCH_EXPORT is a list of options
         run torch_export "${NAT[@]}" build/flexcheck export ${TORCH_EXPORT:---quick} \
             --out "$OUT/torch-cases" || status=1
-        run torch_flex_cuda env PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 \
-            timeout "${TORCH_TIMEOUT:-900}" python3 -m flexcheck.torch_flex "$OUT/torch-cases" \
-            --device cuda --compile || status=1
         mapfile -t torch_files < <(find "$OUT/torch-cases" -type f -name '*.h5' | LC_ALL=C sort)
+        # The compiles are CPU work (Inductor, Triton): TORCH_JOBS runners (default half the
+        # cores) on disjoint files, each file wholly one runner's, a few files a runner.
+        tj=${TORCH_JOBS:-$((JOBS > 1 ? JOBS / 2 : 1))}
+        per=$(((${#torch_files[@]} + 2 * tj - 1) / (2 * tj)))
+        [ "$per" -ge 1 ] || per=1
+        run torch_flex_cuda env PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 \
+            timeout "${TORCH_TIMEOUT:-900}" xargs -r -d "\n" -n "$per" -P "$tj" \
+            python3 -m flexcheck.torch_flex --device cuda --compile \
+            < <(printf '%s\n' "${torch_files[@]}") || status=1
         if [ ${#torch_files[@]} -gt 0 ]; then
             run torch_check "${NAT[@]}" build/flexcheck check --quiet --report "$OUT/torch-report" \
                 "${torch_files[@]}" || status=1
