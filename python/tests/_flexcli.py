@@ -1,5 +1,5 @@
-"""_flexcli.py - the C command line as the tests reach it: the `flexbin` fixture (the binary
-make test builds, FLEXCHECK_BIN) and run(), shared by the test modules that call flexcheck."""
+"""_flexcli.py - what the test modules share: the C command line as the tests reach it (the
+`flexbin` fixture, the binary make test builds, FLEXCHECK_BIN, and run()) and snapshot()."""
 import os
 import subprocess
 
@@ -22,3 +22,13 @@ def run(flexbin, *args):
     p = subprocess.run([flexbin, *map(str, args)], capture_output=True, text=True, env=env,
                        timeout=300)
     return p.returncode, p.stdout, p.stderr
+
+
+def snapshot(folder):
+    """Every file of folder with its bytes: a refused write must change nothing, and leave no
+    temporary file."""
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as fh:
+            out[name] = fh.read()
+    return out

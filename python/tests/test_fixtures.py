@@ -46,16 +46,6 @@ CU_Q = [0, 3, 3, 10]
 CU_K = [0, 5, 9, 14]
 
 
-def snapshot(folder):
-    """Every file of folder with its bytes: a refused write must change nothing, and leave no
-    temporary file."""
-    out = {}
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), "rb") as fh:
-            out[name] = fh.read()
-    return out
-
-
 @pytest.fixture
 def h5(tmp_path):
     return str(tmp_path / "f.h5")
@@ -695,7 +685,7 @@ def test_other_refusals(case_file):
 
 # ---- the C reader and `flexcheck check` (FLEXCHECK_BIN, set by make test) ----
 
-from _flexcli import flexbin, run  # noqa: E402,F401 (the fixture and the runner)
+from _flexcli import flexbin, run, snapshot  # noqa: E402,F401 (the fixture, the runner)
 
 
 def gen(flexbin, path, *args):

@@ -41,14 +41,6 @@ def qkv(b=1, hq=4, hkv=2, lq=9, lk=13, d=16, dv=16, dtype=np.float32, seed=0, si
 SINKS = np.array([-5.0, 0.5, 3.25, 10.0], np.float32)  # one per query head (Hq = 4)
 
 
-def snapshot(folder):
-    out = {}
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), "rb") as fh:
-            out[name] = fh.read()
-    return out
-
-
 def schema_of(path):
     with h5py.File(path, "r") as f:
         return f.attrs["schema"]
@@ -356,7 +348,7 @@ def test_torch_sinks_and_cap(h5):
 
 # ---- the C side (FLEXCHECK_BIN, set by make test) ----
 
-from _flexcli import flexbin, run  # noqa: E402,F401 (the fixture and the runner)
+from _flexcli import flexbin, run, snapshot  # noqa: E402,F401 (the fixture, the runner)
 
 
 def check(flexbin, path, expect_rc, *extra):
