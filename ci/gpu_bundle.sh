@@ -7,8 +7,10 @@
 # ours would shadow them), strips the binaries and writes one xz tarball that unpacks in a
 # checkout's root to build/flexcheck, build/tests/... and build/gpu-libs/. There:
 #   tar xJf BUNDLE.tar.xz && FLEXCHECK_LIB_DIR=build/gpu-libs bash ci/gpu_check.sh --prebuilt
-# GPU_VARIANTS ("NAME=DEFINES ...", default "bq128=-DV2_BQ_MAX=128") adds a flexcheck built
-# with those -D options (make BUILD=build-NAME FC_DEFINES=...) as build/variants/flexcheck-NAME,
+# GPU_VARIANTS ("NAME=DEFINES ...", DEFINES comma-separated; default: 128-row query tiles
+# "bq128=-DV2_BQ_MAX=128" and double-buffered K/V "st2=-DV2_STAGES=2", gpu/attn_v2.cuh) adds a
+# flexcheck built with those -D options (make BUILD=build-NAME FC_DEFINES=...) as
+# build/variants/flexcheck-NAME,
 # which gpu_check.sh times beside the default build: a tuning choice measured on the GPU in the
 # same call, never a second code path in one binary.
 # The target needs an x86-64 CPU with FMA (the emu objects are built with -mfma) and a glibc
@@ -25,8 +27,9 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/build/tests" "$stage/build/gpu-libs" "$stage/build/variants"
 for b in "${bins[@]}"; do strip -o "$stage/$b" "$b"; done
-for v in ${GPU_VARIANTS-bq128=-DV2_BQ_MAX=128}; do
+for v in ${GPU_VARIANTS-bq128=-DV2_BQ_MAX=128 st2=-DV2_STAGES=2}; do
     name=${v%%=*} defs=${v#*=}
+    defs=${defs//,/ }
     make -j"$(nproc)" BUILD="build-$name" FC_DEFINES="$defs" "build-$name/flexcheck" \
         >"build/gpu-bundle-build/variant-$name.txt" 2>&1 ||
         { echo "gpu_bundle: variant $name failed: see build/gpu-bundle-build/variant-$name.txt" >&2; exit 1; }

@@ -167,10 +167,11 @@ static fc_status check_call(const gpu_call *c, fc_err *err)
 template <typename T, int D, int DV, int BK> static cudaError_t launch_v2_tiles(const attn_args &a)
 {
     const int bq = v2_block_q<T, D, DV>(a.qb);
-    const size_t smem = v2_smem_bytes<T, D, DV, BK>(bq);
+    constexpr int ST = v2_stages<T, D, DV, BK>();
+    const size_t smem = v2_smem_bytes<T, D, DV, BK, ST>(bq);
     dim3 grid((unsigned)((a.lq + bq - 1) / bq), (unsigned)a.hq, (unsigned)a.batch);
     dim3 block((unsigned)(bq / 16 * 32));
-    void (*kernel)(attn_args) = attn_v2_kernel<T, D, DV, BK>;
+    void (*kernel)(attn_args) = attn_v2_kernel<T, D, DV, BK, ST>;
     if (smem > 48 * 1024) { /* above the default limit, as on the GPU */
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);

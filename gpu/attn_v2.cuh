@@ -10,7 +10,8 @@
  *     of BK keys (BK divides KB; sub-tiles wholly past Lk are skipped);
  *   - Q, K and V tiles staged in shared memory by cp.async (rows past Lq / Lk zero-filled, never
  *     read); K and V of a sub-tile are two commit groups, so V is still in flight while S is
- *     computed, and the next K is fetched while P.V runs;
+ *     computed, and the next K is fetched while P.V runs (a V2_STAGES=2 build double-buffers
+ *     K and V instead: the next sub-tile's both fetched while this one computes);
  *   - fp16/bf16: S = Q K^T and O += P V on tensor cores (mma.sync m16n8k16, fragments through
  *     ldmatrix; gpu/ptx.cuh); the S accumulator of two n8 key tiles is, register for register,
  *     the A fragment of the P.V product, so P never leaves registers. fp32: the same fragment
@@ -96,13 +97,32 @@ static __host__ __device__ inline int v2_head_dims_ok(int32_t d, int32_t dv)
     return d == dv && (d == 32 || d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
 }
 
-/* Dynamic shared memory of one block: Q [BQ] and K [BK] rows of D + pad elements, V [BK] rows
- * of DV + pad, and for fp32 the per-warp P tiles [BQ/16][16][BK + 4]. */
-template <typename T, int D, int DV, int BK> __host__ __device__ inline size_t v2_smem_bytes(int bq)
+/* K/V stages: 1 by default (the next tile's K streams in while P V runs, its V while the next
+ * S does); 2 in a variant build (FC_DEFINES=-DV2_STAGES=2): two K/V buffers, the next tile's
+ * K and V fetched at the top of a tile while it computes from the other, one barrier a tile
+ * instead of three. The stages change when data arrives, never which data or what is computed
+ * from it, so no output bit; a GPU run times the variant beside the default (ci/gpu_check.sh). */
+#ifndef V2_STAGES
+#define V2_STAGES 1
+#endif
+static_assert(V2_STAGES == 1 || V2_STAGES == 2, "V2_STAGES: 1 or 2 K/V buffers");
+
+/* Dynamic shared memory of one block: Q [BQ] rows of D + pad elements, ST stages of K [BK] rows
+ * of D + pad and V [BK] rows of DV + pad, and for fp32 the per-warp P tiles [BQ/16][16][BK + 4]. */
+template <typename T, int D, int DV, int BK, int ST>
+__host__ __device__ constexpr size_t v2_smem_bytes(int bq)
 {
     constexpr int pad = v2_traits<T>::pad;
-    const size_t rows = ((size_t)(bq + BK) * (D + pad) + (size_t)BK * (DV + pad)) * sizeof(T);
-    return rows + (v2_traits<T>::tensor_cores ? 0 : (size_t)bq * (BK + 4) * sizeof(float));
+    return ((size_t)bq * (D + pad) + (size_t)ST * BK * (D + pad + DV + pad)) * sizeof(T) +
+           (v2_traits<T>::tensor_cores ? 0 : (size_t)bq * (BK + 4) * sizeof(float));
+}
+
+/* Stages a configuration gets: V2_STAGES where its largest block stays within the 99 KiB of
+ * shared memory sm_86/sm_89 allow (as v2_block_q's cap does for one stage), else 1. */
+template <typename T, int D, int DV, int BK> __host__ __device__ constexpr int v2_stages()
+{
+    constexpr int cap = !v2_traits<T>::tensor_cores && (D > 128 || DV > 128) ? 32 : V2_BQ_MAX;
+    return v2_smem_bytes<T, D, DV, BK, V2_STAGES>(cap) <= 99 * 1024 ? V2_STAGES : 1;
 }
 
 /* Position in the row's kv work: list (0 partial, 1 full), slot, BK sub-tile; k0 its first key. */
@@ -170,11 +190,32 @@ static __device__ inline float v2_quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+/* Scores of one tile, in place: s[j][e] (key tk0 + 8j + (e&1), row e/2 of the lane's two)
+ * scaled and soft-capped where the key is in [klo, khi) of its row, else the masked score; the
+ * rows' maxima into tile_max. CAP says whether softcap > 0, so the test is made once a tile. */
+template <int NJ, bool CAP>
+__device__ inline void v2_scores(float (&s)[NJ][4], float (&tile_max)[2], const int32_t (&klo)[2],
+                                 const int32_t (&khi)[2], int32_t tk0, float scale, float softcap)
+{
+    V2_UNROLL
+    for (int j = 0; j < NJ; j++)
+        V2_UNROLL
+        for (int e = 0; e < 4; e++) {
+            const int i = e >> 1;
+            const int32_t tk = tk0 + j * 8 + (e & 1);
+            const float x = s[j][e] * scale;
+            /* seam: soft-cap after the fill */
+            s[j][e] = tk >= klo[i] && tk < khi[i] ? (CAP ? attn_softcap(x, softcap) : x)
+                                                   : mutant_masked_score(softcap);
+            tile_max[i] = fmaxf(tile_max[i], s[j][e]);
+        }
+}
+
 /* At most 2 * V2_BQ_MAX threads (128 by default), at least one block per SM: ptxas may then
  * use up to 255 registers a thread, and the resource report (make emu-nvcc) shows no spills in
  * any configuration; with the first bound alone its heuristics stop at 128 and spill a few
  * bytes for some. */
-template <typename T, int D, int DV, int BK>
+template <typename T, int D, int DV, int BK, int ST>
 __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
 {
     typedef v2_traits<T> tr;
@@ -192,8 +233,11 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
     mutant_window(mask); /* seam: window off by one */
 
     EMU_DYNAMIC_SHARED(T, smem);
+    /* Q, then ST stages of K and V (stage st at sk + st * STAGE, its V BK rows after its K) */
+    constexpr int STAGE = BK * (SROW + VROW);
     T *sq = smem, *sk = sq + bq * SROW, *sv = sk + BK * SROW;
-    float *sp = tr::tensor_cores ? NULL : (float *)(sv + BK * VROW) + warp * 16 * (BK + 4); /* fp32 */
+    /* fp32: the warp's P tile */
+    float *sp = tr::tensor_cores ? NULL : (float *)(sk + ST * STAGE) + warp * 16 * (BK + 4);
 
     v2_stage_rows<T, D, SROW>(sq, (const T *)a.q + (((int64_t)b * a.hq + h) * a.lq + q0) * D,
                               bq, a.lq - q0);
@@ -201,17 +245,19 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
 
     /* This lane's two rows (g and g + 8 of the warp's 16): their sequence and position, looked
      * up once; rows past Lq take part in every collective but see no key and are never stored. */
-    int32_t tq[2];
+    int32_t tq[2], lo[2], hi[2];
     bool valid[2];
-    mask_row mr[2] = {{0, 0, 0}, {0, 0, 0}};
     float m[2], l[2];
     const float sink = mutant_sink(attn_sink(a, h), a.scale); /* seam: sink scaled */
     V2_UNROLL
     for (int i = 0; i < 2; i++) {
         tq[i] = q0 + warp * 16 + g + 8 * i;
         valid[i] = tq[i] < a.lq;
+        /* the row's allowed keys, one interval of stored tokens (masks/mask.h): partial tiles
+         * test each key against it, so no key costs a mask evaluation */
+        lo[i] = hi[i] = 0;
         if (valid[i])
-            mr[i] = mask_row_of(a.seq, tq[i]);
+            mask_token_range(mask, a.seq, tq[i], &lo[i], &hi[i]);
         m[i] = sink;
         /* this lane's share of l; the quad's shares are summed at the end, so the sink's term
          * is one lane's */
@@ -226,15 +272,20 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
 
     v2_cursor cur = {0, 0, -1, 0};
     bool have = v2_next(cur, a, row, BK);
-    /* Groups in flight at the top of every tile: its K, then its V (empty groups when the
-     * row has no tile, so the counts below hold on every path). */
+    /* One stage: groups in flight at the top of every tile are its K, then its V (empty groups
+     * when the row has no tile, so the counts below hold on every path). Two: the tile's K and
+     * V, one group, waited for whole. */
     if (have)
         v2_stage_rows<T, D, SROW>(sk, v2_kv_rows<T, D>(a, a.k, b, hk, cur.k0), BK, a.lk - cur.k0);
-    cp_async_commit();
+    if constexpr (ST == 1)
+        cp_async_commit();
     if (have)
         v2_stage_rows<T, DV, VROW>(sv, v2_kv_rows<T, DV>(a, a.v, b, hk, cur.k0), BK, a.lk - cur.k0);
     cp_async_commit();
-    cp_async_wait<1>(); /* Q and the first K; the first V may still be in flight */
+    if constexpr (ST == 1)
+        cp_async_wait<1>(); /* Q and the first K; the first V may still be in flight */
+    else
+        cp_async_wait<0>();
     __syncthreads();
 
     /* Q fragments (A of m16n8k16, one per 16-wide d chunk) stay in registers for the whole row
@@ -247,9 +298,27 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
             ldmatrix_x4(qa[kc], q_frag_row + kc * 16);
     }
 
+    int st = 0; /* the tile's stage */
     while (have) {
-        cp_async_wait<1>(); /* K of this tile has landed (V may still be in flight) */
-        __syncthreads();
+        v2_cursor nxt = cur;
+        bool more = false;
+        if constexpr (ST == 1) {
+            cp_async_wait<1>(); /* K of this tile has landed (V may still be in flight) */
+            __syncthreads();
+        } else {
+            cp_async_wait<0>(); /* K and V of this tile have landed */
+            __syncthreads();    /* ... visible to all; every warp is done with the other stage */
+            more = v2_next(nxt, a, row, BK);
+            if (more) { /* the next tile's K and V stream in while this one computes */
+                T *nk = sk + (st ^ 1) * STAGE;
+                v2_stage_rows<T, D, SROW>(nk, v2_kv_rows<T, D>(a, a.k, b, hk, nxt.k0), BK,
+                                          a.lk - nxt.k0);
+                v2_stage_rows<T, DV, VROW>(nk + BK * SROW, v2_kv_rows<T, DV>(a, a.v, b, hk, nxt.k0),
+                                           BK, a.lk - nxt.k0);
+            }
+            cp_async_commit();
+        }
+        const T *tks = sk + st * STAGE, *tvs = tks + BK * SROW; /* this tile's K and V */
 
         /* S = Q K^T for the warp's 16 rows and the tile's BK keys, fp32. */
         float s[NJ][4];
@@ -271,8 +340,8 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
                 for (int jp = 0; jp < NJ / 2; jp++) {
                     /* B fragments of key tiles 2jp (kf[0..1]) and 2jp + 1 (kf[2..3]) */
                     uint32_t kf[4];
-                    ldmatrix_x4(kf, sk + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * SROW + kc * 16 +
-                                        ((lane >> 3) & 1) * 8);
+                    ldmatrix_x4(kf, tks + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * SROW +
+                                        kc * 16 + ((lane >> 3) & 1) * 8);
                     mma_m16n8k16<T>(s[2 * jp], qf, kf);
                     mma_m16n8k16<T>(s[2 * jp + 1], qf, kf + 2);
                 }
@@ -287,32 +356,36 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
                 for (int j = 0; j < NJ; j++)
                     V2_UNROLL
                     for (int e = 0; e < 4; e++)
-                        s[j][e] = fmaf(qv[e >> 1], to_f32(sk[(j * 8 + 2 * t + (e & 1)) * SROW + i]),
+                        s[j][e] = fmaf(qv[e >> 1],
+                                       to_f32(tks[(j * 8 + 2 * t + (e & 1)) * SROW + i]),
                                        s[j][e]);
             }
         }
 
 
-        /* Scale, then the mask: evaluated per element on partial tiles; full tiles only mask
-         * keys past Lk (a full tile never holds rows past Lq). A masked score is -inf whatever
-         * K held there, so NaN or inf in masked keys cannot reach the max or the sum. */
+        /* Scale, then the mask: on partial tiles the keys of the row's interval, on full ones
+         * every key below Lk (a full tile never holds rows past Lq); rows past Lq see none. A
+         * masked score is -inf whatever K held there, so NaN or inf in masked keys cannot
+         * reach the max or the sum. The soft-cap test is hoisted out of the element loop
+         * (same expression either way, attn_softcap), which keeps the loop free of branches. */
         const bool partial = !mutant_tile_is_full(cur.pass != 0); /* seam: partial block as full */
-        float tile_max[2] = {-INFINITY, -INFINITY};
+        int32_t klo[2], khi[2];
         V2_UNROLL
-        for (int j = 0; j < NJ; j++)
-            V2_UNROLL
-            for (int e = 0; e < 4; e++) {
-                const int i = e >> 1;
-                const int32_t tk = cur.k0 + j * 8 + 2 * t + (e & 1);
-                const bool ok = valid[i] && (partial ? mask_row_allows(mask, mr[i], tk) : tk < a.lk);
-                /* seam: soft-cap after the fill */
-                s[j][e] = ok ? attn_softcap(s[j][e] * a.scale, a.softcap) : mutant_masked_score(a.softcap);
-                tile_max[i] = fmaxf(tile_max[i], s[j][e]);
-            }
+        for (int i = 0; i < 2; i++) {
+            klo[i] = partial ? lo[i] : 0;
+            khi[i] = partial ? hi[i] : valid[i] ? a.lk : 0;
+        }
+        float tile_max[2] = {-INFINITY, -INFINITY};
+        if (a.softcap > 0.0f)
+            v2_scores<NJ, true>(s, tile_max, klo, khi, cur.k0 + 2 * t, a.scale, a.softcap);
+        else
+            v2_scores<NJ, false>(s, tile_max, klo, khi, cur.k0 + 2 * t, a.scale, a.softcap);
 
         /* Online softmax, per row. m == -inf means nothing was accumulated yet, so alpha is
          * irrelevant and taken as 0 rather than exp(-inf - m_new); masked scores give p = 0
-         * exactly, never exp(-inf - (-inf)). */
+         * exactly, never exp(-inf - (-inf)): e^(x - m_new) with m_new taken as 0 while it is
+         * -inf (then every x is -inf), and expf(-inf) = +0 on both CUDA and glibc, so the loop
+         * needs no branch per element. */
         V2_UNROLL
         for (int i = 0; i < 2; i++) {
             const float m_new = fmaxf(m[i], v2_quad_max(tile_max[i]));
@@ -326,25 +399,27 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
                 acc[n][2 * i] *= alpha;
                 acc[n][2 * i + 1] *= alpha;
             }
+            const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
             V2_UNROLL
             for (int j = 0; j < NJ; j++)
                 V2_UNROLL
                 for (int c = 0; c < 2; c++) {
                     float &x = s[j][2 * i + c];
-                    x = x == -INFINITY ? 0.0f : expf(x - m_new);
+                    x = expf(x - m_sub);
                     l[i] += x; /* the normaliser sums the fp32 P */
                 }
             m[i] = m_new;
         }
 
-        cp_async_wait<0>(); /* V of this tile */
-        __syncthreads();    /* ... visible to all; and every warp is done reading K */
-        v2_cursor nxt = cur;
-        const bool more = v2_next(nxt, a, row, BK);
-        if (more) /* the next K streams in while P V runs */
-            v2_stage_rows<T, D, SROW>(sk, v2_kv_rows<T, D>(a, a.k, b, hk, nxt.k0), BK,
-                                      a.lk - nxt.k0);
-        cp_async_commit();
+        if constexpr (ST == 1) {
+            cp_async_wait<0>(); /* V of this tile */
+            __syncthreads();    /* ... visible to all; and every warp is done reading K */
+            more = v2_next(nxt, a, row, BK);
+            if (more) /* the next K streams in while P V runs */
+                v2_stage_rows<T, D, SROW>(sk, v2_kv_rows<T, D>(a, a.k, b, hk, nxt.k0), BK,
+                                          a.lk - nxt.k0);
+            cp_async_commit();
+        }
 
         /* O += P V, P in the input type. */
         if constexpr (tr::tensor_cores) {
@@ -385,8 +460,8 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
                 V2_UNROLL
                 for (int dp = 0; dp < DV / 16; dp++) {
                     uint32_t vf[4]; /* B fragments of d tiles 2dp and 2dp + 1 */
-                    ldmatrix_x4_trans(vf, sv + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * VROW +
-                                              dp * 16 + (lane >> 4) * 8);
+                    const int vrow = kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+                    ldmatrix_x4_trans(vf, tvs + vrow * VROW + dp * 16 + (lane >> 4) * 8);
                     vf[0] &= keep0;
                     vf[1] &= keep1;
                     vf[2] &= keep0;
@@ -409,7 +484,7 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
             __syncwarp();
             for (int j = 0; j < BK; j++) { /* keys in order, for every accumulator */
                 const float pj[2] = {sp[g * (BK + 4) + j], sp[(g + 8) * (BK + 4) + j]};
-                const T *vr = sv + j * VROW + 2 * t;
+                const T *vr = tvs + j * VROW + 2 * t;
                 V2_UNROLL
                 for (int n = 0; n < ND; n++)
                     V2_UNROLL
@@ -420,13 +495,16 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
             __syncwarp(); /* the P tile is read before the next tile rewrites it */
         }
 
-        __syncthreads(); /* every warp is done reading V */
-        if (more)
-            v2_stage_rows<T, DV, VROW>(sv, v2_kv_rows<T, DV>(a, a.v, b, hk, nxt.k0), BK,
-                                      a.lk - nxt.k0);
-        cp_async_commit();
+        if constexpr (ST == 1) {
+            __syncthreads(); /* every warp is done reading V */
+            if (more)
+                v2_stage_rows<T, DV, VROW>(sv, v2_kv_rows<T, DV>(a, a.v, b, hk, nxt.k0), BK,
+                                          a.lk - nxt.k0);
+            cp_async_commit();
+        }
         cur = nxt;
         have = more;
+        st ^= ST - 1;
     }
 
     /* Epilogue: the row's l summed over its quad; empty rows (l == 0) write exactly 0 and
