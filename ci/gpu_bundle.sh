@@ -8,9 +8,9 @@
 # checkout's root to build/flexcheck, build/tests/... and build/gpu-libs/. There:
 #   tar xJf BUNDLE.tar.xz && FLEXCHECK_LIB_DIR=build/gpu-libs bash ci/gpu_check.sh --prebuilt
 # GPU_VARIANTS ("NAME=DEFINES ...", DEFINES comma-separated; default: 128-row query tiles
-# "bq128=-DV2_BQ_MAX=128" and double-buffered K/V "st2=-DV2_STAGES=2", gpu/attn_v2.cuh) adds a
-# flexcheck built with those -D options (make BUILD=build-NAME FC_DEFINES=...) as
-# build/variants/flexcheck-NAME,
+# "bq128=-DV2_BQ_MAX=128", double-buffered K/V "st2=-DV2_STAGES=2" and 3 blocks an SM
+# "occ3=-DV2_MIN_BLOCKS=3", gpu/attn_v2.cuh) adds a flexcheck built with those -D options
+# (make BUILD=build-NAME FC_DEFINES=...) as build/variants/flexcheck-NAME,
 # which gpu_check.sh times beside the default build: a tuning choice measured on the GPU in the
 # same call, never a second code path in one binary.
 # The target needs an x86-64 CPU with FMA (the emu objects are built with -mfma) and a glibc
@@ -27,7 +27,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/build/tests" "$stage/build/gpu-libs" "$stage/build/variants"
 for b in "${bins[@]}"; do strip -o "$stage/$b" "$b"; done
-for v in ${GPU_VARIANTS-bq128=-DV2_BQ_MAX=128 st2=-DV2_STAGES=2}; do
+for v in ${GPU_VARIANTS-bq128=-DV2_BQ_MAX=128 st2=-DV2_STAGES=2 occ3=-DV2_MIN_BLOCKS=3}; do
     name=${v%%=*} defs=${v#*=}
     defs=${defs//,/ }
     make -j"$(nproc)" BUILD="build-$name" FC_DEFINES="$defs" "build-$name/flexcheck" \

@@ -211,12 +211,17 @@ __device__ inline void v2_scores(float (&s)[NJ][4], float (&tile_max)[2], const 
         }
 }
 
-/* At most 2 * V2_BQ_MAX threads (128 by default), at least one block per SM: ptxas may then
- * use up to 255 registers a thread, and the resource report (make emu-nvcc) shows no spills in
- * any configuration; with the first bound alone its heuristics stop at 128 and spill a few
- * bytes for some. */
+/* At most 2 * V2_BQ_MAX threads (128 by default), at least V2_MIN_BLOCKS blocks per SM (1 by
+ * default): ptxas may then use up to 255 registers a thread, and the resource report (make
+ * emu-nvcc) shows no spills in any configuration; with the first bound alone its heuristics stop
+ * at 128 and spill a few bytes for some. The fp16/bf16 D = 128 instance takes 186 registers on
+ * sm_90, so 2 blocks (8 warps) an SM; a variant build with -DV2_MIN_BLOCKS=3 caps it at 168 for
+ * 12 warps, at the cost of 20 bytes of spills (sm_90, 2026-11-30), for a GPU run to time. */
+#ifndef V2_MIN_BLOCKS
+#define V2_MIN_BLOCKS 1
+#endif
 template <typename T, int D, int DV, int BK, int ST>
-__global__ void __launch_bounds__(2 * V2_BQ_MAX, 1) attn_v2_kernel(attn_args a)
+__global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(attn_args a)
 {
     typedef v2_traits<T> tr;
     constexpr int SROW = D + tr::pad, VROW = DV + tr::pad, NJ = BK / 8, ND = DV / 8;
