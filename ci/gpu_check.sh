@@ -5,7 +5,9 @@
 #      hardware (test_emu_gpu), the PTX wrappers' CPU twins against the real instructions
 #      (test_kernel_v2_ptx) and kernel 2 natively, paged and unpaged (test_kernel_v2);
 #   3. the quick gate on the gpu backend with kernel 1 and kernel 2;
-#   4. `flexcheck bench kernel --backend gpu --gpu-shapes --kernel 2`, kernel 2 under Nsight
+#   4. `flexcheck bench kernel --backend gpu --gpu-shapes --kernel 2`, the same (and the quick
+#      gate, whose rows must equal the default build's) for each variant build
+#      (build/variants/flexcheck-NAME, ci/gpu_bundle.sh), kernel 2 under Nsight
 #      Compute (ncu) on the first shape when ncu is there, and, when PyTorch is importable,
 #      ci/bench_torch_flex.py on the same shapes and masks (PyTorch 2.7 or later: the LSE is
 #      asked for with return_aux or return_lse, whichever flex_attention takes);
@@ -88,6 +90,19 @@ flexcheck_benches=("default=$OUT/bench_kernel.txt")
 for vb in build/variants/flexcheck-*; do
     [ -x "$vb" ] || continue
     name=${vb##*/flexcheck-}
+    # A variant changes how kernel 2 runs, never what it computes: its quick gate on the GPU
+    # must give the default build's rows byte for byte (same machine, same CPU side).
+    if run "gate_gpu_kernel2_$name" "${NAT[@]}" "$vb" gate --quick --backend gpu --kernel 2 \
+        --report-dir "$OUT/gate-k2-$name"; then
+        if cmp -s "$OUT/gate-k2/rows.csv" "$OUT/gate-k2-$name/rows.csv"; then
+            log "gate_gpu_kernel2_$name: rows.csv identical to the default build's"
+        else
+            log "gate_gpu_kernel2_$name: rows.csv DIFFERS from the default build's"
+            status=1
+        fi
+    else
+        status=1
+    fi
     # shellcheck disable=SC2086  # VARIANT_BENCH is a list of options
     run "bench_kernel_$name" env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" "$vb" bench kernel \
         --kernel 2 --backend gpu --gpu-shapes --reps 5 ${VARIANT_BENCH---shape 1} || status=1
