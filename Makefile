@@ -39,7 +39,9 @@ OPT      ?= -O2 -g
 # One include root: every include names its module (#include "masks/mask.h"), so each include
 # line shows its arrow (base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures, ci <- cli).
 # FC_DEFINES: extra -D options for a variant build of the same source (its own BUILD folder),
-# e.g. kernel 2 with 128-row query tiles: make BUILD=build-bq128 FC_DEFINES=-DV2_BQ_MAX=128.
+# e.g. kernel 2 with 128-row query tiles: make BUILD=build-bq128 FC_DEFINES=-DV2_BQ_MAX=128
+# (kernel 2's others: V2_STAGES=2 double-buffers K/V, V2_MIN_BLOCKS=3 asks ptxas for 3 blocks
+# an SM; gpu/attn_v2.cuh).
 FC_DEFINES ?=
 CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L $(FC_DEFINES)
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)
