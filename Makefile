@@ -41,7 +41,8 @@ OPT      ?= -O2 -g
 # FC_DEFINES: extra -D options for a variant build of the same source (its own BUILD folder),
 # e.g. kernel 2 with 128-row query tiles: make BUILD=build-bq128 FC_DEFINES=-DV2_BQ_MAX=128
 # (kernel 2's others: V2_STAGES=2 double-buffers K/V, V2_MIN_BLOCKS=3 asks ptxas for 3 blocks
-# an SM; gpu/attn_v2.cuh).
+# an SM, V2_WARP_ROWS=32 gives each warp two m16 tiles, V2_SMEM_MAX raises the 99 KiB shared
+# memory cap for sm_80/sm_90-only builds; gpu/attn_v2.cuh). FC_DEFINES="-DA=1 -DB=2" for several.
 FC_DEFINES ?=
 CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L $(FC_DEFINES)
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)

@@ -5,7 +5,7 @@
 # OBJ    an nvcc object (default build/nvcc/gpu/attn_launch.o, built by `make` where nvcc is);
 # ARCH   sm_90 (default) or sm_80, the architectures the Makefile compiles for;
 # KERNEL a fragment of the mangled name (default kernel 2's fp16 D = 128 instance with 64-key
-#        tiles and one stage, the shape of the GPU speed targets).
+#        tiles, one stage and 16 rows a warp, the shape of the GPU speed targets).
 # Prints the function's instruction count, the opcodes by count, and the instructions between
 # consecutive block barriers (BAR.SYNC), which is where one tile's work shows.
 # cuobjdump: $CUOBJDUMP, else on PATH, else the toolkit's; a toolkit without it (Debian's nvcc
@@ -14,7 +14,7 @@
 set -euo pipefail
 obj=${1:-build/nvcc/gpu/attn_launch.o}
 arch=${2:-sm_90}
-kernel=${3:-_ZN7fc_cuda14attn_v2_kernelI6__halfLi128ELi128ELi64ELi1E}
+kernel=${3:-_ZN7fc_cuda14attn_v2_kernelI6__halfLi128ELi128ELi64ELi1ELi1E}
 tool=${CUOBJDUMP:-$(command -v cuobjdump || echo "${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump")}
 [ -x "$tool" ] || { echo "sass_mix: no cuobjdump (see the header of $0)" >&2; exit 2; }
 [ -f "$obj" ] || { echo "sass_mix: $obj: no such object (build with nvcc first)" >&2; exit 2; }

@@ -163,15 +163,15 @@ static fc_status check_call(const gpu_call *c, fc_err *err)
     return check_page_table(c, err);
 }
 
-/* Version 2 with its tile shapes: BQ query rows (BQ/16 warps) per block, BK keys per stage. */
-template <typename T, int D, int DV, int BK> static cudaError_t launch_v2_tiles(const attn_args &a)
+/* Version 2 with its tile shapes: BQ query rows per block, 16 MT a warp, BK keys per stage. */
+template <typename T, int D, int DV, int BK, int MT>
+static cudaError_t launch_v2_mt(const attn_args &a, int bq)
 {
-    const int bq = v2_block_q<T, D, DV>(a.qb);
     constexpr int ST = v2_stages<T, D, DV, BK>();
     const size_t smem = v2_smem_bytes<T, D, DV, BK, ST>(bq);
     dim3 grid((unsigned)((a.lq + bq - 1) / bq), (unsigned)a.hq, (unsigned)a.batch);
-    dim3 block((unsigned)(bq / 16 * 32));
-    void (*kernel)(attn_args) = attn_v2_kernel<T, D, DV, BK, ST>;
+    dim3 block((unsigned)(bq / (16 * MT) * 32));
+    void (*kernel)(attn_args) = attn_v2_kernel<T, D, DV, BK, ST, MT>;
     if (smem > 48 * 1024) { /* above the default limit, as on the GPU */
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);
@@ -179,6 +179,17 @@ template <typename T, int D, int DV, int BK> static cudaError_t launch_v2_tiles(
             return e;
     }
     return GPU_LAUNCH(kernel, grid, block, smem, (cudaStream_t)0, a);
+}
+
+/* 32 rows a warp where the build asks for them, the block has a multiple of 32 rows and the
+ * head dims are at most 128 (at 256, two tiles' accumulators spill some 800 bytes). */
+template <typename T, int D, int DV, int BK> static cudaError_t launch_v2_tiles(const attn_args &a)
+{
+    const int bq = v2_block_q<T, D, DV>(a.qb);
+    if constexpr (V2_WARP_ROWS == 32 && v2_traits<T>::tensor_cores && D <= 128 && DV <= 128)
+        if (bq % 32 == 0)
+            return launch_v2_mt<T, D, DV, BK, 2>(a, bq);
+    return launch_v2_mt<T, D, DV, BK, 1>(a, bq);
 }
 
 /* 64-key stages where they fit in registers (fp16/bf16, head dims up to 128, KB >= 64). */

@@ -5,7 +5,8 @@
  * the work laid out as in FlashAttention-2:
  *   - one thread block per (query tile of BQ rows, head, batch entry); BQ = min(QB, V2_BQ_MAX)
  *     (V2_BQ_MAX 64 by default; 32 for fp32 with a 256 head dim) divides the block mask's QB,
- *     so a block walks exactly one block-mask row; BQ/16 warps, each owns 16 query rows;
+ *     so a block walks exactly one block-mask row; BQ/16 warps, each owns 16 query rows (one
+ *     m16 tile; MT = 2 tiles, 32 rows, in a V2_WARP_ROWS=32 build);
  *   - the row's partial kv blocks, then its full ones, in list order, each split into sub-tiles
  *     of BK keys (BK divides KB; sub-tiles wholly past Lk are skipped);
  *   - Q, K and V tiles staged in shared memory by cp.async (rows past Lq / Lk zero-filled, never
@@ -69,6 +70,17 @@ namespace FC_GPU_NS {
 #endif
 static_assert(V2_BQ_MAX == 32 || V2_BQ_MAX == 64 || V2_BQ_MAX == 128,
               "V2_BQ_MAX: 32, 64 or 128 rows (2 to 8 warps)");
+/* Query rows a warp owns: 16 (one m16 tile) by default; 32 in a variant build
+ * (FC_DEFINES=-DV2_WARP_ROWS=32), for fp16/bf16, head dims up to 128 and blocks of a multiple
+ * of 32 rows (gpu/attn_launch.cu): two m16 tiles
+ * share every K and V fragment loaded from shared memory, half the loads per tensor-core
+ * product (FlashAttention-2's layout for D = 128). Each row is computed by the same
+ * instructions on the same values either way, and a V fragment is zeroed per m16 tile as
+ * before, so no output bit changes. */
+#ifndef V2_WARP_ROWS
+#define V2_WARP_ROWS 16
+#endif
+static_assert(V2_WARP_ROWS == 16 || V2_WARP_ROWS == 32, "V2_WARP_ROWS: 16 or 32 rows a warp");
 template <typename T> struct v2_traits {
     static constexpr bool tensor_cores = !std::is_same<T, float>::value;
     /* fp32: S and O both in registers on CUDA cores; 16 keys keep them under the limit */
@@ -117,12 +129,17 @@ __host__ __device__ constexpr size_t v2_smem_bytes(int bq)
            (v2_traits<T>::tensor_cores ? 0 : (size_t)bq * (BK + 4) * sizeof(float));
 }
 
-/* Stages a configuration gets: V2_STAGES where its largest block stays within the 99 KiB of
- * shared memory sm_86/sm_89 allow (as v2_block_q's cap does for one stage), else 1. */
+/* Stages a configuration gets: V2_STAGES where its largest block stays within V2_SMEM_MAX
+ * bytes of shared memory, else 1. By default the 99 KiB sm_86/sm_89 allow (as v2_block_q's cap
+ * does for one stage); a build for sm_80/sm_90 alone may raise it (163 / 227 KiB), e.g. for two
+ * stages of 128-row blocks at D = 128 (104 KiB). */
+#ifndef V2_SMEM_MAX
+#define V2_SMEM_MAX (99 * 1024)
+#endif
 template <typename T, int D, int DV, int BK> __host__ __device__ constexpr int v2_stages()
 {
     constexpr int cap = !v2_traits<T>::tensor_cores && (D > 128 || DV > 128) ? 32 : V2_BQ_MAX;
-    return v2_smem_bytes<T, D, DV, BK, V2_STAGES>(cap) <= 99 * 1024 ? V2_STAGES : 1;
+    return v2_smem_bytes<T, D, DV, BK, V2_STAGES>(cap) <= (size_t)(V2_SMEM_MAX) ? V2_STAGES : 1;
 }
 
 /* Position in the row's kv work: list (0 partial, 1 full), slot, BK sub-tile; k0 its first key. */
@@ -220,17 +237,18 @@ __device__ inline void v2_scores(float (&s)[NJ][4], float (&tile_max)[2], const 
 #ifndef V2_MIN_BLOCKS
 #define V2_MIN_BLOCKS 1
 #endif
-template <typename T, int D, int DV, int BK, int ST>
+template <typename T, int D, int DV, int BK, int ST, int MT>
 __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(attn_args a)
 {
     typedef v2_traits<T> tr;
-    constexpr int SROW = D + tr::pad, VROW = DV + tr::pad, NJ = BK / 8, ND = DV / 8;
-    constexpr bool q_in_regs = tr::tensor_cores && D <= 128;
+    constexpr int SROW = D + tr::pad, VROW = DV + tr::pad, NJ = BK / 8, ND = DV / 8, NR = 2 * MT;
+    constexpr bool q_in_regs = tr::tensor_cores && D * MT <= 128;
     static_assert(D % 16 == 0 && DV % 16 == 0 && BK % 16 == 0, "tile shapes the fragment loops assume");
+    static_assert(MT == 1 || (MT == 2 && tr::tensor_cores), "two m16 tiles a warp: tensor cores only");
 
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int bq = (int)blockDim.x / 32 * 16;
+    const int bq = (int)blockDim.x / 32 * 16 * MT;
     const int32_t q0 = (int32_t)blockIdx.x * bq, h = (int32_t)blockIdx.y, b = (int32_t)blockIdx.z;
     const int32_t hk = h / (a.hq / a.hkv);
     const int64_t row = attn_bmask_row(a, b, h, q0 / a.qb); /* bq divides qb: one mask row */
@@ -248,32 +266,35 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
                               bq, a.lq - q0);
     cp_async_commit();
 
-    /* This lane's two rows (g and g + 8 of the warp's 16): their sequence and position, looked
-     * up once; rows past Lq take part in every collective but see no key and are never stored. */
-    int32_t tq[2], lo[2], hi[2];
-    bool valid[2];
-    float m[2], l[2];
+    /* This lane's rows: r = 2 mt + i is row g + 8i of the warp's m16 tile mt (the warp owns
+     * 16 MT rows). Their sequence and position looked up once; rows past Lq take part in every
+     * collective but see no key and are never stored. */
+    int32_t tq[NR], lo[NR], hi[NR];
+    bool valid[NR];
+    float m[NR], l[NR];
     const float sink = mutant_sink(attn_sink(a, h), a.scale); /* seam: sink scaled */
     V2_UNROLL
-    for (int i = 0; i < 2; i++) {
-        tq[i] = q0 + warp * 16 + g + 8 * i;
-        valid[i] = tq[i] < a.lq;
+    for (int r = 0; r < NR; r++) {
+        tq[r] = q0 + warp * 16 * MT + 16 * (r >> 1) + g + 8 * (r & 1);
+        valid[r] = tq[r] < a.lq;
         /* the row's allowed keys, one interval of stored tokens (masks/mask.h): partial tiles
          * test each key against it, so no key costs a mask evaluation */
-        lo[i] = hi[i] = 0;
-        if (valid[i])
-            mask_token_range(mask, a.seq, tq[i], &lo[i], &hi[i]);
-        m[i] = sink;
+        lo[r] = hi[r] = 0;
+        if (valid[r])
+            mask_token_range(mask, a.seq, tq[r], &lo[r], &hi[r]);
+        m[r] = sink;
         /* this lane's share of l; the quad's shares are summed at the end, so the sink's term
          * is one lane's */
-        l[i] = t == 0 && sink != -INFINITY ? 1.0f : 0.0f;
+        l[r] = t == 0 && sink != -INFINITY ? 1.0f : 0.0f;
     }
-    float acc[ND][4];
+    float acc[MT][ND][4];
     V2_UNROLL
-    for (int n = 0; n < ND; n++)
+    for (int mt = 0; mt < MT; mt++)
         V2_UNROLL
-        for (int e = 0; e < 4; e++)
-            acc[n][e] = mutant_acc_start(sink != -INFINITY ? 1.0f : 0.0f); /* seam: sink with a value */
+        for (int n = 0; n < ND; n++)
+            V2_UNROLL
+            for (int e = 0; e < 4; e++) /* seam: sink with a value */
+                acc[mt][n][e] = mutant_acc_start(sink != -INFINITY ? 1.0f : 0.0f);
 
     v2_cursor cur = {0, 0, -1, 0};
     bool have = v2_next(cur, a, row, BK);
@@ -293,14 +314,17 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
         cp_async_wait<0>();
     __syncthreads();
 
-    /* Q fragments (A of m16n8k16, one per 16-wide d chunk) stay in registers for the whole row
-     * of kv tiles when D <= 128. */
-    uint32_t qa[q_in_regs ? D / 16 : 1][4];
-    const T *q_frag_row = sq + (warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * SROW + (lane >> 4) * 8;
+    /* Q fragments (A of m16n8k16, one per m16 tile and 16-wide d chunk) stay in registers for
+     * the whole row of kv tiles when D * MT <= 128, else are re-read from shared memory. */
+    uint32_t qa[q_in_regs ? D / 16 : 1][MT][4];
+    const T *q_frag_row =
+        sq + (warp * 16 * MT + ((lane >> 3) & 1) * 8 + (lane & 7)) * SROW + (lane >> 4) * 8;
     if constexpr (q_in_regs) {
         V2_UNROLL
         for (int kc = 0; kc < D / 16; kc++)
-            ldmatrix_x4(qa[kc], q_frag_row + kc * 16);
+            V2_UNROLL
+            for (int mt = 0; mt < MT; mt++)
+                ldmatrix_x4(qa[kc][mt], q_frag_row + mt * 16 * SROW + kc * 16);
     }
 
     int st = 0; /* the tile's stage */
@@ -325,21 +349,29 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
         }
         const T *tks = sk + st * STAGE, *tvs = tks + BK * SROW; /* this tile's K and V */
 
-        /* S = Q K^T for the warp's 16 rows and the tile's BK keys, fp32. */
-        float s[NJ][4];
+        /* S = Q K^T for the warp's rows and the tile's BK keys, fp32; each K fragment serves
+         * the warp's MT m16 tiles. */
+        float s[MT][NJ][4];
         V2_UNROLL
-        for (int j = 0; j < NJ; j++)
+        for (int mt = 0; mt < MT; mt++)
             V2_UNROLL
-            for (int e = 0; e < 4; e++)
-                s[j][e] = 0.0f;
+            for (int j = 0; j < NJ; j++)
+                V2_UNROLL
+                for (int e = 0; e < 4; e++)
+                    s[mt][j][e] = 0.0f;
         if constexpr (tr::tensor_cores) {
             V2_UNROLL
             for (int kc = 0; kc < D / 16; kc++) {
-                uint32_t qtmp[4];
-                const uint32_t *qf = qa[q_in_regs ? kc : 0];
-                if constexpr (!q_in_regs) {
-                    ldmatrix_x4(qtmp, q_frag_row + kc * 16);
-                    qf = qtmp;
+                uint32_t qf[MT][4];
+                V2_UNROLL
+                for (int mt = 0; mt < MT; mt++) {
+                    if constexpr (q_in_regs) {
+                        V2_UNROLL
+                        for (int c = 0; c < 4; c++)
+                            qf[mt][c] = qa[kc][mt][c];
+                    } else {
+                        ldmatrix_x4(qf[mt], q_frag_row + mt * 16 * SROW + kc * 16);
+                    }
                 }
                 V2_UNROLL
                 for (int jp = 0; jp < NJ / 2; jp++) {
@@ -347,13 +379,16 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
                     uint32_t kf[4];
                     ldmatrix_x4(kf, tks + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * SROW +
                                         kc * 16 + ((lane >> 3) & 1) * 8);
-                    mma_m16n8k16<T>(s[2 * jp], qf, kf);
-                    mma_m16n8k16<T>(s[2 * jp + 1], qf, kf + 2);
+                    V2_UNROLL
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma_m16n8k16<T>(s[mt][2 * jp], qf[mt], kf);
+                        mma_m16n8k16<T>(s[mt][2 * jp + 1], qf[mt], kf + 2);
+                    }
                 }
             }
         } else {
             /* d outer, so the NJ x 4 sums stay in registers; each still adds its products in
-             * ascending d, with fmaf: the same bits under nvcc and the emu. */
+             * ascending d, with fmaf: the same bits under nvcc and the emu. (MT is 1 here.) */
             const T *q0r = sq + (warp * 16 + g) * SROW, *q1r = q0r + 8 * SROW;
             for (int i = 0; i < D; i++) {
                 const float qv[2] = {to_f32(q0r[i]), to_f32(q1r[i])};
@@ -361,12 +396,11 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
                 for (int j = 0; j < NJ; j++)
                     V2_UNROLL
                     for (int e = 0; e < 4; e++)
-                        s[j][e] = fmaf(qv[e >> 1],
-                                       to_f32(tks[(j * 8 + 2 * t + (e & 1)) * SROW + i]),
-                                       s[j][e]);
+                        s[0][j][e] = fmaf(qv[e >> 1],
+                                          to_f32(tks[(j * 8 + 2 * t + (e & 1)) * SROW + i]),
+                                          s[0][j][e]);
             }
         }
-
 
         /* Scale, then the mask: on partial tiles the keys of the row's interval, on full ones
          * every key below Lk (a full tile never holds rows past Lq); rows past Lq see none. A
@@ -374,17 +408,23 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
          * reach the max or the sum. The soft-cap test is hoisted out of the element loop
          * (same expression either way, attn_softcap), which keeps the loop free of branches. */
         const bool partial = !mutant_tile_is_full(cur.pass != 0); /* seam: partial block as full */
-        int32_t klo[2], khi[2];
+        int32_t klo[MT][2], khi[MT][2];
+        float tile_max[MT][2];
         V2_UNROLL
-        for (int i = 0; i < 2; i++) {
-            klo[i] = partial ? lo[i] : 0;
-            khi[i] = partial ? hi[i] : valid[i] ? a.lk : 0;
+        for (int r = 0; r < NR; r++) {
+            klo[r >> 1][r & 1] = partial ? lo[r] : 0;
+            khi[r >> 1][r & 1] = partial ? hi[r] : valid[r] ? a.lk : 0;
+            tile_max[r >> 1][r & 1] = -INFINITY;
         }
-        float tile_max[2] = {-INFINITY, -INFINITY};
-        if (a.softcap > 0.0f)
-            v2_scores<NJ, true>(s, tile_max, klo, khi, cur.k0 + 2 * t, a.scale, a.softcap);
-        else
-            v2_scores<NJ, false>(s, tile_max, klo, khi, cur.k0 + 2 * t, a.scale, a.softcap);
+        V2_UNROLL
+        for (int mt = 0; mt < MT; mt++) {
+            if (a.softcap > 0.0f)
+                v2_scores<NJ, true>(s[mt], tile_max[mt], klo[mt], khi[mt], cur.k0 + 2 * t, a.scale,
+                                    a.softcap);
+            else
+                v2_scores<NJ, false>(s[mt], tile_max[mt], klo[mt], khi[mt], cur.k0 + 2 * t,
+                                     a.scale, a.softcap);
+        }
 
         /* Online softmax, per row. m == -inf means nothing was accumulated yet, so alpha is
          * irrelevant and taken as 0 rather than exp(-inf - m_new); masked scores give p = 0
@@ -392,28 +432,29 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
          * -inf (then every x is -inf), and expf(-inf) = +0 on both CUDA and glibc, so the loop
          * needs no branch per element. */
         V2_UNROLL
-        for (int i = 0; i < 2; i++) {
-            const float m_new = fmaxf(m[i], v2_quad_max(tile_max[i]));
+        for (int r = 0; r < NR; r++) {
+            const int mt = r >> 1, i = r & 1;
+            const float m_new = fmaxf(m[r], v2_quad_max(tile_max[mt][i]));
             /* seam: no online-softmax rescale */
-            const float alpha = m[i] == -INFINITY ? 0.0f : mutant_rescale(expf(m[i] - m_new));
-            l[i] *= alpha;
+            const float alpha = m[r] == -INFINITY ? 0.0f : mutant_rescale(expf(m[r] - m_new));
+            l[r] *= alpha;
             if (t == 0)
-                mutant_tile_sink(l[i], sink, m_new); /* seam: sink counted in every tile */
+                mutant_tile_sink(l[r], sink, m_new); /* seam: sink counted in every tile */
             V2_UNROLL
             for (int n = 0; n < ND; n++) {
-                acc[n][2 * i] *= alpha;
-                acc[n][2 * i + 1] *= alpha;
+                acc[mt][n][2 * i] *= alpha;
+                acc[mt][n][2 * i + 1] *= alpha;
             }
             const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
             V2_UNROLL
             for (int j = 0; j < NJ; j++)
                 V2_UNROLL
                 for (int c = 0; c < 2; c++) {
-                    float &x = s[j][2 * i + c];
+                    float &x = s[mt][j][2 * i + c];
                     x = expf(x - m_sub);
-                    l[i] += x; /* the normaliser sums the fp32 P */
+                    l[r] += x; /* the normaliser sums the fp32 P */
                 }
-            m[i] = m_new;
+            m[r] = m_new;
         }
 
         if constexpr (ST == 1) {
@@ -429,53 +470,64 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
         /* O += P V, P in the input type. */
         if constexpr (tr::tensor_cores) {
             /* P rounded to T; the S accumulators of n8 tiles 2kk and 2kk+1 are the A fragment
-             * of key chunk kk. A key whose P is 0 on all 16 rows of the warp gets its V
-             * fragment zeroed too: the tensor core would turn 0 * NaN (a masked, poisoned V)
-             * into NaN. For finite V that changes nothing (0 * v adds +-0). live bit 4kk + c
-             * stands for key 16kk + 2t + (c&1) + 8*(c>>1), which are exactly the keys of this
-             * lane's V fragment (it depends on t only). */
-            uint32_t pa[BK / 16][4];
-            unsigned live = 0;
+             * of key chunk kk. A key whose P is 0 on all 16 rows of an m16 tile gets its V
+             * fragment zeroed for that tile's product: the tensor core would turn 0 * NaN (a
+             * masked, poisoned V) into NaN. For finite V that changes nothing (0 * v adds +-0).
+             * live bit 4kk + c stands for key 16kk + 2t + (c&1) + 8*(c>>1), which are exactly
+             * the keys of this lane's V fragment (it depends on t only). */
+            uint32_t pa[MT][BK / 16][4];
+            unsigned live[MT];
             V2_UNROLL
-            for (int kk = 0; kk < BK / 16; kk++)
+            for (int mt = 0; mt < MT; mt++) {
+                live[mt] = 0;
                 V2_UNROLL
-                for (int c = 0; c < 4; c++) {
-                    const float *sj = s[2 * kk + (c >> 1)];
-                    pa[kk][c] = pack2_rn<T>(sj[2 * (c & 1)], sj[2 * (c & 1) + 1]);
-                }
-            V2_UNROLL
-            for (int kk = 0; kk < BK / 16; kk++)
+                for (int kk = 0; kk < BK / 16; kk++)
+                    V2_UNROLL
+                    for (int c = 0; c < 4; c++) {
+                        const float *sj = s[mt][2 * kk + (c >> 1)];
+                        pa[mt][kk][c] = pack2_rn<T>(sj[2 * (c & 1)], sj[2 * (c & 1) + 1]);
+                    }
                 V2_UNROLL
-                for (int c = 0; c < 4; c++) {
-                    /* key 2t + (c&1) + 8(c>>1): rows g (pa[kk][2(c>>1)]) and g + 8 (pa[kk][2(c>>1)+1]) */
-                    const int sh = 16 * (c & 1);
-                    const uint32_t r0 = pa[kk][2 * (c >> 1)] >> sh, r1 = pa[kk][2 * (c >> 1) + 1] >> sh;
-                    if (((r0 | r1) & 0x7fffu) != 0)
-                        live |= 1u << (4 * kk + c);
-                }
-            live |= __shfl_xor_sync(0xffffffffu, live, 4);
-            live |= __shfl_xor_sync(0xffffffffu, live, 8);
-            live |= __shfl_xor_sync(0xffffffffu, live, 16);
+                for (int kk = 0; kk < BK / 16; kk++)
+                    V2_UNROLL
+                    for (int c = 0; c < 4; c++) {
+                        /* key 2t + (c&1) + 8(c>>1): rows g (register 2(c>>1) of the A
+                         * fragment) and g + 8 (register 2(c>>1) + 1) */
+                        const int sh = 16 * (c & 1);
+                        const uint32_t r0 = pa[mt][kk][2 * (c >> 1)] >> sh;
+                        const uint32_t r1 = pa[mt][kk][2 * (c >> 1) + 1] >> sh;
+                        if (((r0 | r1) & 0x7fffu) != 0)
+                            live[mt] |= 1u << (4 * kk + c);
+                    }
+                live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 4);
+                live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 8);
+                live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 16);
+            }
             V2_UNROLL
             for (int kk = 0; kk < BK / 16; kk++) {
-                const unsigned lk4 = (live >> (4 * kk)) & 15u;
                 /* keep-masks for the two 16-bit halves of b[0] (keys 2t, 2t+1) and b[1] (+8) */
-                const uint32_t keep0 = ((lk4 & 1u) ? 0xffffu : 0u) | ((lk4 & 2u) ? 0xffff0000u : 0u);
-                const uint32_t keep1 = ((lk4 & 4u) ? 0xffffu : 0u) | ((lk4 & 8u) ? 0xffff0000u : 0u);
+                uint32_t keep0[MT], keep1[MT];
+                V2_UNROLL
+                for (int mt = 0; mt < MT; mt++) {
+                    const unsigned lk4 = (live[mt] >> (4 * kk)) & 15u;
+                    keep0[mt] = ((lk4 & 1u) ? 0xffffu : 0u) | ((lk4 & 2u) ? 0xffff0000u : 0u);
+                    keep1[mt] = ((lk4 & 4u) ? 0xffffu : 0u) | ((lk4 & 8u) ? 0xffff0000u : 0u);
+                }
                 V2_UNROLL
                 for (int dp = 0; dp < DV / 16; dp++) {
                     uint32_t vf[4]; /* B fragments of d tiles 2dp and 2dp + 1 */
                     const int vrow = kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
                     ldmatrix_x4_trans(vf, tvs + vrow * VROW + dp * 16 + (lane >> 4) * 8);
-                    vf[0] &= keep0;
-                    vf[1] &= keep1;
-                    vf[2] &= keep0;
-                    vf[3] &= keep1;
-                    mma_m16n8k16<T>(acc[2 * dp], pa[kk], vf);
-                    mma_m16n8k16<T>(acc[2 * dp + 1], pa[kk], vf + 2);
-                    /* seam: P not rounded (adds the residual of P to the product) */
-                    mutant_p_residual<T>(acc[2 * dp], acc[2 * dp + 1], s[2 * kk], s[2 * kk + 1],
-                                         vf);
+                    V2_UNROLL
+                    for (int mt = 0; mt < MT; mt++) {
+                        const uint32_t vm[4] = {vf[0] & keep0[mt], vf[1] & keep1[mt],
+                                                vf[2] & keep0[mt], vf[3] & keep1[mt]};
+                        mma_m16n8k16<T>(acc[mt][2 * dp], pa[mt][kk], vm);
+                        mma_m16n8k16<T>(acc[mt][2 * dp + 1], pa[mt][kk], vm + 2);
+                        /* seam: P not rounded (adds the residual of P to the product) */
+                        mutant_p_residual<T>(acc[mt][2 * dp], acc[mt][2 * dp + 1],
+                                             s[mt][2 * kk], s[mt][2 * kk + 1], vm);
+                    }
                 }
             }
         } else {
@@ -485,7 +537,7 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
             for (int j = 0; j < NJ; j++)
                 V2_UNROLL
                 for (int e = 0; e < 4; e++)
-                    sp[(g + 8 * (e >> 1)) * (BK + 4) + j * 8 + 2 * t + (e & 1)] = s[j][e];
+                    sp[(g + 8 * (e >> 1)) * (BK + 4) + j * 8 + 2 * t + (e & 1)] = s[0][j][e];
             __syncwarp();
             for (int j = 0; j < BK; j++) { /* keys in order, for every accumulator */
                 const float pj[2] = {sp[g * (BK + 4) + j], sp[(g + 8) * (BK + 4) + j]};
@@ -495,7 +547,8 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
                     V2_UNROLL
                     for (int e = 0; e < 4; e++)
                         if (pj[e >> 1] != 0.0f)
-                            acc[n][e] = fmaf(pj[e >> 1], to_f32(vr[n * 8 + (e & 1)]), acc[n][e]);
+                            acc[0][n][e] = fmaf(pj[e >> 1], to_f32(vr[n * 8 + (e & 1)]),
+                                                acc[0][n][e]);
             }
             __syncwarp(); /* the P tile is read before the next tile rewrites it */
         }
@@ -515,21 +568,23 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
     /* Epilogue: the row's l summed over its quad; empty rows (l == 0) write exactly 0 and
      * LSE -inf; rows past Lq are never stored. */
     V2_UNROLL
-    for (int i = 0; i < 2; i++) {
-        const float lsum = v2_quad_sum(l[i]);
-        if (!valid[i])
+    for (int r = 0; r < NR; r++) {
+        const int mt = r >> 1, i = r & 1;
+        const float lsum = v2_quad_sum(l[r]);
+        if (!valid[r])
             continue;
         /* seam: empty row yields NaN */
         const float inv = mutant_inv_l(lsum > 0.0f ? 1.0f / lsum : 0.0f, lsum);
-        T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq[i]) * DV;
+        T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq[r]) * DV;
         V2_UNROLL
         for (int n = 0; n < ND; n++) {
-            o[n * 8 + 2 * t] = from_f32<T>(acc[n][2 * i] * inv);
-            o[n * 8 + 2 * t + 1] = from_f32<T>(acc[n][2 * i + 1] * inv);
+            o[n * 8 + 2 * t] = from_f32<T>(acc[mt][n][2 * i] * inv);
+            o[n * 8 + 2 * t + 1] = from_f32<T>(acc[mt][n][2 * i + 1] * inv);
         }
-        mutant_write_past_end(o, DV, a, b, h, tq[i], t == 0); /* seam: write past the end */
+        mutant_write_past_end(o, DV, a, b, h, tq[r], t == 0); /* seam: write past the end */
         if (t == 0)
-            a.lse[((int64_t)b * a.hq + h) * a.lq + tq[i]] = lsum > 0.0f ? m[i] + logf(lsum) : -INFINITY;
+            a.lse[((int64_t)b * a.hq + h) * a.lq + tq[r]] =
+                lsum > 0.0f ? m[r] + logf(lsum) : -INFINITY;
     }
 }
 
