@@ -34,6 +34,9 @@ default_variants="bq128=-DV2_BQ_MAX=128 st2=-DV2_STAGES=2 occ3=-DV2_MIN_BLOCKS=3
 for v in ${GPU_VARIANTS-$default_variants}; do
     name=${v%%=*} defs=${v#*=}
     defs=${defs//,/ }
+    # make does not see -D options change: a folder built with others starts afresh
+    [ "$(cat "build-$name/.fc-defines" 2>/dev/null)" = "$defs" ] || rm -rf "build-$name"
+    mkdir -p "build-$name" && printf '%s\n' "$defs" >"build-$name/.fc-defines"
     make -j"$(nproc)" BUILD="build-$name" FC_DEFINES="$defs" "build-$name/flexcheck" \
         >"build/gpu-bundle-build/variant-$name.txt" 2>&1 ||
         { echo "gpu_bundle: variant $name failed: see build/gpu-bundle-build/variant-$name.txt" >&2; exit 1; }
