@@ -60,7 +60,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median of v[0..n), n >= 1 (v is sorted). */
+/* Median of v[0..n), n >= 1; sorts v in place. */
 static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);

@@ -88,17 +88,16 @@ template <typename T> struct v2_traits {
     static constexpr int pad = 16 / (int)sizeof(T); /* 16 bytes per smem row: no ldmatrix bank conflicts */
 };
 
-/* Query rows per block: 64 (4 warps), fewer when the block mask's QB is smaller; 32 for fp32
- * with a 256 head dim, whose tiles would otherwise pass the 99 KiB of shared memory that
- * sm_86/sm_89 allow. */
+/* Query rows per block at most: V2_BQ_MAX; 32 for fp32 with a 256 head dim, whose tiles would
+ * otherwise pass the 99 KiB of shared memory that sm_86/sm_89 allow. */
+template <typename T, int D, int DV> __host__ __device__ constexpr int v2_bq_cap()
+{
+    return !v2_traits<T>::tensor_cores && (D > 128 || DV > 128) ? 32 : V2_BQ_MAX;
+}
+/* Query rows per block: the cap, fewer when the block mask's QB is smaller. */
 template <typename T, int D, int DV> __host__ __device__ inline int v2_block_q(int qb)
 {
-    const int cap = !v2_traits<T>::tensor_cores && (D > 128 || DV > 128) ? 32 : V2_BQ_MAX;
-    return qb < cap ? qb : cap;
-}
-template <typename T> __host__ __device__ inline int v2_block_k(int kb)
-{
-    return kb >= v2_traits<T>::bk_max ? v2_traits<T>::bk_max : 16;
+    return qb < v2_bq_cap<T, D, DV>() ? qb : v2_bq_cap<T, D, DV>();
 }
 
 /* The (D, Dv) pairs version 2 is compiled for (the switch in gpu/attn_launch.cu). */
@@ -138,8 +137,9 @@ __host__ __device__ constexpr size_t v2_smem_bytes(int bq)
 #endif
 template <typename T, int D, int DV, int BK> __host__ __device__ constexpr int v2_stages()
 {
-    constexpr int cap = !v2_traits<T>::tensor_cores && (D > 128 || DV > 128) ? 32 : V2_BQ_MAX;
-    return v2_smem_bytes<T, D, DV, BK, V2_STAGES>(cap) <= (size_t)(V2_SMEM_MAX) ? V2_STAGES : 1;
+    return v2_smem_bytes<T, D, DV, BK, V2_STAGES>(v2_bq_cap<T, D, DV>()) <= (size_t)(V2_SMEM_MAX)
+               ? V2_STAGES
+               : 1;
 }
 
 /* Position in the row's kv work: list (0 partial, 1 full), slot, BK sub-tile; k0 its first key. */

@@ -15,10 +15,14 @@
  * leave unused slots 0, never written: -1 in each would cost nqb x width. One width for both
  * lists would too: causal lists one partial tile a row and up to nqb full ones, and rows of
  * nqb partial slots make nqb pages to fault in for nqb ids (at L = 64k, blocks 128, that was
- * most of the build's time). PyTorch's create_block_mask has width = nkb for both; a window or
- * chunk lists a few tiles a row, and nqb x nkb arrays would cost more than the lists (O(L^2)
- * where they are O(L)), so that shape is made only where it is asked for: bmask_copy_width,
- * with -1 past each count (as bmask_alloc fills), which the fixture writer calls.
+ * most of the build's time). One row still can: a ragged last query tile (Lq not a multiple
+ * of QB) is never full, so under causal it lists every tile it reaches as partial and the
+ * partial width becomes nkb (bench blockmask, 2026-11-30: L = 262,145 in 7.3 ms against 0.74
+ * ms at 262,144); a per-row layout would be the fix. PyTorch's create_block_mask has width =
+ * nkb for both; a window or chunk lists a few tiles a row, and nqb x nkb arrays would cost
+ * more than the lists (O(L^2) where they are O(L)), so that shape is made only where it is
+ * asked for: bmask_copy_width, with -1 past each count (as bmask_alloc fills), which the
+ * fixture writer calls.
  * Readers of other tools' masks must accept any nb/nh/width that validates.
  */
 #ifndef FLEXCHECK_BMASK_H

@@ -99,19 +99,19 @@ static void panel_spans(const ref_call *c, ref_panel *pn)
 /* Step 2: the predicate agrees with each row's span: it allows the span's first and last key
  * and rejects the key just outside either end, which, a row's allowed keys being one
  * interval, makes the span exactly the allowed set. A row with an empty span must have no
- * allowed key at all; checking that takes a scan of its sequence's keys, and such rows are
- * rare (queries before their sequence's first key, empty key sequences). */
+ * allowed key at all; checking that takes a scan of its sequence's keys: (Lq - Lk) * Lk
+ * predicate calls for causal rows with Lq > Lk (whose first Lq - Lk rows see nothing), e.g.
+ * 0.05 s of a 65536 x 1024 call, one thread. mask_row_allows refuses keys outside the row's
+ * sequence, which lies inside [0, Lk), so it stands for mask_pair_allowed at the ends too. */
 static fc_status check_span(const ref_call *c, int32_t tq, const ref_span *sp, fc_err *err)
 {
     const mask_params m = c->p->mask;
+    const mask_row r = mask_row_of(c->view, tq);
     int ok = 1;
     if (sp->lo < sp->hi) {
-        ok = mask_pair_allowed(m, c->view, tq, sp->lo) &&
-             mask_pair_allowed(m, c->view, tq, sp->hi - 1) &&
-             !mask_pair_allowed(m, c->view, tq, sp->lo - 1) &&
-             !mask_pair_allowed(m, c->view, tq, sp->hi);
+        ok = mask_row_allows(m, r, sp->lo) && mask_row_allows(m, r, sp->hi - 1) &&
+             !mask_row_allows(m, r, sp->lo - 1) && !mask_row_allows(m, r, sp->hi);
     } else {
-        const mask_row r = mask_row_of(c->view, tq);
         for (int32_t tk = r.k0; ok && tk < r.k1; tk++)
             ok = !mask_row_allows(m, r, tk);
     }

@@ -80,8 +80,10 @@ static const ref_vec_ops portable = {
  * sleef.h declares its __m256 functions only under __AVX__, hence included inside it) and
  * runs only where the CPU has both, so one binary serves every x86-64. The SLEEF variant is
  * named rather than taken from its dispatcher: the loop around it is AVX2 code chosen by our
- * own check, and the bits should not depend on a second choice. */
-#if defined(__x86_64__) && defined(__GNUC__)
+ * own check, and the bits should not depend on a second choice. Not under clang (the fuzz
+ * build, make fuzz): it ignores the target pragma, so sleef.h would hide those declarations;
+ * it gets the portable path. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define REF_VEC_AVX2 1
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")

@@ -294,7 +294,8 @@ Test(builders, ragged_lengths_never_list_out_of_range_ids_or_full_edge_tiles)
 
 /* What a build costs, checked without a clock: each list's rows are as wide as its longest
  * row, so a window or a chunk keeps them O(L) at every length where PyTorch's shape is
- * NQB x NKB (O(L^2)), causal's partial list (one diagonal tile a row) is one slot wide, and
+ * NQB x NKB (O(L^2)), causal's partial list (one diagonal tile a row at these lengths, all
+ * multiples of the block; a ragged last row would list its every tile) is one slot wide, and
  * the slots no row uses stay as calloc left them. Widths worked out by hand, blocks 128. */
 typedef struct width_case {
     const char *name;

@@ -375,8 +375,9 @@ Test(layout, gives_each_layer_the_models_window_soft_cap_scale_and_sinks)
 
 Test(layout, scaled_down_layouts_keep_the_models_formulas)
 {
-    /* Windows of 64 and 32: the window is the divided config value through the same rule,
-     * while the cap, the scale and the sinks are not lengths and stay the model's. */
+    /* Config windows divided by 64, 128, 2 and 4 (where the result stays at least 2): the
+     * window is the divided config value through the same rule, while the cap, the scale and
+     * the sinks are not lengths and stay the model's. */
     static const int32_t divs[] = {64, 128, 2, 4};
     for (size_t k = 0; k < sizeof model_configs / sizeof model_configs[0]; k++) {
         const model_config *mc = &model_configs[k];

@@ -528,7 +528,7 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *cfg, void (*kernel)(P..
         return emu::rt::set_error(cudaErrorNotSupported);
     emu::launch_pack<P...> lp{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
     /* A block or grid out of range: cudaErrorInvalidValue through cudaLaunchKernelEx, as an
-     * H200 with CUDA 13.0 (driver 580) answered (reports/gpu-check-2026-11-30.md). */
+     * H200 with CUDA 13.0 (driver 580) answered (reports/gpu-2026-11-30-h200/README.md). */
     return emu::rt::launch((const void *)kernel, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes,
                            cfg->stream, &emu::launch_pack<P...>::body, &lp, cudaErrorInvalidValue);
 }

@@ -2,11 +2,11 @@
 block-mask builder, measured in one run, block sets checked identical (`make
 bench-torch-blockmask`; not part of `make test`).
 
-    python -m flexcheck.bench_torch_blockmask [--bin build/flexcheck] [--l N[,N]] [--block B]
-                                              [--reps R] [--eager-max-gb G] [--threads N]
+    python -m flexcheck.bench_torch_blockmask [--bin build/flexcheck] [--l N[,N]] [--reps R]
+                                              [--eager-max-gb G] [--threads N]
 
 For each length L (default 65536) and mask (causal W=1024, causal, causal chunked C=8192), on
-the CPU, blocks B x B (default 128):
+the CPU, blocks 128 x 128 (what `flexcheck bench blockmask` measures):
 
   - PyTorch compiled: torch.compile(create_block_mask); the first call compiles and is not
     timed, then the median of R calls (default 3);
@@ -45,6 +45,8 @@ import time
 from typing import List, NamedTuple, Optional, Sequence
 
 PROG = "bench_torch_blockmask"
+# The blocks `flexcheck bench blockmask` times (cli/bench_blockmask.c); PyTorch's are made alike.
+BLOCK = 128
 # Bytes per element of the uncompiled create_block_mask's L x L intermediates: 3.25 GB
 # measured at L = 16k (12.1 bytes), rounded up.
 EAGER_BYTES_PER_ELEMENT = 13
@@ -189,7 +191,6 @@ def _args(argv):
                     "checked identical.")
     ap.add_argument("--bin", default="build/flexcheck", help="the flexcheck binary")
     ap.add_argument("--l", default="65536", metavar="N[,N]", help="lengths (default 65536)")
-    ap.add_argument("--block", type=int, default=128, help="block size (default 128)")
     ap.add_argument("--reps", type=int, default=3, help="timed PyTorch calls (default 3)")
     ap.add_argument("--eager-max-gb", type=float, default=10.0, metavar="G",
                     help="run uncompiled create_block_mask where its estimated memory is at "
@@ -202,8 +203,8 @@ def main(argv=None) -> int:
     a = _args(argv)
     try:
         lengths = parse_lengths(a.l)
-        if a.reps < 1 or a.block < 16 or (a.threads is not None and a.threads < 1):
-            raise ValueError("--reps and --threads must be >= 1, --block >= 16")
+        if a.reps < 1 or (a.threads is not None and a.threads < 1):
+            raise ValueError("--reps and --threads must be >= 1")
         if not os.access(a.bin, os.X_OK):
             raise ValueError(f"--bin {a.bin}: not an executable (make builds build/flexcheck)")
     except ValueError as e:
@@ -221,7 +222,7 @@ def main(argv=None) -> int:
     compiled = torch.compile(create_block_mask, dynamic=False)
     print(f"{PROG}: torch {torch.__version__} on the CPU ({torch.get_num_threads()} threads, "
           f"{os.cpu_count()} CPUs), Python {platform.python_version()}; flexcheck {a.bin} "
-          f"(one thread); blocks {a.block}x{a.block}; elapsed times, PyTorch the median of "
+          f"(one thread); blocks {BLOCK}x{BLOCK}; elapsed times, PyTorch the median of "
           f"{a.reps} calls (compiled: after a first, compiling call)")
     print(f"{'L':>7}  {'mask':<13}  {'listed':>8}  {'compiled ms':>11}  {'uncompiled ms':>13}  "
           f"{'flexcheck us':>12}  {'compiled/ours':>13}  {'uncompiled/ours':>15}  "
@@ -236,22 +237,22 @@ def main(argv=None) -> int:
         for m in MASKS:
             try:
                 d = find_ours(ours, m)
-                rows = ours_rows(a.bin, length, a.block, m)
+                rows = ours_rows(a.bin, length, BLOCK, m)
             except (RuntimeError, ValueError, KeyError) as e:
                 print(f"{PROG}: {e}", file=sys.stderr)
                 return 2
-            if d["q_block_size"] != a.block:
+            if d["q_block_size"] != BLOCK:
                 print(f"{PROG}: flexcheck bench blockmask measures blocks of "
-                      f"{d['q_block_size']}, not {a.block}", file=sys.stderr)
+                      f"{d['q_block_size']}, not {BLOCK}", file=sys.stderr)
                 return 2
             ours_s = d["direct_us"] * 1e-6
             mod = mask_mod_of(m)  # one object: the timed calls reuse what the first compiled
-            t_compile, _ = torch_block_mask(compiled, mod, length, a.block, 1)
-            t_c, bm = torch_block_mask(compiled, mod, length, a.block, a.reps)
+            t_compile, _ = torch_block_mask(compiled, mod, length, BLOCK, 1)
+            t_c, bm = torch_block_mask(compiled, mod, length, BLOCK, a.reps)
             diff = compare_rows(*arrays(bm), rows)
             t_e = None
             if eager_gb(length) <= a.eager_max_gb:
-                t_e, bm_e = torch_block_mask(create_block_mask, mod, length, a.block, a.reps)
+                t_e, bm_e = torch_block_mask(create_block_mask, mod, length, BLOCK, a.reps)
                 diff = diff or compare_rows(*arrays(bm_e), rows)
             met = t_c / ours_s >= m.target
             print(f"{length:>7}  {m.name:<13}  {d['listed']:>8}  {t_c * 1e3:>11.1f}  "

@@ -39,8 +39,10 @@ The label defaults to torch-<version>-<device>[-compiled] (sanitized to [A-Za-z0
 64 characters); the producer string names torch's version, the device, compiled or eager and
 the Python version. Files are modified in place through add_tested (atomic per case).
 
-Exit status: 0 every selected case ran and was stored; 1 some case could not be run or stored
-(each named on stderr, the others still stored); 2 bad arguments or no fixture file found.
+Exit status: 0 every selected case was stored or refused by PyTorch (REFUSALS: a configuration
+it does not run, named on stderr and counted, nothing stored); 1 some case could not be run or
+stored (each named on stderr, the others still stored); 2 bad arguments or no fixture file
+found.
 """
 from __future__ import annotations
 

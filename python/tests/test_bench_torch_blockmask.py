@@ -5,7 +5,7 @@ dropped, an added and a moved tile named, PyTorch's unlisted ids past the counts
 mask options, the lengths, and that importing the module does not import torch. With
 FLEXCHECK_BIN: the lines it reads from `flexcheck bench blockmask --json` and the lists from
 `flexcheck blockmask --json`. With torch as well (pytest.importorskip): PyTorch's block mask of
-each mask equals flexcheck's at L = 1024.
+each mask equals flexcheck's at L = 1024 (blocks 128) and L = 1000 (blocks 64).
 
 Run: PYTHONPATH=python python3 -m pytest python/tests/test_bench_torch_blockmask.py
 """

@@ -9,7 +9,6 @@ import os
 import shutil
 import stat
 import struct
-import subprocess
 
 import h5py
 import numpy as np
