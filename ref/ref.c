@@ -100,8 +100,8 @@ static void panel_spans(const ref_call *c, ref_panel *pn)
  * and rejects the key just outside either end, which, a row's allowed keys being one
  * interval, makes the span exactly the allowed set. A row with an empty span must have no
  * allowed key at all; checking that takes a scan of its sequence's keys: (Lq - Lk) * Lk
- * predicate calls for causal rows with Lq > Lk (whose first Lq - Lk rows see nothing), e.g.
- * 0.05 s of a 65536 x 1024 call, one thread. mask_row_allows refuses keys outside the row's
+ * predicate calls for causal rows with Lq > Lk (whose first Lq - Lk rows see nothing), which
+ * at Lq >> Lk can outweigh the call's products. mask_row_allows refuses keys outside the row's
  * sequence, which lies inside [0, Lk), so it stands for mask_pair_allowed at the ends too. */
 static fc_status check_span(const ref_call *c, int32_t tq, const ref_span *sp, fc_err *err)
 {
