@@ -6,8 +6,8 @@
  * are of CPU time: this thread's (kernel time included: the page faults of fresh arrays are
  * part of a build), which other jobs on a shared machine inflate far less than elapsed time.
  * Direct is checked before any time of it is printed, so a fast wrong builder cannot win:
- * equal to slow where slow runs, else equal to the tiles every row's allowed range reaches and
- * covers (check_rows).
+ * equal to slow where slow runs, else to the tiles every row's allowed range reaches and covers
+ * (bmask_check_exact).
  *   flexcheck bench blockmask [--quick] [--l N] [--json]
  */
 #include <stdio.h>
@@ -79,66 +79,6 @@ static const bench_mask masks[] = {
     {"causal C=8192", {.causal = 1, .chunk_size = 8192}},
 };
 #define NMASKS (sizeof masks / sizeof masks[0])
-
-/* The check where slow is unaffordable, by an algorithm of its own: every row of a query tile
- * adds its allowed key range (mask_token_range) to two difference arrays over the kv tiles,
- * one counting rows that reach into a tile, one counting rows that cover it whole; a tile is
- * full when all qb rows cover it, partial when some row reaches it. O(Lq + listed), no search.
- * bm must have passed bmask_validate (distinct ids), so equal counts and kinds mean equal sets. */
-static fc_status check_rows(const bmask *bm, mask_params m, const seq_info *s, fc_err *err)
-{
-    int32_t qb = bm->q_block_size, kb = bm->kv_block_size;
-    int32_t *reach = calloc((size_t)bm->nkb + 2, sizeof(int32_t));
-    int32_t *cover = calloc((size_t)bm->nkb + 2, sizeof(int32_t));
-    unsigned char *kind = calloc((size_t)bm->nkb + 1, 1);
-    fc_status st = reach && cover && kind ? FC_OK : fc_errf(err, FC_ENOMEM, "out of memory");
-    seq_view v = seq_info_view(s);
-    for (int32_t r = 0; !st && r < bm->nqb; r++) {
-        int32_t c_lo = bm->nkb, c_hi = -1, n[3] = {0, 0, 0};
-        for (int32_t t = r * qb; t < (r + 1) * qb && t < s->lq; t++) {
-            int32_t lo, hi;
-            mask_token_range(m, v, t, &lo, &hi);
-            if (lo >= hi)
-                continue;
-            int32_t c0 = lo / kb, c1 = (hi - 1) / kb, f0 = (lo + kb - 1) / kb, f1 = hi / kb;
-            reach[c0]++;
-            reach[c1 + 1]--;
-            if (f0 < f1) {
-                cover[f0]++;
-                cover[f1]--;
-            }
-            c_lo = c0 < c_lo ? c0 : c_lo;
-            c_hi = c1 > c_hi ? c1 : c_hi;
-        }
-        for (int32_t c = c_lo, sr = 0, sc = 0; c <= c_hi; c++) {
-            sr += reach[c];
-            sc += cover[c];
-            kind[c] = sc == qb ? 2 : sr > 0 ? 1 : 0;
-            n[kind[c]]++;
-        }
-        size_t row = bmask_row(bm, 0, 0, r);
-        const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
-        for (int k = 0; !st && k < 2; k++) {
-            const int32_t *ids = bmask_ids(bm, k, row);
-            if (cnt[k][row] != n[k + 1])
-                st = fc_errf(err, FC_EFAIL, "query tile %d lists %d %s tiles, its rows' ranges "
-                             "make %d", (int)r, (int)cnt[k][row], k ? "full" : "partial",
-                             (int)n[k + 1]);
-            for (int32_t j = 0; !st && j < cnt[k][row]; j++) {
-                int32_t c = ids[j];
-                if (c < c_lo || c > c_hi || kind[c] != k + 1)
-                    st = fc_errf(err, FC_EFAIL, "query tile %d lists kv tile %d %s, its rows' "
-                                 "ranges do not", (int)r, (int)c, k ? "full" : "partial");
-            }
-        }
-        for (int32_t c = c_lo; c <= c_hi + 1; c++)
-            reach[c] = cover[c] = kind[c] = 0;
-    }
-    free(reach);
-    free(cover);
-    free(kind);
-    return st;
-}
 
 /* One measured configuration. */
 typedef struct result {
@@ -216,7 +156,7 @@ static fc_status run_one(int32_t l, const bench_mask *bmk, result *res, fc_err *
     else if (bmask_validate(&direct, err))
         st = FC_EFAIL; /* a builder's malformed mask is a failed check, not bad input */
     else
-        st = check_rows(&direct, bmk->m, &s, err);
+        st = bmask_check_exact(&direct, bmk->m, &s, err);
 done:
     bmask_free(&slow);
     bmask_free(&direct);

@@ -256,7 +256,7 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
 }
 
 /* The producer's own block mask against the case's mask, as one line into text: 1 when it
- * drops or leaks keys (bmask_find_defects is brute force: call it once per output). */
+ * drops or leaks keys. */
 static int tested_bmask(const fix_case *c, const fix_tested *tt, char *text, size_t cap)
 {
     bmask_defects d;

@@ -51,6 +51,12 @@ typedef struct bmask {
     int32_t *full_kv_indices;            /* [nb*nh*nqb*full_width] full ids */
 } bmask;
 
+/* ceil(l / block): a length's tiles. */
+static inline int32_t bmask_nblocks(int32_t l, int32_t block)
+{
+    return (int32_t)(((int64_t)l + block - 1) / block);
+}
+
 /* Row `row` (bmask_row's index) of the partial (full = 0) or full (1) ids. */
 static inline int32_t *bmask_ids(const bmask *bm, int full, size_t row)
 {
@@ -104,6 +110,12 @@ fc_status bmask_validate(const bmask *bm, fc_err *err);
  * entirely allowed (checked on every (b, h) row the mask stores). FC_EFAIL names the first
  * tile and element that breaks it. Requires bmask_validate to pass. */
 fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, fc_err *err);
+
+/* Exactly the mask (m, s) defines: every tile of every stored row listed as what its pairs make
+ * it, full, partial or nowhere (ids' order aside), as bmask_compare with the slow builder's mask
+ * would say, without building it (O(lq + rows * nkb) where that is O(lq * lk)). FC_EFAIL names
+ * the first tile listed otherwise. Requires bmask_validate to pass. */
+fc_status bmask_check_exact(const bmask *bm, mask_params m, const seq_info *s, fc_err *err);
 
 /* Every way a block mask departs from (m, s), counted over all its stored rows, with the first
  * tile of each kind, so a report can name what a producer's mask gets wrong (often the bug):

@@ -7,6 +7,8 @@
  *     16..256 and non-square, causal, W, C, packing with zero-length members;
  *   - every builder's canonical form (ascending ids, the compact width) and PyTorch's shape
  *     from it (bmask_copy_width); the width of long windowed and chunked masks;
+ *   - soundness, defects and exactness (bmask_check.c's range-based checks) against the
+ *     oracle, pair by pair, on each configuration's mask corrupted at random in two heads;
  *   - PyTorch's published counts; ragged lengths; validation and soundness failures.
  */
 #include <criterion/criterion.h>
@@ -178,6 +180,108 @@ static void random_config(uint64_t seed, config *cf)
                           cf->s.cu_q[i], cf->s.cu_k[i]);
 }
 
+/* ---- the checks held to the oracle on corrupted masks ---- */
+
+static const char *const kind_name[] = {"empty", "partial", "full"};
+
+/* A mask of nh = 2 stored heads from the oracle's kinds ok[r * nkb + c], each tile's kind
+ * changed with probability 1/8 independently per head (so the heads differ), ascending ids,
+ * PyTorch's width. listed[(h * nqb + r) * nkb + c] receives what was listed. */
+static void corrupt(uint64_t seed, const config *cf, const int *ok, int32_t nqb, int32_t nkb,
+                    bmask *bad, int *listed)
+{
+    uint64_t st = seed * 104729 + 7;
+    fc_err err;
+    cr_assert_eq(bmask_alloc(bad, cf->qb, cf->kb, cf->s.lq, cf->s.lk, 1, 2, nkb, &err), FC_OK);
+    for (int32_t h = 0; h < 2; h++)
+        for (int32_t r = 0; r < nqb; r++) {
+            size_t row = bmask_row(bad, 0, h, r);
+            for (int32_t c = 0; c < nkb; c++) {
+                int k = ok[r * nkb + c];
+                if (rng_int(&st, 0, 7) == 0)
+                    k = rng_int(&st, 0, 2);
+                listed[((size_t)h * nqb + r) * nkb + c] = k;
+                if (k == 1)
+                    bmask_ids(bad, 0, row)[bad->kv_num_blocks[row]++] = c;
+                if (k == 2)
+                    bmask_ids(bad, 1, row)[bad->full_kv_num_blocks[row]++] = c;
+            }
+        }
+}
+
+/* The first pair of tile (r, c), rows then keys, that the oracle allows (want = 1) or not. */
+static void oracle_first_pair(const config *cf, int32_t r, int32_t c, int want, int32_t *tq,
+                              int32_t *tk)
+{
+    for (*tq = r * cf->qb; *tq < (r + 1) * cf->qb; ++*tq)
+        for (*tk = c * cf->kb; *tk < (c + 1) * cf->kb; ++*tk)
+            if (oracle_allowed(cf->m, &cf->s, *tq, *tk) == want)
+                return;
+    cr_assert_fail("%s: tile (%d, %d) has no pair with allowed = %d", cf->desc, r, c, want);
+}
+
+/* bmask_find_defects, bmask_check_sound and bmask_check_exact on a corrupted mask: counts,
+ * first tiles, first pairs and messages as the oracle, pair by pair, makes them. */
+static void check_checks(uint64_t seed, const config *cf, const int *ok, int32_t nqb,
+                         int32_t nkb)
+{
+    size_t n = (size_t)2 * nqb * nkb;
+    int *listed = malloc((n + 1) * sizeof(int));
+    cr_assert(listed);
+    bmask bad;
+    corrupt(seed, cf, ok, nqb, nkb, &bad, listed);
+    fc_err err;
+    cr_assert_eq(bmask_validate(&bad, &err), FC_OK, "%s: %s", cf->desc, err.msg);
+    bmask_defects want = {0}, got;
+    char sound[256] = "", exact[256] = "";
+    for (int32_t h = 0; h < 2; h++)
+        for (int32_t r = 0; r < nqb; r++)
+            for (int32_t c = 0; c < nkb; c++) {
+                int k = ok[r * nkb + c], l = listed[((size_t)h * nqb + r) * nkb + c];
+                bmask_tile t = {0, h, r, c};
+                int drop = l == 0 && k != 0, leak = l == 2 && k != 2;
+                if (drop && want.dropped++ == 0)
+                    want.first_dropped = t;
+                if (leak && want.leaked++ == 0)
+                    want.first_leaked = t;
+                want.wasted += l == 1 && k == 0;
+                if ((drop || leak) && !sound[0]) {
+                    int32_t tq, tk;
+                    oracle_first_pair(cf, r, c, drop, &tq, &tk);
+                    if (drop)
+                        snprintf(sound, sizeof sound, "row [0][%d][%d]: allowed pair (q %d, k "
+                                 "%d) lies in kv block %d, which is not listed", h, r, tq, tk, c);
+                    else
+                        snprintf(sound, sizeof sound, "row [0][%d][%d]: kv block %d is listed "
+                                 "full but pair (q %d, k %d) is not allowed", h, r, c, tq, tk);
+                }
+                if (l != k && !exact[0])
+                    snprintf(exact, sizeof exact, "row [0][%d][%d], kv block %d: listed %s, the "
+                             "mask makes it %s", h, r, c, kind_name[l], kind_name[k]);
+            }
+    cr_assert_eq(bmask_find_defects(&bad, cf->m, &cf->s, &got, &err), FC_OK, "%s", err.msg);
+    cr_assert(got.dropped == want.dropped && got.leaked == want.leaked &&
+                  got.wasted == want.wasted, "%s: defects %lld/%lld/%lld, oracle %lld/%lld/%lld",
+              cf->desc, (long long)got.dropped, (long long)got.leaked, (long long)got.wasted,
+              (long long)want.dropped, (long long)want.leaked, (long long)want.wasted);
+    cr_assert(!want.dropped || !memcmp(&got.first_dropped, &want.first_dropped, sizeof(bmask_tile)),
+              "%s: first dropped (%d, %d, %d)", cf->desc, got.first_dropped.h,
+              got.first_dropped.r, got.first_dropped.c);
+    cr_assert(!want.leaked || !memcmp(&got.first_leaked, &want.first_leaked, sizeof(bmask_tile)),
+              "%s: first leaked (%d, %d, %d)", cf->desc, got.first_leaked.h,
+              got.first_leaked.r, got.first_leaked.c);
+    fc_status st = bmask_check_sound(&bad, cf->m, &cf->s, &err);
+    cr_assert_eq(st, sound[0] ? FC_EFAIL : FC_OK, "%s: sound %d: %s", cf->desc, st, err.msg);
+    cr_assert(!sound[0] || strstr(err.msg, sound), "%s:\n got  %s\n want %s", cf->desc,
+              err.msg, sound);
+    st = bmask_check_exact(&bad, cf->m, &cf->s, &err);
+    cr_assert_eq(st, exact[0] ? FC_EFAIL : FC_OK, "%s: exact %d: %s", cf->desc, st, err.msg);
+    cr_assert(!exact[0] || !strcmp(err.msg, exact), "%s:\n got  %s\n want %s", cf->desc,
+              err.msg, exact);
+    bmask_free(&bad);
+    free(listed);
+}
+
 static void check_config(uint64_t seed)
 {
     config cf;
@@ -186,15 +290,21 @@ static void check_config(uint64_t seed)
     fc_err err;
     cr_assert_eq(bmask_build(&slow, BMASK_SLOW, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK, "%s: %s",
                  cf.desc, err.msg);
+    int *ok = malloc(((size_t)slow.nqb * slow.nkb + 1) * sizeof(int));
+    cr_assert(ok);
     for (int32_t r = 0; r < slow.nqb; r++)
         for (int32_t c = 0; c < slow.nkb; c++) {
-            int want = oracle_tile(cf.m, &cf.s, cf.qb, cf.kb, r, c);
+            int want = ok[r * slow.nkb + c] = oracle_tile(cf.m, &cf.s, cf.qb, cf.kb, r, c);
             cr_assert_eq(listed_kind(&slow, r, c), want, "%s: slow tile (%d, %d) is %d, oracle %d",
                          cf.desc, r, c, listed_kind(&slow, r, c), want);
         }
     expect_canonical(&slow, cf.desc);
+    check_checks(seed, &cf, ok, slow.nqb, slow.nkb);
+    free(ok);
     cr_assert_eq(bmask_build(&direct, BMASK_DIRECT, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK);
     cr_assert_eq(bmask_compare(&slow, &direct, &err), FC_OK, "%s: direct != slow: %s", cf.desc,
+                 err.msg);
+    cr_assert_eq(bmask_check_exact(&direct, cf.m, &cf.s, &err), FC_OK, "%s: %s", cf.desc,
                  err.msg);
     expect_canonical(&direct, cf.desc);
     expect_pytorch_shape(&direct, cf.desc);
