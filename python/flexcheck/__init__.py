@@ -17,6 +17,7 @@ from .fixtures import (
     bfloat16_to_float32,
     list_cases,
     read_case,
+    round_to,
     write_case,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "bfloat16_to_float32",
     "list_cases",
     "read_case",
+    "round_to",
     "write_case",
 ]

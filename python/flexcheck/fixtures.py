@@ -139,11 +139,17 @@ def _fmt_index(idx: Tuple[int, ...]) -> str:
     return "".join(f"[{i}]" for i in idx)
 
 
-def _round_to(a: np.ndarray, dtype: str) -> np.ndarray:
-    """a rounded to nearest even in dtype, in the type q/k/v are stored as: float16 for
-    float16 cases, float32 otherwise (bfloat16 values are float32 values with 16 zero bits).
-    float64 values bound for bfloat16 are rounded to float32 first."""
-    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by the caller
+def round_to(x, dtype: str) -> np.ndarray:
+    """Floating-point values x rounded to nearest even in dtype ("float32", "float16" or
+    "bfloat16"), in the type q/k/v are stored as: float16 for float16, float32 otherwise
+    (bfloat16 values as float32 values with 16 zero bits). float64 values bound for bfloat16
+    are rounded to float32 first. Values past the type's range become infinities."""
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"round_to: dtype {dtype!r}: must be float32, float16 or bfloat16")
+    a = np.asarray(x)
+    if a.dtype.kind != "f":
+        raise ValueError(f"round_to: dtype {a.dtype}: give floating-point values")
+    with np.errstate(over="ignore", invalid="ignore"):  # callers report overflow
         if dtype == "float16":
             return a.astype(np.float16)
         x32 = a.astype(np.float32)
@@ -157,24 +163,24 @@ def _input_values(a: np.ndarray, what: str, dtype: str, round: bool) -> np.ndarr
     representable in dtype: silently rounding an engine's inputs would make flexcheck judge
     a different attention call than the one the engine ran."""
     if a.dtype.kind != "f":
-        raise ValueError(f"{what}: dtype {a.dtype}: q, k and v must be floating point")
+        raise ValueError(f"{what}: dtype {a.dtype}: must be floating point")
     bad = ~np.isfinite(a)
     if bad.any():
         i = _first(bad)
         raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not finite "
                          f"(inputs must be finite)")
-    r = _round_to(a, dtype)
+    r = round_to(a, dtype)
+    bad = ~np.isfinite(r)
+    if bad.any():  # before exactness: a value past the type's range is not a rounding matter
+        i = _first(bad)
+        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} overflows {dtype}")
     if not round:
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore"):  # float16 data bound for bfloat16 can round past 65504
             bad = r.astype(a.dtype) != a
         if bad.any():
             i = _first(bad)
             raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not "
                              f"representable in {dtype} (round=True rounds to nearest even)")
-    bad = ~np.isfinite(r)
-    if bad.any():
-        i = _first(bad)
-        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} overflows {dtype}")
     return r
 
 
@@ -245,18 +251,17 @@ def _scale(scale, d: int) -> float:
 
 def _softcap(softcap, where: str) -> float:
     """The logit soft-cap c (docs/semantics.md section 7); 0.0 when off (None or 0). A cap must
-    be finite and > 0: tanh(s / c) of a negative, NaN or infinite c is not a cap."""
+    be one finite number > 0: tanh(s / c) of a negative, NaN or infinite c is not a cap. Numpy
+    and torch scalars count as numbers; arrays with elements, strings and booleans do not."""
     if softcap is None:
         return 0.0
-    if isinstance(softcap, bool):  # float(True) is 1.0: almost surely not the cap meant
+    a = None if isinstance(softcap, (str, bytes)) else np.asarray(softcap)  # "30": a number
+    if a is not None and a.dtype.kind == "b":  # float(True) is 1.0: almost surely not meant
         raise ValueError(f"{where}softcap = {softcap!r}: give the cap as a number (0 or None = "
                          f"off)")
-    try:
-        if isinstance(softcap, (str, bytes)):  # float("30") would parse: a number is meant
-            raise TypeError
-        c = float(softcap)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}softcap: {softcap!r} is not a number") from None
+    if a is None or a.ndim != 0 or a.dtype.kind not in "fiu":
+        raise ValueError(f"{where}softcap: {softcap!r} is not a number")
+    c = float(a)
     if c == 0.0:
         return 0.0
     if not (math.isfinite(c) and c > 0):
@@ -267,33 +272,15 @@ def _softcap(softcap, where: str) -> float:
 
 
 def _sinks(sinks, where: str, hq: int, round: bool) -> Optional[np.ndarray]:
-    """Per-head sink logits as stored: float32 [Hq], finite. Values must be float32 values
-    (float16 and bfloat16 ones are), as for q/k/v: the case must hold the logits the engine
-    used; round=True rounds float64 ones to nearest even."""
+    """Per-head sink logits as stored: float32 [Hq], finite, checked as q/k/v are
+    (_input_values): the case must hold the logits the engine used, so values must be float32
+    values (float16 and bfloat16 ones are); round=True rounds float64 ones to nearest even."""
     if sinks is None:
         return None
     a, _ = _as_array(sinks, f"{where}sinks")
-    if a.dtype.kind != "f":
-        raise ValueError(f"{where}sinks: dtype {a.dtype}: must be floating point (stored "
-                         f"float32)")
     if a.shape != (hq,):
         raise ValueError(f"{where}sinks: shape {list(a.shape)}: must be [Hq] = [{hq}]")
-    bad = ~np.isfinite(a)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}] is not finite")
-    with np.errstate(over="ignore"):
-        r = a.astype(np.float32)
-    bad = ~np.isfinite(r)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}] overflows float32")
-    if not round:
-        bad = r.astype(a.dtype) != a
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}] is not "
-                             f"representable in float32 (round=True rounds to nearest even)")
+    r = _input_values(a, f"{where}sinks", "float32", round)
     bad = np.abs(r) > MAX_SINK
     if bad.any():
         i = int(np.argmax(bad))
@@ -518,15 +505,24 @@ def _schema(f: h5py.File, path: str) -> str:
     return value
 
 
+def _stored_softcap(g: h5py.Group) -> Tuple[Optional[float], str]:
+    """The case attribute softcap as (value, its text for a message): value None when the
+    attribute is not one number (an integer or float of one element)."""
+    c = np.asarray(g.attrs["softcap"]).reshape(-1)
+    if c.size != 1 or c.dtype.kind not in "fiu":
+        return None, repr(c.tolist())
+    return float(c[0]), repr(c.tolist()[0])
+
+
 def _v1_term(g: h5py.Group) -> Optional[str]:
     """The score term a case holds, as `field = value` for a message, or None. softcap 0 is
     off (docs/fixtures.md), so not a term."""
     if "sinks" in g:
         return "sinks"
     if "softcap" in g.attrs:
-        c = np.asarray(g.attrs["softcap"]).reshape(-1)
-        if c.size != 1 or c.dtype.kind not in "fiu" or float(c[0]) != 0.0:
-            return f"softcap = {c.tolist()[0] if c.size == 1 else c.tolist()!r}"
+        cap, text = _stored_softcap(g)
+        if cap != 0.0:
+            return f"softcap = {text}"
     return None
 
 
@@ -909,10 +905,9 @@ def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
     where = f"{path}: /cases/{name}"
     cap = 0.0
     if "softcap" in g.attrs:
-        c = np.asarray(g.attrs["softcap"]).reshape(-1)
-        if c.size != 1 or c.dtype.kind not in "fiu":
-            raise ValueError(f"{where}: softcap: {c.tolist()!r}: must be one number")
-        cap = float(c[0])
+        cap, text = _stored_softcap(g)
+        if cap is None:
+            raise ValueError(f"{where}: softcap: {text}: must be one number")
         if not (math.isfinite(cap) and cap >= 0):
             raise ValueError(f"{where}: softcap = {cap!r}: must be finite and > 0 (0 = off)")
     sinks = None

@@ -54,7 +54,7 @@ import re
 import sys
 import time
 import warnings
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from .fixtures import DTYPES, add_tested, list_cases, read_case
 

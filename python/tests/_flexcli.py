@@ -1,19 +1,13 @@
-"""_flexcli.py - what the test modules share: the C command line as the tests reach it (the
-`flexbin` fixture, the binary make test builds, FLEXCHECK_BIN, and run()) and snapshot()."""
+"""_flexcli.py - the C command line as the test modules reach it: BIN (FLEXCHECK_BIN, the binary
+make test builds), needs_bin (skip without it), run() / flexcheck() and snapshot(). The `flexbin`
+fixture is conftest.py's."""
 import os
 import subprocess
 
 import pytest
 
-
-@pytest.fixture
-def flexbin():
-    path = os.environ.get("FLEXCHECK_BIN")
-    if not path:
-        pytest.skip("FLEXCHECK_BIN is not set (make python-tests sets it)")
-    path = os.path.abspath(path)
-    assert os.access(path, os.X_OK), f"FLEXCHECK_BIN={path} is not an executable"
-    return path
+BIN = os.environ.get("FLEXCHECK_BIN")
+needs_bin = pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make test sets it)")
 
 
 def run(flexbin, *args):
@@ -22,6 +16,11 @@ def run(flexbin, *args):
     p = subprocess.run([flexbin, *map(str, args)], capture_output=True, text=True, env=env,
                        timeout=300)
     return p.returncode, p.stdout, p.stderr
+
+
+def flexcheck(*args):
+    """run() of BIN, for modules marked needs_bin."""
+    return run(BIN, *args)
 
 
 def snapshot(folder):

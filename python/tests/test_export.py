@@ -7,22 +7,15 @@ itself before judging it.
 """
 import glob
 import os
-import subprocess
 
 import h5py
 import numpy as np
 import pytest
 
 from flexcheck import add_tested, list_cases, read_case
+from _flexcli import flexcheck as run, needs_bin
 
-BIN = os.environ.get("FLEXCHECK_BIN")
-pytestmark = pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make test sets it)")
-
-
-def run(*args):
-    r = subprocess.run([BIN, *args], capture_output=True, text=True,
-                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
-    return r.returncode, r.stdout, r.stderr
+pytestmark = needs_bin
 
 
 def export(tmp_path, name, *args):

@@ -11,22 +11,13 @@ previous layer's block mask (stale shared metadata); a decode step aligned top-l
 
 Runs only with FLEXCHECK_BIN set (the make target sets it to the built binary).
 """
-import os
-import subprocess
 
 import numpy as np
-import pytest
 
 from flexcheck import add_tested, write_case
+from _flexcli import flexcheck as run, needs_bin
 
-BIN = os.environ.get("FLEXCHECK_BIN")
-pytestmark = pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make test sets it)")
-
-
-def run(*args):
-    r = subprocess.run([BIN, *args], capture_output=True, text=True,
-                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
-    return r.returncode, r.stdout, r.stderr
+pytestmark = needs_bin
 
 
 def inputs(rng, b, hq, hkv, lq, lk, d):

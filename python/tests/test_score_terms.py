@@ -15,12 +15,15 @@ Run: PYTHONPATH=python python3 -m pytest python/tests/test_score_terms.py
 """
 import os
 import re
+import subprocess
+import sys
 
 import h5py
 import numpy as np
 import pytest
 
 from flexcheck import SCHEMA, SCHEMA_TERMS, add_tested, list_cases, read_case, write_case
+from _flexcli import run, snapshot
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SETS = os.path.join(REPO, "fixtures", "sets")
@@ -75,6 +78,7 @@ def test_both_terms_round_trip(h5):
 
 
 @pytest.mark.parametrize("kw", [dict(softcap=2), dict(softcap=np.float32(0.5)), dict(softcap=1e6),
+                                dict(softcap=np.array(30.0)), dict(softcap=np.int64(7)),
                                 dict(sinks=[1e4, -1e4, 0.0, 1.0]),
                                 dict(sinks=[1.0, 2.0, -3.5, 0.0])])
 def test_either_term_alone_makes_version_2(h5, kw):
@@ -184,6 +188,11 @@ WRITE_REFUSALS = [
     ("softcap huge", dict(softcap=2e6), r"softcap = 2000000\.0: the reader takes at most 1e\+06"),
     ("softcap bool", dict(softcap=True), r"softcap = True: give the cap as a number"),
     ("softcap list", dict(softcap=[30.0]), r"softcap: \[30\.0\] is not a number"),
+    ("softcap numpy bool", dict(softcap=np.True_), r"softcap = (np\.)?True_?: give the cap as a "
+                                                   r"number"),
+    ("softcap 1-element array", dict(softcap=np.array([30.0])),
+     r"softcap: array\(\[30\.\]\) is not a number"),
+    ("softcap bytes", dict(softcap=b"30"), r"softcap: b'30' is not a number"),
     ("sinks short", dict(sinks=SINKS[:3]), r"sinks: shape \[3\]: must be \[Hq\] = \[4\]"),
     ("sinks long", dict(sinks=np.zeros(8, np.float32)), r"sinks: shape \[8\]: must be \[Hq\]"),
     ("sinks 2-d", dict(sinks=SINKS[None]), r"sinks: shape \[1, 4\]: must be \[Hq\] = \[4\]"),
@@ -352,8 +361,6 @@ def test_torch_sinks_and_cap(h5):
 
 # ---- the C side (FLEXCHECK_BIN, set by make test) ----
 
-from _flexcli import flexbin, run, snapshot  # noqa: E402,F401 (the fixture, the runner)
-
 
 def check(flexbin, path, expect_rc, *extra):
     rc, out, err = run(flexbin, "check", *extra, path)
@@ -447,3 +454,49 @@ def test_oracle_agrees_with_the_committed_term_sets(flexbin, name, cases):
     terms = [read_case(path, c) for c in list_cases(path)]
     assert all(c.softcap > 0 for c in terms) if name.startswith("torch") else \
         all(c.sinks is not None for c in terms)
+
+
+# The stack sets/sinks-hf.h5 was written with: Debian 12's HDF5 (and numpy), which make test
+# uses. Another HDF5 lays the same data out differently, another numpy's float64 exp and sums
+# differ in the last bits of out and lse.
+SINKS_SET_HDF5 = "1.10.8"
+
+
+def h5_items(path):
+    """{object path: array} of every dataset and attribute ("path@name") of a file."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            for k, v in obj.attrs.items():
+                out[f"{name}@{k}"] = np.asarray(v)
+            if isinstance(obj, h5py.Dataset):
+                out[name] = obj[()]
+        visit("/", f)
+        f.visititems(visit)
+    return out
+
+
+def test_the_sinks_set_is_reproduced(tmp_path):
+    """make_sinks_set.py's claim: the committed file is what it writes (the package's round_to
+    and write_case included), so the set can be rebuilt and reviewed. Under the stack it was
+    written with, byte for byte; elsewhere every input and attribute bit for bit and the
+    float64 out and lse to 1e-12 of each dataset's largest magnitude."""
+    out = tmp_path / "sinks.h5"
+    committed = os.path.join(SETS, "sinks-hf.h5")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), PYTHONDONTWRITEBYTECODE="1")
+    p = subprocess.run([sys.executable, os.path.join(REPO, "fixtures", "hf", "make_sinks_set.py"),
+                        str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    if h5py.version.hdf5_version == SINKS_SET_HDF5:
+        with open(out, "rb") as a, open(committed, "rb") as b:
+            assert a.read() == b.read()
+    got, want = h5_items(out), h5_items(committed)
+    assert sorted(got) == sorted(want)
+    for name, w in want.items():
+        g = got[name]
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), name
+        if name.endswith(("/out", "/lse")):
+            scale = float(np.max(np.abs(w))) if w.size else 0.0
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-12 * scale, err_msg=name)
+        else:
+            assert g.tobytes() == w.tobytes(), name
