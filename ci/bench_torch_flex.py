@@ -91,14 +91,32 @@ FLEXCHECK_LINE = re.compile(r"^\s+(.+?)\s+kernel (\d+):\s+([0-9.]+) ms")
 
 
 def read_flexcheck(path):
-    """{shape name: {kernel: ms}} from a `flexcheck bench kernel` output."""
+    """{shape name: {kernel: ms}} from a `flexcheck bench kernel` output; exits with one line
+    naming the file when it cannot be read."""
     out = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            m = FLEXCHECK_LINE.match(line)
-            if m:
-                out.setdefault(m.group(1), {})[int(m.group(2))] = float(m.group(3))
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                m = FLEXCHECK_LINE.match(line)
+                if m:
+                    out.setdefault(m.group(1), {})[int(m.group(2))] = float(m.group(3))
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit(f"bench_torch_flex.py: --flexcheck {path}: {getattr(e, 'strerror', None) or e}")
     return out
+
+
+def warn_unmatched(specs, benches, shapes):
+    """A line on stderr for each --flexcheck file that gives no ratio: no kernel line at all
+    (a failed or timed-out bench), or only shapes this run does not time (another --device)."""
+    names = {s[0] for s in shapes}
+    for spec, (label, found) in zip(specs or (), benches):
+        if not found:
+            print(f"bench_torch_flex.py: warning: --flexcheck {spec}: no `flexcheck bench kernel` "
+                  f"line (no ratio for it)", file=sys.stderr)
+        elif not names & set(found):
+            print(f"bench_torch_flex.py: warning: --flexcheck {spec}: its shapes "
+                  f"({', '.join(sorted(found))}) are not this run's (no ratio for it)",
+                  file=sys.stderr)
 
 
 def read_benches(specs):
@@ -162,6 +180,7 @@ def main(argv=None):
     else:
         print(f"cpu, {torch.get_num_threads()} threads")
         shapes, reps, dims = CPU_SHAPES, a.reps or 5, dict(h=2, d=64)
+    warn_unmatched(a.flexcheck, ours, shapes)
     print(f"LSE requested with {'return_aux=AuxRequest(lse=True)' if has_return_aux() else 'return_lse=True'}")
     for shape in shapes:
         bench(compiled, timer, *shape, device=a.device, reps=reps, ours=ours, **dims)
