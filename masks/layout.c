@@ -103,30 +103,40 @@ typedef struct layout_def {
     double query_pre_attn_scalar;
 } layout_def;
 
-/* Table rows name their leading fields in order and leave the rest zero. */
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
+/* Designated fields: a row names what it sets, the rest is zero. */
 static const layout_def defs[] = {
-    {{"modernbert", "Alibaba-NLP/gte-reranker-modernbert-base (local_attention 128)", 22},
-     FAM_MODERNBERT, 128},
-    {{"modernbert-legacy", "the same, older vLLM window (|d| < 64)", 22},
-     FAM_MODERNBERT_LEGACY, 128},
-    {{"embeddinggemma", "google/embeddinggemma-300m (sliding_window 512)", 24},
-     FAM_EMBEDDINGGEMMA, 512},
-    {{"gemma2", "google/gemma-2-2b (sliding_window 4096, softcap 50, query_pre_attn_scalar 256)",
-      26}, FAM_GEMMA2, 4096, 50.0, 256.0},
-    {{"gemma2-9b", "google/gemma-2-9b (sliding_window 4096, softcap 50, query_pre_attn_scalar "
-      "256)", 42}, FAM_GEMMA2, 4096, 50.0, 256.0},
-    {{"gemma2-27b", "google/gemma-2-27b (sliding_window 4096, softcap 50, query_pre_attn_scalar "
-      "144)", 46}, FAM_GEMMA2, 4096, 50.0, 144.0},
-    {{"gemma3", "google/gemma-3-1b-it (sliding_window 512)", 26}, FAM_GEMMA3, 512},
-    {{"gemma3-270m", "google/gemma-3-270m (sliding_window 512)", 18}, FAM_GEMMA3, 512},
-    {{"gemma3-4b", "google/gemma-3-4b-it (sliding_window 1024)", 34}, FAM_GEMMA3, 1024},
-    {{"llama4", "meta-llama/Llama-4-Scout-17B-16E (attention_chunk_size 8192)", 48},
-     FAM_LLAMA4, 8192},
-    {{"mistral", "mistralai/Mistral-7B-v0.1 (sliding_window 4096)", 32}, FAM_MISTRAL, 4096},
-    {{"gpt-oss-20b", "openai/gpt-oss-20b (sliding_window 128, sinks)", 24}, FAM_GPT_OSS, 128},
-    {{"gpt-oss-120b", "openai/gpt-oss-120b (sliding_window 128, sinks)", 36}, FAM_GPT_OSS, 128},
+    {.info = {"modernbert", "Alibaba-NLP/gte-reranker-modernbert-base (local_attention 128)", 22},
+     .fam = FAM_MODERNBERT, .config_value = 128},
+    {.info = {"modernbert-legacy", "the same, older vLLM window (|d| < 64)", 22},
+     .fam = FAM_MODERNBERT_LEGACY, .config_value = 128},
+    {.info = {"embeddinggemma", "google/embeddinggemma-300m (sliding_window 512)", 24},
+     .fam = FAM_EMBEDDINGGEMMA, .config_value = 512},
+    {.info = {"gemma2", "google/gemma-2-2b (sliding_window 4096, softcap 50, "
+              "query_pre_attn_scalar 256)", 26},
+     .fam = FAM_GEMMA2, .config_value = 4096, .attn_logit_softcapping = 50.0,
+     .query_pre_attn_scalar = 256.0},
+    {.info = {"gemma2-9b", "google/gemma-2-9b (sliding_window 4096, softcap 50, "
+              "query_pre_attn_scalar 256)", 42},
+     .fam = FAM_GEMMA2, .config_value = 4096, .attn_logit_softcapping = 50.0,
+     .query_pre_attn_scalar = 256.0},
+    {.info = {"gemma2-27b", "google/gemma-2-27b (sliding_window 4096, softcap 50, "
+              "query_pre_attn_scalar 144)", 46},
+     .fam = FAM_GEMMA2, .config_value = 4096, .attn_logit_softcapping = 50.0,
+     .query_pre_attn_scalar = 144.0},
+    {.info = {"gemma3", "google/gemma-3-1b-it (sliding_window 512)", 26},
+     .fam = FAM_GEMMA3, .config_value = 512},
+    {.info = {"gemma3-270m", "google/gemma-3-270m (sliding_window 512)", 18},
+     .fam = FAM_GEMMA3, .config_value = 512},
+    {.info = {"gemma3-4b", "google/gemma-3-4b-it (sliding_window 1024)", 34},
+     .fam = FAM_GEMMA3, .config_value = 1024},
+    {.info = {"llama4", "meta-llama/Llama-4-Scout-17B-16E (attention_chunk_size 8192)", 48},
+     .fam = FAM_LLAMA4, .config_value = 8192},
+    {.info = {"mistral", "mistralai/Mistral-7B-v0.1 (sliding_window 4096)", 32},
+     .fam = FAM_MISTRAL, .config_value = 4096},
+    {.info = {"gpt-oss-20b", "openai/gpt-oss-20b (sliding_window 128, sinks)", 24},
+     .fam = FAM_GPT_OSS, .config_value = 128},
+    {.info = {"gpt-oss-120b", "openai/gpt-oss-120b (sliding_window 128, sinks)", 36},
+     .fam = FAM_GPT_OSS, .config_value = 128},
 };
 #define NDEFS ((int)(sizeof defs / sizeof defs[0]))
 
@@ -149,7 +159,8 @@ static layout_layer layer_of(const layout_def *d, int32_t cv, int32_t i)
     case FAM_MODERNBERT:
     case FAM_MODERNBERT_LEGACY:
         l.global = i % 3 == 0;
-        l.mask.sliding_window = l.global ? 0 : layout_modernbert_window(cv, fam == FAM_MODERNBERT_LEGACY);
+        l.mask.sliding_window =
+            l.global ? 0 : layout_modernbert_window(cv, fam == FAM_MODERNBERT_LEGACY);
         break;
     case FAM_EMBEDDINGGEMMA:
         l.global = (i + 1) % 6 == 0;

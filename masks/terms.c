@@ -45,7 +45,8 @@ static void format(char *buf, size_t cap, double softcap, int sinks, double lo, 
     if (!cap)
         return;
     buf[0] = 0;
-    const score_term_info *sc = &score_term_table[TERM_SOFTCAP], *sk = &score_term_table[TERM_SINKS];
+    const score_term_info *sc = &score_term_table[TERM_SOFTCAP];
+    const score_term_info *sk = &score_term_table[TERM_SINKS];
     char a[64] = "", b[96] = "";
     switch (style) {
     case MASK_TEXT_LABEL_EQ:
