@@ -175,11 +175,20 @@ static void qtile_first_pair(const qtile *q, int32_t kb, int32_t c, int want_all
     }
 }
 
+/* The mask's lengths must be the case's. The block sizes and grid are bmask_validate's to
+ * check, but qtile's arrays are sized by them, so a caller that skipped it gets FC_EINVAL
+ * here rather than writes out of bounds. */
 static fc_status check_lengths(const bmask *bm, const seq_info *s, fc_err *err)
 {
     if (bm->lq != s->lq || bm->lk != s->lk)
         return fc_errf(err, FC_EINVAL, "block mask built for lengths (%d, %d), case has (%d, %d)",
                        (int)bm->lq, (int)bm->lk, (int)s->lq, (int)s->lk);
+    if (!bmask_block_size_ok(bm->q_block_size) || !bmask_block_size_ok(bm->kv_block_size) ||
+        bm->nqb != bmask_nblocks(bm->lq, bm->q_block_size) ||
+        bm->nkb != bmask_nblocks(bm->lk, bm->kv_block_size))
+        return fc_errf(err, FC_EINVAL, "block mask of %d x %d blocks of %dx%d does not fit lengths "
+                       "(%d, %d): not validated", (int)bm->nqb, (int)bm->nkb,
+                       (int)bm->q_block_size, (int)bm->kv_block_size, (int)bm->lq, (int)bm->lk);
     return FC_OK;
 }
 

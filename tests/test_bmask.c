@@ -520,6 +520,29 @@ Test(validation, rejects_out_of_range_duplicate_ids_and_counts_above_width)
     seq_free(&s);
 }
 
+/* The checks size their scratch by the block sizes and grid: a mask that was never validated
+ * gets FC_EINVAL from each, never a write past them. */
+Test(validation, checks_refuse_an_unvalidated_grid)
+{
+    seq_info s;
+    fc_err err;
+    bmask bm = causal_mask(&s);
+    mask_params m = {.causal = 1};
+    bmask_defects d;
+    int32_t qb = bm.q_block_size, nkb = bm.nkb;
+    bm.q_block_size = 512; /* past BMASK_MAX_BLOCK, the size of a query tile's row scratch */
+    cr_expect_eq(bmask_check_sound(&bm, m, &s, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "not validated"), "%s", err.msg);
+    bm.q_block_size = qb;
+    bm.nkb = nkb - 1; /* a grid narrower than lk needs */
+    cr_expect_eq(bmask_find_defects(&bm, m, &s, &d, &err), FC_EINVAL);
+    cr_expect_eq(bmask_check_exact(&bm, m, &s, &err), FC_EINVAL);
+    bm.nkb = nkb;
+    cr_expect_eq(bmask_check_exact(&bm, m, &s, &err), FC_OK, "%s", err.msg);
+    bmask_free(&bm);
+    seq_free(&s);
+}
+
 Test(compare, names_the_first_differing_row_and_block)
 {
     seq_info s;
