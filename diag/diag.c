@@ -184,16 +184,19 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     size_t lk = (size_t)p->seq.lk, d = (size_t)p->d, dv = (size_t)p->dv;
     a->keys(a, &k, e->hkeys);
     int32_t hk = a->kv_head(p, k.h);
+    double sink_count = a->sink_count_of ? a->sink_count_of(a, &k) : a->sink_count;
     /* The truth's own computation cannot explain a row that fails against the truth. */
     if (memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
         hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 && a->round_scores == FC_F32 &&
-        a->softcap == p->terms.softcap && a->sink_mul == 1.0 && a->sink_count == 1.0)
+        a->softcap == p->terms.softcap && a->sink_mul == 1.0 && sink_count == 1.0 &&
+        a->sink_value == 0.0)
         return 0;
     size_t kv = ((size_t)k.b * (size_t)p->hkv + (size_t)hk) * lk;
     const float *kk = lk ? jc->k + kv * d : NULL, *vv = lk ? jc->v + kv * dv : NULL;
     double lse;
     ref_row_rule rule = {a->scale, a->round_scores, a->softcap,
-                         terms_sink(&p->terms, k.h) * a->sink_mul, a->sink_count};
+                         terms_sink(&p->terms, k.h) * a->sink_mul, sink_count, a->masked_score,
+                         a->sink_value};
     if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in, e->hkeys,
                     e->oref, &lse, err))
         return -1;

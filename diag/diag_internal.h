@@ -24,7 +24,8 @@ typedef struct diag_key {
 typedef struct diag_alt diag_alt;
 
 /* Fills allowed[0, Lk) (Lk = p->seq.lk, the keys of one kv head of one batch entry): 1 for
- * each key the row uses under the alternative. */
+ * each key the row uses under the alternative, 2 for a masked key it uses with the
+ * alternative's masked_score (ref_key_fn), 0 for the others. */
 typedef void (*diag_keys_fn)(const diag_alt *a, const diag_key *k, uint8_t *allowed);
 /* The kv head query head h reads. */
 typedef int32_t (*diag_kv_fn)(const attn_problem *p, int32_t h);
@@ -42,6 +43,10 @@ struct diag_alt {
     double softcap;    /* the soft-cap applied (0 off) */
     double sink_mul;   /* the sink used is the head's sink times this */
     double sink_count; /* and it enters the softmax's sum this many times (ref_row_rule) */
+    /* or, when set, as many times as this says for the row (e.g. once per kv tile visited) */
+    double (*sink_count_of)(const diag_alt *a, const diag_key *k);
+    double masked_score; /* the score of the keys `keys` marks 2 */
+    double sink_value;   /* every element of the sink's value vector (0: none, the truth) */
     diag_keys_fn keys; /* default diag_keys_mask */
     int32_t cu[4];     /* storage for a made-up view: cu_q = cu, cu_k = cu + 2 */
 };

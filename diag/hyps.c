@@ -101,6 +101,40 @@ static void keys_partial_as_full(const diag_alt *a, const diag_key *k, uint8_t *
     keys_blocks(a, k, allowed, 1);
 }
 
+/* The row's listed kv tiles, partial and full: the tiles a kernel visits for it. */
+static int32_t tiles_visited(const diag_key *k)
+{
+    const bmask *bm = k->in->bm;
+    size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
+    return bm->kv_num_blocks[row] + bm->full_kv_num_blocks[row];
+}
+
+/* The truth's keys, and 2 (the alternative's masked_score) for every masked key a kernel
+ * visits: those of the row's listed tiles with the producer's block mask, else those of the
+ * row's sequence (a dense kernel). Keys past Lk never. */
+static void keys_masked_filled(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    const bmask *bm = k->in->bm;
+    diag_keys_mask(a, k, allowed);
+    if (!bm) {
+        for (int32_t tk = k->row.k0; tk < k->row.k1; tk++)
+            allowed[tk] = allowed[tk] ? 1 : 2;
+        return;
+    }
+    int32_t lk = k->p->seq.lk, kb = bm->kv_block_size;
+    size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
+    for (int full = 0; full < 2; full++) {
+        const int32_t *num = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
+        const int32_t *ids = bmask_ids(bm, full, row);
+        for (int32_t s = 0; s < num[row]; s++) {
+            int64_t t0 = (int64_t)ids[s] * kb;
+            int64_t t1 = t0 + kb < lk ? t0 + kb : lk;
+            for (int64_t tk = t0; tk < t1; tk++)
+                allowed[tk] = allowed[tk] ? 1 : 2;
+        }
+    }
+}
+
 /* GQA with the heads dealt round-robin (h % Hkv) instead of in groups. */
 static int32_t kv_modulo(const attn_problem *p, int32_t h)
 {
@@ -281,6 +315,24 @@ static int softcap_missing(const diag_in *in, diag_alt *a)
     return 1;
 }
 
+/* The soft-cap applied after the mask's -inf fill, as a score_mod run after mask_mod would:
+ * every masked key the kernel visits scores c * tanh(-inf / c) = -c instead of dropping out. It
+ * shows where allowed scores come near -c (a low cap, or scores well below the row's max).
+ * Modelled: a kernel visiting every listed tile of the row's query tile. One that skips a tile
+ * where the row has no allowed key matches on the rows whose listed tiles all hold one; keys
+ * past Lk that a kernel fills too (the padding of a ragged last tile) are not modelled. */
+static int softcap_after_fill(const diag_in *in, diag_alt *a)
+{
+    double c = in->jc->prob->terms.softcap;
+    if (!(c > 0))
+        return 0;
+    a->keys = keys_masked_filled;
+    a->masked_score = -c;
+    fc_fmt(a->title, sizeof a->title, "soft-cap applied after the mask's -inf fill (masked keys "
+           "of the %s score -%g)", in->bm ? "listed tiles" : "sequence", c);
+    return 1;
+}
+
 /* The sinks left out of the softmax. */
 static int sink_missing(const diag_in *in, diag_alt *a)
 {
@@ -300,6 +352,38 @@ static int sink_twice(const diag_in *in, diag_alt *a)
         return 0;
     a->sink_count = 2;
     fc_fmt(a->title, sizeof a->title, "sink counted twice in the softmax's sum");
+    return 1;
+}
+
+static double sink_count_per_tile(const diag_alt *a, const diag_key *k)
+{
+    return 1.0 + (double)tiles_visited(k);
+}
+
+/* The sink's term added again at every kv tile the kernel visits (in the online softmax's
+ * tile step as well as at its start), so a row's sum holds it once plus once per tile its
+ * query tile lists. Needs the producer's block mask to count them. */
+static int sink_per_tile(const diag_in *in, diag_alt *a)
+{
+    if (!in->jc->prob->terms.sinks || !in->bm)
+        return 0;
+    a->sink_count_of = sink_count_per_tile;
+    fc_fmt(a->title, sizeof a->title, "sink counted again in every kv tile visited (1 + the "
+           "row's listed tiles of %dx%d)", (int)in->bm->q_block_size,
+           (int)in->bm->kv_block_size);
+    return 1;
+}
+
+/* The sink treated as a key with a value: its share of the softmax added to every output
+ * element, as if its value vector were all ones (e.g. the accumulator started at the sink's
+ * weight instead of 0). */
+static int sink_valued(const diag_in *in, diag_alt *a)
+{
+    if (!in->jc->prob->terms.sinks)
+        return 0;
+    a->sink_value = 1.0;
+    fc_fmt(a->title, sizeof a->title, "sink given a value (its share of the softmax added to "
+           "every output element, a value vector of ones)");
     return 1;
 }
 
@@ -385,8 +469,11 @@ const diag_hyp diag_hyps[] = {
     {"scale-default", scale_default},
     {"scale-squared", scale_squared},
     {"softcap-missing", softcap_missing},
+    {"softcap-after-fill", softcap_after_fill},
     {"sink-missing", sink_missing},
     {"sink-twice", sink_twice},
+    {"sink-per-tile", sink_per_tile},
+    {"sink-valued", sink_valued},
     {"sink-scaled", sink_scaled},
     {"gqa-modulo", gqa_modulo},
     {"packed-ignored", packed_ignored},

@@ -60,8 +60,10 @@ fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *
 fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
                            const float *v, float *o, float *lse, fc_err *err);
 
-/* Which keys one row may use, for ref_row_f64: 1 iff key tk (an index into the kv head's
- * key axis) counts. */
+/* Which keys one row may use, for ref_row_f64, key tk being an index into the kv head's key
+ * axis: 0 it does not count, 1 it counts with its score, 2 it counts with the rule's
+ * masked_score (a masked key a kernel visits and fills wrongly: diag/'s alternatives; the
+ * truth never answers 2). */
 typedef int (*ref_key_fn)(void *ctx, int32_t tk);
 
 /* How ref_row_f64 forms and weighs one row's scores: the problem's rule for head h
@@ -74,6 +76,10 @@ typedef struct ref_row_rule {
     double softcap;        /* c > 0: s -> c * tanh(s / c); 0 off */
     double sink;           /* the head's sink logit; -inf: no sink */
     double sink_count;     /* how many times the sink's term enters the sum: 1 (the truth) */
+    double masked_score;   /* the score of keys the predicate answers 2 for, in place of q.k
+                            * (finite); unused by the truth (0 there) */
+    double sink_value;     /* every element of the sink's value vector: 0 (the truth: the
+                            * sink weighs in the sum only) or what a kernel gave it */
 } ref_row_rule;
 
 /* The problem's own rule for query head h: its scale, scores in double, its soft-cap, the
@@ -96,8 +102,8 @@ ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h);
  * score terms included). Two passes over the keys (the maximum, then the sums), no scratch,
  * no BLAS: O(lk * (D + Dv)) per row, single-threaded.
  * FC_EINVAL (and a message) for D or Dv < 1, lk < 0, a scale that is not finite and > 0, a
- * soft-cap that is not finite and >= 0, a NaN or +inf sink, a NULL rule or predicate, or a
- * NULL array with elements. */
+ * soft-cap that is not finite and >= 0, a NaN or +inf sink, a masked_score or sink_value
+ * that is not finite, a NULL rule or predicate, or a NULL array with elements. */
 fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
                       int32_t dv, const ref_row_rule *rule, ref_key_fn allowed, void *ctx,
                       double *o, double *lse, fc_err *err);

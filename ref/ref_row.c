@@ -12,12 +12,16 @@
 
 ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h)
 {
-    ref_row_rule r = {p->scale, FC_F32, p->terms.softcap, terms_sink(&p->terms, h), 1.0};
+    ref_row_rule r = {p->scale, FC_F32, p->terms.softcap, terms_sink(&p->terms, h), 1.0, 0.0,
+                      0.0};
     return r;
 }
 
-static double score(const float *q, const float *k, int32_t d, const ref_row_rule *r)
+/* Key j's score under the rule; kind is the predicate's answer for it (1 or 2). */
+static double score(const float *q, const float *k, int32_t d, const ref_row_rule *r, int kind)
 {
+    if (kind == 2)
+        return r->masked_score;
     double acc = 0.0;
     for (int32_t x = 0; x < d; x++)
         acc += (double)q[x] * (double)k[x];
@@ -45,33 +49,45 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
     if (isnan(rule->sink) || rule->sink == INFINITY || !(rule->sink_count >= 0))
         return fc_errf(err, FC_EINVAL, "reference row: sink = %g counted %g times", rule->sink,
                        rule->sink_count);
+    if (!isfinite(rule->masked_score) || !isfinite(rule->sink_value))
+        return fc_errf(err, FC_EINVAL, "reference row: masked_score = %g, sink_value = %g",
+                       rule->masked_score, rule->sink_value);
     size_t ud = (size_t)d, udv = (size_t)dv;
     /* Pass 1: the largest allowed score. */
     double mx = -INFINITY;
     int any = 0;
     for (int32_t j = 0; j < lk; j++) {
-        if (!allowed(ctx, j))
+        int kind = allowed(ctx, j);
+        if (!kind)
             continue;
-        double s = score(q, k + (size_t)j * ud, d, rule);
+        double s = score(q, k + (size_t)j * ud, d, rule, kind);
         if (s > mx) /* a NaN score is skipped here and poisons the sum below, as in ref_f64.c */
             mx = s;
         any = 1;
     }
     memset(o, 0, udv * sizeof *o);
+    int sink = rule->sink_count > 0 && rule->sink > -INFINITY;
     if (!any) {
-        if (lse) /* the sink alone: its LSE (log of count e^sink), -inf without a sink */
+        /* the sink alone: all the mass, so o is its value; its LSE (log of count e^sink),
+         * -inf without a sink */
+        for (size_t x = 0; sink && x < udv; x++)
+            o[x] = rule->sink_value;
+        if (lse)
             *lse = rule->sink_count > 0 ? rule->sink + log(rule->sink_count) : -INFINITY;
         return FC_OK;
     }
     if (rule->sink > mx)
         mx = rule->sink;
     /* Pass 2: the same scores again (the same sums, so the same bits), shifted by the max;
-     * the sink's term joins the sum with no value. */
+     * the sink's term joins the sum, and the output only with a sink_value (0: the truth). */
     double sum = rule->sink_count * exp(rule->sink - mx);
+    for (size_t x = 0; rule->sink_value != 0 && x < udv; x++)
+        o[x] = sum * rule->sink_value;
     for (int32_t j = 0; j < lk; j++) {
-        if (!allowed(ctx, j))
+        int kind = allowed(ctx, j);
+        if (!kind)
             continue;
-        double e = exp(score(q, k + (size_t)j * ud, d, rule) - mx);
+        double e = exp(score(q, k + (size_t)j * ud, d, rule, kind) - mx);
         sum += e;
         const float *vj = v + (size_t)j * udv;
         for (size_t x = 0; x < udv; x++)

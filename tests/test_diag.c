@@ -364,22 +364,124 @@ static void brute(const tcase *c, pred_fn pred, int kv_mod, fc_dtype round_to, d
     free(s);
 }
 
+/* A kernel that soft-caps after the mask's -inf fill: in the tiles it visits (those holding an
+ * allowed pair of the row's 16 x 16 query tile, found by brute force), a masked key scores
+ * c tanh(-inf) = -c, an allowed one c tanh(s / c); the other tiles are not visited. */
+static void brute_capped_fill(const tcase *c, double *o, double *lse)
+{
+    const attn_problem *p = &c->p;
+    int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
+    double cap = p->terms.softcap, *s = dalloc((size_t)lk);
+    for (int32_t h = 0; h < p->hq; h++)
+        for (int32_t tq = 0; tq < lq; tq++) {
+            size_t row = row_of(c, 0, h, tq);
+            int32_t hk = h / (p->hq / p->hkv);
+            const float *kk = c->k + (size_t)hk * lk * d, *vv = c->v + (size_t)hk * lk * dv;
+            double mx = -INFINITY, sum = 0;
+            for (int32_t j = 0; j < lk; j++) {
+                int visited = 0;
+                for (int32_t a = tq / 16 * 16; a < tq / 16 * 16 + 16 && a < lq && !visited; a++)
+                    for (int32_t x = j / 16 * 16; x < j / 16 * 16 + 16 && x < lk && !visited; x++)
+                        visited = pred_truth(c, a, x);
+                s[j] = -INFINITY;
+                if (!visited)
+                    continue;
+                double dot = 0;
+                for (int32_t x = 0; x < d; x++)
+                    dot += (double)c->q[row * d + x] * kk[(size_t)j * d + x];
+                s[j] = pred_truth(c, tq, j) ? cap * tanh(p->scale * dot / cap) : -cap;
+                mx = fmax(mx, s[j]);
+            }
+            for (int32_t j = 0; j < lk; j++)
+                if (s[j] > -INFINITY)
+                    sum += exp(s[j] - mx);
+            for (int32_t x = 0; x < dv; x++) {
+                o[row * dv + x] = 0;
+                for (int32_t j = 0; j < lk; j++)
+                    if (s[j] > -INFINITY)
+                        o[row * dv + x] += exp(s[j] - mx) / sum * vv[(size_t)j * dv + x];
+            }
+            lse[row] = mx + log(sum);
+        }
+    free(s);
+}
+
+/* A kernel that gives the sink a value vector of ones: the sink's weight in the softmax is
+ * added to every output element (the spec's sink has no value). No soft-cap in its case. */
+static void brute_sink_valued(const tcase *c, double *o, double *lse)
+{
+    const attn_problem *p = &c->p;
+    int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
+    double *s = dalloc((size_t)lk);
+    for (int32_t h = 0; h < p->hq; h++)
+        for (int32_t tq = 0; tq < lq; tq++) {
+            size_t row = row_of(c, 0, h, tq);
+            int32_t hk = h / (p->hq / p->hkv);
+            const float *kk = c->k + (size_t)hk * lk * d, *vv = c->v + (size_t)hk * lk * dv;
+            double sink = c->sinks[h], mx = sink;
+            for (int32_t j = 0; j < lk; j++) {
+                s[j] = -INFINITY;
+                if (!pred_truth(c, tq, j))
+                    continue;
+                double dot = 0;
+                for (int32_t x = 0; x < d; x++)
+                    dot += (double)c->q[row * d + x] * kk[(size_t)j * d + x];
+                s[j] = p->scale * dot;
+                mx = fmax(mx, s[j]);
+            }
+            double sum = exp(sink - mx);
+            for (int32_t j = 0; j < lk; j++)
+                if (s[j] > -INFINITY)
+                    sum += exp(s[j] - mx);
+            for (int32_t x = 0; x < dv; x++) {
+                o[row * dv + x] = exp(sink - mx) / sum; /* the sink's weight times its value 1 */
+                for (int32_t j = 0; j < lk; j++)
+                    if (s[j] > -INFINITY)
+                        o[row * dv + x] += exp(s[j] - mx) / sum * vv[(size_t)j * dv + x];
+            }
+            lse[row] = mx + log(sum);
+        }
+    free(s);
+}
+
 /* What a buggy producer did to the score terms (BY_REF). */
-typedef enum term_bug { T_AS_IS, T_CAP_OFF, T_SINK_OFF, T_SINK_TWICE, T_SINK_SCALED } term_bug;
+typedef enum term_bug {
+    T_AS_IS, T_CAP_OFF, T_SINK_OFF, T_SINK_TWICE, T_SINK_SCALED, T_SINK_PER_TILE
+} term_bug;
+
+/* The 16-key tiles holding an allowed pair of 16-row query tile r: the tiles a kernel with the
+ * exact 16 x 16 block mask visits, counted by brute force. */
+static int32_t tiles_with_pairs(const tcase *c, int32_t r)
+{
+    int32_t n = 0;
+    for (int32_t k0 = 0; k0 < c->p.seq.lk; k0 += 16) {
+        int any = 0;
+        for (int32_t a = r * 16; a < (r + 1) * 16 && a < c->p.seq.lq && !any; a++)
+            for (int32_t j = k0; j < k0 + 16 && j < c->p.seq.lk && !any; j++)
+                any = pred_truth(c, a, j);
+        n += any;
+    }
+    return n;
+}
 
 /* The whole output of the problem with another mask, scale and score terms, by the
- * reference. A sink counted twice is the sink plus ln 2 (e^(s + ln 2) = 2 e^s). */
-static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, double *o,
-                   double *lse)
+ * reference. A sink counted n times is the sink plus ln n (e^(s + ln n) = n e^s): twice, or
+ * once and again per tile visited by the rows of query tile `qtile`. */
+static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, int32_t qtile,
+                   double *o, double *lse)
 {
     attn_problem p = c->p; /* shares the sequences */
     p.mask = m;
     p.scale = scale;
     float sk[64];
     cr_assert(p.hq <= 64);
+    int32_t times = tb == T_SINK_TWICE ? 2 : tb == T_SINK_PER_TILE
+                                                ? 1 + tiles_with_pairs(c, qtile) : 1;
+    cr_assert(tb != T_SINK_PER_TILE || times > 2, "the case's rows must visit 2 tiles or more, "
+              "else it is sink-twice's bug");
     for (int32_t h = 0; c->sinks && h < p.hq; h++)
-        sk[h] = tb == T_SINK_TWICE ? (float)(c->sinks[h] + log(2.0))
-              : tb == T_SINK_SCALED ? (float)(c->sinks[h] * c->p.scale) : c->sinks[h];
+        sk[h] = tb == T_SINK_SCALED ? (float)(c->sinks[h] * c->p.scale)
+              : times > 1 ? (float)(c->sinks[h] + log((double)times)) : c->sinks[h];
     if (c->sinks)
         p.terms.sinks = tb == T_SINK_OFF ? NULL : sk;
     if (tb == T_CAP_OFF)
@@ -390,7 +492,7 @@ static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, dou
 
 /* ---- one case per hypothesis ------------------------------------------------------------ */
 
-typedef enum how { BY_REF, BY_BRUTE, BY_LSE2 } how;
+typedef enum how { BY_REF, BY_BRUTE, BY_LSE2, BY_CAP_FILL, BY_SINK_VALUED } how;
 typedef enum blocks { BM_NONE, BM_EXACT, BM_DROP_FULL, BM_PARTIAL_LISTED_FULL, BM_EMPTY_TILE } blocks;
 
 typedef struct hyp_case {
@@ -473,6 +575,17 @@ static const hyp_case hyp_cases[] = {
      {0, 1, 40, 43}, BY_REF, .bug_mask = CW(24), .bug_terms = T_SINK_TWICE},
     {"sink-scaled", {FC_F32, 1, 2, 1, 64, 64, 16, CW(24), .seed = 24, .sinks = 1},
      {0, 1, 10, 13}, BY_REF, .bug_mask = CW(24), .bug_terms = T_SINK_SCALED},
+    /* Rows 40-43 lie in query tile 2, whose keys 9-47 reach kv tiles 0-2: the sink 4 times. */
+    {"sink-per-tile", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 25, .sinks = 1},
+     {0, 1, 40, 43}, BY_REF, .bug_mask = CW(24), .bug_terms = T_SINK_PER_TILE, .bm = BM_EXACT},
+    /* Head 0's sink is -0.5: a share of a few percent, each output element off by that much. */
+    {"sink-valued", {FC_F32, 1, 2, 1, 64, 64, 16, CW(24), .seed = 27, .sinks = 1},
+     {0, 0, 50, 53}, BY_SINK_VALUED, .bug_mask = {0}},
+    /* A cap of 1 on scores of spread ~8 (scale 2): the masked keys of the visited tiles at -1
+     * weigh as much as the allowed ones. */
+    {"softcap-after-fill", {FC_BF16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 26, .scale = 2,
+                            .softcap = 1},
+     {0, 0, 36, 39}, BY_CAP_FILL, .bug_mask = {0}, .bm = BM_EXACT},
 };
 
 /* The block mask the producer ran with: exact, or damaged in the tile of `rows`. */
@@ -519,7 +632,11 @@ static void run_hyp_case(const hyp_case *hc)
     double *o = dalloc(no), *lse = dalloc(nl);
     if (hc->how == BY_REF) {
         by_ref(&c, hc->bug_mask, hc->bug_scale > 0 ? hc->bug_scale : c.p.scale, hc->bug_terms,
-               o, lse);
+               hc->rows.q0 / 16, o, lse);
+    } else if (hc->how == BY_CAP_FILL) {
+        brute_capped_fill(&c, o, lse);
+    } else if (hc->how == BY_SINK_VALUED) {
+        brute_sink_valued(&c, o, lse);
     } else if (hc->how == BY_BRUTE) {
         brute(&c, hc->pred, hc->kv_mod, hc->round_scores ? c.dt : FC_F32, o, lse);
     } else { /* O as the truth (the correct rows' O stays), LSE in log2 */
@@ -582,7 +699,7 @@ Test(diag_report, window_rows_nan_row_and_noise_are_told_apart)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, o, lse);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, 0, o, lse);
     put_rows(&c, (diag_range){0, 1, 40, 43}, o, lse);
     c.o[row_of(&c, 0, 0, 90) * 16 + 3] = NAN;
     noise_rows(&c, (diag_range){0, 0, 60, 61});
@@ -688,7 +805,7 @@ Test(diag_coincide, equal_hypotheses_explain_the_same_rows_in_table_order)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(1), c.p.scale, T_AS_IS, o, lse);
+    by_ref(&c, (mask_params)CW(1), c.p.scale, T_AS_IS, 0, o, lse);
     put_rows(&c, (diag_range){0, 1, 20, 24}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     cr_assert_eq(r->nexplaining, 2);
@@ -712,7 +829,7 @@ Test(diag_coincide, degenerate_verdict_uses_element_wise_bounds)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(2), c.p.scale, T_AS_IS, o, lse);
+    by_ref(&c, (mask_params)CW(2), c.p.scale, T_AS_IS, 0, o, lse);
     put_rows(&c, (diag_range){0, 0, 10, 12}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     cr_assert(c.verdict.degenerate, "the case must be degenerate");
@@ -739,7 +856,7 @@ Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_count
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, o, lse);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, 0, o, lse);
     for (int32_t q = 20; q <= 88; q += 2)
         put_rows(&c, (diag_range){0, 1, q, q}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
@@ -814,7 +931,7 @@ Test(diag_input, without_an_lse_only_the_output_is_compared)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(16), c.p.scale, T_AS_IS, o, lse);
+    by_ref(&c, (mask_params)CW(16), c.p.scale, T_AS_IS, 0, o, lse);
     put_rows(&c, (diag_range){0, 0, 50, 52}, o, lse);
     for (size_t i = 0; i < nl; i++)
         c.lse[i] = NAN; /* not given, so never read */

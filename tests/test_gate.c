@@ -370,16 +370,17 @@ static const mutant_case mutants[] = {
     /* Score terms. Soft-cap after the mask fill: masked keys come back at -cap; with the
      * scores of even rows near -cap (M5's beyond-the-cap inputs) they weigh like allowed keys. */
     {"soft-cap after the mask fill", 7, 0, "H1", FC_F16, 200, 200, 64, 64,
-     {.causal = 1, .sliding_window = 17}, "numeric", NULL, 50, 0, GI_BEYOND_CAP},
+     {.causal = 1, .sliding_window = 17}, "numeric",
+     "soft-cap applied after the mask's -inf fill", 50, 0, GI_BEYOND_CAP},
     /* Sinks in [-5, 10] scaled by 1/8: rows the sink dominated are no longer dominated. */
     {"sink scaled by the softmax scale", 8, 0, "H1", FC_BF16, 200, 200, 64, 64,
      {.causal = 1}, "numeric", "sink multiplied by the softmax scale", 0, 1, GI_NORMAL},
     /* The sink's share added to every output element as if its value were all ones. */
     {"sink given a value", 9, 0, "H1", FC_F32, 200, 200, 64, 64,
-     {.causal = 1, .sliding_window = 64}, "numeric", NULL, 30, 1, GI_NORMAL},
+     {.causal = 1, .sliding_window = 64}, "numeric", "sink given a value", 30, 1, GI_NORMAL},
     /* 16-key tiles: a row of the causal 200 x 200 case has up to 13 of them. */
     {"sink counted in every kv tile", 10, 0, "H1", FC_F16, 200, 200, 16, 16, {.causal = 1},
-     "numeric", NULL, 0, 1, GI_NORMAL},
+     "numeric", "sink counted again in every kv tile visited", 0, 1, GI_NORMAL},
 };
 
 /* The first failing gate of the mutant's case into gate[REP_NAME_LEN] ("" when it passed),

@@ -507,7 +507,7 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0};
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err), FC_OK);
     /* keys 0 and 2: scores 0 and 1 */
     double e = exp(1.0);
@@ -515,7 +515,7 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
     cr_assert(fabs(lse - log(1.0 + e)) < 1e-15, "lse %.17g", lse);
     /* soft-cap 0.5 and a sink 2: scores 0 and 0.5 tanh(2), the sink one more term of the sum
      * with no value, worked by hand */
-    ref_row_rule t = {1.0, FC_F32, 0.5, 2.0, 1.0};
+    ref_row_rule t = {1.0, FC_F32, 0.5, 2.0, 1.0, 0.0, 0.0};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &t, every_other_key, NULL, o, &lse, &err), FC_OK);
     double s1 = exp(0.5 * tanh(2.0)), z = 1.0 + s1 + exp(2.0);
     cr_assert(fabs(o[0] - (1.0 + 3.0 * s1) / z) < 1e-15, "capped out %.17g", o[0]);
@@ -538,6 +538,61 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
                  FC_EINVAL);
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, NULL, NULL, o, &lse, &err), FC_EINVAL);
     cr_assert(strstr(err.msg, "reference row"), "message: %s", err.msg);
+    r.masked_score = INFINITY;
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err),
+                 FC_EINVAL);
+}
+
+/* 0 for key 3, 2 (masked, visited) for key 1, 1 for the others. */
+static int key_1_filled(void *ctx, int32_t tk)
+{
+    (void)ctx;
+    return tk == 3 ? 0 : tk == 1 ? 2 : 1;
+}
+
+/* A key the predicate answers 2 for counts with the rule's masked_score, its K never read
+ * (NaN there), its V weighed as any other's: worked by hand. */
+Test(ref_row, a_filled_key_counts_with_the_masked_score)
+{
+    float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, 5, 3, NAN};
+    double o[1], lse;
+    fc_err err = {{0}};
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, -0.5, 0.0};
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, key_1_filled, NULL, o, &lse, &err), FC_OK,
+                 "%s", err.msg);
+    double z = 1.0 + exp(-0.5) + exp(1.0); /* scores 0, -0.5 (filled), 1 */
+    cr_assert(fabs(o[0] - (1.0 + 5.0 * exp(-0.5) + 3.0 * exp(1.0)) / z) < 1e-15, "out %.17g",
+              o[0]);
+    cr_assert(fabs(lse - log(z)) < 1e-15, "lse %.17g", lse);
+}
+
+static int no_key(void *ctx, int32_t tk)
+{
+    (void)ctx;
+    (void)tk;
+    return 0;
+}
+
+/* A sink given a value (a kernel's bug diag/ models) enters the output with its weight; a row
+ * with no key is then all sink: o = the value. Worked by hand; sink_value 0 is the truth. */
+Test(ref_row, a_sink_value_weighs_in_the_output)
+{
+    float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
+    double o[1], lse;
+    fc_err err = {{0}};
+    ref_row_rule r = {1.0, FC_F32, 0.0, 2.0, 1.0, 0.0, 0.5};
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err), FC_OK,
+                 "%s", err.msg);
+    double e = exp(1.0), z = 1.0 + e + exp(2.0); /* scores 0 and 1, the sink 2 */
+    cr_assert(fabs(o[0] - (1.0 + 3.0 * e + 0.5 * exp(2.0)) / z) < 1e-15, "out %.17g", o[0]);
+    cr_assert(fabs(lse - log(z)) < 1e-15, "lse %.17g", lse);
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, no_key, NULL, o, &lse, &err), FC_OK);
+    cr_assert(o[0] == 0.5 && lse == 2.0, "empty row: out %.17g lse %.17g", o[0], lse);
+    r.sink_value = 0.0;
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, no_key, NULL, o, &lse, &err), FC_OK);
+    cr_assert(o[0] == 0.0 && lse == 2.0, "the truth's empty row: out %.17g", o[0]);
+    r.sink_value = NAN;
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, no_key, NULL, o, &lse, &err), FC_EINVAL);
 }
 
 /* ---- the baseline's rounding points ---- */
