@@ -68,16 +68,26 @@ static void keys_chunk_from_index(const diag_alt *a, const diag_key *k, uint8_t 
                                 mask_allowed(chunk, k->i, tk - k->row.k0));
 }
 
+/* How keys_listed marks the keys of the row's listed tiles. */
+typedef enum listed_mode {
+    LISTED_AS_GIVEN,        /* full tiles' keys all, partial tiles' keys by the mask */
+    LISTED_PARTIAL_AS_FULL, /* every key (a kernel that skips the mask) */
+    LISTED_MASKED_FILLED,   /* the truth's keys, and 2 for the masked ones (masked_score) */
+} listed_mode;
+
 /* The producer's block mask as a kernel applies it (docs/semantics.md section 5): the row's
- * query tile's listed blocks only; keys of full blocks all, keys of partial blocks by the
- * mask, or all of them too when partial_full (a kernel that skips the mask). Keys past Lk (a
- * ragged last block) never. */
-static void keys_blocks(const diag_alt *a, const diag_key *k, uint8_t *allowed, int partial_full)
+ * query tile's listed blocks only, their keys marked as `mode` says; with LISTED_MASKED_FILLED
+ * the truth's keys elsewhere. Keys past Lk (a ragged last block) never. */
+static void keys_listed(const diag_alt *a, const diag_key *k, uint8_t *allowed,
+                        listed_mode mode)
 {
     const bmask *bm = k->in->bm;
     int32_t lk = k->p->seq.lk, kb = bm->kv_block_size;
     size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
-    memset(allowed, 0, (size_t)lk);
+    if (mode == LISTED_MASKED_FILLED)
+        diag_keys_mask(a, k, allowed);
+    else
+        memset(allowed, 0, (size_t)lk);
     for (int full = 0; full < 2; full++) {
         const int32_t *num = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
         const int32_t *ids = bmask_ids(bm, full, row);
@@ -85,20 +95,22 @@ static void keys_blocks(const diag_alt *a, const diag_key *k, uint8_t *allowed, 
             int64_t t0 = (int64_t)ids[s] * kb;
             int64_t t1 = t0 + kb < lk ? t0 + kb : lk;
             for (int64_t tk = t0; tk < t1; tk++)
-                allowed[tk] = (uint8_t)(full || partial_full ||
-                                        mask_pair_allowed(a->mask, a->view, k->tq, (int32_t)tk));
+                allowed[tk] = mode == LISTED_MASKED_FILLED ? (allowed[tk] ? 1 : 2)
+                            : (uint8_t)(full || mode == LISTED_PARTIAL_AS_FULL ||
+                                        mask_pair_allowed(a->mask, a->view, k->tq,
+                                                          (int32_t)tk));
         }
     }
 }
 
 static void keys_block_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed)
 {
-    keys_blocks(a, k, allowed, 0);
+    keys_listed(a, k, allowed, LISTED_AS_GIVEN);
 }
 
 static void keys_partial_as_full(const diag_alt *a, const diag_key *k, uint8_t *allowed)
 {
-    keys_blocks(a, k, allowed, 1);
+    keys_listed(a, k, allowed, LISTED_PARTIAL_AS_FULL);
 }
 
 /* The row's listed kv tiles, partial and full: the tiles a kernel visits for it. */
@@ -114,25 +126,13 @@ static int32_t tiles_visited(const diag_key *k)
  * row's sequence (a dense kernel). Keys past Lk never. */
 static void keys_masked_filled(const diag_alt *a, const diag_key *k, uint8_t *allowed)
 {
-    const bmask *bm = k->in->bm;
-    diag_keys_mask(a, k, allowed);
-    if (!bm) {
-        for (int32_t tk = k->row.k0; tk < k->row.k1; tk++)
-            allowed[tk] = allowed[tk] ? 1 : 2;
+    if (k->in->bm) {
+        keys_listed(a, k, allowed, LISTED_MASKED_FILLED);
         return;
     }
-    int32_t lk = k->p->seq.lk, kb = bm->kv_block_size;
-    size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
-    for (int full = 0; full < 2; full++) {
-        const int32_t *num = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
-        const int32_t *ids = bmask_ids(bm, full, row);
-        for (int32_t s = 0; s < num[row]; s++) {
-            int64_t t0 = (int64_t)ids[s] * kb;
-            int64_t t1 = t0 + kb < lk ? t0 + kb : lk;
-            for (int64_t tk = t0; tk < t1; tk++)
-                allowed[tk] = allowed[tk] ? 1 : 2;
-        }
-    }
+    diag_keys_mask(a, k, allowed);
+    for (int32_t tk = k->row.k0; tk < k->row.k1; tk++)
+        allowed[tk] = allowed[tk] ? 1 : 2;
 }
 
 /* GQA with the heads dealt round-robin (h % Hkv) instead of in groups. */
