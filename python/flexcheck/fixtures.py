@@ -899,9 +899,10 @@ def _read_tested(g: h5py.Group) -> Dict[str, Tested]:
 
 
 def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
-    """(softcap, sinks) of a case, checked as far as the runner needs them: a cap finite and
-    >= 0 (0 = off), sinks float32 [Hq] and finite. Anything else is refused, naming the field,
-    so that nothing downstream runs a case with a term it cannot honour."""
+    """(softcap, sinks) of a case, checked as the C reader checks them: a cap finite, >= 0
+    (0 = off) and at most MAX_SOFTCAP, sinks float32 [Hq], finite and within MAX_SINK. Anything
+    else is refused, naming the field, so that nothing downstream runs a case with a term it
+    cannot honour or that flexcheck would refuse."""
     where = f"{path}: /cases/{name}"
     cap = 0.0
     if "softcap" in g.attrs:
@@ -910,6 +911,9 @@ def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
             raise ValueError(f"{where}: softcap: {text}: must be one number")
         if not (math.isfinite(cap) and cap >= 0):
             raise ValueError(f"{where}: softcap = {cap!r}: must be finite and > 0 (0 = off)")
+        if cap > MAX_SOFTCAP:  # the C reader's bound: a file it refuses is refused here too
+            raise ValueError(f"{where}: softcap = {cap!r}: the reader takes at most "
+                             f"{MAX_SOFTCAP:g}")
     sinks = None
     if "sinks" in g:
         ds = g["sinks"]
@@ -923,6 +927,11 @@ def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
         if bad.any():
             i = int(np.argmax(bad))
             raise ValueError(f"{where}: sinks: value {float(sinks[i])!r} at [{i}] is not finite")
+        bad = np.abs(sinks) > MAX_SINK
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{where}: sinks: value {float(sinks[i])!r} at [{i}]: the reader "
+                             f"takes |sink| <= {MAX_SINK:g}")
     return cap, sinks
 
 

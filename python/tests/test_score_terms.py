@@ -313,6 +313,11 @@ STORED_REFUSALS = [
      r"/cases/b: softcap = nan: must be finite"),
     ("softcap inf", lambda f: f["cases/b"].attrs.__setitem__("softcap", np.inf),
      r"/cases/b: softcap = inf"),
+    ("softcap huge", lambda f: f["cases/b"].attrs.__setitem__("softcap", 2e6),
+     r"/cases/b: softcap = 2000000\.0: the reader takes at most 1e\+06"),
+    ("sinks huge", lambda f: f["cases/b"].create_dataset(
+        "sinks", data=np.array([0, 0, -2e4, 0], np.float32)),
+     r"/cases/b: sinks: value -20000\.0 at \[2\]: the reader takes \|sink\| <= 10000"),
     ("softcap two", lambda f: f["cases/b"].attrs.__setitem__("softcap", [1.0, 2.0]),
      r"/cases/b: softcap: \[1\.0, 2\.0\]: must be one number"),
     ("softcap text", lambda f: f["cases/b"].attrs.__setitem__("softcap", "big"),
