@@ -12,10 +12,16 @@
 #define FLEXCHECK_PROGRESS_H
 
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Clock `id`'s reading in seconds: CLOCK_MONOTONIC for elapsed time (fc_now_s), or e.g.
+ * CLOCK_THREAD_CPUTIME_ID for this thread's CPU time. The one timer of commands and benches. */
+double fc_clock_s(clockid_t id);
+double fc_now_s(void);
 
 /* What a command does with a report: fraction in [0, 1], seconds since the step started. */
 typedef void (*fc_progress_fn)(void *ctx, const char *what, double fraction, double seconds);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/progress.h"
 #include "masks/bmask.h"
 #include "cli/cli.h"
 #include "masks/params.h"
@@ -33,16 +34,10 @@ typedef struct stamp {
     double wall, cpu;
 } stamp;
 
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static stamp now(void)
 {
-    stamp t = {clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_THREAD_CPUTIME_ID)};
+    stamp t = {fc_clock_s(CLOCK_MONOTONIC), fc_clock_s(CLOCK_THREAD_CPUTIME_ID)};
     return t;
 }
 

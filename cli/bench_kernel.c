@@ -17,18 +17,12 @@
 #include "gpu/emu/emu_bench.h"
 #include "fixtures/fix.h"
 #include "judge/judge.h"
+#include "base/progress.h"
 #include "masks/mask.h"
 #include "ref/ref.h"
 
 static const char *const CMD = "bench kernel";
 
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 typedef struct kshape {
     const char *name;
@@ -88,24 +82,24 @@ static int run_shape(const kshape *s, gpu_backend be, int kernel, int reps)
                      .bm = &bm, .kernel = kernel, .backend = be};
     for (int r = 0; r < reps; r++) {
         gpu_result res;
-        const double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        const double c0 = fc_clock_s(CLOCK_PROCESS_CPUTIME_ID);
         if (gpu_attention(&call, o, lse, &res, &err)) {
             rc = cli_usage_error(CMD, "%s", err.msg);
             goto done;
         }
-        const double cpu = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3;
+        const double cpu = (fc_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3;
         if (res.kernel_ms < best_k)
             best_k = res.kernel_ms;
         if (cpu < best_cpu)
             best_cpu = cpu;
         if (be == GPU_BACKEND_CUDA)
             continue; /* a CPU reference says nothing of a GPU's speed (and takes minutes at 16k) */
-        double t0 = now_s();
+        double t0 = fc_now_s();
         if (ref_attention_f32(&fc.prob, fc.q, fc.k, fc.v, o, lse, &err)) {
             rc = cli_usage_error(CMD, "%s", err.msg);
             goto done;
         }
-        double tr = (now_s() - t0) * 1e3;
+        double tr = (fc_now_s() - t0) * 1e3;
         if (tr < best_r)
             best_r = tr;
     }

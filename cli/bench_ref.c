@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/progress.h"
 #include "cli/cli.h"
 #include "masks/problem.h"
 #include "ref/ref.h"
@@ -42,12 +43,6 @@ typedef struct bench_opts {
     int mask; /* -1 both, 0 dense, 1 causal */
 } bench_opts;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Uniform in [-1, 1) from a 64-bit LCG: reproducible, and the values do not matter. */
 static void fill_random(float *x, size_t n, uint64_t seed)
@@ -95,7 +90,7 @@ static int alloc_data(bench_data *b, int32_t l, int32_t d)
 /* The two products of dense attention, nothing else. */
 static double time_sgemm(const bench_data *b, int32_t l, int32_t d)
 {
-    double t0 = now_s();
+    double t0 = fc_now_s();
     for (int32_t r0 = 0; r0 < l; r0 += SGEMM_ROWS) {
         int32_t rows = l - r0 < SGEMM_ROWS ? l - r0 : SGEMM_ROWS;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, l, d, 1.0f,
@@ -103,15 +98,15 @@ static double time_sgemm(const bench_data *b, int32_t l, int32_t d)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, l, 1.0f, b->s, l, b->v,
                     d, 0.0f, b->o + (size_t)r0 * d, d);
     }
-    return now_s() - t0;
+    return fc_now_s() - t0;
 }
 
 static int time_ref(const attn_problem *p, const bench_data *b, double *secs)
 {
     fc_err err = {{0}};
-    double t0 = now_s();
+    double t0 = fc_now_s();
     fc_status st = ref_attention_f32(p, b->q, b->k, b->v, b->o, b->lse, &err);
-    *secs = now_s() - t0;
+    *secs = fc_now_s() - t0;
     if (st) {
         fprintf(stderr, "flexcheck %s: reference failed: %s\n", CMD, err.msg);
         return -1;

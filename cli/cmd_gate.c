@@ -139,12 +139,6 @@ static void *worker(void *arg)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* One status line: overwritten in place on a terminal, a plain line every 10 s otherwise. */
 static void progress(run_state *rs, double t0, int tty, double *last, int final)
@@ -152,7 +146,7 @@ static void progress(run_state *rs, double t0, int tty, double *last, int final)
     pthread_mutex_lock(&rs->mu);
     int done = rs->done, failed = rs->failed;
     pthread_mutex_unlock(&rs->mu);
-    double el = now_s() - t0, left = done ? el / done * (rs->n - done) : 0;
+    double el = fc_now_s() - t0, left = done ? el / done * (rs->n - done) : 0;
     if (tty)
         fprintf(stderr, "\r[%d/%d] %d failed, %.0f s elapsed, ~%.0f s left   %s", done, rs->n,
                 failed, el, left, final ? "\n" : "");
@@ -176,7 +170,7 @@ static int run_all(const gate_case *cases, int n, const gate_opts *opts, int job
         return -1;
     }
     pthread_mutex_init(&rs.mu, NULL);
-    double t0 = now_s(), last = 0;
+    double t0 = fc_now_s(), last = 0;
     int started = 0;
     for (int j = 0; j < jobs; j++)
         started += pthread_create(&th[j], NULL, worker, &rs) == 0;
@@ -195,7 +189,7 @@ static int run_all(const gate_case *cases, int n, const gate_opts *opts, int job
     for (int j = 0; j < started; j++)
         pthread_join(th[j], NULL);
     progress(&rs, t0, tty, &last, 1);
-    *elapsed = now_s() - t0;
+    *elapsed = fc_now_s() - t0;
     if (stop_signal) {
         pthread_mutex_destroy(&rs.mu);
         free(rs.errs), free(rs.st), free(th);
