@@ -97,9 +97,10 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
     char mask[128], terms[128];
     mask_params_text(mask, sizeof mask, &c->prob.mask, MASK_TEXT_LABEL_EQ);
     terms_text(terms, sizeof terms, &c->prob.terms, c->prob.hq, MASK_TEXT_LABEL_EQ);
-    printf("%s %s %s %s %s%s", !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP"
-                                                                                  : "PASS",
-           path, c->name, fc_dtype_name(c->dtype), mask, terms);
+    /* The stored scale too: 1/sqrt(D) or not, it is the case's (and a common bug's) */
+    printf("%s %s %s %s %s scale=%.6g%s",
+           !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP" : "PASS", path,
+           c->name, fc_dtype_name(c->dtype), mask, c->prob.scale, terms);
     if (!r->passed || skipped) {
         printf(": %s\n", r->detail);
         return;
