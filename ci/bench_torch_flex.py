@@ -90,9 +90,9 @@ class Timer:
 FLEXCHECK_LINE = re.compile(r"^\s+(.+?)\s+kernel (\d+):\s+([0-9.]+) ms")
 
 
-def read_flexcheck(path):
+def read_flexcheck(path, spec=None):
     """{shape name: {kernel: ms}} from a `flexcheck bench kernel` output; exits with one line
-    naming the file when it cannot be read."""
+    naming the --flexcheck value (spec, default the path) when the file cannot be read."""
     out = {}
     try:
         with open(path, encoding="utf-8") as f:
@@ -101,7 +101,8 @@ def read_flexcheck(path):
                 if m:
                     out.setdefault(m.group(1), {})[int(m.group(2))] = float(m.group(3))
     except (OSError, UnicodeDecodeError) as e:
-        sys.exit(f"bench_torch_flex.py: --flexcheck {path}: {getattr(e, 'strerror', None) or e}")
+        sys.exit(f"bench_torch_flex.py: --flexcheck {spec or path}: "
+                 f"{getattr(e, 'strerror', None) or e}")
     return out
 
 
@@ -109,7 +110,7 @@ def warn_unmatched(specs, benches, shapes):
     """A line on stderr for each --flexcheck file that gives no ratio: no kernel line at all
     (a failed or timed-out bench), or only shapes this run does not time (another --device)."""
     names = {s[0] for s in shapes}
-    for spec, (label, found) in zip(specs or (), benches):
+    for spec, (_, found) in zip(specs or (), benches):
         if not found:
             print(f"bench_torch_flex.py: warning: --flexcheck {spec}: no `flexcheck bench kernel` "
                   f"line (no ratio for it)", file=sys.stderr)
@@ -124,7 +125,7 @@ def read_benches(specs):
     out = []
     for spec in specs or ():
         label, sep, path = spec.partition("=")
-        out.append((label, read_flexcheck(path)) if sep else ("", read_flexcheck(spec)))
+        out.append((label, read_flexcheck(path, spec)) if sep else ("", read_flexcheck(spec)))
     return out
 
 

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import decimal
 import math
+import numbers
 import operator
 import os
 import re
@@ -146,7 +148,7 @@ def round_to(x, dtype: str) -> np.ndarray:
     are rounded to float32 first. Values past the type's range become infinities."""
     if dtype not in ("float32", "float16", "bfloat16"):
         raise ValueError(f"round_to: dtype {dtype!r}: must be float32, float16 or bfloat16")
-    a = np.asarray(x)
+    a, _ = _as_array(x, "round_to")  # numpy, torch (bfloat16 included), ml_dtypes
     if a.dtype.kind != "f":
         raise ValueError(f"round_to: dtype {a.dtype}: give floating-point values")
     with np.errstate(over="ignore", invalid="ignore"):  # callers report overflow
@@ -159,7 +161,7 @@ def round_to(x, dtype: str) -> np.ndarray:
 
 
 def _input_values(a: np.ndarray, what: str, dtype: str, round: bool) -> np.ndarray:
-    """q, k or v converted to its storage type. Values must be finite and exactly
+    """q, k, v (or the sinks) converted to the storage type. Values must be finite and exactly
     representable in dtype: silently rounding an engine's inputs would make flexcheck judge
     a different attention call than the one the engine ran."""
     if a.dtype.kind != "f":
@@ -251,17 +253,30 @@ def _scale(scale, d: int) -> float:
 
 def _softcap(softcap, where: str) -> float:
     """The logit soft-cap c (docs/semantics.md section 7); 0.0 when off (None or 0). A cap must
-    be one finite number > 0: tanh(s / c) of a negative, NaN or infinite c is not a cap. Numpy
-    and torch scalars count as numbers; arrays with elements, strings and booleans do not."""
+    be one finite number > 0: tanh(s / c) of a negative, NaN or infinite c is not a cap. Python
+    numbers (Fraction and Decimal too), numpy scalars and 0-d arrays and torch scalar tensors
+    count as numbers; booleans, strings and arrays with elements do not."""
     if softcap is None:
         return 0.0
-    a = None if isinstance(softcap, (str, bytes)) else np.asarray(softcap)  # "30": a number
-    if a is not None and a.dtype.kind == "b":  # float(True) is 1.0: almost surely not meant
+    if isinstance(softcap, (bool, np.bool_)):  # float(True) is 1.0: almost surely not meant
         raise ValueError(f"{where}softcap = {softcap!r}: give the cap as a number (0 or None = "
                          f"off)")
-    if a is None or a.ndim != 0 or a.dtype.kind not in "fiu":
+    if isinstance(softcap, (numbers.Real, decimal.Decimal)):
+        try:
+            c = float(softcap)
+        except OverflowError:  # an int or Fraction past float's range (its repr: pages)
+            raise ValueError(f"{where}softcap: a {type(softcap).__name__} beyond float's range: "
+                             f"must be finite, > 0 and at most {MAX_SOFTCAP:g}") from None
+    elif isinstance(softcap, np.ndarray) or _is_torch(softcap):
+        a, _ = _as_array(softcap, f"{where}softcap")  # detached, on the CPU, bfloat16 widened
+        if a.dtype.kind == "b":
+            raise ValueError(f"{where}softcap = {softcap!r}: give the cap as a number (0 or "
+                             f"None = off)")
+        if a.ndim != 0 or a.dtype.kind not in "fiu":
+            raise ValueError(f"{where}softcap: {softcap!r} is not a number")
+        c = float(a)
+    else:  # str and bytes ("30" would parse: a number is meant), lists, complex, ...
         raise ValueError(f"{where}softcap: {softcap!r} is not a number")
-    c = float(a)
     if c == 0.0:
         return 0.0
     if not (math.isfinite(c) and c > 0):
@@ -938,9 +953,9 @@ def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
 def read_case(path, name) -> Case:
     """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1
     or -2, a version-1 file may hold no score term, and the terms must be well formed (a cap
-    finite and >= 0, sinks float32 [Hq] finite): each refusal a ValueError naming file, case and
-    field. Otherwise no validation beyond what h5py does: `flexcheck check` is the
-    validator."""
+    finite, >= 0 and <= 1e6, sinks float32 [Hq] finite and within +-1e4, as the C reader takes
+    them): each refusal a ValueError naming file, case and field. Otherwise no validation
+    beyond what h5py does: `flexcheck check` is the validator."""
     path = os.fspath(path)
     with h5py.File(path, "r") as f:
         schema = _schema(f, path)

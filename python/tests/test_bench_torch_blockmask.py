@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from flexcheck import bench_torch_blockmask as bb
+from _flexcli import BIN, needs_bin
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("FLEXCHECK_BIN")
 
 # Causal, 3 query tiles of 3 kv tiles: row r lists r partial (the diagonal), 0..r-1 full.
 # PyTorch's layout: ids past a count are the unlisted ones, not -1.
@@ -65,9 +65,6 @@ def test_importing_the_module_does_not_import_torch():
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
-
-
-needs_bin = pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN not set (make test sets it)")
 
 
 @needs_bin

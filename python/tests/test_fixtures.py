@@ -127,6 +127,10 @@ def test_float32_values_for_a_float16_case(h5):
     with pytest.raises(ValueError, match=r"v: value 70000\.0 at \[0\]\[0\]\[0\]\[0\] overflows "
                                          r"float16"):
         write_case(h5, "b", q32, k32, v32, dtype="float16", round=True)
+    k32[0, 1, 2, 3] = 1.0  # exact again: the overflow is named, not taken for a rounding
+    with pytest.raises(ValueError, match=r"v: value 70000\.0 at \[0\]\[0\]\[0\]\[0\] overflows "
+                                         r"float16"):
+        write_case(h5, "b", q32, k32, v32, dtype="float16")
 
 
 # ---- bfloat16 ----

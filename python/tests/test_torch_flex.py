@@ -21,9 +21,9 @@ import pytest
 from flexcheck import read_case, write_case
 from flexcheck.fixtures import LABEL_RE
 from flexcheck import torch_flex as tf
+from _flexcli import BIN, needs_bin
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("FLEXCHECK_BIN")
 
 
 # ---- without torch ----
@@ -322,7 +322,7 @@ def test_refusal_is_told_from_failure():
     assert tf.refusal(RuntimeError("")) is None
 
 
-@pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make python-tests sets it)")
+@needs_bin
 def test_flexcheck_checks_what_the_runner_stored(tmp_path, cases_file):
     """fill (our float64 oracle), the runner, check: every case confirmed, PyTorch's outputs
     judged (they pass: PyTorch's eager flex_attention is correct on these), its block masks
@@ -419,7 +419,7 @@ def test_runner_applies_the_score_terms(terms_file, capsys):
     assert "softcap as score_mod" in both.producer and "sinks" in both.producer
 
 
-@pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make python-tests sets it)")
+@needs_bin
 def test_flexcheck_checks_the_runner_on_score_terms(tmp_path, terms_file):
     """fill (our oracle with the terms), the runner, check: PyTorch's soft-capped output and
     the sink post-process of its output pass the gates, empty rows with sinks included. (The
