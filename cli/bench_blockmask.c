@@ -34,7 +34,6 @@ typedef struct stamp {
     double wall, cpu;
 } stamp;
 
-
 static stamp now(void)
 {
     stamp t = {fc_clock_s(CLOCK_MONOTONIC), fc_clock_s(CLOCK_THREAD_CPUTIME_ID)};

@@ -23,7 +23,6 @@
 
 static const char *const CMD = "bench kernel";
 
-
 typedef struct kshape {
     const char *name;
     int32_t b, h, l, d;

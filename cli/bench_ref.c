@@ -43,7 +43,6 @@ typedef struct bench_opts {
     int mask; /* -1 both, 0 dense, 1 causal */
 } bench_opts;
 
-
 /* Uniform in [-1, 1) from a 64-bit LCG: reproducible, and the values do not matter. */
 static void fill_random(float *x, size_t n, uint64_t seed)
 {

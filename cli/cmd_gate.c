@@ -139,7 +139,6 @@ static void *worker(void *arg)
     }
 }
 
-
 /* One status line: overwritten in place on a terminal, a plain line every 10 s otherwise. */
 static void progress(run_state *rs, double t0, int tty, double *last, int final)
 {

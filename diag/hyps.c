@@ -72,33 +72,30 @@ static void keys_chunk_from_index(const diag_alt *a, const diag_key *k, uint8_t 
 typedef enum listed_mode {
     LISTED_AS_GIVEN,        /* full tiles' keys all, partial tiles' keys by the mask */
     LISTED_PARTIAL_AS_FULL, /* every key (a kernel that skips the mask) */
-    LISTED_MASKED_FILLED,   /* the truth's keys, and 2 for the masked ones (masked_score) */
+    LISTED_MASKED_FILLED,   /* as given, and 2 (masked_score) for partial tiles' masked keys */
 } listed_mode;
 
 /* The producer's block mask as a kernel applies it (docs/semantics.md section 5): the row's
- * query tile's listed blocks only, their keys marked as `mode` says; with LISTED_MASKED_FILLED
- * the truth's keys elsewhere. Keys past Lk (a ragged last block) never. */
+ * query tile's listed blocks only, full ones' keys all, partial ones' keys as `mode` says.
+ * Keys past Lk (a ragged last block) never. */
 static void keys_listed(const diag_alt *a, const diag_key *k, uint8_t *allowed,
                         listed_mode mode)
 {
     const bmask *bm = k->in->bm;
     int32_t lk = k->p->seq.lk, kb = bm->kv_block_size;
     size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
-    if (mode == LISTED_MASKED_FILLED)
-        diag_keys_mask(a, k, allowed);
-    else
-        memset(allowed, 0, (size_t)lk);
+    memset(allowed, 0, (size_t)lk);
     for (int full = 0; full < 2; full++) {
         const int32_t *num = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
         const int32_t *ids = bmask_ids(bm, full, row);
         for (int32_t s = 0; s < num[row]; s++) {
             int64_t t0 = (int64_t)ids[s] * kb;
             int64_t t1 = t0 + kb < lk ? t0 + kb : lk;
-            for (int64_t tk = t0; tk < t1; tk++)
-                allowed[tk] = mode == LISTED_MASKED_FILLED ? (allowed[tk] ? 1 : 2)
-                            : (uint8_t)(full || mode == LISTED_PARTIAL_AS_FULL ||
-                                        mask_pair_allowed(a->mask, a->view, k->tq,
-                                                          (int32_t)tk));
+            for (int64_t tk = t0; tk < t1; tk++) {
+                int ok = full || mode == LISTED_PARTIAL_AS_FULL ||
+                         mask_pair_allowed(a->mask, a->view, k->tq, (int32_t)tk);
+                allowed[tk] = (uint8_t)(ok ? 1 : mode == LISTED_MASKED_FILLED ? 2 : 0);
+            }
         }
     }
 }
@@ -121,9 +118,10 @@ static int32_t tiles_visited(const diag_key *k)
     return bm->kv_num_blocks[row] + bm->full_kv_num_blocks[row];
 }
 
-/* The truth's keys, and 2 (the alternative's masked_score) for every masked key a kernel
- * visits: those of the row's listed tiles with the producer's block mask, else those of the
- * row's sequence (a dense kernel). Keys past Lk never. */
+/* The keys a kernel uses, and 2 (the alternative's masked_score) for every masked key it
+ * visits: with the producer's block mask, the mask as given plus the masked keys of its
+ * partial tiles; without one, the truth's keys plus the rest of the row's sequence (a dense
+ * kernel; one that skips tiles past the diagonal is not modelled). Keys past Lk never. */
 static void keys_masked_filled(const diag_alt *a, const diag_key *k, uint8_t *allowed)
 {
     if (k->in->bm) {
@@ -329,7 +327,7 @@ static int softcap_after_fill(const diag_in *in, diag_alt *a)
     a->keys = keys_masked_filled;
     a->masked_score = -c;
     fc_fmt(a->title, sizeof a->title, "soft-cap applied after the mask's -inf fill (masked keys "
-           "of the %s score -%g)", in->bm ? "listed tiles" : "sequence", c);
+           "of the %s score -%g)", in->bm ? "partial tiles" : "sequence", c);
     return 1;
 }
 

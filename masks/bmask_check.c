@@ -2,12 +2,17 @@
  * bmask_check.c - block masks held to the mask and to each other (bmask.h): structural
  * validation, soundness, every defect of a producer's mask, exactness, set comparison.
  *
- * Soundness, defects and exactness classify each tile of a query tile's row from its rows'
+ * Soundness, defects and exactness classify the tiles of a query tile's row from its rows'
  * allowed key ranges (mask_token_range: every row's allowed keys are one interval, which
- * tests/test_masks.c checks against the predicate by brute force): O(q_block_size + nkb) a
- * stored row, where scanning every pair cost O(q_block_size * lk) (L = 64k: seconds a row of
- * heads, minutes for a mask stored per head). tests/test_bmask.c holds all three to a
- * brute-force oracle of its own, pair by pair, on corrupted masks.
+ * tests/test_masks.c checks against the predicate by brute force), where scanning every pair
+ * cost O(q_block_size * lk) a row (L = 64k: seconds a row of heads, minutes for a mask stored
+ * per head). Each stored row then costs O(q_block_size + its listed ids + the tiles its rows
+ * reach), never O(nkb): a row's listed ids are marked in a scratch array and unmarked after,
+ * and only the reached tiles are classified (the rest are empty by construction), so a
+ * windowed mask is checked in O(L + listed) as the direct builder builds it. Comparison marks
+ * and unmarks the same way. tests/test_bmask.c holds all of them to a brute-force oracle of
+ * its own, pair by pair, on corrupted masks. Every entry validates its masks first
+ * (bmask_validate, itself O(rows + listed)), so no input makes them read out of bounds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,32 +20,30 @@
 
 #include "masks/bmask.h"
 
-/* One bit per kv block: which ids a row lists. Small scratch reused across rows. */
+/* Which ids one row lists: v[c] 0 none, 1 partial, 2 full. Marked for a row, then unmarked
+ * id by id, so a row costs what it lists, not nkb. */
 typedef struct rowbits {
-    unsigned char *v; /* 0 none, 1 partial, 2 full */
-    int32_t n;
+    unsigned char *v; /* [nkb], all 0 between rows */
 } rowbits;
 
-static fc_status rowbits_init(rowbits *rb, int32_t n, fc_err *err)
+static fc_status rowbits_init(rowbits *rb, int32_t nkb, fc_err *err)
 {
-    rb->n = n;
-    rb->v = calloc((size_t)n + 1, 1);
-    return rb->v ? FC_OK : fc_errf(err, FC_ENOMEM, "out of memory (%d blocks)", (int)n);
+    rb->v = calloc((size_t)nkb + 1, 1);
+    return rb->v ? FC_OK : fc_errf(err, FC_ENOMEM, "out of memory (%d blocks)", (int)nkb);
 }
 
-/* Fills rb from row `row` of bm; bm must have passed bmask_validate. */
-static void rowbits_fill(rowbits *rb, const bmask *bm, size_t row)
+/* Marks row `row` of bm (set) or unmarks it (!set); bm must have passed bmask_validate. */
+static void rowbits_mark(rowbits *rb, const bmask *bm, size_t row, int set)
 {
-    memset(rb->v, 0, (size_t)rb->n);
     const int32_t *pi = bmask_ids(bm, 0, row), *fi = bmask_ids(bm, 1, row);
     for (int32_t j = 0; j < bm->kv_num_blocks[row]; j++)
-        rb->v[pi[j]] = 1;
+        rb->v[pi[j]] = set ? 1 : 0;
     for (int32_t j = 0; j < bm->full_kv_num_blocks[row]; j++)
-        rb->v[fi[j]] = 2;
+        rb->v[fi[j]] = set ? 2 : 0;
 }
 
 /* Checks one list of a row (full: 0 partial, 1 full): count within the list's width, ids in
- * range, no id seen before in the row. */
+ * range, no id seen before in the row (seen: marked here, unmarked by the caller). */
 static fc_status validate_list(const bmask *bm, int full, size_t row, int32_t b, int32_t h,
                                int32_t r, unsigned char *seen, fc_err *err)
 {
@@ -81,24 +84,32 @@ fc_status bmask_validate(const bmask *bm, fc_err *err)
         for (int32_t h = 0; !st && h < bm->nh; h++)
             for (int32_t r = 0; !st && r < bm->nqb; r++) {
                 size_t row = bmask_row(bm, b, h, r);
-                memset(seen.v, 0, (size_t)seen.n);
                 st = validate_list(bm, 0, row, b, h, r, seen.v, err);
                 if (!st)
                     st = validate_list(bm, 1, row, b, h, r, seen.v, err);
+                if (!st) /* both lists valid: every id was marked once */
+                    rowbits_mark(&seen, bm, row, 0);
             }
     free(seen.v);
     return st;
 }
 
 /* The tiles of one query tile r: each row's allowed keys [lo, hi) (lo = hi = 0 for padding
- * rows past lq) and each kv tile's kind, 0 empty, 1 partial, 2 full (every pair allowed; a
- * ragged edge tile never is, padding being "not allowed"). */
+ * rows past lq), the kv tiles [c0, c1) some row reaches and their kinds, 1 partial, 2 full
+ * (every pair allowed; a ragged edge tile never is, padding being "not allowed"); every other
+ * tile is empty (qtile_kind). */
 typedef struct qtile {
     int32_t r, rows; /* rows = q_block_size */
     int32_t lo[BMASK_MAX_BLOCK], hi[BMASK_MAX_BLOCK];
-    unsigned char *kind; /* [nkb] */
-    int32_t *reach, *cover; /* [nkb + 1] difference arrays, scratch */
+    int32_t c0, c1;
+    unsigned char *kind;    /* [nkb], meaningful in [c0, c1) */
+    int32_t *reach, *cover; /* [nkb + 1] difference arrays, all 0 between fills */
 } qtile;
+
+static int qtile_kind(const qtile *q, int32_t c)
+{
+    return c >= q->c0 && c < q->c1 ? q->kind[c] : 0;
+}
 
 static fc_status qtile_init(qtile *q, const bmask *bm, fc_err *err)
 {
@@ -122,15 +133,15 @@ static void qtile_free(qtile *q)
 }
 
 /* Each row adds one to the kv tiles its range reaches and to those it covers whole, by
- * difference arrays: a tile is full when all q_block_size rows cover it, partial when some
- * row reaches it. */
+ * difference arrays over the reached tiles only: a tile is full when all q_block_size rows
+ * cover it, partial when some row reaches it. */
 static void qtile_fill(qtile *q, const bmask *bm, mask_params m, seq_view v, int32_t r)
 {
-    int32_t kb = bm->kv_block_size, nkb = bm->nkb;
-    memset(q->reach, 0, ((size_t)nkb + 1) * sizeof(int32_t));
-    memset(q->cover, 0, ((size_t)nkb + 1) * sizeof(int32_t));
+    int32_t kb = bm->kv_block_size;
     q->r = r;
     q->rows = bm->q_block_size;
+    q->c0 = bm->nkb;
+    q->c1 = 0;
     for (int32_t i = 0; i < q->rows; i++) {
         int32_t t = r * q->rows + i, lo = 0, hi = 0;
         if (t < v.lq)
@@ -139,19 +150,24 @@ static void qtile_fill(qtile *q, const bmask *bm, mask_params m, seq_view v, int
         q->hi[i] = hi;
         if (lo >= hi)
             continue;
-        int32_t c0 = lo / kb, c1 = (hi - 1) / kb, f0 = (lo + kb - 1) / kb, f1 = hi / kb;
+        int32_t c0 = lo / kb, c1 = (hi - 1) / kb + 1, f0 = (lo + kb - 1) / kb, f1 = hi / kb;
         q->reach[c0]++;
-        q->reach[c1 + 1]--;
+        q->reach[c1]--;
         if (f0 < f1) {
             q->cover[f0]++;
             q->cover[f1]--;
         }
+        q->c0 = c0 < q->c0 ? c0 : q->c0;
+        q->c1 = c1 > q->c1 ? c1 : q->c1;
     }
-    for (int32_t c = 0, sr = 0, sc = 0; c < nkb; c++) {
+    for (int32_t c = q->c0, sr = 0, sc = 0; c < q->c1; c++) {
         sr += q->reach[c];
         sc += q->cover[c];
         q->kind[c] = sc == q->rows ? 2 : sr > 0 ? 1 : 0;
     }
+    /* every entry written lies in [c0, c1] (hi <= lk, so c1 <= nkb) */
+    for (int32_t c = q->c0; c <= q->c1 && c <= bm->nkb; c++)
+        q->reach[c] = q->cover[c] = 0;
 }
 
 /* The first pair of tile c, rows then keys in order, that is allowed (want_allowed) or not;
@@ -175,33 +191,69 @@ static void qtile_first_pair(const qtile *q, int32_t kb, int32_t c, int want_all
     }
 }
 
-/* The mask's lengths must be the case's. The block sizes and grid are bmask_validate's to
- * check, but qtile's arrays are sized by them, so a caller that skipped it gets FC_EINVAL
- * here rather than writes out of bounds. */
+/* One stored row's departures from its query tile's exact tiles, in O(listed + reached):
+ * counts, and the first tile (lowest c) of each kind; -1 when there is none. dropped: reached
+ * (some pair allowed), listed nowhere; leaked: listed full, not full; wasted: listed partial,
+ * empty; other: any other listing that is not the exact kind (a full tile listed partial). */
+typedef struct row_diff {
+    int64_t dropped, leaked, wasted;
+    int32_t first_dropped, first_leaked, first_wrong; /* first_wrong: any kind differs */
+} row_diff;
+
+static int32_t min_c(int32_t a, int32_t c)
+{
+    return a < 0 || c < a ? c : a;
+}
+
+static void row_diff_of(const bmask *bm, size_t row, const rowbits *rb, const qtile *q,
+                        row_diff *d)
+{
+    memset(d, 0, sizeof *d);
+    d->first_dropped = d->first_leaked = d->first_wrong = -1;
+    for (int32_t c = q->c0; c < q->c1; c++) { /* the reached tiles */
+        if (q->kind[c] != 0 && rb->v[c] == 0) {
+            d->dropped++;
+            d->first_dropped = min_c(d->first_dropped, c);
+        }
+        if (q->kind[c] != 0 && rb->v[c] != q->kind[c])
+            d->first_wrong = min_c(d->first_wrong, c);
+    }
+    for (int full = 0; full < 2; full++) { /* the listed ones */
+        const int32_t *ids = bmask_ids(bm, full, row);
+        int32_t n = (full ? bm->full_kv_num_blocks : bm->kv_num_blocks)[row];
+        for (int32_t j = 0; j < n; j++) {
+            int32_t c = ids[j], k = qtile_kind(q, c);
+            if (full && k != 2) {
+                d->leaked++;
+                d->first_leaked = min_c(d->first_leaked, c);
+            }
+            if (!full && k == 0)
+                d->wasted++;
+            if (k == 0) /* listed, empty: the reached scan above cannot see it */
+                d->first_wrong = min_c(d->first_wrong, c);
+        }
+    }
+}
+
 static fc_status check_lengths(const bmask *bm, const seq_info *s, fc_err *err)
 {
     if (bm->lq != s->lq || bm->lk != s->lk)
         return fc_errf(err, FC_EINVAL, "block mask built for lengths (%d, %d), case has (%d, %d)",
                        (int)bm->lq, (int)bm->lk, (int)s->lq, (int)s->lk);
-    if (!bmask_block_size_ok(bm->q_block_size) || !bmask_block_size_ok(bm->kv_block_size) ||
-        bm->nqb != bmask_nblocks(bm->lq, bm->q_block_size) ||
-        bm->nkb != bmask_nblocks(bm->lk, bm->kv_block_size))
-        return fc_errf(err, FC_EINVAL, "block mask of %d x %d blocks of %dx%d does not fit lengths "
-                       "(%d, %d): not validated", (int)bm->nqb, (int)bm->nkb,
-                       (int)bm->q_block_size, (int)bm->kv_block_size, (int)bm->lq, (int)bm->lk);
     return FC_OK;
 }
 
-/* What every stored row of bm is checked against: for each (b, h, r) in order, row_fn(row's
- * listed kinds, the exact tiles). Stops at the first non-FC_OK. */
-typedef fc_status (*row_fn)(const bmask *bm, const rowbits *rb, const qtile *q, int32_t b,
-                            int32_t h, void *ctx, fc_err *err);
+/* What every stored row of bm is checked against: for each (b, h, r) in order, row_fn(the
+ * row's differences from the exact tiles, its listed ids still marked in rb). Stops at the
+ * first non-FC_OK. */
+typedef fc_status (*row_fn)(const bmask *bm, const row_diff *d, const rowbits *rb,
+                            const qtile *q, int32_t b, int32_t h, void *ctx, fc_err *err);
 
 static fc_status each_row(const bmask *bm, mask_params m, const seq_info *s, row_fn fn,
                           void *ctx, fc_err *err)
 {
     fc_status st = check_lengths(bm, s, err);
-    if (st)
+    if (st || (st = bmask_validate(bm, err)))
         return st;
     rowbits rb;
     qtile q;
@@ -214,38 +266,44 @@ static fc_status each_row(const bmask *bm, mask_params m, const seq_info *s, row
     seq_view v = seq_info_view(s);
     /* The mask depends on neither batch entry nor head, but each stored row is held to it
      * whatever the others say; refilling q a row keeps the (b, h, r) order of "first" and
-     * costs nb * nh * lq range lookups, small beside the rows' own nkb each. */
+     * costs nb * nh * lq range lookups. */
     for (int32_t b = 0; !st && b < bm->nb; b++)
         for (int32_t h = 0; !st && h < bm->nh; h++)
             for (int32_t r = 0; !st && r < bm->nqb; r++) {
+                size_t row = bmask_row(bm, b, h, r);
+                row_diff d;
                 qtile_fill(&q, bm, m, v, r);
-                rowbits_fill(&rb, bm, bmask_row(bm, b, h, r));
-                st = fn(bm, &rb, &q, b, h, ctx, err);
+                rowbits_mark(&rb, bm, row, 1);
+                row_diff_of(bm, row, &rb, &q, &d);
+                st = fn(bm, &d, &rb, &q, b, h, ctx, err);
+                rowbits_mark(&rb, bm, row, 0);
             }
     qtile_free(&q);
     free(rb.v);
     return st;
 }
 
-static fc_status sound_row(const bmask *bm, const rowbits *rb, const qtile *q, int32_t b,
-                           int32_t h, void *ctx, fc_err *err)
+/* The first defect in kv-tile order: a dropped tile and a leaked one are never the same. */
+static fc_status sound_row(const bmask *bm, const row_diff *d, const rowbits *rb,
+                           const qtile *q, int32_t b, int32_t h, void *ctx, fc_err *err)
 {
-    for (int32_t c = 0; c < bm->nkb; c++) {
-        int32_t tq, tk;
-        if (rb->v[c] == 0 && q->kind[c] != 0) {
-            qtile_first_pair(q, bm->kv_block_size, c, 1, &tq, &tk);
-            return fc_errf(err, FC_EFAIL, "row [%d][%d][%d]: allowed pair (q %d, k %d) lies in "
-                           "kv block %d, which is not listed (keys dropped)", (int)b, (int)h,
-                           (int)q->r, (int)tq, (int)tk, (int)c);
-        }
-        if (rb->v[c] == 2 && q->kind[c] != 2) {
-            qtile_first_pair(q, bm->kv_block_size, c, 0, &tq, &tk);
-            return fc_errf(err, FC_EFAIL, "row [%d][%d][%d]: kv block %d is listed full but "
-                           "pair (q %d, k %d) is not allowed (mask skipped, keys leak)", (int)b,
-                           (int)h, (int)q->r, (int)c, (int)tq, (int)tk);
-        }
+    int32_t c = d->first_dropped < 0 ? d->first_leaked
+              : d->first_leaked < 0  ? d->first_dropped
+                                     : (d->first_dropped < d->first_leaked ? d->first_dropped
+                                                                           : d->first_leaked);
+    if (c < 0)
+        return FC_OK;
+    int32_t tq, tk;
+    if (c == d->first_dropped) {
+        qtile_first_pair(q, bm->kv_block_size, c, 1, &tq, &tk);
+        return fc_errf(err, FC_EFAIL, "row [%d][%d][%d]: allowed pair (q %d, k %d) lies in kv "
+                       "block %d, which is not listed (keys dropped)", (int)b, (int)h, (int)q->r,
+                       (int)tq, (int)tk, (int)c);
     }
-    return FC_OK;
+    qtile_first_pair(q, bm->kv_block_size, c, 0, &tq, &tk);
+    return fc_errf(err, FC_EFAIL, "row [%d][%d][%d]: kv block %d is listed full but pair "
+                   "(q %d, k %d) is not allowed (mask skipped, keys leak)", (int)b, (int)h,
+                   (int)q->r, (int)c, (int)tq, (int)tk);
 }
 
 fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, fc_err *err)
@@ -253,18 +311,17 @@ fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, f
     return each_row(bm, m, s, sound_row, NULL, err);
 }
 
-static fc_status defects_row(const bmask *bm, const rowbits *rb, const qtile *q, int32_t b,
-                             int32_t h, void *ctx, fc_err *err)
+static fc_status defects_row(const bmask *bm, const row_diff *rd, const rowbits *rb,
+                             const qtile *q, int32_t b, int32_t h, void *ctx, fc_err *err)
 {
     bmask_defects *d = ctx;
-    for (int32_t c = 0; c < bm->nkb; c++) {
-        bmask_tile t = {b, h, q->r, c};
-        if (q->kind[c] != 0 && rb->v[c] == 0 && d->dropped++ == 0)
-            d->first_dropped = t;
-        if (q->kind[c] != 2 && rb->v[c] == 2 && d->leaked++ == 0)
-            d->first_leaked = t;
-        d->wasted += q->kind[c] == 0 && rb->v[c] == 1;
-    }
+    if (rd->dropped && d->dropped == 0)
+        d->first_dropped = (bmask_tile){b, h, q->r, rd->first_dropped};
+    if (rd->leaked && d->leaked == 0)
+        d->first_leaked = (bmask_tile){b, h, q->r, rd->first_leaked};
+    d->dropped += rd->dropped;
+    d->leaked += rd->leaked;
+    d->wasted += rd->wasted;
     return FC_OK;
 }
 
@@ -277,15 +334,15 @@ fc_status bmask_find_defects(const bmask *bm, mask_params m, const seq_info *s, 
 
 static const char *const kind_names[] = {"empty", "partial", "full"};
 
-static fc_status exact_row(const bmask *bm, const rowbits *rb, const qtile *q, int32_t b,
-                           int32_t h, void *ctx, fc_err *err)
+static fc_status exact_row(const bmask *bm, const row_diff *d, const rowbits *rb,
+                           const qtile *q, int32_t b, int32_t h, void *ctx, fc_err *err)
 {
-    for (int32_t c = 0; c < bm->nkb; c++)
-        if (rb->v[c] != q->kind[c])
-            return fc_errf(err, FC_EFAIL, "row [%d][%d][%d], kv block %d: listed %s, the mask "
-                           "makes it %s", (int)b, (int)h, (int)q->r, (int)c,
-                           kind_names[rb->v[c]], kind_names[q->kind[c]]);
-    return FC_OK;
+    int32_t c = d->first_wrong;
+    if (c < 0)
+        return FC_OK;
+    return fc_errf(err, FC_EFAIL, "row [%d][%d][%d], kv block %d: listed %s, the mask makes it "
+                   "%s", (int)b, (int)h, (int)q->r, (int)c, kind_names[rb->v[c]],
+                   kind_names[qtile_kind(q, c)]);
 }
 
 fc_status bmask_check_exact(const bmask *bm, mask_params m, const seq_info *s, fc_err *err)
@@ -324,11 +381,6 @@ void bmask_defects_text(char *buf, size_t cap, const bmask *bm, const bmask_defe
                  "(first: %s)%s", (long long)d->leaked, b, w);
 }
 
-static int32_t max_i32(int32_t a, int32_t b)
-{
-    return a > b ? a : b;
-}
-
 fc_status bmask_compare(const bmask *a, const bmask *b, fc_err *err)
 {
     if (a->q_block_size != b->q_block_size || a->kv_block_size != b->kv_block_size ||
@@ -341,27 +393,44 @@ fc_status bmask_compare(const bmask *a, const bmask *b, fc_err *err)
         (a->nh != b->nh && a->nh != 1 && b->nh != 1))
         return fc_errf(err, FC_EINVAL, "block mask leading dims [%d, %d] and [%d, %d] do not "
                        "broadcast", (int)a->nb, (int)a->nh, (int)b->nb, (int)b->nh);
-    rowbits ra, rb;
-    fc_status st = rowbits_init(&ra, a->nkb, err);
-    if (st)
+    fc_status st = bmask_validate(a, err);
+    if (st || (st = bmask_validate(b, err)))
         return st;
-    st = rowbits_init(&rb, b->nkb, err);
-    int32_t nb = max_i32(a->nb, b->nb), nh = max_i32(a->nh, b->nh);
+    rowbits ra, rb;
+    if ((st = rowbits_init(&ra, a->nkb, err)))
+        return st;
+    if ((st = rowbits_init(&rb, b->nkb, err))) {
+        free(ra.v);
+        return st;
+    }
+    int32_t nb = a->nb > b->nb ? a->nb : b->nb, nh = a->nh > b->nh ? a->nh : b->nh;
     for (int32_t bi = 0; !st && bi < nb; bi++)
         for (int32_t h = 0; !st && h < nh; h++)
             for (int32_t r = 0; !st && r < a->nqb; r++) {
-                rowbits_fill(&ra, a, bmask_row(a, bi, h, r));
-                rowbits_fill(&rb, b, bmask_row(b, bi, h, r));
-                for (int32_t c = 0; c < a->nkb; c++)
-                    if (ra.v[c] != rb.v[c]) {
-                        st = fc_errf(err, FC_EFAIL, "row [%d][%d][%d], kv block %d: %s vs %s",
-                                     (int)bi, (int)h, (int)r, (int)c, kind_names[ra.v[c]],
-                                     kind_names[rb.v[c]]);
-                        break;
+                size_t rowa = bmask_row(a, bi, h, r), rowb = bmask_row(b, bi, h, r);
+                rowbits_mark(&ra, a, rowa, 1);
+                rowbits_mark(&rb, b, rowb, 1);
+                /* the lowest block either lists differently: a tile listed by neither agrees */
+                int32_t first = -1;
+                const bmask *m2[2] = {a, b};
+                size_t row2[2] = {rowa, rowb};
+                for (int x = 0; x < 2; x++)
+                    for (int full = 0; full < 2; full++) {
+                        const int32_t *ids = bmask_ids(m2[x], full, row2[x]);
+                        int32_t n = (full ? m2[x]->full_kv_num_blocks
+                                          : m2[x]->kv_num_blocks)[row2[x]];
+                        for (int32_t j = 0; j < n; j++)
+                            if (ra.v[ids[j]] != rb.v[ids[j]])
+                                first = min_c(first, ids[j]);
                     }
+                if (first >= 0)
+                    st = fc_errf(err, FC_EFAIL, "row [%d][%d][%d], kv block %d: %s vs %s",
+                                 (int)bi, (int)h, (int)r, (int)first, kind_names[ra.v[first]],
+                                 kind_names[rb.v[first]]);
+                rowbits_mark(&ra, a, rowa, 0);
+                rowbits_mark(&rb, b, rowb, 0);
             }
     free(ra.v);
     free(rb.v);
     return st;
 }
-

@@ -90,8 +90,9 @@ ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h);
  * k [lk, D] and v [lk, Dv] the keys and values of one kv head (for a packed batch the whole
  * token axis: the predicate decides which sequence's keys count). Scores scale * q.k in
  * double, the rule's soft-cap, a max-shifted softmax in double over the keys `allowed`
- * accepts and the rule's sink, o [Dv] = the weighted sum of their values, *lse (may be NULL)
- * the natural-log LSE. A row no key is allowed for gets o = 0 and LSE = the sink (-inf
+ * accepts and the rule's sink, o [Dv] = the weighted sum of their values (and of the sink's,
+ * rule->sink_value in every element, 0 for the truth), *lse (may be NULL) the natural-log LSE.
+ * A row no key is allowed for gets o = 0 (the sink_value with a sink) and LSE = the sink (-inf
  * without), as in ref_attention_f64. Keys the predicate rejects are never read, so NaN or inf
  * there cannot leak in.
  *

@@ -7,8 +7,8 @@
  *     16..256 and non-square, causal, W, C, packing with zero-length members;
  *   - every builder's canonical form (ascending ids, the compact width) and PyTorch's shape
  *     from it (bmask_copy_width); the width of long windowed and chunked masks;
- *   - soundness, defects and exactness (bmask_check.c's range-based checks) against the
- *     oracle, pair by pair, on each configuration's mask corrupted at random in two heads;
+ *   - soundness, defects, exactness and comparison (bmask_check.c) against the oracle, pair
+ *     by pair, on each configuration's mask corrupted at random in two heads;
  *   - PyTorch's published counts; ragged lengths; validation and soundness failures.
  */
 #include <criterion/criterion.h>
@@ -223,7 +223,7 @@ static void oracle_first_pair(const config *cf, int32_t r, int32_t c, int want, 
 /* bmask_find_defects, bmask_check_sound and bmask_check_exact on a corrupted mask: counts,
  * first tiles, first pairs and messages as the oracle, pair by pair, makes them. */
 static void check_checks(uint64_t seed, const config *cf, const int *ok, int32_t nqb,
-                         int32_t nkb)
+                         int32_t nkb, const bmask *slow)
 {
     size_t n = (size_t)2 * nqb * nkb;
     int *listed = malloc((n + 1) * sizeof(int));
@@ -233,7 +233,7 @@ static void check_checks(uint64_t seed, const config *cf, const int *ok, int32_t
     fc_err err;
     cr_assert_eq(bmask_validate(&bad, &err), FC_OK, "%s: %s", cf->desc, err.msg);
     bmask_defects want = {0}, got;
-    char sound[256] = "", exact[256] = "";
+    char sound[256] = "", exact[256] = "", cmp_sb[256] = "", cmp_bs[256] = "";
     for (int32_t h = 0; h < 2; h++)
         for (int32_t r = 0; r < nqb; r++)
             for (int32_t c = 0; c < nkb; c++) {
@@ -255,9 +255,14 @@ static void check_checks(uint64_t seed, const config *cf, const int *ok, int32_t
                         snprintf(sound, sizeof sound, "row [0][%d][%d]: kv block %d is listed "
                                  "full but pair (q %d, k %d) is not allowed", h, r, c, tq, tk);
                 }
-                if (l != k && !exact[0])
+                if (l != k && !exact[0]) {
                     snprintf(exact, sizeof exact, "row [0][%d][%d], kv block %d: listed %s, the "
                              "mask makes it %s", h, r, c, kind_name[l], kind_name[k]);
+                    snprintf(cmp_sb, sizeof cmp_sb, "row [0][%d][%d], kv block %d: %s vs %s", h,
+                             r, c, kind_name[k], kind_name[l]);
+                    snprintf(cmp_bs, sizeof cmp_bs, "row [0][%d][%d], kv block %d: %s vs %s", h,
+                             r, c, kind_name[l], kind_name[k]);
+                }
             }
     cr_assert_eq(bmask_find_defects(&bad, cf->m, &cf->s, &got, &err), FC_OK, "%s", err.msg);
     cr_assert(got.dropped == want.dropped && got.leaked == want.leaked &&
@@ -278,6 +283,15 @@ static void check_checks(uint64_t seed, const config *cf, const int *ok, int32_t
     cr_assert_eq(st, exact[0] ? FC_EFAIL : FC_OK, "%s: exact %d: %s", cf->desc, st, err.msg);
     cr_assert(!exact[0] || !strcmp(err.msg, exact), "%s:\n got  %s\n want %s", cf->desc,
               err.msg, exact);
+    /* the comparison with the exact mask (slow, one head broadcast) finds the same tile */
+    st = bmask_compare(slow, &bad, &err);
+    cr_assert_eq(st, exact[0] ? FC_EFAIL : FC_OK, "%s: compare %d: %s", cf->desc, st, err.msg);
+    cr_assert(!exact[0] || !strcmp(err.msg, cmp_sb), "%s:\n got  %s\n want %s", cf->desc,
+              err.msg, cmp_sb);
+    st = bmask_compare(&bad, slow, &err);
+    cr_assert_eq(st, exact[0] ? FC_EFAIL : FC_OK, "%s: compare %d: %s", cf->desc, st, err.msg);
+    cr_assert(!exact[0] || !strcmp(err.msg, cmp_bs), "%s:\n got  %s\n want %s", cf->desc,
+              err.msg, cmp_bs);
     bmask_free(&bad);
     free(listed);
 }
@@ -299,7 +313,7 @@ static void check_config(uint64_t seed)
                          cf.desc, r, c, listed_kind(&slow, r, c), want);
         }
     expect_canonical(&slow, cf.desc);
-    check_checks(seed, &cf, ok, slow.nqb, slow.nkb);
+    check_checks(seed, &cf, ok, slow.nqb, slow.nkb, &slow);
     free(ok);
     cr_assert_eq(bmask_build(&direct, BMASK_DIRECT, cf.m, &cf.s, cf.qb, cf.kb, &err), FC_OK);
     cr_assert_eq(bmask_compare(&slow, &direct, &err), FC_OK, "%s: direct != slow: %s", cf.desc,
@@ -520,25 +534,36 @@ Test(validation, rejects_out_of_range_duplicate_ids_and_counts_above_width)
     seq_free(&s);
 }
 
-/* The checks size their scratch by the block sizes and grid: a mask that was never validated
- * gets FC_EINVAL from each, never a write past them. */
-Test(validation, checks_refuse_an_unvalidated_grid)
+/* The checks and the comparison validate first: a mask that was never validated gets
+ * FC_EINVAL and bmask_validate's message from each, never a read or write past its arrays. */
+Test(validation, checks_refuse_an_unvalidated_mask)
 {
     seq_info s;
     fc_err err;
-    bmask bm = causal_mask(&s);
+    bmask bm = causal_mask(&s), good;
     mask_params m = {.causal = 1};
     bmask_defects d;
+    cr_assert_eq(bmask_build(&good, BMASK_DIRECT, m, &s, 64, 64, &err), FC_OK);
     int32_t qb = bm.q_block_size, nkb = bm.nkb;
     bm.q_block_size = 512; /* past BMASK_MAX_BLOCK, the size of a query tile's row scratch */
     cr_expect_eq(bmask_check_sound(&bm, m, &s, &err), FC_EINVAL);
-    cr_expect(strstr(err.msg, "not validated"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "block sizes (512, 64)"), "%s", err.msg);
     bm.q_block_size = qb;
     bm.nkb = nkb - 1; /* a grid narrower than lk needs */
     cr_expect_eq(bmask_find_defects(&bm, m, &s, &d, &err), FC_EINVAL);
-    cr_expect_eq(bmask_check_exact(&bm, m, &s, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "block grid"), "%s", err.msg);
     bm.nkb = nkb;
+    bmask_ids(&bm, 1, 3)[0] = 1 << 30; /* an id far past nkb */
+    cr_expect_eq(bmask_check_exact(&bm, m, &s, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "out of range"), "%s", err.msg);
+    cr_expect_eq(bmask_compare(&good, &bm, &err), FC_EINVAL);
+    bmask_ids(&bm, 1, 3)[0] = 0;
+    bm.kv_num_blocks[2] = -5;
+    cr_expect_eq(bmask_check_sound(&bm, m, &s, &err), FC_EINVAL);
+    bm.kv_num_blocks[2] = 1;
     cr_expect_eq(bmask_check_exact(&bm, m, &s, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(bmask_compare(&good, &bm, &err), FC_OK, "%s", err.msg);
+    bmask_free(&good);
     bmask_free(&bm);
     seq_free(&s);
 }
