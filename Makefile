@@ -42,7 +42,10 @@ OPT      ?= -O2 -g
 # e.g. kernel 2 with 128-row query tiles: make BUILD=build-bq128 FC_DEFINES=-DV2_BQ_MAX=128
 # (kernel 2's others: V2_STAGES=2 double-buffers K/V, V2_MIN_BLOCKS=3 asks ptxas for 3 blocks
 # an SM, V2_WARP_ROWS=32 gives each warp two m16 tiles, V2_SMEM_MAX raises the 99 KiB shared
-# memory cap for sm_80/sm_90-only builds; gpu/attn_v2.cuh). FC_DEFINES="-DA=1 -DB=2" for several.
+# memory cap for builds that will run on A100/H100-class devices only: sm_86/89 run the sm_80
+# code with 99 KiB and would refuse the launch; gpu/attn_v2.cuh). FC_DEFINES="-DA=1 -DB=2" for
+# several. Make does not see FC_DEFINES change: give each variant its own BUILD folder
+# (ci/gpu_bundle.sh records them and starts a folder afresh).
 FC_DEFINES ?=
 CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L $(FC_DEFINES)
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)

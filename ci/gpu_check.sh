@@ -19,7 +19,7 @@
 #      per file of three dtypes on an H200 with PyTorch 2.11, one runner), so TORCH_JOBS
 #      runners (default half the cores) share the files; TORCH_EXPORT="--quick --shard 1/4"
 #      exports a quarter of the quick set (170 files), and TORCH_TIMEOUT (seconds, default
-#      900) bounds the runners;
+#      30 under STEP_TIMEOUT, which bounds the step around them) bounds the runners;
 # and writes everything under OUT (default build/gpu-report; `$OUT` on the lent machine).
 #   bash ci/gpu_check.sh [--build-only]      # --build-only: step 1 alone (tested on CPU machines)
 #   bash ci/gpu_check.sh --prebuilt          # skip step 1: the binaries are already in build/
@@ -94,7 +94,10 @@ for vb in build/variants/flexcheck-*; do
     # must give the default build's rows byte for byte (same machine, same CPU side).
     if run "gate_gpu_kernel2_$name" "${NAT[@]}" "$vb" gate --quick --backend gpu --kernel 2 \
         --report-dir "$OUT/gate-k2-$name"; then
-        if cmp -s "$OUT/gate-k2/rows.csv" "$OUT/gate-k2-$name/rows.csv"; then
+        if [ ! -f "$OUT/gate-k2/rows.csv" ]; then
+            log "gate_gpu_kernel2_$name: not compared (the default build's gate wrote no rows.csv)"
+            status=1
+        elif cmp -s "$OUT/gate-k2/rows.csv" "$OUT/gate-k2-$name/rows.csv"; then
             log "gate_gpu_kernel2_$name: rows.csv identical to the default build's"
         else
             log "gate_gpu_kernel2_$name: rows.csv DIFFERS from the default build's"
@@ -135,7 +138,8 @@ if python3 -c "import torch" 2>/dev/null; then
         per=$(((${#torch_files[@]} + 2 * tj - 1) / (2 * tj)))
         [ "$per" -ge 1 ] || per=1
         run torch_flex_cuda env PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 \
-            timeout "${TORCH_TIMEOUT:-900}" xargs -r -d "\n" -n "$per" -P "$tj" \
+            timeout "${TORCH_TIMEOUT:-$(( ${STEP_TIMEOUT:-600} - 30 ))}" \
+            xargs -r -d "\n" -n "$per" -P "$tj" \
             python3 -m flexcheck.torch_flex --device cuda --compile \
             < <(printf '%s\n' "${torch_files[@]}") || status=1
         if [ ${#torch_files[@]} -gt 0 ]; then

@@ -15,6 +15,7 @@
 #include "gpu/attn_v1.cuh"
 #include "gpu/attn_v2.cuh"
 #include "base/guard.h"
+#include "base/progress.h"
 
 
 namespace FC_GPU_NS {
@@ -228,12 +229,6 @@ static cudaError_t launch(const gpu_call *c, const attn_args &a)
     return cudaErrorInvalidValue;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
 
 /* Device copy of a host array (n bytes; n may be 0). */
 static cudaError_t upload(void **dev, const void *host, size_t n)
@@ -351,7 +346,7 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     a.softcap = (float)p->terms.softcap;
     a.sinks = (const float *)dsk;
 
-    t0 = now_ms();
+    t0 = 1e3 * fc_now_s();
     switch (c->dtype) {
     case FC_F32: GPU_TRY(launch<float>(c, a)); break;
     case FC_F16: GPU_TRY(launch<__half>(c, a)); break;
@@ -359,7 +354,7 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     }
     GPU_TRY(cudaDeviceSynchronize());
     if (res)
-        res->kernel_ms = now_ms() - t0;
+        res->kernel_ms = 1e3 * fc_now_s() - t0;
 
     GPU_TRY(cudaMemcpy(ho, dout, no * es + 2 * GUARD, cudaMemcpyDeviceToHost));
     GPU_TRY(cudaMemcpy(hl, dlse, nl * sizeof(float) + 2 * GUARD, cudaMemcpyDeviceToHost));

@@ -104,11 +104,11 @@ __global__ void attn_v1_kernel(attn_args a)
 
     T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq) * a.dv;
     /* empty row: exactly 0 (seam: empty row yields NaN) */
-    const float inv = mutant_inv_l(l > 0.0f ? 1.0f / l : 0.0f, l);
+    const float inv = mutant_inv_l(l == 0.0f ? 0.0f : 1.0f / l, l); /* a NaN l stays NaN */
     for (int32_t i = 0; i < a.dv; i++)
         o[i] = from_f32<T>(acc[i] * inv);
     mutant_write_past_end(o, a.dv, a, b, h, tq, true); /* seam: write past the end */
-    a.lse[((int64_t)b * a.hq + h) * a.lq + tq] = l > 0.0f ? m + logf(l) : -INFINITY;
+    a.lse[((int64_t)b * a.hq + h) * a.lq + tq] = l == 0.0f ? -INFINITY : m + logf(l);
 }
 
 } /* namespace FC_GPU_NS */

@@ -17,12 +17,15 @@
  *     ldmatrix; gpu/ptx.cuh); the S accumulator of two n8 key tiles is, register for register,
  *     the A fragment of the P.V product, so P never leaves registers. fp32: the same fragment
  *     layout computed on CUDA cores from shared memory, P staged per warp in shared memory;
- *   - masked keys never reach the output, whatever K/V hold there (NaN, inf): their scores are
- *     set to -inf, their P to exactly 0, and a key whose P is 0 on all rows of a warp has its
- *     V fragment zeroed before the tensor-core product (fp32 skips a zero P outright);
+ *   - masked keys never reach the output, whatever K/V hold there (NaN, inf), as long as no
+ *     other row of the same m16 tile sees them: their scores are set to -inf, their P to
+ *     exactly 0, and a key whose P is 0 on all 16 rows of an m16 tile has its V fragment zeroed
+ *     before the tensor-core product (fp32 skips a zero P outright); a NaN V at a key one row
+ *     of the tile may see reaches the others' sums as 0 * NaN;
  *   - fp32 online softmax per row, the row spread over the four lanes of a quad (max and sum
  *     reduced with two xor-shuffles); P rounded to the input type before P.V, the normaliser
- *     l sums the fp32 P; output rounded to the input type; empty rows 0 with LSE -inf;
+ *     l sums the fp32 P; output rounded to the input type; empty rows (l == 0) 0 with LSE
+ *     -inf, a NaN l stays NaN in O and LSE;
  *   - score terms (docs/semantics.md section 7): the soft-cap on the fp32 scaled score before
  *     the mask (attn_softcap); the head's sink is each row's starting running max, its term
  *     e^0 = 1 held by the quad's lane t = 0 (l is summed over the quad at the end), no value;
@@ -32,13 +35,14 @@
  *   - offsets into Q/K/V/O in int64; rows past Lq are never stored.
  *
  * Per-lane fragment coordinates (PTX ISA m16n8k16; g = lane/4, t = lane%4): accumulator element
- * e of n8 tile j is row g + 8*(e/2) of the warp's 16, column 8j + 2t + e%2.
+ * e of n8 tile j is row g + 8*(e/2) of its m16 tile's 16, column 8j + 2t + e%2.
  *
  * Template parameters, picked by a plain switch in gpu/attn_launch.cu: T (float, __half,
  * __nv_bfloat16), D and DV (head dims of q/k and of v/o, multiples of 16: the (D, Dv) pairs of
  * v2_head_dims_ok), BK (16, or v2_traits<T>::bk_max = 64 for fp16/bf16 when KB >= 64 and both
- * head dims are at most 128). Q fragments live in registers for D <= 128 and are re-read from
- * shared memory (ldmatrix) for larger D, which keeps D = 256 free of register spills.
+ * head dims are at most 128), ST (K/V stages, v2_stages) and MT (m16 tiles a warp, 1, or 2 with
+ * V2_WARP_ROWS=32). Q fragments live in registers for D * MT <= 128 and are re-read from
+ * shared memory (ldmatrix) otherwise, which keeps D = 256 free of register spills.
  *
  * The mutant_*() calls are the seams where the gate's self-test seeds a defect
  * (gpu/attn_mutants.cuh); in every real build each is the identity or nothing.
@@ -61,7 +65,8 @@ namespace FC_GPU_NS {
 #define V2_UNROLL
 #endif
 
-/* Query rows per block at most: BQ/16 warps, each with its 16 rows. The rows are independent
+/* Query rows per block at most: BQ/(16 MT) warps, each with MT m16 tiles of 16 rows (MT = 1
+ * by default, 2 with V2_WARP_ROWS=32). The rows are independent
  * (each warp walks the same kv sub-tiles in the same order), so BQ changes no output bit, only
  * how many rows share each K/V tile staged in shared memory. 64 by default; a variant build
  * (Makefile FC_DEFINES=-DV2_BQ_MAX=128, ci/gpu_bundle.sh) lets a GPU run time 128 beside it. */
@@ -130,8 +135,9 @@ __host__ __device__ constexpr size_t v2_smem_bytes(int bq)
 
 /* Stages a configuration gets: V2_STAGES where its largest block stays within V2_SMEM_MAX
  * bytes of shared memory, else 1. By default the 99 KiB sm_86/sm_89 allow (as v2_block_q's cap
- * does for one stage); a build for sm_80/sm_90 alone may raise it (163 / 227 KiB), e.g. for two
- * stages of 128-row blocks at D = 128 (104 KiB). */
+ * does for one stage); a build that will run on A100/H100-class devices only may raise it
+ * (163 / 227 KiB), e.g. for two
+ * stages of 128-row blocks at D = 128 (104,448 bytes, 102 KiB). */
 #ifndef V2_SMEM_MAX
 #define V2_SMEM_MAX (99 * 1024)
 #endif
@@ -228,17 +234,18 @@ __device__ inline void v2_scores(float (&s)[NJ][4], float (&tile_max)[2], const 
         }
 }
 
-/* At most 2 * V2_BQ_MAX threads (128 by default), at least V2_MIN_BLOCKS blocks per SM (1 by
- * default): ptxas may then use up to 255 registers a thread, and the resource report (make
- * emu-nvcc) shows no spills in any configuration; with the first bound alone its heuristics stop
- * at 128 and spill a few bytes for some. The fp16/bf16 D = 128 instance takes 186 registers on
- * sm_90, so 2 blocks (8 warps) an SM; a variant build with -DV2_MIN_BLOCKS=3 caps it at 168 for
- * 12 warps, at the cost of 20 bytes of spills (sm_90, 2026-11-30), for a GPU run to time. */
+/* At most 2 * V2_BQ_MAX / MT threads (128 by default), at least V2_MIN_BLOCKS blocks per SM (1
+ * by default): ptxas may then use up to 255 registers a thread, and the resource report (make
+ * emu-nvcc) shows no spills in any configuration of the default build; with the first bound
+ * alone its heuristics stop at 128 and spill a few bytes for some. The fp16/bf16 D = 128
+ * instance takes 186 registers on sm_90, so 2 blocks (8 warps) an SM; a variant build with
+ * -DV2_MIN_BLOCKS=3 caps it at 168 for 12 warps, at the cost of 20 bytes of spills (sm_90,
+ * 2026-11-30), for a GPU run to time. */
 #ifndef V2_MIN_BLOCKS
 #define V2_MIN_BLOCKS 1
 #endif
 template <typename T, int D, int DV, int BK, int ST, int MT>
-__global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(attn_args a)
+__global__ void __launch_bounds__(2 * V2_BQ_MAX / MT, V2_MIN_BLOCKS) attn_v2_kernel(attn_args a)
 {
     typedef v2_traits<T> tr;
     constexpr int SROW = D + tr::pad, VROW = DV + tr::pad, NJ = BK / 8, ND = DV / 8, NR = 2 * MT;
@@ -429,8 +436,8 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
         /* Online softmax, per row. m == -inf means nothing was accumulated yet, so alpha is
          * irrelevant and taken as 0 rather than exp(-inf - m_new); masked scores give p = 0
          * exactly, never exp(-inf - (-inf)): e^(x - m_new) with m_new taken as 0 while it is
-         * -inf (then every x is -inf), and expf(-inf) = +0 on both CUDA and glibc, so the loop
-         * needs no branch per element. */
+         * -inf (then every x is -inf or NaN), and expf(-inf) = +0 on both CUDA and glibc, so
+         * the loop needs no branch per element. */
         V2_UNROLL
         for (int r = 0; r < NR; r++) {
             const int mt = r >> 1, i = r & 1;
@@ -562,11 +569,12 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
         }
         cur = nxt;
         have = more;
-        st ^= ST - 1;
+        if constexpr (ST == 2)
+            st ^= 1;
     }
 
     /* Epilogue: the row's l summed over its quad; empty rows (l == 0) write exactly 0 and
-     * LSE -inf; rows past Lq are never stored. */
+     * LSE -inf, a NaN l stays NaN (tested for == 0, not > 0); rows past Lq are never stored. */
     V2_UNROLL
     for (int r = 0; r < NR; r++) {
         const int mt = r >> 1, i = r & 1;
@@ -574,7 +582,7 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
         if (!valid[r])
             continue;
         /* seam: empty row yields NaN */
-        const float inv = mutant_inv_l(lsum > 0.0f ? 1.0f / lsum : 0.0f, lsum);
+        const float inv = mutant_inv_l(lsum == 0.0f ? 0.0f : 1.0f / lsum, lsum);
         T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq[r]) * DV;
         V2_UNROLL
         for (int n = 0; n < ND; n++) {
@@ -584,7 +592,7 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX, V2_MIN_BLOCKS) attn_v2_kernel(a
         mutant_write_past_end(o, DV, a, b, h, tq[r], t == 0); /* seam: write past the end */
         if (t == 0)
             a.lse[((int64_t)b * a.hq + h) * a.lq + tq[r]] =
-                lsum > 0.0f ? m[r] + logf(lsum) : -INFINITY;
+                lsum == 0.0f ? -INFINITY : m[r] + logf(lsum);
     }
 }
 

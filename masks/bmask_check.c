@@ -192,14 +192,16 @@ static void qtile_first_pair(const qtile *q, int32_t kb, int32_t c, int want_all
 }
 
 /* One stored row's departures from its query tile's exact tiles, in O(listed + reached):
- * counts, and the first tile (lowest c) of each kind; -1 when there is none. dropped: reached
- * (some pair allowed), listed nowhere; leaked: listed full, not full; wasted: listed partial,
- * empty; other: any other listing that is not the exact kind (a full tile listed partial). */
+ * counts, and the first tile (lowest c) of each kind; -1 when there is none. dropped: some
+ * pair allowed, listed nowhere; leaked: listed full, not full; wasted: listed partial, empty;
+ * first_wrong: the first tile listed as anything but its exact kind (these, and a full tile
+ * listed partial). */
 typedef struct row_diff {
     int64_t dropped, leaked, wasted;
-    int32_t first_dropped, first_leaked, first_wrong; /* first_wrong: any kind differs */
+    int32_t first_dropped, first_leaked, first_wrong;
 } row_diff;
 
+/* The lower of first-tile a (-1: none yet) and tile c >= 0. */
 static int32_t min_c(int32_t a, int32_t c)
 {
     return a < 0 || c < a ? c : a;
@@ -287,10 +289,8 @@ static fc_status each_row(const bmask *bm, mask_params m, const seq_info *s, row
 static fc_status sound_row(const bmask *bm, const row_diff *d, const rowbits *rb,
                            const qtile *q, int32_t b, int32_t h, void *ctx, fc_err *err)
 {
-    int32_t c = d->first_dropped < 0 ? d->first_leaked
-              : d->first_leaked < 0  ? d->first_dropped
-                                     : (d->first_dropped < d->first_leaked ? d->first_dropped
-                                                                           : d->first_leaked);
+    int32_t c = d->first_leaked < 0 ? d->first_dropped : min_c(d->first_dropped,
+                                                                d->first_leaked);
     if (c < 0)
         return FC_OK;
     int32_t tq, tk;
