@@ -77,7 +77,7 @@ static const bench_mask masks[] = {
 /* One measured configuration. */
 typedef struct result {
     int64_t listed;
-    int32_t width, full_width; /* the direct mask's partial and full row widths */
+    int32_t width, full_width; /* the direct mask's longest partial and full rows */
     stamp direct;      /* medians over the repeats */
     int reps;
     stamp slow;        /* once; wall < 0: not run (unaffordable) */
@@ -171,8 +171,8 @@ static void print_header(void)
            "printed (against slow where it\nruns, L <= 16k; else against every row's allowed "
            "range). ns/block: CPU time a listed block,\nand relative to the same mask's first "
            "length in this run. slow: once, CPU time.\n", BLOCK, BLOCK);
-    printf("%7s  %-13s  %8s  %9s  %11s  %11s  %8s  %8s  %10s  %11s  %s\n", "L", "mask",
-           "listed", "widths p+f", "wall us", "cpu us", "ns/block", "vs first", "slow ms",
+    printf("%7s  %-13s  %8s  %11s  %11s  %11s  %8s  %8s  %10s  %11s  %s\n", "L", "mask",
+           "listed", "longest p+f", "wall us", "cpu us", "ns/block", "vs first", "slow ms",
            "slow/direct", "checked");
 }
 
@@ -185,7 +185,7 @@ static void print_row(int32_t l, const bench_mask *bmk, const result *r, double 
         snprintf(slow, sizeof slow, "%.3f", r->slow.cpu * 1e3);
         snprintf(ratio, sizeof ratio, "%.0fx", r->slow.cpu / r->direct.cpu);
     }
-    printf("%7d  %-13s  %8lld  %9s  %11.3f  %11.3f  %8.2f  %7.2fx  %10s  %11s  %s\n", (int)l,
+    printf("%7d  %-13s  %8lld  %11s  %11.3f  %11.3f  %8.2f  %7.2fx  %10s  %11s  %s\n", (int)l,
            bmk->name, (long long)r->listed, widths, r->direct.wall * 1e6,
            r->direct.cpu * 1e6, ns, ns / first_ns, slow, ratio, r->check);
 }
@@ -199,7 +199,7 @@ static void print_json(int32_t l, const bench_mask *bmk, const result *r)
         snprintf(slow, sizeof slow, "\"slow_ms\":%.6f,\"slow_cpu_ms\":%.6f", r->slow.wall * 1e3,
                  r->slow.cpu * 1e3);
     printf("{\"l\":%d,\"mask\":\"%s\",%s,\"q_block_size\":%d,\"kv_block_size\":%d,"
-           "\"listed\":%lld,\"width\":%d,\"full_width\":%d,\"direct_us\":%.4f,"
+           "\"listed\":%lld,\"longest\":%d,\"full_longest\":%d,\"direct_us\":%.4f,"
            "\"direct_cpu_us\":%.4f,"
            "\"reps\":%d,\"ns_per_block\":%.4f,%s,\"checked\":\"%s\"}\n", (int)l, bmk->name,
            mask, BLOCK, BLOCK, (long long)r->listed, (int)r->width, (int)r->full_width,

@@ -23,8 +23,10 @@ struct attn_args {
     float scale;
     mask_params mask;
     seq_view seq; /* cu_q / cu_k point to device memory */
-    const int32_t *kv_num, *kv_idx, *full_num, *full_idx; /* block mask, device memory */
-    int32_t bm_nb, bm_nh, nqb, width, full_width, qb, kb; /* widths: of kv_idx, full_idx rows */
+    /* Block mask, device memory (masks/bmask.h): a row's ids start at its offset. */
+    const int32_t *kv_num, *kv_idx, *full_num, *full_idx;
+    const int64_t *kv_off, *full_off;
+    int32_t bm_nb, bm_nh, nqb, qb, kb;
     /* Paged K/V (kernel 2; NULL: k and v are contiguous). k and v then point to caches
      * [num_pages, Hkv, KB, D] and page_table[b * pt_width + j] is the page holding keys
      * [j * KB, (j + 1) * KB) of batch entry b (gpu.h, gpu_call.page_table). */

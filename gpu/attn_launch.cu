@@ -269,13 +269,14 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     const size_t nq = attn_q_elems(p);
     size_t nk = attn_k_elems(p), nv = attn_v_elems(p);
     const size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
-    const size_t rows = (size_t)bm->nb * bm->nh * bm->nqb, ids = rows * (size_t)bm->width;
-    const size_t full_ids = rows * (size_t)bm->full_width;
+    const size_t rows = bmask_nrows(bm), ids = (size_t)bm->kv_offsets[rows];
+    const size_t full_ids = (size_t)bm->full_kv_offsets[rows];
     const size_t ncu = (size_t)p->seq.nseq + 1;
     void *hq = NULL, *hk = NULL, *hv = NULL;
     unsigned char *ho = NULL, *hl = NULL;
     void *dq = NULL, *dk = NULL, *dv = NULL, *dcq = NULL, *dck = NULL;
-    void *dkn = NULL, *dki = NULL, *dfn = NULL, *dfi = NULL, *dpt = NULL, *dsk = NULL;
+    void *dkn = NULL, *dko = NULL, *dki = NULL, *dfn = NULL, *dfo = NULL, *dfi = NULL;
+    void *dpt = NULL, *dsk = NULL;
     unsigned char *dout = NULL, *dlse = NULL;
     attn_args a;
     double t0;
@@ -300,8 +301,10 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     GPU_TRY(upload(&dcq, p->seq.cu_q, ncu * sizeof(int32_t)));
     GPU_TRY(upload(&dck, p->seq.cu_k, ncu * sizeof(int32_t)));
     GPU_TRY(upload(&dkn, bm->kv_num_blocks, rows * sizeof(int32_t)));
+    GPU_TRY(upload(&dko, bm->kv_offsets, (rows + 1) * sizeof(int64_t)));
     GPU_TRY(upload(&dki, bm->kv_indices, ids * sizeof(int32_t)));
     GPU_TRY(upload(&dfn, bm->full_kv_num_blocks, rows * sizeof(int32_t)));
+    GPU_TRY(upload(&dfo, bm->full_kv_offsets, (rows + 1) * sizeof(int64_t)));
     GPU_TRY(upload(&dfi, bm->full_kv_indices, full_ids * sizeof(int32_t)));
     if (c->page_table)
         GPU_TRY(upload(&dpt, c->page_table, (size_t)p->seq.batch * bm->nkb * sizeof(int32_t)));
@@ -331,14 +334,14 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     a.seq.lq = p->seq.lq;
     a.seq.lk = p->seq.lk;
     a.kv_num = (const int32_t *)dkn;
+    a.kv_off = (const int64_t *)dko;
     a.kv_idx = (const int32_t *)dki;
     a.full_num = (const int32_t *)dfn;
+    a.full_off = (const int64_t *)dfo;
     a.full_idx = (const int32_t *)dfi;
     a.bm_nb = bm->nb;
     a.bm_nh = bm->nh;
     a.nqb = bm->nqb;
-    a.width = bm->width;
-    a.full_width = bm->full_width;
     a.qb = bm->q_block_size;
     a.kb = bm->kv_block_size;
     a.page_table = (const int32_t *)dpt;
@@ -377,8 +380,10 @@ cleanup:
     cudaFree(dcq);
     cudaFree(dck);
     cudaFree(dkn);
+    cudaFree(dko);
     cudaFree(dki);
     cudaFree(dfn);
+    cudaFree(dfo);
     cudaFree(dfi);
     cudaFree(dpt);
     cudaFree(dsk);

@@ -1,5 +1,5 @@
 /*
- * bmask.c - the block-mask type: names, allocation, PyTorch's width, totals (bmask.h). The
+ * bmask.c - the block-mask type: names, allocation, PyTorch's layout, totals (bmask.h). The
  * builders are in bmask_build.c, the checks (validation, soundness, defects, exactness,
  * comparison) in bmask_check.c.
  */
@@ -64,13 +64,17 @@ fc_status bmask_alloc(bmask *bm, int32_t qb, int32_t kb, int32_t lq, int32_t lk,
     /* +1: never malloc(0), so an empty grid still has valid pointers. */
     bm->kv_num_blocks = calloc(rows + 1, sizeof(int32_t));
     bm->full_kv_num_blocks = calloc(rows + 1, sizeof(int32_t));
+    bm->kv_offsets = malloc((rows + 1) * sizeof(int64_t));
+    bm->full_kv_offsets = malloc((rows + 1) * sizeof(int64_t));
     bm->kv_indices = malloc((ids + 1) * sizeof(int32_t));
     bm->full_kv_indices = malloc((ids + 1) * sizeof(int32_t));
-    if (!bm->kv_num_blocks || !bm->full_kv_num_blocks || !bm->kv_indices ||
-        !bm->full_kv_indices) {
+    if (!bm->kv_num_blocks || !bm->full_kv_num_blocks || !bm->kv_offsets ||
+        !bm->full_kv_offsets || !bm->kv_indices || !bm->full_kv_indices) {
         bmask_free(bm);
         return fc_errf(err, FC_ENOMEM, "out of memory for a block mask of %zu ids", ids);
     }
+    for (size_t i = 0; i <= rows; i++)
+        bm->kv_offsets[i] = bm->full_kv_offsets[i] = (int64_t)(i * (size_t)width);
     for (size_t i = 0; i < ids; i++)
         bm->kv_indices[i] = bm->full_kv_indices[i] = -1;
     return FC_OK;
@@ -79,8 +83,10 @@ fc_status bmask_alloc(bmask *bm, int32_t qb, int32_t kb, int32_t lq, int32_t lk,
 void bmask_free(bmask *bm)
 {
     free(bm->kv_num_blocks);
+    free(bm->kv_offsets);
     free(bm->kv_indices);
     free(bm->full_kv_num_blocks);
+    free(bm->full_kv_offsets);
     free(bm->full_kv_indices);
     memset(bm, 0, sizeof *bm);
 }
@@ -93,7 +99,7 @@ size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r)
 
 fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *err)
 {
-    size_t nrows = (size_t)bm->nb * (size_t)bm->nh * (size_t)bm->nqb;
+    size_t nrows = bmask_nrows(bm);
     const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
     for (size_t r = 0; r < nrows; r++)
         for (int k = 0; k < 2; k++)
@@ -118,7 +124,7 @@ fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *e
 static int64_t sum_counts(const bmask *bm, const int32_t *cnt)
 {
     int64_t t = 0;
-    size_t rows = (size_t)bm->nb * (size_t)bm->nh * (size_t)bm->nqb;
+    size_t rows = bmask_nrows(bm);
     for (size_t i = 0; i < rows; i++)
         t += cnt[i];
     return t;

@@ -7,22 +7,22 @@
  * element is allowed (ragged edge tiles never are: padding is "not allowed"), PARTIAL when some
  * are, EMPTY (listed nowhere) when none are.
  *
- * Arrays are [nb, nh, nqb] for counts and [nb, nh, nqb, width] for the partial ids,
- * [nb, nh, nqb, full_width] for the full ids, where nb is 1 or B and nh is 1 or Hq (1
- * broadcasts); slots past a row's count are never read (bmask_ids finds a row). Our builders
- * produce nb = nh = 1 (the mask never depends on batch entry or head), ids ascending, and
- * compact widths: each list's rows as wide as its longest row (0 when it lists nothing). They
- * leave unused slots 0, never written: -1 in each would cost nqb x width. One width for both
- * lists would too: causal lists one partial tile a row and up to nqb full ones, and rows of
- * nqb partial slots make nqb pages to fault in for nqb ids (at L = 64k, blocks 128, that was
- * most of the build's time). One row still can: a ragged last query tile (Lq not a multiple
- * of QB) is never full, so under causal it lists every tile it reaches as partial and the
- * partial width becomes nkb (bench blockmask, 2026-11-30: L = 262,145 in 7.3 ms against 0.74
- * ms at 262,144); a per-row layout would be the fix. PyTorch's create_block_mask has width =
- * nkb for both; a window or chunk lists a few tiles a row, and nqb x nkb arrays would cost
- * more than the lists (O(L^2) where they are O(L)), so that shape is made only where it is
- * asked for: bmask_copy_width, with -1 past each count (as bmask_alloc fills), which the
- * fixture writer calls.
+ * Counts are [nb, nh, nqb]; nb is 1 or B and nh is 1 or Hq (1 broadcasts). Each list's ids
+ * are one array of rows laid end to end: row i (bmask_row's index) owns the slots
+ * [offsets[i], offsets[i + 1]) of it, its capacity, and lists its first count[i] of them;
+ * slots past a row's count are never read (bmask_ids finds a row). Two layouts:
+ *   rectangular (bmask_alloc): every row `width` slots, offsets[i] = i * width, -1 past each
+ *     count; PyTorch's create_block_mask shape with width = nkb, the one fixtures store and
+ *     the fixture reader fills, made from any mask by bmask_copy_width.
+ *   compact (our builders): each row exactly as long as its count, so a mask costs what it
+ *     lists. nb = nh = 1 (the mask never depends on batch entry or head), ids ascending.
+ * Why not rectangular for ours: a window or chunk lists a few tiles a row, and nqb x nkb
+ * arrays would cost more than the lists (O(L^2) where they are O(L)); and one long row makes
+ * every row long: a ragged last query tile (Lq not a multiple of QB) is never full, so under
+ * causal it lists every tile it reaches as partial; with one width for all rows that was nqb x
+ * nkb slots to fault in (bench blockmask, 2026-11-30: L = 65,537 in 0.66 ms against 0.063 ms
+ * at 65,536), with offsets it is nkb more. `width` and `full_width` are the longest row's
+ * capacity of each list (a rectangular mask's width).
  * Readers of other tools' masks must accept any nb/nh/width that validates.
  */
 #ifndef FLEXCHECK_BMASK_H
@@ -44,11 +44,13 @@ typedef struct bmask {
     int32_t lq, lk;                      /* grid extents the mask was built for */
     int32_t nqb, nkb;                    /* ceil(lq / q_block_size), ceil(lk / kv_block_size) */
     int32_t nb, nh;                      /* leading dims, 1 = broadcast */
-    int32_t width, full_width;           /* row widths of the partial and full id arrays */
+    int32_t width, full_width;           /* longest row capacity of each list */
     int32_t *kv_num_blocks;              /* [nb*nh*nqb] partial counts */
-    int32_t *kv_indices;                 /* [nb*nh*nqb*width] partial ids */
+    int64_t *kv_offsets;                 /* [nb*nh*nqb + 1] partial rows' starts */
+    int32_t *kv_indices;                 /* [kv_offsets[nb*nh*nqb]] partial ids */
     int32_t *full_kv_num_blocks;         /* [nb*nh*nqb] full counts */
-    int32_t *full_kv_indices;            /* [nb*nh*nqb*full_width] full ids */
+    int64_t *full_kv_offsets;            /* [nb*nh*nqb + 1] full rows' starts */
+    int32_t *full_kv_indices;            /* [full_kv_offsets[nb*nh*nqb]] full ids */
 } bmask;
 
 /* ceil(l / block): a length's tiles. */
@@ -60,8 +62,21 @@ static inline int32_t bmask_nblocks(int32_t l, int32_t block)
 /* Row `row` (bmask_row's index) of the partial (full = 0) or full (1) ids. */
 static inline int32_t *bmask_ids(const bmask *bm, int full, size_t row)
 {
-    return full ? bm->full_kv_indices + row * (size_t)bm->full_width
-                : bm->kv_indices + row * (size_t)bm->width;
+    return full ? bm->full_kv_indices + bm->full_kv_offsets[row]
+                : bm->kv_indices + bm->kv_offsets[row];
+}
+
+/* Slots row `row` of a list owns: its count may be at most this. */
+static inline int64_t bmask_capacity(const bmask *bm, int full, size_t row)
+{
+    const int64_t *off = full ? bm->full_kv_offsets : bm->kv_offsets;
+    return off[row + 1] - off[row];
+}
+
+/* Rows of the stored shape: nb * nh * nqb. */
+static inline size_t bmask_nrows(const bmask *bm)
+{
+    return (size_t)bm->nb * (size_t)bm->nh * (size_t)bm->nqb;
 }
 
 typedef enum bmask_builder {
@@ -78,8 +93,9 @@ fc_status bmask_builder_parse(const char *s, bmask_builder *out);
 /* 1 iff b is a power of two in [BMASK_MIN_BLOCK, BMASK_MAX_BLOCK]. */
 int bmask_block_size_ok(int32_t b);
 
-/* Allocates zero counts and -1 ids, both lists `width` wide (PyTorch's layout: the fixture
- * reader's, bmask_copy_width's); checks block sizes, lengths and size products. */
+/* A rectangular mask: zero counts, both lists' rows `width` slots, -1 in each (PyTorch's
+ * layout: the fixture reader's, bmask_copy_width's); checks block sizes, lengths and size
+ * products. */
 fc_status bmask_alloc(bmask *bm, int32_t qb, int32_t kb, int32_t lq, int32_t lk, int32_t nb,
                       int32_t nh, int32_t width, fc_err *err);
 void bmask_free(bmask *bm);
@@ -87,7 +103,7 @@ void bmask_free(bmask *bm);
 /* Row (b, h, r) accessors honouring broadcast of nb/nh == 1. */
 size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r);
 
-/* A copy of bm with both lists' rows `width` slots wide: the same ids in the same order, -1
+/* A rectangular copy of bm, both lists' rows `width` slots: the same ids in the same order, -1
  * past each count. width = bm->nkb gives PyTorch's [.., NQB, NKB] shape, the one fixtures store.
  * FC_EINVAL (naming the row) when a count is negative or more than width. */
 fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *err);
@@ -102,8 +118,8 @@ fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int
                                int32_t kb, int trim, fc_err *err);
 
 /* Structural validity of a mask from any source: ids in [0, nkb), no duplicate id in a row
- * (across the partial and full lists too), counts in [0, the list's width]. FC_EINVAL names
- * the first offending (b, h, row, slot). */
+ * (across the partial and full lists too), counts in [0, the row's capacity], offsets from 0
+ * and non-decreasing. FC_EINVAL names the first offending (b, h, row, slot). */
 fc_status bmask_validate(const bmask *bm, fc_err *err);
 
 /* Sound for (m, s): every allowed pair lies in a listed block and every full block is

@@ -19,8 +19,8 @@
  *             Sound, not exact: it exercises the kernel's masked path.
  *
  * All three write nb = nh = 1 (the mask never depends on batch entry or head), ids ascending,
- * unused slots 0, at the compact widths of bmask.h, so that direct and superset cost what they
- * list: nothing is NQB x NKB unless some row lists nearly NKB tiles.
+ * in bmask.h's compact layout (each row exactly as long as its count), so that direct and
+ * superset cost what they list: nothing is NQB x NKB unless the mask lists that many tiles.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +31,10 @@
 
 /* A mask being built. Direct and superset walk the segments twice: the sizing pass adds each
  * segment's candidate tiles (the only ones it may list) to its row's bounds, one per list,
- * kept in the counts; each list's rows are then allocated as wide as its largest bound, and
- * the second pass writes each id in place. Slow takes nkb as both bounds. build_finish narrows
- * each list's rows to its longest one (a no-op unless some candidates were not listed). */
+ * kept in the counts; each row is then given as many slots as its bound, and the second pass
+ * writes each id in place. Slow takes nkb as every bound. build_finish closes the gaps the
+ * candidates not listed left, so every row ends exactly as long as its count (bmask.h's
+ * compact layout). */
 typedef struct build {
     bmask *bm;
     int sizing; /* the sizing pass: segments add to bounds, list nothing */
@@ -63,53 +64,34 @@ static int sized(build *b, int32_t r, int32_t npartial, int32_t nfull)
     return b->sizing;
 }
 
-/* Partial rows `pw` slots wide and full rows `fw` wide, zeroed, the counts back at zero (the
- * sizing pass left bounds in them). On failure the mask is freed. calloc, not -1 in every
- * slot: fresh pages come zeroed and a row's unused slots are never touched. */
-static fc_status build_rows(build *b, int32_t pw, int32_t fw, fc_err *err)
+/* Gives each row of both lists as many slots as its bound (the counts hold the bounds) and
+ * sets the counts back to zero. On failure the mask is freed. Slots are malloc'd, not
+ * initialised: a row's slots past its count are never read, and build_finish drops them. A
+ * bound is at most nkb plus one per sequence boundary in the query tile (a tile two sequences
+ * share is counted twice), so the totals stay within nqb x (nkb + qb). */
+static fc_status build_rows(build *b, fc_err *err)
 {
     bmask *bm = b->bm;
-    /* A bound is at most nkb plus one per sequence boundary in the query tile (a tile two
-     * sequences share is counted twice), about bmask_alloc's size for PyTorch's shape. */
-    int32_t *p = calloc((size_t)bm->nqb * (size_t)pw + 1, sizeof(int32_t)); /* +1: never 0 */
-    int32_t *f = calloc((size_t)bm->nqb * (size_t)fw + 1, sizeof(int32_t));
-    if (!p || !f) {
-        free(p);
-        free(f);
-        bmask_free(bm);
-        return fc_errf(err, FC_ENOMEM, "out of memory for a block mask of %d x (%d + %d) blocks",
-                       (int)bm->nqb, (int)pw, (int)fw);
+    int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
+    int64_t *off[2] = {bm->kv_offsets, bm->full_kv_offsets};
+    int32_t **ids[2] = {&bm->kv_indices, &bm->full_kv_indices};
+    for (int k = 0; k < 2; k++) {
+        off[k][0] = 0;
+        for (int32_t r = 0; r < bm->nqb; r++)
+            off[k][r + 1] = off[k][r] + cnt[k][r];
+        int32_t *p = malloc(((size_t)off[k][bm->nqb] + 1) * sizeof(int32_t)); /* +1: never 0 */
+        if (!p) {
+            int64_t n = off[k][bm->nqb];
+            bmask_free(bm);
+            return fc_errf(err, FC_ENOMEM, "out of memory for a block mask of %lld ids",
+                           (long long)n);
+        }
+        free(*ids[k]);
+        *ids[k] = p;
+        memset(cnt[k], 0, (size_t)bm->nqb * sizeof(int32_t));
     }
-    free(bm->kv_indices);
-    free(bm->full_kv_indices);
-    bm->kv_indices = p;
-    bm->full_kv_indices = f;
-    bm->width = pw;
-    bm->full_width = fw;
-    memset(bm->kv_num_blocks, 0, (size_t)bm->nqb * sizeof(int32_t));
-    memset(bm->full_kv_num_blocks, 0, (size_t)bm->nqb * sizeof(int32_t));
     b->sizing = 0;
     return FC_OK;
-}
-
-/* The longest row of each list: its count (or, after the sizing pass, its bound). */
-static void longest_rows(const bmask *bm, int32_t *pw, int32_t *fw)
-{
-    *pw = *fw = 0;
-    for (int32_t r = 0; r < bm->nqb; r++) {
-        if (bm->kv_num_blocks[r] > *pw)
-            *pw = bm->kv_num_blocks[r];
-        if (bm->full_kv_num_blocks[r] > *fw)
-            *fw = bm->full_kv_num_blocks[r];
-    }
-}
-
-/* Each list's rows as wide as its largest bound of the sizing pass. */
-static fc_status build_rows_sized(build *b, fc_err *err)
-{
-    int32_t pw, fw;
-    longest_rows(b->bm, &pw, &fw);
-    return build_rows(b, pw, fw, err);
 }
 
 /* Appends tiles [c0, c1) to row r's partial or full list. Tiles arrive ascending within a
@@ -133,25 +115,33 @@ static void row_push(build *b, int32_t r, int32_t id, int full)
     row_push_range(b, r, id, id + 1, full);
 }
 
-/* Narrows each list's rows to its longest one, moving them in place (the slots past a count
- * stay 0: they were never written). */
+/* Closes the gaps between rows: each row moves down to the end of the one before, so its
+ * capacity becomes its count (rows move in ascending order, never onto a row not yet moved),
+ * and each list's width becomes its longest row. */
 static void build_finish(build *b)
 {
     bmask *bm = b->bm;
-    int32_t w[2];
-    longest_rows(bm, &w[0], &w[1]);
+    const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
+    int64_t *off[2] = {bm->kv_offsets, bm->full_kv_offsets};
     int32_t **ids[2] = {&bm->kv_indices, &bm->full_kv_indices};
     int32_t *width[2] = {&bm->width, &bm->full_width};
     for (int k = 0; k < 2; k++) {
-        if (w[k] == *width[k])
-            continue;
-        for (int32_t r = 1; r < bm->nqb; r++) /* row r moves down: rows below are done */
-            memmove(*ids[k] + (size_t)r * w[k], *ids[k] + (size_t)r * *width[k],
-                    (size_t)w[k] * sizeof(int32_t));
-        int32_t *p = realloc(*ids[k], ((size_t)bm->nqb * w[k] + 1) * sizeof(int32_t));
-        if (p) /* else the larger block is kept, as valid */
-            *ids[k] = p;
-        *width[k] = w[k];
+        int64_t end = 0;
+        int32_t w = 0;
+        for (int32_t r = 0; r < bm->nqb; r++) {
+            if (off[k][r] != end)
+                memmove(*ids[k] + end, *ids[k] + off[k][r], (size_t)cnt[k][r] * sizeof(int32_t));
+            off[k][r] = end;
+            end += cnt[k][r];
+            w = cnt[k][r] > w ? cnt[k][r] : w;
+        }
+        if (off[k][bm->nqb] != end) {
+            int32_t *p = realloc(*ids[k], ((size_t)end + 1) * sizeof(int32_t));
+            if (p) /* else the larger block is kept, as valid */
+                *ids[k] = p;
+        }
+        off[k][bm->nqb] = end;
+        *width[k] = w;
     }
 }
 
@@ -160,7 +150,11 @@ fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t
 {
     build b;
     fc_status st = build_start(&b, out, m, s, qb, kb, err);
-    if (st || (st = build_rows(&b, out->nkb, out->nkb, err)))
+    if (st)
+        return st;
+    for (int32_t r = 0; r < out->nqb; r++) /* every tile a candidate */
+        out->kv_num_blocks[r] = out->full_kv_num_blocks[r] = out->nkb;
+    if ((st = build_rows(&b, err)))
         return st;
     int32_t *allowed = calloc((size_t)out->nkb + 1, sizeof(int32_t));
     if (!allowed) {
@@ -258,7 +252,7 @@ static fc_status build_segments(bmask *out, mask_params m, const seq_info *s, in
         return st;
     b.sizing = 1;
     each_segment(&b, m, seq_info_view(s), trim, fn);
-    if ((st = build_rows_sized(&b, err)))
+    if ((st = build_rows(&b, err)))
         return st;
     each_segment(&b, m, seq_info_view(s), trim, fn);
     build_finish(&b);

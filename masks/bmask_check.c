@@ -42,18 +42,18 @@ static void rowbits_mark(rowbits *rb, const bmask *bm, size_t row, int set)
         rb->v[fi[j]] = set ? 2 : 0;
 }
 
-/* Checks one list of a row (full: 0 partial, 1 full): count within the list's width, ids in
+/* Checks one list of a row (full: 0 partial, 1 full): count within the row's capacity, ids in
  * range, no id seen before in the row (seen: marked here, unmarked by the caller). */
 static fc_status validate_list(const bmask *bm, int full, size_t row, int32_t b, int32_t h,
                                int32_t r, unsigned char *seen, fc_err *err)
 {
     const char *what = full ? "full_kv" : "kv";
     int32_t n = (full ? bm->full_kv_num_blocks : bm->kv_num_blocks)[row];
-    int32_t width = full ? bm->full_width : bm->width;
+    int64_t cap = bmask_capacity(bm, full, row);
     const int32_t *ids = bmask_ids(bm, full, row);
-    if (n < 0 || n > width)
-        return fc_errf(err, FC_EINVAL, "%s_num_blocks[%d][%d][%d] = %d: must be in [0, %d]", what,
-                       (int)b, (int)h, (int)r, (int)n, (int)width);
+    if (n < 0 || n > cap)
+        return fc_errf(err, FC_EINVAL, "%s_num_blocks[%d][%d][%d] = %d: must be in [0, %lld]",
+                       what, (int)b, (int)h, (int)r, (int)n, (long long)cap);
     for (int32_t j = 0; j < n; j++) {
         int32_t id = ids[j];
         if (id < 0 || id >= bm->nkb)
@@ -78,6 +78,13 @@ fc_status bmask_validate(const bmask *bm, fc_err *err)
         bm->nkb != bmask_nblocks(bm->lk, bm->kv_block_size))
         return fc_errf(err, FC_EINVAL, "block grid %d x %d does not match lengths (%d, %d)",
                        (int)bm->nqb, (int)bm->nkb, (int)bm->lq, (int)bm->lk);
+    /* Offsets are ours (bmask_alloc's or a builder's), never a file's; a bad one is a bug. */
+    const int64_t *off[2] = {bm->kv_offsets, bm->full_kv_offsets};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < bmask_nrows(bm); i++)
+            if (off[k][0] != 0 || off[k][i + 1] < off[k][i])
+                return fc_errf(err, FC_EINVAL, "%s row offsets at row %zu: not from 0 and "
+                               "non-decreasing", k ? "full_kv" : "kv", i);
     rowbits seen;
     fc_status st = rowbits_init(&seen, bm->nkb, err);
     for (int32_t b = 0; !st && b < bm->nb; b++)

@@ -5,8 +5,9 @@
  *   - direct == slow exactly, superset (with and without trim) sound, on 1200 seeded random
  *     configurations: lengths including 0, 1 and non-multiples of the block, block sizes
  *     16..256 and non-square, causal, W, C, packing with zero-length members;
- *   - every builder's canonical form (ascending ids, the compact width) and PyTorch's shape
- *     from it (bmask_copy_width); the width of long windowed and chunked masks;
+ *   - every builder's canonical form (ascending ids, rows exactly as long as their counts)
+ *     and PyTorch's shape from it (bmask_copy_width); the size of long windowed, chunked and
+ *     ragged masks;
  *   - soundness, defects, exactness and comparison (bmask_check.c) against the oracle, pair
  *     by pair, on each configuration's mask corrupted at random in two heads;
  *   - PyTorch's published counts; ragged lengths; validation and soundness failures.
@@ -67,37 +68,46 @@ static int listed_kind(const bmask *bm, int32_t r, int32_t c)
     return 0;
 }
 
-/* The canonical form our builders promise (bmask.h): ascending ids, 0 past the count, each
- * list's rows as wide as its longest one. With -1 in `pad` and width nkb: the PyTorch shape
- * bmask_copy_width makes. */
-static void expect_form(const bmask *bm, int32_t pad, int compact, const char *what)
+/* The forms of bmask.h. compact (our builders): ascending ids, rows laid end to end, each
+ * exactly as long as its count, each list's width its longest row. Otherwise the rectangular
+ * PyTorch shape bmask_copy_width makes: ascending ids, every row nkb slots at i * nkb, -1 past
+ * each count. */
+static void expect_form(const bmask *bm, int compact, const char *what)
 {
     int32_t longest[2] = {0, 0};
     const int32_t widths[2] = {bm->width, bm->full_width};
-    for (int32_t r = 0; r < bm->nqb; r++) {
-        const int32_t *cnts[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
-        for (int l = 0; l < 2; l++) {
-            if (cnts[l][r] > longest[l])
-                longest[l] = cnts[l][r];
-            const int32_t *row = bmask_ids(bm, l, (size_t)r);
-            for (int32_t j = 0; j < widths[l]; j++) {
-                if (j < cnts[l][r] && j > 0)
-                    cr_assert(row[j] > row[j - 1], "%s: row %d not ascending", what, r);
-                if (j >= cnts[l][r])
-                    cr_assert_eq(row[j], pad, "%s: row %d slot %d is %d, not %d", what, r, j,
-                                 row[j], pad);
+    const int32_t *cnts[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
+    const int64_t *offs[2] = {bm->kv_offsets, bm->full_kv_offsets};
+    const int32_t *all[2] = {bm->kv_indices, bm->full_kv_indices};
+    for (int l = 0; l < 2; l++) {
+        int64_t at = 0; /* where row r must start */
+        for (int32_t r = 0; r < bm->nqb; r++) {
+            int32_t n = cnts[l][r], cap = compact ? n : bm->nkb;
+            if (n > longest[l])
+                longest[l] = n;
+            cr_assert_eq(offs[l][r], at, "%s: %s row %d starts at %lld, not %lld", what,
+                         l ? "full" : "partial", r, (long long)offs[l][r], (long long)at);
+            cr_assert(n <= cap, "%s: row %d lists %d, more than %d", what, r, n, cap);
+            for (int32_t j = 0; j < cap; j++) {
+                int32_t id = all[l][at + j];
+                if (j < n && j > 0)
+                    cr_assert(id > all[l][at + j - 1], "%s: row %d not ascending", what, r);
+                if (j >= n)
+                    cr_assert_eq(id, -1, "%s: row %d slot %d is %d, not -1", what, r, j, id);
             }
+            at += cap;
         }
-    }
-    for (int l = 0; l < 2; l++)
+        cr_assert_eq(offs[l][bm->nqb], at, "%s: %s lists end at %lld, not %lld", what,
+                     l ? "full" : "partial", (long long)offs[l][bm->nqb], (long long)at);
         cr_assert_eq(widths[l], compact ? longest[l] : bm->nkb,
                      "%s: %s width %d, longest row %d, nkb %d", what, l ? "full" : "partial",
                      widths[l], longest[l], bm->nkb);
+    }
 }
 
 static void expect_canonical(const bmask *bm, const char *what)
 {
-    expect_form(bm, 0, 1, what);
+    expect_form(bm, 1, what);
 }
 
 /* bmask_copy_width to PyTorch's shape: the same lists, -1 past them, width nkb. */
@@ -106,7 +116,7 @@ static void expect_pytorch_shape(const bmask *bm, const char *what)
     bmask wide;
     fc_err err;
     cr_assert_eq(bmask_copy_width(bm, bm->nkb, &wide, &err), FC_OK, "%s: %s", what, err.msg);
-    expect_form(&wide, -1, 0, what);
+    expect_form(&wide, 0, what);
     cr_assert_eq(bmask_compare(bm, &wide, &err), FC_OK, "%s: widened: %s", what, err.msg);
     bmask_free(&wide);
 }
@@ -416,44 +426,54 @@ Test(builders, ragged_lengths_never_list_out_of_range_ids_or_full_edge_tiles)
     }
 }
 
-/* What a build costs, checked without a clock: each list's rows are as wide as its longest
- * row, so a window or a chunk keeps them O(L) at every length where PyTorch's shape is
- * NQB x NKB (O(L^2)), causal's partial list (one diagonal tile a row at these lengths, all
- * multiples of the block; a ragged last row would list its every tile) is one slot wide, and
- * the slots no row uses stay as calloc left them. Widths worked out by hand, blocks 128. */
-typedef struct width_case {
+/* What a build costs, checked without a clock: a compact mask holds exactly the slots it
+ * lists (expect_canonical), so a window or a chunk stays O(L) at every length where PyTorch's
+ * shape is NQB x NKB (O(L^2)), and a ragged last query tile, which lists every tile it reaches
+ * as partial, adds one long row, not NQB of them. Counts and longest rows worked out by hand,
+ * blocks 128, the lists' totals in closed form over the query tiles r. */
+typedef struct size_case {
     const char *name;
     mask_params m;
     int32_t l, width, full_width;
-} width_case;
+    int64_t partial, full;
+} size_case;
 
-static const width_case widths[] = {
-    /* Tiles r-8 and r partial (row 128r sees from 128(r-8)+1), r-7..r-1 full. */
-    {"causal W=1024 L=4k", {.causal = 1, .sliding_window = 1024}, 4096, 2, 7},
-    {"causal W=1024 L=256k", {.causal = 1, .sliding_window = 1024}, 262144, 2, 7},
-    /* Tile r full (every row sees it whole), r-1 and r+1 partial. */
-    {"bidir W=128 L=256k", {.sliding_window = 128}, 262144, 2, 1},
-    /* A chunk's last query tile: its diagonal partial, the chunk's 63 others full. */
-    {"causal C=8192 L=256k", {.causal = 1, .chunk_size = 8192}, 262144, 1, 63},
-    /* The last query tile lists every kv tile: the full lists are NQB x NKB / 2. */
-    {"causal L=16k", {.causal = 1}, 16384, 1, 127},
+static const size_case sizes[] = {
+    /* Tiles r-8 and r partial (row 128r sees from 128(r-8)+1), r-7..r-1 full; r < 8: tile r
+     * partial, 0..r-1 full. Partial 8 + 2 (nqb - 8), full 28 + 7 (nqb - 8). */
+    {"causal W=1024 L=4k", {.causal = 1, .sliding_window = 1024}, 4096, 2, 7, 56, 196},
+    {"causal W=1024 L=256k", {.causal = 1, .sliding_window = 1024}, 262144, 2, 7, 4088, 14308},
+    /* One more row, query 4096 alone: keys 3073..4096, tiles 24..32, none full (ragged). */
+    {"causal W=1024 L=4k+1", {.causal = 1, .sliding_window = 1024}, 4097, 9, 7, 65, 196},
+    /* Tile r full (every row sees it whole), r-1 and r+1 partial where they exist. */
+    {"bidir W=128 L=256k", {.sliding_window = 128}, 262144, 2, 1, 4094, 2048},
+    /* Tile r partial, the chunk's tiles before it full: 32 chunks of 0 + 1 + ... + 63. */
+    {"causal C=8192 L=256k", {.causal = 1, .chunk_size = 8192}, 262144, 1, 63, 2048, 64512},
+    /* Tile r partial, 0..r-1 full: the full lists are NQB (NQB - 1) / 2. */
+    {"causal L=16k", {.causal = 1}, 16384, 1, 127, 128, 8128},
+    /* One more row, query 16384 alone: all 129 tiles partial. */
+    {"causal L=16k+1", {.causal = 1}, 16385, 129, 127, 257, 8128},
 };
 
-Test(builders, direct_rows_are_as_wide_as_the_longest_list_at_every_length)
+Test(builders, direct_masks_hold_exactly_the_tiles_they_list_at_every_length)
 {
-    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
-        const width_case *wc = &widths[i];
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const size_case *sc = &sizes[i];
         seq_info s;
         bmask bm;
         fc_err err;
-        cr_assert_eq(seq_init_dense(&s, 1, wc->l, wc->l, &err), FC_OK);
-        cr_assert_eq(bmask_build_direct(&bm, wc->m, &s, 128, 128, &err), FC_OK, "%s: %s",
-                     wc->name, err.msg);
-        cr_expect_eq(bm.width, wc->width, "%s: partial width %d, want %d", wc->name, bm.width,
-                     wc->width);
-        cr_expect_eq(bm.full_width, wc->full_width, "%s: full width %d, want %d", wc->name,
-                     bm.full_width, wc->full_width);
-        expect_canonical(&bm, wc->name);
+        cr_assert_eq(seq_init_dense(&s, 1, sc->l, sc->l, &err), FC_OK);
+        cr_assert_eq(bmask_build_direct(&bm, sc->m, &s, 128, 128, &err), FC_OK, "%s: %s",
+                     sc->name, err.msg);
+        expect_canonical(&bm, sc->name); /* slots = counts, row by row */
+        cr_expect_eq(bm.width, sc->width, "%s: longest partial row %d, want %d", sc->name,
+                     bm.width, sc->width);
+        cr_expect_eq(bm.full_width, sc->full_width, "%s: longest full row %d, want %d",
+                     sc->name, bm.full_width, sc->full_width);
+        cr_expect_eq(bm.kv_offsets[bm.nqb], sc->partial, "%s: %lld partial slots, want %lld",
+                     sc->name, (long long)bm.kv_offsets[bm.nqb], (long long)sc->partial);
+        cr_expect_eq(bm.full_kv_offsets[bm.nqb], sc->full, "%s: %lld full slots, want %lld",
+                     sc->name, (long long)bm.full_kv_offsets[bm.nqb], (long long)sc->full);
         bmask_free(&bm);
         seq_free(&s);
     }
@@ -530,6 +550,34 @@ Test(validation, rejects_out_of_range_duplicate_ids_and_counts_above_width)
     bm.full_kv_num_blocks[3] = 5;
     cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, "full_kv_num_blocks[0][0][3] = 5"), "%s", err.msg);
+    bmask_free(&bm);
+    seq_free(&s);
+}
+
+/* A compact row owns exactly its count's slots: one more would read the next row's first id,
+ * so a count past its row's capacity is refused though it is below the longest row; offsets
+ * that run backwards are refused too. */
+Test(validation, holds_each_compact_row_to_its_own_capacity)
+{
+    seq_info s;
+    fc_err err;
+    bmask bm;
+    cr_assert_eq(seq_init_dense(&s, 1, 256, 256, &err), FC_OK);
+    cr_assert_eq(bmask_build(&bm, BMASK_DIRECT, (mask_params){.causal = 1}, &s, 64, 64, &err),
+                 FC_OK);
+    cr_assert_eq(bmask_validate(&bm, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(bm.full_width, 3); /* row 3 lists 3 full tiles, row 1 one */
+    bm.full_kv_num_blocks[1] = 2;
+    cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "full_kv_num_blocks[0][0][1] = 2: must be in [0, 1]"), "%s",
+              err.msg);
+    bm.full_kv_num_blocks[1] = 1;
+    int64_t o = bm.full_kv_offsets[2];
+    bm.full_kv_offsets[2] = bm.full_kv_offsets[1] - 1;
+    cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "full_kv row offsets at row 1"), "%s", err.msg);
+    bm.full_kv_offsets[2] = o;
+    cr_expect_eq(bmask_validate(&bm, &err), FC_OK, "%s", err.msg);
     bmask_free(&bm);
     seq_free(&s);
 }
