@@ -46,6 +46,14 @@ static __host__ __device__ inline int64_t attn_bmask_row(const attn_args &a, int
     return (bi * a.bm_nh + hi) * a.nqb + r;
 }
 
+/* The partial (full = 0) or full (1) ids of block-mask row `row`: masks/bmask.h's bmask_ids on
+ * the device copy. */
+static __host__ __device__ inline const int32_t *attn_bmask_ids(const attn_args &a, int full,
+                                                                int64_t row)
+{
+    return full ? a.full_idx + a.full_off[row] : a.kv_idx + a.kv_off[row];
+}
+
 static __host__ __device__ inline float to_f32(float x) { return x; }
 static __host__ __device__ inline float to_f32(__half x) { return __half2float(x); }
 static __host__ __device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }

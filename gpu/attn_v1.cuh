@@ -57,7 +57,7 @@ __global__ void attn_v1_kernel(attn_args a)
         /* partial blocks first, then full ones */
         const int full = mutant_tile_is_full(pass == 1); /* seam: partial block as full */
         const int32_t n = (pass == 1 ? a.full_num : a.kv_num)[row];
-        const int32_t *ids = pass == 1 ? a.full_idx + a.full_off[row] : a.kv_idx + a.kv_off[row];
+        const int32_t *ids = attn_bmask_ids(a, pass == 1, row);
         for (int32_t t = 0; t < n; t++) {
             const int32_t k0 = ids[t] * a.kb;
             const int32_t nk = min(a.kb, a.lk - k0); /* keys past Lk are never loaded */

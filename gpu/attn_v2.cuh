@@ -168,8 +168,7 @@ static __device__ inline bool v2_next(v2_cursor &c, const attn_args &a, int64_t 
         }
         if (c.pass == 2)
             return false;
-        const int32_t id = c.pass ? a.full_idx[a.full_off[row] + c.slot]
-                                  : a.kv_idx[a.kv_off[row] + c.slot];
+        const int32_t id = attn_bmask_ids(a, c.pass, row)[c.slot];
         c.k0 = id * a.kb + c.sub * bk;
         if (c.k0 < a.lk)
             return true;
