@@ -366,10 +366,12 @@ static void brute(const tcase *c, pred_fn pred, int kv_mod, fc_dtype round_to, d
 
 /* A kernel that soft-caps after the mask's -inf fill: in the tiles it visits (those holding an
  * allowed pair of the row's 16 x 16 query tile, found by brute force), a masked key scores
- * c tanh(-inf) = -c, an allowed one c tanh(s / c); the other tiles are not visited. */
-static void brute_capped_fill(const tcase *c, double *o, double *lse)
+ * c tanh(-inf) = -c, an allowed one c tanh(s / c); the other tiles are not visited. dense: a
+ * kernel with no block mask, which visits every key of the row's sequence. */
+static void brute_capped_fill(const tcase *c, int dense, double *o, double *lse)
 {
     const attn_problem *p = &c->p;
+    cr_assert(!dense || p->seq.nseq == 1, "dense: the case's keys must be one sequence");
     int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
     double cap = p->terms.softcap, *s = dalloc((size_t)lk);
     for (int32_t h = 0; h < p->hq; h++)
@@ -379,7 +381,7 @@ static void brute_capped_fill(const tcase *c, double *o, double *lse)
             const float *kk = c->k + (size_t)hk * lk * d, *vv = c->v + (size_t)hk * lk * dv;
             double mx = -INFINITY, sum = 0;
             for (int32_t j = 0; j < lk; j++) {
-                int visited = 0;
+                int visited = dense; /* a dense kernel visits every key of the sequence */
                 for (int32_t a = tq / 16 * 16; a < tq / 16 * 16 + 16 && a < lq && !visited; a++)
                     for (int32_t x = j / 16 * 16; x < j / 16 * 16 + 16 && x < lk && !visited; x++)
                         visited = pred_truth(c, a, x);
@@ -492,7 +494,9 @@ static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, int
 
 /* ---- one case per hypothesis ------------------------------------------------------------ */
 
-typedef enum how { BY_REF, BY_BRUTE, BY_LSE2, BY_CAP_FILL, BY_SINK_VALUED } how;
+typedef enum how {
+    BY_REF, BY_BRUTE, BY_LSE2, BY_CAP_FILL, BY_CAP_FILL_DENSE, BY_SINK_VALUED
+} how;
 typedef enum blocks { BM_NONE, BM_EXACT, BM_DROP_FULL, BM_PARTIAL_LISTED_FULL, BM_EMPTY_TILE } blocks;
 
 typedef struct hyp_case {
@@ -586,6 +590,11 @@ static const hyp_case hyp_cases[] = {
     {"softcap-after-fill", {FC_BF16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 26, .scale = 2,
                             .softcap = 1},
      {0, 0, 36, 39}, BY_CAP_FILL, .bug_mask = {0}, .bm = BM_EXACT},
+    /* The same bug in a producer that gave no block mask: a dense kernel, every masked key of
+     * the sequence at -1. */
+    {"softcap-after-fill", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 28, .scale = 2,
+                            .softcap = 1},
+     {0, 1, 44, 47}, BY_CAP_FILL_DENSE, .bug_mask = {0}, .bm = BM_NONE},
 };
 
 /* The block mask the producer ran with: exact, or damaged in the tile of `rows`. */
@@ -633,8 +642,8 @@ static void run_hyp_case(const hyp_case *hc)
     if (hc->how == BY_REF) {
         by_ref(&c, hc->bug_mask, hc->bug_scale > 0 ? hc->bug_scale : c.p.scale, hc->bug_terms,
                hc->rows.q0 / 16, o, lse);
-    } else if (hc->how == BY_CAP_FILL) {
-        brute_capped_fill(&c, o, lse);
+    } else if (hc->how == BY_CAP_FILL || hc->how == BY_CAP_FILL_DENSE) {
+        brute_capped_fill(&c, hc->how == BY_CAP_FILL_DENSE, o, lse);
     } else if (hc->how == BY_SINK_VALUED) {
         brute_sink_valued(&c, o, lse);
     } else if (hc->how == BY_BRUTE) {
