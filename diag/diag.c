@@ -156,6 +156,7 @@ typedef struct exam {
     size_t nalts;
     uint8_t *tkeys, *hkeys; /* [Lk] */
     double *oref;           /* [Dv] */
+    int32_t *tiles;         /* [2 * (Lk / 16 + NKB + 2)]: visit_tiles's key ranges */
 } exam;
 
 static int key_in(void *ctx, int32_t tk)
@@ -175,6 +176,44 @@ static diag_key key_of(const exam *e, const diag_alt *a, size_t row)
     return k;
 }
 
+int32_t diag_online_wmax(const diag_in *in)
+{
+    return in->bm ? in->bm->kv_block_size : 128;
+}
+
+/* The kv tiles a kernel visits for row k, in its order, as key ranges into tiles[]; their
+ * number. With the producer's block mask: the row's query tile's listed blocks, partial ones
+ * first, then full ones, each in listed order (PyTorch's flex_attention and our kernels go so)
+ * and cut into sub-tiles of w keys; without one, the keys [0, Lk) in tiles of w, ascending.
+ * Keys past Lk never. */
+static size_t visit_tiles(const exam *e, const diag_key *k, int32_t w, int32_t *tiles)
+{
+    int32_t lk = k->p->seq.lk;
+    size_t n = 0;
+    const bmask *bm = e->in->bm;
+    if (!bm) {
+        for (int32_t j = 0; j < lk; j += w) {
+            tiles[2 * n] = j;
+            tiles[2 * n++ + 1] = j + w < lk ? j + w : lk;
+        }
+        return n;
+    }
+    size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
+    int32_t kb = bm->kv_block_size;
+    for (int full = 0; full < 2; full++) {
+        const int32_t *ids = bmask_ids(bm, full, row);
+        int32_t cnt = (full ? bm->full_kv_num_blocks : bm->kv_num_blocks)[row];
+        for (int32_t s = 0; s < cnt; s++) {
+            int64_t b0 = (int64_t)ids[s] * kb, b1 = b0 + kb < lk ? b0 + kb : lk;
+            for (int64_t j = b0; j < b1; j += w) {
+                tiles[2 * n] = (int32_t)j;
+                tiles[2 * n++ + 1] = (int32_t)(j + w < b1 ? j + w : b1);
+            }
+        }
+    }
+    return n;
+}
+
 /* 1 if alternative a explains failing row `row`, 0 if not, -1 on a reference error. */
 static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
 {
@@ -186,7 +225,7 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     int32_t hk = a->kv_head(p, k.h);
     double sink_count = a->sink_count_of ? a->sink_count_of(a, &k) : a->sink_count;
     /* The truth's own computation cannot explain a row that fails against the truth. */
-    if (memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
+    if (!a->online && memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
         hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 && a->round_scores == FC_F32 &&
         a->softcap == p->terms.softcap && a->sink_mul == 1.0 && sink_count == 1.0 &&
         a->sink_value == 0.0)
@@ -197,6 +236,21 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     ref_row_rule rule = {a->scale, a->round_scores, a->softcap,
                          terms_sink(&p->terms, k.h) * a->sink_mul, sink_count, a->masked_score,
                          a->sink_value};
+    if (a->online) {
+        /* Every power-of-two tile width from 16 to diag_online_wmax: the kernel's own is
+         * unknown, and a row matching any of them is explained. */
+        for (int32_t w = 16; w <= diag_online_wmax(e->in); w *= 2) {
+            size_t nt = visit_tiles(e, &k, w, e->tiles);
+            if (ref_row_online_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule,
+                                   key_in, e->hkeys, e->tiles, nt, a->rescale, e->oref, &lse, err))
+                return -1;
+            lse *= a->lse_mul;
+            if (row_matches(e->bd, e->in->o + row * dv, e->in->lse ? e->in->lse + row : NULL,
+                            e->oref, lse, dv))
+                return 1;
+        }
+        return 0;
+    }
     if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in, e->hkeys,
                     e->oref, &lse, err))
         return -1;
@@ -262,7 +316,11 @@ static fc_status exam_init(exam *e, const diag_in *in, const bounds *bd, diag_re
     e->tkeys = malloc((size_t)p->seq.lk + 1);
     e->hkeys = malloc((size_t)p->seq.lk + 1);
     e->oref = malloc(sizeof(double) * (size_t)p->dv);
-    if (!e->alts || !e->hyp_of || !r->findings || !e->tkeys || !e->hkeys || !e->oref)
+    /* Sub-tiles of 16 keys or more, one more a listed block for its ragged end. */
+    e->tiles = malloc(sizeof(int32_t) * 2 *
+                      ((size_t)p->seq.lk / 16 + (in->bm ? (size_t)in->bm->nkb : 0) + 2));
+    if (!e->alts || !e->hyp_of || !r->findings || !e->tkeys || !e->hkeys || !e->oref ||
+        !e->tiles)
         return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
     for (size_t h = 0; h < diag_nhyps; h++) {
         diag_alt *a = &e->alts[e->nalts];
@@ -285,6 +343,7 @@ static void exam_free(exam *e)
     free(e->tkeys);
     free(e->hkeys);
     free(e->oref);
+    free(e->tiles);
 }
 
 fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
@@ -328,9 +387,14 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
     if (st)
         goto done;
 
-    /* The budget: each examined row costs about Lk * D per hypothesis. */
+    /* The budget: each examined row costs about Lk * D per hypothesis, an online softmax's
+     * once per tile width tried. */
+    uint64_t units = 0;
+    for (size_t j = 0; j < e.nalts; j++)
+        for (int32_t w = 16; w <= (e.alts[j].online ? diag_online_wmax(in) : 16); w *= 2)
+            units++;
     uint64_t per_row = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 1) * (uint64_t)p->d *
-                       (uint64_t)(e.nalts ? e.nalts : 1);
+                       (units ? units : 1);
     uint64_t cap = r->budget / per_row > 0 ? r->budget / per_row : 1;
     r->examined = (uint64_t)nfail < cap ? nfail : (size_t)cap;
     r->not_examined = nfail - r->examined;

@@ -6,8 +6,9 @@
  * kernel and configuration bugs (diag/hyps.c: window off by one, halved or doubled, ModernBERT's
  * conversion, top-left alignment, causal flipped, chunking off or counted from the query index,
  * the previous layer's mask, the producer's block mask applied as a kernel would, partial blocks
- * taken as full, the scale, GQA head mapping, packed boundaries ignored, LSE in log2), and each
- * hypothesis is credited with the rows it reproduces.
+ * taken as full, the scale, GQA head mapping, packed boundaries ignored, the score terms, an
+ * online softmax without its rescale, LSE in log2), and each hypothesis is credited with the
+ * rows it reproduces.
  *
  *   diag_in in = {.jc = &jc, .o = o, .lse = lse, .v = &verdict, .bm = &bm};
  *   diag_report *r;
@@ -29,8 +30,9 @@
  *   "explained". An LSE of -inf is not counted here: it is how an empty row is written, and a
  *   row a buggy block mask emptied is something a hypothesis can explain.
  * - a hypothesis EXPLAINS a failing finite row when the row matches the hypothesis's float64
- *   reference (ref_row_f64 over the hypothesis's keys, scale and kv head). A hypothesis that
- *   gives a row the truth's own keys, scale and kv head (and LSE) is the truth there and
+ *   reference (ref_row_f64 over the hypothesis's keys, scale and kv head; for the online
+ *   softmax's bugs ref_row_online_f64, each kv tile width tried, 16 to the block). A hypothesis
+ *   that gives a row the truth's own keys, scale and kv head (and LSE) is the truth there and
  *   explains nothing, so coinciding hypotheses never invent rows.
  *
  * Work: examining one row under one hypothesis costs about Lk * D multiply-adds; rows are

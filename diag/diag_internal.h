@@ -5,12 +5,14 @@
  * A hypothesis is an alternative way of computing a row: another key set (a mask with changed
  * parameters or positions, a block mask), another scale, another kv head, an LSE in another
  * base. Its setup function describes that alternative in a diag_alt; the evaluator asks the
- * alternative for each examined row's key set and recomputes the row with ref_row_f64.
+ * alternative for each examined row's key set and recomputes the row with ref_row_f64 (or,
+ * for a kernel's online softmax, ref_row_online_f64).
  */
 #ifndef FLEXCHECK_DIAG_INTERNAL_H
 #define FLEXCHECK_DIAG_INTERNAL_H
 
 #include "diag/diag.h"
+#include "ref/ref.h"
 
 /* One row being examined, as a key-set function sees it. */
 typedef struct diag_key {
@@ -48,6 +50,10 @@ struct diag_alt {
     double masked_score; /* the score of the keys `keys` marks 2 */
     double sink_value;   /* every element of the sink's value vector (0: none, the truth) */
     diag_keys_fn keys; /* default diag_keys_mask */
+    /* 1: the row is a kernel's online softmax (ref_row_online_f64, rescaling as `rescale`
+     * says) over the tiles diag.c's visit_tiles gives; 0: ref_row_f64 */
+    int online;
+    ref_rescale rescale;
     int32_t cu[4];     /* storage for a made-up view: cu_q = cu, cu_k = cu + 2 */
 };
 
@@ -66,6 +72,9 @@ extern const size_t diag_nhyps;
 
 /* The truth as an alternative: the problem's mask, sequences, scale and kv heads. */
 void diag_alt_init(const diag_in *in, diag_alt *a);
+/* The widest kv tile an online softmax's bug is tried with (each power of two from 16): the
+ * block mask's kv block, 128 without one. */
+int32_t diag_online_wmax(const diag_in *in);
 /* The key set of a->mask on a->view (mask_row_allows): the truth's, under the truth's alt. */
 void diag_keys_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed);
 

@@ -439,6 +439,40 @@ static int scores_rounded(const diag_in *in, diag_alt *a)
     return 1;
 }
 
+/* An online softmax that forgets part of its rescale when the running max rises
+ * (FlashAttention's l *= alpha and acc *= alpha, alpha = exp(m_old - m_new)): the keys of tiles
+ * visited before the row's largest score weigh too much. The kernel visits the producer's
+ * listed tiles as diag.c's visit_tiles orders them (partial first), with the block mask's keys;
+ * without one, every key in ascending tiles. Not with sinks: whether a kernel folds the sink
+ * in first or last changes what the bug does. */
+static int online_bug(const diag_in *in, diag_alt *a, ref_rescale how, const char *what)
+{
+    if (in->jc->prob->terms.sinks)
+        return 0;
+    a->online = 1;
+    a->rescale = how;
+    if (in->bm)
+        a->keys = keys_block_mask;
+    int32_t wmax = diag_online_wmax(in);
+    char widths[32];
+    fc_fmt(widths, sizeof widths, wmax > 16 ? "16 to %d" : "%d", (int)wmax);
+    fc_fmt(a->title, sizeof a->title, "online softmax %s when the running max rises (kv tiles "
+           "of %s keys)", what, widths);
+    return 1;
+}
+
+/* Neither the sum nor the accumulator rescaled: the weights and the LSE off. */
+static int no_rescale(const diag_in *in, diag_alt *a)
+{
+    return online_bug(in, a, REF_RESCALE_NONE, "without the rescale (sum and accumulator kept)");
+}
+
+/* The sum rescaled, the accumulator not: the weights off, the LSE right. */
+static int no_rescale_acc(const diag_in *in, diag_alt *a)
+{
+    return online_bug(in, a, REF_RESCALE_SUM, "without the accumulator's rescale (sum rescaled)");
+}
+
 static int lse_log2(const diag_in *in, diag_alt *a)
 {
     if (!in->lse)
@@ -476,6 +510,8 @@ const diag_hyp diag_hyps[] = {
     {"gqa-modulo", gqa_modulo},
     {"packed-ignored", packed_ignored},
     {"scores-rounded", scores_rounded},
+    {"no-rescale", no_rescale},
+    {"no-rescale-acc", no_rescale_acc},
     {"lse-log2", lse_log2},
 };
 const size_t diag_nhyps = sizeof diag_hyps / sizeof diag_hyps[0];

@@ -109,6 +109,28 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
                       int32_t dv, const ref_row_rule *rule, ref_key_fn allowed, void *ctx,
                       double *o, double *lse, fc_err *err);
 
+/* What a kernel's online softmax rescales when its running max rises from m_old to m_new:
+ * both the sum and the output accumulator by exp(m_old - m_new) (the algorithm), or a bug's
+ * share of that. */
+typedef enum ref_rescale {
+    REF_RESCALE_BOTH = 0, /* FlashAttention's: the row equals ref_row_f64's up to rounding */
+    REF_RESCALE_SUM = 1,  /* the accumulator kept: earlier tiles' values weigh too much, the
+                           * LSE stays right */
+    REF_RESCALE_NONE = 2, /* neither: the weights and the LSE both off */
+} ref_rescale;
+
+/* A kernel's online softmax for the same row: the keys of tiles [tiles[2t], tiles[2t + 1])
+ * for t < ntiles, in that order, each tile's keys `allowed` accepts scored as ref_row_f64
+ * scores them; a running max, sum and output accumulator, rescaled as `rescale` says when the
+ * max rises. REF_RESCALE_BOTH is ref_row_f64's row up to rounding when the tiles hold every
+ * allowed key once (tests/test_ref.c); the others are the bugs diag/ names no-rescale-acc and
+ * no-rescale. A row with no allowed key in its tiles: o = 0, LSE -inf. FC_EINVAL as
+ * ref_row_f64, and for a rule with a sink (not modelled) or a tile outside [0, lk). */
+fc_status ref_row_online_f64(const float *q, const float *k, const float *v, int32_t lk,
+                             int32_t d, int32_t dv, const ref_row_rule *rule, ref_key_fn allowed,
+                             void *ctx, const int32_t *tiles, size_t ntiles, ref_rescale rescale,
+                             double *o, double *lse, fc_err *err);
+
 #ifdef __cplusplus
 }
 #endif

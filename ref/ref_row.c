@@ -2,7 +2,8 @@
  * ref_row.c - ref_row_f64 (ref.h): the float64 oracle for one row and any key set. Written
  * as the definition reads, one key at a time, because its callers (diag/) ask about a handful
  * of rows under key sets that change from row to row, where the panel machinery of ref.c
- * (one mask for every head, gemms over a hull) buys nothing.
+ * (one mask for every head, gemms over a hull) buys nothing. And ref_row_online_f64: the same
+ * row the way a kernel's online softmax forms it, tile by tile, to model its bugs.
  */
 #include <math.h>
 #include <string.h>
@@ -31,9 +32,10 @@ static double score(const float *q, const float *k, int32_t d, const ref_row_rul
     return r->softcap > 0 ? r->softcap * tanh(s / r->softcap) : s;
 }
 
-fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
-                      int32_t dv, const ref_row_rule *rule, ref_key_fn allowed, void *ctx,
-                      double *o, double *lse, fc_err *err)
+/* The arguments both row functions take, checked. */
+static fc_status row_args_check(const float *q, const float *k, const float *v, int32_t lk,
+                                int32_t d, int32_t dv, const ref_row_rule *rule,
+                                ref_key_fn allowed, double *o, fc_err *err)
 {
     if (d < 1 || dv < 1 || lk < 0)
         return fc_errf(err, FC_EINVAL, "reference row: D = %d, Dv = %d, Lk = %d", (int)d,
@@ -52,6 +54,16 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
     if (!isfinite(rule->masked_score) || !isfinite(rule->sink_value))
         return fc_errf(err, FC_EINVAL, "reference row: masked_score = %g, sink_value = %g",
                        rule->masked_score, rule->sink_value);
+    return FC_OK;
+}
+
+fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
+                      int32_t dv, const ref_row_rule *rule, ref_key_fn allowed, void *ctx,
+                      double *o, double *lse, fc_err *err)
+{
+    fc_status st = row_args_check(q, k, v, lk, d, dv, rule, allowed, o, err);
+    if (st)
+        return st;
     size_t ud = (size_t)d, udv = (size_t)dv;
     /* Pass 1: the largest allowed score. */
     double mx = -INFINITY;
@@ -97,5 +109,58 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
         o[x] /= sum;
     if (lse)
         *lse = mx + log(sum);
+    return FC_OK;
+}
+
+fc_status ref_row_online_f64(const float *q, const float *k, const float *v, int32_t lk,
+                             int32_t d, int32_t dv, const ref_row_rule *rule, ref_key_fn allowed,
+                             void *ctx, const int32_t *tiles, size_t ntiles, ref_rescale rescale,
+                             double *o, double *lse, fc_err *err)
+{
+    fc_status st = row_args_check(q, k, v, lk, d, dv, rule, allowed, o, err);
+    if (st)
+        return st;
+    if (rule->sink_count > 0 && rule->sink > -INFINITY)
+        return fc_errf(err, FC_EINVAL, "online reference row: a sink (%g): not modelled",
+                       rule->sink);
+    for (size_t t = 0; t < ntiles; t++)
+        if (tiles[2 * t] < 0 || tiles[2 * t] > tiles[2 * t + 1] || tiles[2 * t + 1] > lk)
+            return fc_errf(err, FC_EINVAL, "online reference row: tile %zu = [%d, %d): not "
+                           "within [0, %d)", t, (int)tiles[2 * t], (int)tiles[2 * t + 1],
+                           (int)lk);
+    size_t ud = (size_t)d, udv = (size_t)dv;
+    double m = -INFINITY, l = 0.0;
+    memset(o, 0, udv * sizeof *o); /* the accumulator until the end */
+    for (size_t t = 0; t < ntiles; t++) {
+        int32_t j0 = tiles[2 * t], j1 = tiles[2 * t + 1];
+        double mt = -INFINITY; /* the tile's largest score: its keys scored twice, same bits */
+        for (int32_t j = j0; j < j1; j++) {
+            int kind = allowed(ctx, j);
+            double s = kind ? score(q, k + (size_t)j * ud, d, rule, kind) : -INFINITY;
+            mt = s > mt ? s : mt;
+        }
+        if (mt == -INFINITY)
+            continue; /* nothing allowed: the state stays */
+        double mn = mt > m ? mt : m, alpha = exp(m - mn); /* exp(-inf) = 0 on the first */
+        if (rescale != REF_RESCALE_NONE) /* (on the first tile l and o are 0 anyway) */
+            l *= alpha;
+        for (size_t x = 0; rescale == REF_RESCALE_BOTH && x < udv; x++)
+            o[x] *= alpha;
+        for (int32_t j = j0; j < j1; j++) {
+            int kind = allowed(ctx, j);
+            if (!kind)
+                continue;
+            double e = exp(score(q, k + (size_t)j * ud, d, rule, kind) - mn);
+            l += e;
+            const float *vj = v + (size_t)j * udv;
+            for (size_t x = 0; x < udv; x++)
+                o[x] += e * (double)vj[x];
+        }
+        m = mn;
+    }
+    for (size_t x = 0; l > 0 && x < udv; x++)
+        o[x] /= l;
+    if (lse)
+        *lse = l > 0 ? m + log(l) : -INFINITY;
     return FC_OK;
 }

@@ -408,6 +408,72 @@ static void brute_capped_fill(const tcase *c, int dense, double *o, double *lse)
     free(s);
 }
 
+/* A kernel whose online softmax forgets to rescale its output accumulator when the running max
+ * rises, and its sum too when sum_too is set: tiles of 16 keys, visited as the case's block mask lists them
+ * (partial tiles first, then full ones, each list in its order) or, with no block mask,
+ * ascending from key 0; allowed keys by brute force (pred_truth; a full tile's keys all are). */
+static void brute_no_rescale(const tcase *c, int sum_too, double *o, double *lse)
+{
+    const attn_problem *p = &c->p;
+    int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
+    cr_assert(p->seq.batch == 1 && !p->terms.sinks && !(p->terms.softcap > 0));
+    int32_t *order = malloc(sizeof(int32_t) * ((size_t)lk / 16 + 1)), n = 0;
+    cr_assert(order);
+    for (int32_t h = 0; h < p->hq; h++)
+        for (int32_t tq = 0; tq < lq; tq++) {
+            size_t row = row_of(c, 0, h, tq);
+            const float *kk = c->k + (size_t)(h / (p->hq / p->hkv)) * lk * d;
+            const float *vv = c->v + (size_t)(h / (p->hq / p->hkv)) * lk * dv;
+            n = 0;
+            if (c->has_bm) {
+                cr_assert(c->bm.kv_block_size == 16);
+                size_t r = bmask_row(&c->bm, 0, 0, tq / c->bm.q_block_size);
+                for (int32_t j = 0; j < c->bm.kv_num_blocks[r]; j++)
+                    order[n++] = bmask_ids(&c->bm, 0, r)[j];
+                for (int32_t j = 0; j < c->bm.full_kv_num_blocks[r]; j++)
+                    order[n++] = bmask_ids(&c->bm, 1, r)[j];
+            } else {
+                for (int32_t t = 0; t * 16 < lk; t++)
+                    order[n++] = t;
+            }
+            double m = -INFINITY, l = 0;
+            for (int32_t x = 0; x < dv; x++)
+                o[row * dv + x] = 0;
+            for (int32_t t = 0; t < n; t++) {
+                double s[16], mt = -INFINITY;
+                for (int32_t j = 0; j < 16; j++) {
+                    int32_t tk = order[t] * 16 + j;
+                    s[j] = -INFINITY;
+                    if (tk >= lk || !pred_truth(c, tq, tk))
+                        continue;
+                    double dot = 0;
+                    for (int32_t x = 0; x < d; x++)
+                        dot += (double)c->q[row * d + x] * kk[(size_t)tk * d + x];
+                    s[j] = p->scale * dot;
+                    mt = fmax(mt, s[j]);
+                }
+                if (mt == -INFINITY)
+                    continue;
+                double mn = fmax(m, mt);
+                if (!sum_too)
+                    l *= exp(m - mn); /* the sum rescaled, the accumulator never: the bug */
+                for (int32_t j = 0; j < 16; j++) {
+                    if (s[j] == -INFINITY)
+                        continue;
+                    double e = exp(s[j] - mn);
+                    l += e;
+                    for (int32_t x = 0; x < dv; x++)
+                        o[row * dv + x] += e * vv[(size_t)(order[t] * 16 + j) * dv + x];
+                }
+                m = mn;
+            }
+            for (int32_t x = 0; x < dv; x++)
+                o[row * dv + x] /= l;
+            lse[row] = m + log(l);
+        }
+    free(order);
+}
+
 /* A kernel that gives the sink a value vector of ones: the sink's weight in the softmax is
  * added to every output element (the spec's sink has no value). No soft-cap in its case. */
 static void brute_sink_valued(const tcase *c, double *o, double *lse)
@@ -495,7 +561,8 @@ static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, int
 /* ---- one case per hypothesis ------------------------------------------------------------ */
 
 typedef enum how {
-    BY_REF, BY_BRUTE, BY_LSE2, BY_CAP_FILL, BY_CAP_FILL_DENSE, BY_SINK_VALUED
+    BY_REF, BY_BRUTE, BY_LSE2, BY_CAP_FILL, BY_CAP_FILL_DENSE, BY_SINK_VALUED, BY_NO_RESCALE,
+    BY_NO_RESCALE_ACC
 } how;
 typedef enum blocks { BM_NONE, BM_EXACT, BM_DROP_FULL, BM_PARTIAL_LISTED_FULL, BM_EMPTY_TILE } blocks;
 
@@ -595,6 +662,18 @@ static const hyp_case hyp_cases[] = {
     {"softcap-after-fill", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 28, .scale = 2,
                             .softcap = 1},
      {0, 1, 44, 47}, BY_CAP_FILL_DENSE, .bug_mask = {0}, .bm = BM_NONE},
+    /* A window of 64 over tiles of 16 (scale 2, scores of spread ~8): where a later tile holds
+     * the row's largest score, the earlier tiles weigh e^(its rise) too much. Rows found by
+     * running it (on rows where the first visited tile holds the max the bug is invisible):
+     * with no block mask, tiles ascending; with one, the diagonal's partial tiles first. */
+    {"no-rescale-acc", {FC_F16, 1, 2, 1, 128, 128, 16, CW(64), .seed = 31, .scale = 2},
+     {0, 0, 38, 40}, BY_NO_RESCALE_ACC, .bug_mask = {0}, .bm = BM_NONE},
+    {"no-rescale-acc", {FC_BF16, 1, 2, 1, 128, 128, 16, CW(64), .seed = 32, .scale = 2},
+     {0, 0, 48, 51}, BY_NO_RESCALE_ACC, .bug_mask = {0}, .bm = BM_EXACT},
+    {"no-rescale", {FC_F16, 1, 2, 1, 128, 128, 16, CW(64), .seed = 33, .scale = 2},
+     {0, 0, 43, 46}, BY_NO_RESCALE, .bug_mask = {0}, .bm = BM_NONE},
+    {"no-rescale", {FC_F32, 1, 2, 1, 128, 128, 16, CW(64), .seed = 34, .scale = 2},
+     {0, 0, 43, 46}, BY_NO_RESCALE, .bug_mask = {0}, .bm = BM_EXACT},
 };
 
 /* The block mask the producer ran with: exact, or damaged in the tile of `rows`. */
@@ -646,6 +725,8 @@ static void run_hyp_case(const hyp_case *hc)
         brute_capped_fill(&c, hc->how == BY_CAP_FILL_DENSE, o, lse);
     } else if (hc->how == BY_SINK_VALUED) {
         brute_sink_valued(&c, o, lse);
+    } else if (hc->how == BY_NO_RESCALE || hc->how == BY_NO_RESCALE_ACC) {
+        brute_no_rescale(&c, hc->how == BY_NO_RESCALE, o, lse);
     } else if (hc->how == BY_BRUTE) {
         brute(&c, hc->pred, hc->kv_mod, hc->round_scores ? c.dt : FC_F32, o, lse);
     } else { /* O as the truth (the correct rows' O stays), LSE in log2 */
@@ -878,7 +959,9 @@ Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_count
                            "= (0, 1, 20); (0, 1, 22); (0, 1, 24); (0, 1, 26); (0, 1, 28); (0, 1, "
                            "30); (0, 1, 32); (0, 1, 34); and 27 more ranges\n"), "%s", text);
     free(text);
-    uint64_t per_row = 96 * 16 * (uint64_t)r->nfindings;
+    /* Lk x D a hypothesis, the two online-softmax ones once per tile width tried (16, 32,
+     * 64, 128 with no block mask). */
+    uint64_t per_row = 96 * 16 * ((uint64_t)r->nfindings - 2 + 2 * 4);
     diag_report_free(r);
 
     r = diagnose(&c, NULL, 5 * per_row + per_row / 2, 1);
@@ -955,3 +1038,5 @@ Test(diag_input, without_an_lse_only_the_output_is_compared)
     free(lse);
     tcase_free(&c);
 }
+
+
