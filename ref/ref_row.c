@@ -57,6 +57,51 @@ static fc_status row_args_check(const float *q, const float *k, const float *v, 
     return FC_OK;
 }
 
+/* One row's inputs, as both row functions read them. */
+typedef struct row_in {
+    const float *q, *k, *v;
+    int32_t d, dv;
+    const ref_row_rule *rule;
+    ref_key_fn allowed;
+    void *ctx;
+} row_in;
+
+/* The largest score of the allowed keys in [j0, j1) (-inf if none); *any: whether any is
+ * allowed. A NaN score is skipped here and poisons the sums of add_keys, as in ref_f64.c. */
+static double max_score(const row_in *r, int32_t j0, int32_t j1, int *any)
+{
+    double mx = -INFINITY;
+    *any = 0;
+    for (int32_t j = j0; j < j1; j++) {
+        int kind = r->allowed(r->ctx, j);
+        if (!kind)
+            continue;
+        double s = score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, r->rule, kind);
+        if (s > mx)
+            mx = s;
+        *any = 1;
+    }
+    return mx;
+}
+
+/* Adds e^(score - shift) v_j of every allowed key j in [j0, j1) to o[Dv] and each weight to
+ * *sum, one at a time: the same scores as max_score's, so the same bits. */
+static void add_keys(const row_in *r, int32_t j0, int32_t j1, double shift, double *sum,
+                     double *o)
+{
+    size_t udv = (size_t)r->dv;
+    for (int32_t j = j0; j < j1; j++) {
+        int kind = r->allowed(r->ctx, j);
+        if (!kind)
+            continue;
+        double e = exp(score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, r->rule, kind) - shift);
+        *sum += e;
+        const float *vj = r->v + (size_t)j * udv;
+        for (size_t x = 0; x < udv; x++)
+            o[x] += e * (double)vj[x];
+    }
+}
+
 fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
                       int32_t dv, const ref_row_rule *rule, ref_key_fn allowed, void *ctx,
                       double *o, double *lse, fc_err *err)
@@ -64,19 +109,11 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
     fc_status st = row_args_check(q, k, v, lk, d, dv, rule, allowed, o, err);
     if (st)
         return st;
-    size_t ud = (size_t)d, udv = (size_t)dv;
+    const row_in r = {q, k, v, d, dv, rule, allowed, ctx};
+    size_t udv = (size_t)dv;
     /* Pass 1: the largest allowed score. */
-    double mx = -INFINITY;
-    int any = 0;
-    for (int32_t j = 0; j < lk; j++) {
-        int kind = allowed(ctx, j);
-        if (!kind)
-            continue;
-        double s = score(q, k + (size_t)j * ud, d, rule, kind);
-        if (s > mx) /* a NaN score is skipped here and poisons the sum below, as in ref_f64.c */
-            mx = s;
-        any = 1;
-    }
+    int any;
+    double mx = max_score(&r, 0, lk, &any);
     memset(o, 0, udv * sizeof *o);
     int sink = rule->sink_count > 0 && rule->sink > -INFINITY;
     if (!any) {
@@ -90,21 +127,12 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
     }
     if (rule->sink > mx)
         mx = rule->sink;
-    /* Pass 2: the same scores again (the same sums, so the same bits), shifted by the max;
-     * the sink's term joins the sum, and the output only with a sink_value (0: the truth). */
+    /* Pass 2: the same scores again, shifted by the max; the sink's term joins the sum, and
+     * the output only with a sink_value (0: the truth). */
     double sum = rule->sink_count * exp(rule->sink - mx);
     for (size_t x = 0; rule->sink_value != 0 && x < udv; x++)
         o[x] = sum * rule->sink_value;
-    for (int32_t j = 0; j < lk; j++) {
-        int kind = allowed(ctx, j);
-        if (!kind)
-            continue;
-        double e = exp(score(q, k + (size_t)j * ud, d, rule, kind) - mx);
-        sum += e;
-        const float *vj = v + (size_t)j * udv;
-        for (size_t x = 0; x < udv; x++)
-            o[x] += e * (double)vj[x];
-    }
+    add_keys(&r, 0, lk, mx, &sum, o);
     for (size_t x = 0; x < udv; x++)
         o[x] /= sum;
     if (lse)
@@ -128,34 +156,21 @@ fc_status ref_row_online_f64(const float *q, const float *k, const float *v, int
             return fc_errf(err, FC_EINVAL, "online reference row: tile %zu = [%d, %d): not "
                            "within [0, %d)", t, (int)tiles[2 * t], (int)tiles[2 * t + 1],
                            (int)lk);
-    size_t ud = (size_t)d, udv = (size_t)dv;
+    const row_in r = {q, k, v, d, dv, rule, allowed, ctx};
+    size_t udv = (size_t)dv;
     double m = -INFINITY, l = 0.0;
     memset(o, 0, udv * sizeof *o); /* the accumulator until the end */
     for (size_t t = 0; t < ntiles; t++) {
-        int32_t j0 = tiles[2 * t], j1 = tiles[2 * t + 1];
-        double mt = -INFINITY; /* the tile's largest score: its keys scored twice, same bits */
-        for (int32_t j = j0; j < j1; j++) {
-            int kind = allowed(ctx, j);
-            double s = kind ? score(q, k + (size_t)j * ud, d, rule, kind) : -INFINITY;
-            mt = s > mt ? s : mt;
-        }
-        if (mt == -INFINITY)
+        int any;
+        double mt = max_score(&r, tiles[2 * t], tiles[2 * t + 1], &any);
+        if (!any)
             continue; /* nothing allowed: the state stays */
         double mn = mt > m ? mt : m, alpha = exp(m - mn); /* exp(-inf) = 0 on the first */
         if (rescale != REF_RESCALE_NONE) /* (on the first tile l and o are 0 anyway) */
             l *= alpha;
         for (size_t x = 0; rescale == REF_RESCALE_BOTH && x < udv; x++)
             o[x] *= alpha;
-        for (int32_t j = j0; j < j1; j++) {
-            int kind = allowed(ctx, j);
-            if (!kind)
-                continue;
-            double e = exp(score(q, k + (size_t)j * ud, d, rule, kind) - mn);
-            l += e;
-            const float *vj = v + (size_t)j * udv;
-            for (size_t x = 0; x < udv; x++)
-                o[x] += e * (double)vj[x];
-        }
+        add_keys(&r, tiles[2 * t], tiles[2 * t + 1], mn, &l, o);
         m = mn;
     }
     for (size_t x = 0; l > 0 && x < udv; x++)

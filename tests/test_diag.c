@@ -318,6 +318,16 @@ static int pred_none(const tcase *c, int32_t tq, int32_t tk)
     return 0;
 }
 
+/* q . k in double for query row `row` (of c->q) and key tk of a kv head's keys kk. */
+static double dot_qk(const tcase *c, size_t row, const float *kk, int32_t tk)
+{
+    int32_t d = c->p.d;
+    double dot = 0;
+    for (int32_t x = 0; x < d; x++)
+        dot += (double)c->q[row * d + x] * kk[(size_t)tk * d + x];
+    return dot;
+}
+
 /* The whole output under keys pred, kv head h % Hkv when kv_mod, scores rounded to round_to
  * unless it is FC_F32: the naive double softmax. */
 static void brute(const tcase *c, pred_fn pred, int kv_mod, fc_dtype round_to, double *o,
@@ -338,9 +348,7 @@ static void brute(const tcase *c, pred_fn pred, int kv_mod, fc_dtype round_to, d
                     s[j] = -INFINITY;
                     if (!pred(c, tq, j))
                         continue;
-                    double dot = 0;
-                    for (int32_t x = 0; x < d; x++)
-                        dot += (double)c->q[row * d + x] * kk[(size_t)j * d + x];
+                    double dot = dot_qk(c, row, kk, j);
                     s[j] = p->scale * dot;
                     if (round_to != FC_F32) /* q.k computed in the input type */
                         s[j] = fc_round((float)s[j], round_to);
@@ -388,9 +396,7 @@ static void brute_capped_fill(const tcase *c, int dense, double *o, double *lse)
                 s[j] = -INFINITY;
                 if (!visited)
                     continue;
-                double dot = 0;
-                for (int32_t x = 0; x < d; x++)
-                    dot += (double)c->q[row * d + x] * kk[(size_t)j * d + x];
+                double dot = dot_qk(c, row, kk, j);
                 s[j] = pred_truth(c, tq, j) ? cap * tanh(p->scale * dot / cap) : -cap;
                 mx = fmax(mx, s[j]);
             }
@@ -409,9 +415,10 @@ static void brute_capped_fill(const tcase *c, int dense, double *o, double *lse)
 }
 
 /* A kernel whose online softmax forgets to rescale its output accumulator when the running max
- * rises, and its sum too when sum_too is set: tiles of 16 keys, visited as the case's block mask lists them
- * (partial tiles first, then full ones, each list in its order) or, with no block mask,
- * ascending from key 0; allowed keys by brute force (pred_truth; a full tile's keys all are). */
+ * rises, and its sum too when sum_too is set: tiles of 16 keys, visited as the case's block
+ * mask lists them (partial tiles first, then full ones, each list in its order) or, with no
+ * block mask, ascending from key 0; allowed keys by brute force (pred_truth; a full tile's
+ * keys all are). */
 static void brute_no_rescale(const tcase *c, int sum_too, double *o, double *lse)
 {
     const attn_problem *p = &c->p;
@@ -446,9 +453,7 @@ static void brute_no_rescale(const tcase *c, int sum_too, double *o, double *lse
                     s[j] = -INFINITY;
                     if (tk >= lk || !pred_truth(c, tq, tk))
                         continue;
-                    double dot = 0;
-                    for (int32_t x = 0; x < d; x++)
-                        dot += (double)c->q[row * d + x] * kk[(size_t)tk * d + x];
+                    double dot = dot_qk(c, row, kk, tk);
                     s[j] = p->scale * dot;
                     mt = fmax(mt, s[j]);
                 }
@@ -491,9 +496,7 @@ static void brute_sink_valued(const tcase *c, double *o, double *lse)
                 s[j] = -INFINITY;
                 if (!pred_truth(c, tq, j))
                     continue;
-                double dot = 0;
-                for (int32_t x = 0; x < d; x++)
-                    dot += (double)c->q[row * d + x] * kk[(size_t)j * d + x];
+                double dot = dot_qk(c, row, kk, j);
                 s[j] = p->scale * dot;
                 mx = fmax(mx, s[j]);
             }
