@@ -7,10 +7,10 @@
 # ours would shadow them), strips the binaries and writes one xz tarball that unpacks in a
 # checkout's root to build/flexcheck, build/tests/... and build/gpu-libs/. There:
 #   tar xJf BUNDLE.tar.xz && FLEXCHECK_LIB_DIR=build/gpu-libs bash ci/gpu_check.sh --prebuilt
-# GPU_VARIANTS ("NAME=DEFINES ...", DEFINES comma-separated; default below: kernel 2 with
-# 128-row query tiles (bq128), double-buffered K/V (st2), 3 blocks an SM (occ3), 32 rows a
-# warp in 128-row blocks (w32, FlashAttention-2's layout) and that double-buffered (w32st2;
-# gpu/attn_v2.cuh says what each option does) adds a flexcheck built with those -D options
+# GPU_VARIANTS ("NAME=DEFINES ...", DEFINES comma-separated; default: gpu/attn_v2_variants.txt,
+# kernel 2 with 128-row query tiles (bq128), double-buffered K/V (st2), 3 blocks an SM (occ3),
+# 32 rows a warp in 128-row blocks (w32, FlashAttention-2's layout) and that double-buffered
+# (w32st2); gpu/attn_v2.cuh says what each option does) adds a flexcheck built with those -D options
 # (make BUILD=build-NAME FC_DEFINES=...) as build/variants/flexcheck-NAME,
 # which gpu_check.sh times beside the default build: a tuning choice measured on the GPU in the
 # same call, never a second code path in one binary.
@@ -28,9 +28,9 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/build/tests" "$stage/build/gpu-libs" "$stage/build/variants"
 for b in "${bins[@]}"; do strip -o "$stage/$b" "$b"; done
-default_variants="bq128=-DV2_BQ_MAX=128 st2=-DV2_STAGES=2 occ3=-DV2_MIN_BLOCKS=3
-    w32=-DV2_WARP_ROWS=32,-DV2_BQ_MAX=128
-    w32st2=-DV2_WARP_ROWS=32,-DV2_BQ_MAX=128,-DV2_STAGES=2,-DV2_SMEM_MAX=166912"
+# NAME=DEF,DEF... from gpu/attn_v2_variants.txt (name, then its -D options; # comments)
+default_variants=$(awk '!/^#/ && NF { d = $2; for (i = 3; i <= NF; i++) d = d "," $i;
+                                      print $1 "=" d }' gpu/attn_v2_variants.txt)
 for v in ${GPU_VARIANTS-$default_variants}; do
     name=${v%%=*} defs=${v#*=}
     defs=${defs//,/ }

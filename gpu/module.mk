@@ -104,6 +104,43 @@ $(BUILD)/tests/test_emu: tests/test_emu.c $(EMUT_OBJS) $(EMU_LIB) $(EMUT_ASAN_BI
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_ASAN_BIN='"$(abspath $(EMUT_ASAN_BIN))"' \
 	    -DEMUT_RACE_BIN='"$(abspath $(EMUT_RACE_BIN))"' -MMD -MP -o $@ $< $(EMUT_OBJS) $(EMU_LIB) $(CRITERION_LIBS) $(LDLIBS)
 
+# ---- kernel 2's build variants (gpu/attn_v2_variants.txt) on the emu ----
+# Each variant changes how kernel 2 runs, never what it computes, and the GPU run times it
+# beside the default (ci/gpu_bundle.sh, ci/gpu_check.sh); here each one's code paths run on the
+# CPU, so a change that breaks one fails make test, not a GPU run later. A variant binary is the
+# default library with its one member gpu/attn_launch.cu rebuilt with the variant's -D options
+# (ar replaces the member of the same name); its native (nvcc) member stays the default's, so
+# these binaries are for the emu only. Its quick gate with kernel 2 must write the default's
+# rows.csv byte for byte.
+V2_VARIANTS_FILE := gpu/attn_v2_variants.txt
+V2_VARIANTS := $(shell awk '!/^\#/ && NF { print $$1 }' $(V2_VARIANTS_FILE))
+v2_variant_defs = $(shell awk '$$1 == "$(1)" { $$1 = ""; print }' $(V2_VARIANTS_FILE))
+V2_VARIANT_DIR := $(BUILD)/emu-variants
+
+-include $(wildcard $(V2_VARIANT_DIR)/*/*.d)
+.SECONDARY: $(V2_VARIANTS:%=$(V2_VARIANT_DIR)/%/attn_launch.emu.o) # kept: make test reruns
+$(V2_VARIANT_DIR)/%/attn_launch.emu.o: gpu/attn_launch.cu $(EMU_HDRS) $(GPU_HDRS) \
+                                       $(V2_VARIANTS_FILE) | $(EMU_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(call v2_variant_defs,$*) $(EMU_CUFLAGS) -MMD -MP -c $< -o $@
+
+$(V2_VARIANT_DIR)/%/flexcheck: $(V2_VARIANT_DIR)/%/attn_launch.emu.o $(CLI_OBJS) $(EMU_LIB)
+	cp $(EMU_LIB) $(@D)/libflexcheck.a && ar r $(@D)/libflexcheck.a $<
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(@D)/libflexcheck.a $(LDLIBS)
+
+.PHONY: gate-quick-variants
+TEST_STEPS += gate-quick-variants
+gate-quick-variants: gate-quick $(V2_VARIANTS:%=$(V2_VARIANT_DIR)/%/flexcheck)
+	@fail=0; for v in $(V2_VARIANTS); do \
+	    d=$(V2_VARIANT_DIR)/$$v; \
+	    if ! OPENBLAS_NUM_THREADS=1 $$d/flexcheck gate --quick --kernel 2 --jobs 2 \
+	            --report-dir $$d/reports-quick > $$d/gate.log 2>&1; then \
+	        echo "variant $$v: its quick gate failed (see $$d/gate.log)"; fail=1; \
+	    elif ! cmp -s $(BUILD)/reports-quick/rows.csv $$d/reports-quick/rows.csv; then \
+	        echo "variant $$v: rows.csv differs from the default build's"; fail=1; \
+	    else echo "variant $$v: quick gate rows identical to the default build's"; fi; \
+	done; exit $$fail
+
 # ---- nvcc: compile-only resource report, and the native build of the self-tests ----
 NVCC_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 NVCC_OBJS := $(patsubst %.cu,$(BUILD)/nvcc/%.o,$(GPU_CU) $(EMUT_CU))
