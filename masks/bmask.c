@@ -64,8 +64,8 @@ fc_status bmask_alloc(bmask *bm, int32_t qb, int32_t kb, int32_t lq, int32_t lk,
     /* +1: never malloc(0), so an empty grid still has valid pointers. */
     bm->kv_num_blocks = calloc(rows + 1, sizeof(int32_t));
     bm->full_kv_num_blocks = calloc(rows + 1, sizeof(int32_t));
-    bm->kv_offsets = malloc((rows + 1) * sizeof(int64_t));
-    bm->full_kv_offsets = malloc((rows + 1) * sizeof(int64_t));
+    bm->kv_offsets = calloc(rows + 1, sizeof(int64_t));
+    bm->full_kv_offsets = calloc(rows + 1, sizeof(int64_t));
     bm->kv_indices = malloc((ids + 1) * sizeof(int32_t));
     bm->full_kv_indices = malloc((ids + 1) * sizeof(int32_t));
     if (!bm->kv_num_blocks || !bm->full_kv_num_blocks || !bm->kv_offsets ||
@@ -103,7 +103,11 @@ fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *e
     const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
     for (size_t r = 0; r < nrows; r++)
         for (int k = 0; k < 2; k++)
-            if (cnt[k][r] < 0 || cnt[k][r] > width) {
+            if (cnt[k][r] > bmask_capacity(bm, k, r)) { /* a mask that would not validate */
+                memset(out, 0, sizeof *out);
+                return fc_errf(err, FC_EINVAL, "block mask row %zu lists %d blocks in %lld slots",
+                               r, (int)cnt[k][r], (long long)bmask_capacity(bm, k, r));
+            } else if (cnt[k][r] < 0 || cnt[k][r] > width) {
                 memset(out, 0, sizeof *out);
                 return fc_errf(err, FC_EINVAL, "block mask row %zu lists %d blocks: must be in "
                                "[0, %d], the width asked for", r, (int)cnt[k][r], (int)width);

@@ -11,9 +11,10 @@
  * are one array of rows laid end to end: row i (bmask_row's index) owns the slots
  * [offsets[i], offsets[i + 1]) of it, its capacity, and lists its first count[i] of them;
  * slots past a row's count are never read (bmask_ids finds a row). Two layouts:
- *   rectangular (bmask_alloc): every row `width` slots, offsets[i] = i * width, -1 past each
- *     count; PyTorch's create_block_mask shape with width = nkb, the one fixtures store and
- *     the fixture reader fills, made from any mask by bmask_copy_width.
+ *   rectangular (bmask_alloc): every row `width` slots, offsets[i] = i * width, -1 in each
+ *     slot past a count as allocated (the fixture reader's rows hold what the file had there);
+ *     PyTorch's create_block_mask shape with width = nkb, the one fixtures store, made from
+ *     any mask by bmask_copy_width.
  *   compact (our builders): each row exactly as long as its count, so a mask costs what it
  *     lists. nb = nh = 1 (the mask never depends on batch entry or head), ids ascending.
  * Why not rectangular for ours: a window or chunk lists a few tiles a row, and nqb x nkb
@@ -105,7 +106,8 @@ size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r);
 
 /* A rectangular copy of bm, both lists' rows `width` slots: the same ids in the same order, -1
  * past each count. width = bm->nkb gives PyTorch's [.., NQB, NKB] shape, the one fixtures store.
- * FC_EINVAL (naming the row) when a count is negative or more than width. */
+ * FC_EINVAL (naming the row) when a count is negative, more than width or more than its row
+ * holds. */
 fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *err);
 
 fc_status bmask_build(bmask *out, bmask_builder builder, mask_params m, const seq_info *s,

@@ -80,11 +80,15 @@ fc_status bmask_validate(const bmask *bm, fc_err *err)
                        (int)bm->nqb, (int)bm->nkb, (int)bm->lq, (int)bm->lk);
     /* Offsets are ours (bmask_alloc's or a builder's), never a file's; a bad one is a bug. */
     const int64_t *off[2] = {bm->kv_offsets, bm->full_kv_offsets};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
+        if (off[k][0] != 0)
+            return fc_errf(err, FC_EINVAL, "%s row offsets start at %lld, not 0",
+                           k ? "full_kv" : "kv", (long long)off[k][0]);
         for (size_t i = 0; i < bmask_nrows(bm); i++)
-            if (off[k][0] != 0 || off[k][i + 1] < off[k][i])
-                return fc_errf(err, FC_EINVAL, "%s row offsets at row %zu: not from 0 and "
-                               "non-decreasing", k ? "full_kv" : "kv", i);
+            if (off[k][i + 1] < off[k][i])
+                return fc_errf(err, FC_EINVAL, "%s row offsets decrease after stored row %zu "
+                               "(of nb x nh x nqb)", k ? "full_kv" : "kv", i);
+    }
     rowbits seen;
     fc_status st = rowbits_init(&seen, bm->nkb, err);
     for (int32_t b = 0; !st && b < bm->nb; b++)

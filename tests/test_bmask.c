@@ -79,6 +79,7 @@ static void expect_form(const bmask *bm, int compact, const char *what)
     const int32_t *cnts[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
     const int64_t *offs[2] = {bm->kv_offsets, bm->full_kv_offsets};
     const int32_t *all[2] = {bm->kv_indices, bm->full_kv_indices};
+    cr_assert(bm->nb == 1 && bm->nh == 1, "%s: nb %d, nh %d", what, bm->nb, bm->nh);
     for (int l = 0; l < 2; l++) {
         int64_t at = 0; /* where row r must start */
         for (int32_t r = 0; r < bm->nqb; r++) {
@@ -492,6 +493,11 @@ Test(builders, copy_width_refuses_a_width_narrower_than_a_list)
     cr_assert_eq(bmask_copy_width(&bm, 3, &out, &err), FC_OK, "%s", err.msg);
     cr_expect_eq(bmask_compare(&bm, &out, &err), FC_OK, "%s", err.msg);
     bmask_free(&out);
+    /* A count past its compact row (one full tile in row 1) would copy row 2's first id. */
+    bm.full_kv_num_blocks[1] = 2;
+    cr_expect_eq(bmask_copy_width(&bm, 4, &out, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "row 1 lists 2 blocks in 1 slots"), "%s", err.msg);
+    bm.full_kv_num_blocks[1] = 1;
     bmask_free(&bm);
     seq_free(&s);
 }
@@ -575,8 +581,13 @@ Test(validation, holds_each_compact_row_to_its_own_capacity)
     int64_t o = bm.full_kv_offsets[2];
     bm.full_kv_offsets[2] = bm.full_kv_offsets[1] - 1;
     cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
-    cr_expect(strstr(err.msg, "full_kv row offsets at row 1"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "full_kv row offsets decrease after stored row 1"), "%s",
+              err.msg);
     bm.full_kv_offsets[2] = o;
+    bm.kv_offsets[0] = 1;
+    cr_expect_eq(bmask_validate(&bm, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "kv row offsets start at 1, not 0"), "%s", err.msg);
+    bm.kv_offsets[0] = 0;
     cr_expect_eq(bmask_validate(&bm, &err), FC_OK, "%s", err.msg);
     bmask_free(&bm);
     seq_free(&s);

@@ -15,15 +15,20 @@
 #define CHECK "lse-merge"
 
 
-/* The listed tiles of `bm` whose kv id has parity `par`, as a block mask of the same shape. */
+/* The listed tiles of `bm` whose kv id has parity `par`, as a block mask of the same shape
+ * (rectangular, as wide as bm's longest list). */
 static fc_status split_mask(const bmask *bm, int par, bmask *out, fc_err *err)
 {
+    size_t nrows = bmask_nrows(bm);
+    int32_t w = 0;
+    for (size_t r = 0; r < nrows; r++) {
+        w = bm->kv_num_blocks[r] > w ? bm->kv_num_blocks[r] : w;
+        w = bm->full_kv_num_blocks[r] > w ? bm->full_kv_num_blocks[r] : w;
+    }
     fc_status st = bmask_alloc(out, bm->q_block_size, bm->kv_block_size, bm->lq, bm->lk, bm->nb,
-                               bm->nh, bm->width > bm->full_width ? bm->width : bm->full_width,
-                               err);
+                               bm->nh, w, err);
     if (st)
         return st;
-    size_t nrows = (size_t)bm->nb * bm->nh * bm->nqb;
     for (size_t r = 0; r < nrows; r++) {
         const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
         int32_t *ocnt[2] = {out->kv_num_blocks, out->full_kv_num_blocks};
