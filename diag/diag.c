@@ -2,7 +2,8 @@
  * diag.c - the evaluator and the printout of the diagnosis (diag.h). It knows no bug and no
  * mask rule (those are hyps.c's): it sorts rows into failing and non-finite with the truth
  * verdict's bounds, asks every hypothesis for its alternative, recomputes each examined row
- * under each alternative's key set with ref_row_f64, and credits the rows that then match. Of
+ * under each alternative's key set with ref_row_f64 (ref_row_online_f64 for an online
+ * softmax's bugs), and credits the rows that then match. Of
  * the masks it uses only the row's place in its sequence (mask_row_of), which it hands to the
  * key-set functions.
  */
@@ -184,15 +185,19 @@ int32_t diag_online_wmax(const diag_in *in)
 /* The kv tiles a kernel visits for row k, in its order, as key ranges into tiles[]; their
  * number. With the producer's block mask: the row's query tile's listed blocks, partial ones
  * first, then full ones, each in listed order (PyTorch's flex_attention and our kernels go so)
- * and cut into sub-tiles of w keys; without one, the keys [0, Lk) in tiles of w, ascending.
- * Keys past Lk never. */
-static size_t visit_tiles(const exam *e, const diag_key *k, int32_t w, int32_t *tiles)
+ * and cut into sub-tiles of w keys. Without one, the keys [0, Lk) in tiles of w from key 0,
+ * ascending, or (descending) the last tile first, as FlashAttention-2's forward kernel walks
+ * its kv blocks. Keys past Lk never. */
+static size_t visit_tiles(const exam *e, const diag_key *k, int32_t w, int descending,
+                          int32_t *tiles)
 {
     int32_t lk = k->p->seq.lk;
     size_t n = 0;
     const bmask *bm = e->in->bm;
     if (!bm) {
-        for (int32_t j = 0; j < lk; j += w) {
+        int32_t last = lk > 0 ? (lk - 1) / w : -1; /* the tiles 0..last */
+        for (int32_t i = 0; i <= last; i++) {
+            int32_t j = (descending ? last - i : i) * w;
             tiles[2 * n] = j;
             tiles[2 * n++ + 1] = j + w < lk ? j + w : lk;
         }
@@ -212,6 +217,23 @@ static size_t visit_tiles(const exam *e, const diag_key *k, int32_t w, int32_t *
         }
     }
     return n;
+}
+
+/* The visit orders an online softmax is tried in: the block mask's (1), or without one
+ * ascending and descending (2). */
+static int online_orders(const diag_in *in)
+{
+    return in->bm ? 1 : 2;
+}
+
+/* The reference rows an online alternative costs a row: the row without the bug, then one a
+ * tile width (16 to diag_online_wmax) and order. */
+static uint64_t online_tries(const diag_in *in)
+{
+    uint64_t widths = 0;
+    for (int32_t w = 16; w <= diag_online_wmax(in); w *= 2)
+        widths++;
+    return 1 + widths * (uint64_t)online_orders(in);
 }
 
 /* 1 if alternative a explains failing row `row`, 0 if not, -1 on a reference error. */
@@ -236,27 +258,31 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     ref_row_rule rule = {a->scale, a->round_scores, a->softcap,
                          terms_sink(&p->terms, k.h) * a->sink_mul, sink_count, a->masked_score,
                          a->sink_value};
-    if (a->online) {
-        /* Every power-of-two tile width from 16 to diag_online_wmax: the kernel's own is
-         * unknown, and a row matching any of them is explained. */
-        for (int32_t w = 16; w <= diag_online_wmax(e->in); w *= 2) {
-            size_t nt = visit_tiles(e, &k, w, e->tiles);
-            if (ref_row_online_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule,
-                                   key_in, e->hkeys, e->tiles, nt, a->rescale, e->oref, &lse, err))
-                return -1;
-            lse *= a->lse_mul;
-            if (row_matches(e->bd, e->in->o + row * dv, e->in->lse ? e->in->lse + row : NULL,
-                            e->oref, lse, dv))
-                return 1;
-        }
-        return 0;
-    }
+    const float *o = e->in->o + row * dv, *ol = e->in->lse ? e->in->lse + row : NULL;
     if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in, e->hkeys,
                     e->oref, &lse, err))
         return -1;
-    lse *= a->lse_mul;
-    return row_matches(e->bd, e->in->o + row * dv, e->in->lse ? e->in->lse + row : NULL, e->oref,
-                       lse, dv);
+    int match = row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv);
+    if (!a->online)
+        return match;
+    /* An online softmax's bug: the same keys and rule computed right come first. A row they
+     * already match is not the rescale's doing (it is the truth's, or the block mask's whose
+     * keys these are), so a row whose max never rises is never credited here. Then every
+     * power-of-two tile width from 16 to diag_online_wmax and every visit order: the kernel's
+     * own are unknown, and a row matching any of them is explained. */
+    if (match)
+        return 0;
+    for (int order = 0; order < online_orders(e->in); order++)
+        for (int32_t w = 16; w <= diag_online_wmax(e->in); w *= 2) {
+            size_t nt = visit_tiles(e, &k, w, order, e->tiles);
+            if (ref_row_online_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule,
+                                   key_in, e->hkeys, e->tiles, nt, a->rescale, e->oref, &lse,
+                                   err))
+                return -1;
+            if (row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv))
+                return 1;
+        }
+    return 0;
 }
 
 /* Tries every applying hypothesis on one failing finite row. */
@@ -388,11 +414,10 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
         goto done;
 
     /* The budget: each examined row costs about Lk * D per hypothesis, an online softmax's
-     * once per tile width tried. */
+     * once per reference row it tries (online_tries). */
     uint64_t units = 0;
     for (size_t j = 0; j < e.nalts; j++)
-        for (int32_t w = 16; w <= (e.alts[j].online ? diag_online_wmax(in) : 16); w *= 2)
-            units++;
+        units += e.alts[j].online ? online_tries(in) : 1;
     uint64_t per_row = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 1) * (uint64_t)p->d *
                        (units ? units : 1);
     uint64_t cap = r->budget / per_row > 0 ? r->budget / per_row : 1;

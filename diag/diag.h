@@ -31,8 +31,9 @@
  *   row a buggy block mask emptied is something a hypothesis can explain.
  * - a hypothesis EXPLAINS a failing finite row when the row matches the hypothesis's float64
  *   reference (ref_row_f64 over the hypothesis's keys, scale and kv head; for the online
- *   softmax's bugs ref_row_online_f64, each kv tile width tried, 16 to the block). A hypothesis
- *   that gives a row the truth's own keys, scale and kv head (and LSE) is the truth there and
+ *   softmax's bugs ref_row_online_f64, each kv tile width from 16 to the block and each visit
+ *   order tried, and only where the same keys computed right do not match). A hypothesis that
+ *   gives a row the truth's own keys, scale and kv head (and LSE) is the truth there and
  *   explains nothing, so coinciding hypotheses never invent rows.
  *
  * Work: examining one row under one hypothesis costs about Lk * D multiply-adds; rows are

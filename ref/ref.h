@@ -125,7 +125,8 @@ typedef enum ref_rescale {
  * max rises. REF_RESCALE_BOTH is ref_row_f64's row up to rounding when the tiles hold every
  * allowed key once (tests/test_ref.c); the others are the bugs diag/ names no-rescale-acc and
  * no-rescale. A row with no allowed key in its tiles: o = 0, LSE -inf. FC_EINVAL as
- * ref_row_f64, and for a rule with a sink (not modelled) or a tile outside [0, lk). */
+ * ref_row_f64, and for a rule with a sink (not modelled), a tile outside [0, lk), NULL tiles or
+ * an unknown rescale. */
 fc_status ref_row_online_f64(const float *q, const float *k, const float *v, int32_t lk,
                              int32_t d, int32_t dv, const ref_row_rule *rule, ref_key_fn allowed,
                              void *ctx, const int32_t *tiles, size_t ntiles, ref_rescale rescale,

@@ -151,6 +151,9 @@ fc_status ref_row_online_f64(const float *q, const float *k, const float *v, int
     if (rule->sink_count > 0 && rule->sink > -INFINITY)
         return fc_errf(err, FC_EINVAL, "online reference row: a sink (%g): not modelled",
                        rule->sink);
+    if ((unsigned)rescale > REF_RESCALE_NONE || (ntiles > 0 && !tiles))
+        return fc_errf(err, FC_EINVAL, "online reference row: rescale %d, %zu tiles at %p",
+                       (int)rescale, ntiles, (const void *)tiles);
     for (size_t t = 0; t < ntiles; t++)
         if (tiles[2 * t] < 0 || tiles[2 * t] > tiles[2 * t + 1] || tiles[2 * t + 1] > lk)
             return fc_errf(err, FC_EINVAL, "online reference row: tile %zu = [%d, %d): not "
@@ -173,9 +176,9 @@ fc_status ref_row_online_f64(const float *q, const float *k, const float *v, int
         add_keys(&r, tiles[2 * t], tiles[2 * t + 1], mn, &l, o);
         m = mn;
     }
-    for (size_t x = 0; l > 0 && x < udv; x++)
+    for (size_t x = 0; l != 0 && x < udv; x++) /* a NaN sum stays NaN, as in ref_row_f64 */
         o[x] /= l;
     if (lse)
-        *lse = l > 0 ? m + log(l) : -INFINITY;
+        *lse = l != 0 ? m + log(l) : -INFINITY;
     return FC_OK;
 }

@@ -562,11 +562,11 @@ Test(ref_row, online_with_the_rescale_equals_the_oracle_in_any_tile_order)
         make_inputs(&p, 900 + c, FC_F32, &t);
         int32_t lq = p.seq.lq, lk = p.seq.lk, d = p.d, dv = p.dv;
         size_t nt = 0;
+        cr_assert((lk + 15) / 16 <= 64 && dv <= 64, "%s: scratch too small", rc->name);
         for (int32_t j1 = lk; j1 > 0; j1 -= 16) { /* the last tile first */
             tiles[2 * nt] = j1 - 16 > 0 ? j1 - 16 : 0;
             tiles[2 * nt++ + 1] = j1;
         }
-        cr_assert(nt <= 64 && dv <= 64, "%s: scratch too small", rc->name);
         fc_err err = {{0}};
         if (p.terms.sinks) {
             ref_row_rule rule = ref_row_rule_of(&p, 0);
@@ -614,7 +614,7 @@ Test(ref_row, online_with_the_rescale_equals_the_oracle_in_any_tile_order)
  * in that order the max rises from 0 to 1. Accumulator kept: key 0 keeps weight e^0 in it
  * where it should have e^-1: out (1 + 3) / (1 + e^-1), the LSE still log(1 + e). Neither
  * rescaled: the sum is 1 + 1 too, out 4 / 2, LSE 1 + log 2. Visited the other way the max
- * never rises and the row is right. A tile past lk is refused. */
+ * never rises and the row is right. A tile past lk, NULL tiles, an unknown rescale: refused. */
 Test(ref_row, online_without_the_rescale_overweighs_the_earlier_tiles)
 {
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
@@ -639,6 +639,11 @@ Test(ref_row, online_without_the_rescale_overweighs_the_earlier_tiles)
     cr_assert_eq(ref_row_online_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, past, 1,
                                     REF_RESCALE_BOTH, o, &lse, &err), FC_EINVAL);
     cr_assert(strstr(err.msg, "tile 0 = [0, 5)"), "%s", err.msg);
+    cr_assert_eq(ref_row_online_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, NULL, 1,
+                                    REF_RESCALE_BOTH, o, &lse, &err), FC_EINVAL);
+    cr_assert_eq(ref_row_online_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, up, 2,
+                                    (ref_rescale)3, o, &lse, &err), FC_EINVAL);
+    cr_assert(strstr(err.msg, "rescale 3"), "%s", err.msg);
 }
 
 /* 0 for key 3, 2 (masked, visited) for key 1, 1 for the others. */
