@@ -44,10 +44,12 @@ OPT      ?= -O2 -g
 # an SM, V2_WARP_ROWS=32 gives each warp two m16 tiles, V2_SMEM_MAX raises the 99 KiB shared
 # memory cap for builds that will run on A100/H100-class devices only: sm_86/89 run the sm_80
 # code with 99 KiB and would refuse the launch; gpu/attn_v2.cuh). FC_DEFINES="-DA=1 -DB=2" for
-# several. Make does not see FC_DEFINES change: give each variant its own BUILD folder
-# (ci/gpu_bundle.sh records them and starts a folder afresh).
+# several. Each variant wants its own BUILD folder (ci/gpu_bundle.sh keeps one a variant); a
+# folder built again with other FC_DEFINES recompiles everything: every compile rule depends
+# on $(DEFINES_STAMP), a file holding them that is rewritten only when they change.
 FC_DEFINES ?=
 CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L $(FC_DEFINES)
+DEFINES_STAMP := $(BUILD)/fc-defines
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)
 CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PKG_CFLAGS)
 # hdf5's .pc names no high-level library; its -L directory holds libhdf5_hl.
@@ -92,10 +94,13 @@ COMMIT_STAMP := $(BUILD)/commit
 $(COMMIT_STAMP): FORCE
 	@mkdir -p $(@D)
 	@echo '$(FC_COMMIT)' | cmp -s - $@ 2>/dev/null || echo '$(FC_COMMIT)' > $@
+$(DEFINES_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(FC_DEFINES)' | cmp -s - $@ 2>/dev/null || echo '$(FC_DEFINES)' > $@
 $(BUILD)/obj/base/version.o: $(COMMIT_STAMP)
 $(BUILD)/obj/base/version.o: CPPFLAGS += -DFLEXCHECK_COMMIT='"$(FC_COMMIT)"'
 
-$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+$(BUILD)/obj/%.o: %.c $(DEFINES_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -106,7 +111,7 @@ $(LIB): $(LIB_OBJS) $(EXTRA_LIB_OBJS)
 $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB) | $(DEPS_STAMP)
+$(BUILD)/tests/%: tests/%.c $(LIB) $(DEFINES_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
 

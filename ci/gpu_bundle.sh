@@ -34,9 +34,7 @@ default_variants=$(awk '!/^#/ && NF { d = $2; for (i = 3; i <= NF; i++) d = d ",
 for v in ${GPU_VARIANTS-$default_variants}; do
     name=${v%%=*} defs=${v#*=}
     defs=${defs//,/ }
-    # make does not see -D options change: a folder built with others starts afresh
-    [ "$(cat "build-$name/.fc-defines" 2>/dev/null)" = "$defs" ] || rm -rf "build-$name"
-    mkdir -p "build-$name" && printf '%s\n' "$defs" >"build-$name/.fc-defines"
+    # (a folder built before with other -D options recompiles: the Makefile's DEFINES_STAMP)
     make -j"$(nproc)" BUILD="build-$name" FC_DEFINES="$defs" "build-$name/flexcheck" \
         >"build/gpu-bundle-build/variant-$name.txt" 2>&1 ||
         { echo "gpu_bundle: variant $name failed: see build/gpu-bundle-build/variant-$name.txt" >&2; exit 1; }

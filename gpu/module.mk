@@ -44,11 +44,11 @@ LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 endif
 -include $(GPU_CU:%.cu=$(BUILD)/obj/%.emu.d)
 
-$(BUILD)/obj/gpu/emu/%.o: $(EMU_DIR)/%.cc $(EMU_HDRS) | $(EMU_STAMP)
+$(BUILD)/obj/gpu/emu/%.o: $(EMU_DIR)/%.cc $(EMU_HDRS) $(DEFINES_STAMP) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.emu.o: %.cu $(EMU_HDRS) $(GPU_HDRS) | $(EMU_STAMP)
+$(BUILD)/obj/%.emu.o: %.cu $(EMU_HDRS) $(GPU_HDRS) $(DEFINES_STAMP) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) -MMD -MP -c $< -o $@
 
@@ -74,23 +74,23 @@ EMU_RACE_FLAGS := -DEMU_RACE -fsanitize=thread --param=tsan-instrument-func-entr
 # -MMD: every header a kernel, runtime or check includes (gpu/*.cuh, masks/*.h, ...) rebuilds
 # its instrumented object too.
 -include $(shell find $(BUILD)/emu-asan $(BUILD)/emu-race -name '*.d' 2>/dev/null)
-$(EMU_ASAN_DIR)/%.o: %.cu $(EMU_HDRS) | $(EMU_STAMP)
+$(EMU_ASAN_DIR)/%.o: %.cu $(EMU_HDRS) $(DEFINES_STAMP) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) $(EMU_ASAN_FLAGS) -MMD -MP -c $< -o $@
-$(EMU_ASAN_DIR)/%.o: %.cc $(EMU_HDRS) | $(EMU_STAMP)
+$(EMU_ASAN_DIR)/%.o: %.cc $(EMU_HDRS) $(DEFINES_STAMP) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(EMU_ASAN_FLAGS) -MMD -MP -c $< -o $@
-$(EMU_ASAN_DIR)/%.o: %.c $(EMU_HDRS) | $(EMU_STAMP)
+$(EMU_ASAN_DIR)/%.o: %.c $(EMU_HDRS) $(DEFINES_STAMP) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(EMU_ASAN_FLAGS) -MMD -MP -c $< -o $@
 $(EMUT_ASAN_BIN): $(addprefix $(EMU_ASAN_DIR)/,$(EMUT_CU:.cu=.o) gpu/emu/emu_runtime.o \
                   tests/emu/emut_check.o tests/emu/emut_main.o) $(BUILD)/obj/tests/emu/emut_fp16_ref.o
 	$(CXX) -fsanitize=address,undefined -o $@ $^ -lboost_context -lpthread -lm
 
-$(EMU_RACE_DIR)/%.o: %.cu $(EMU_HDRS) | $(EMU_STAMP)
+$(EMU_RACE_DIR)/%.o: %.cu $(EMU_HDRS) $(DEFINES_STAMP) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) $(EMU_RACE_FLAGS) -MMD -MP -c $< -o $@
-$(EMU_RACE_DIR)/%.o: %.cc $(EMU_HDRS) | $(EMU_STAMP)
+$(EMU_RACE_DIR)/%.o: %.cc $(EMU_HDRS) $(DEFINES_STAMP) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -DEMU_RACE -MMD -MP -c $< -o $@
 $(EMUT_RACE_BIN): $(addprefix $(EMU_RACE_DIR)/,$(EMUT_CU:.cu=.o) gpu/emu/emu_runtime.o gpu/emu/emu_race.o) \
@@ -164,7 +164,7 @@ TEST_STEPS += emu-nvcc emu-sanitize
 
 ifneq ($(NVCC_BIN),)
 # ptxas -v reports per kernel and architecture; the .res file keeps it for every later run.
-$(BUILD)/nvcc/%.o: %.cu $(EMU_HDRS) $(GPU_HDRS)
+$(BUILD)/nvcc/%.o: %.cu $(EMU_HDRS) $(GPU_HDRS) $(DEFINES_STAMP)
 	@mkdir -p $(@D)
 	@echo "$(NVCC_BIN) -c $< (sm_80, sm_90)"
 	@$(NVCC_BIN) -std=c++17 $(CPPFLAGS) $(NVCC_ARCH) -Xptxas -v -c $< -o $@ 2> $@.log || { cat $@.log; exit 1; }

@@ -9,7 +9,8 @@ MUTANTS := 1 2 3 4 5 6 7 8 9 10
 MUTANT_OBJS := $(MUTANTS:%=$(BUILD)/mutants/attn_launch_m%.o)
 
 -include $(wildcard $(BUILD)/mutants/*.d)
-$(BUILD)/mutants/attn_launch_m%.o: gpu/attn_launch.cu $(EMU_HDRS) $(GPU_HDRS) | $(DEPS_STAMP)
+$(BUILD)/mutants/attn_launch_m%.o: gpu/attn_launch.cu $(EMU_HDRS) $(GPU_HDRS) \
+                                   $(DEFINES_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CUFLAGS) -DATTN_MUTANT=$* -MMD -MP -c $< -o $@
 
