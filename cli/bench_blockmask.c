@@ -146,12 +146,10 @@ static fc_status run_one(int32_t l, const bench_mask *bmk, result *res, fc_err *
     res->width = direct.width;
     res->full_width = direct.full_width;
     res->check = with_slow ? "slow" : "row ranges";
-    if (with_slow)
-        st = bmask_compare(&slow, &direct, err);
-    else if (bmask_validate(&direct, err))
+    st = with_slow ? bmask_compare(&slow, &direct, err)
+                   : bmask_check_exact(&direct, bmk->m, &s, err);
+    if (st == FC_EINVAL)
         st = FC_EFAIL; /* a builder's malformed mask is a failed check, not bad input */
-    else
-        st = bmask_check_exact(&direct, bmk->m, &s, err);
 done:
     bmask_free(&slow);
     bmask_free(&direct);

@@ -103,14 +103,11 @@ fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *e
     const int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
     for (size_t r = 0; r < nrows; r++)
         for (int k = 0; k < 2; k++)
-            if (cnt[k][r] > bmask_capacity(bm, k, r)) { /* a mask that would not validate */
-                memset(out, 0, sizeof *out);
-                return fc_errf(err, FC_EINVAL, "block mask row %zu lists %d blocks in %lld slots",
-                               r, (int)cnt[k][r], (long long)bmask_capacity(bm, k, r));
-            } else if (cnt[k][r] < 0 || cnt[k][r] > width) {
+            if (cnt[k][r] < 0 || cnt[k][r] > width || cnt[k][r] > bmask_capacity(bm, k, r)) {
                 memset(out, 0, sizeof *out);
                 return fc_errf(err, FC_EINVAL, "block mask row %zu lists %d blocks: must be in "
-                               "[0, %d], the width asked for", r, (int)cnt[k][r], (int)width);
+                               "[0, %d], the width asked for, and within its %lld slots", r,
+                               (int)cnt[k][r], (int)width, (long long)bmask_capacity(bm, k, r));
             }
     fc_status st = bmask_alloc(out, bm->q_block_size, bm->kv_block_size, bm->lq, bm->lk, bm->nb,
                                bm->nh, width, err);

@@ -124,15 +124,18 @@ fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int
  * and non-decreasing. FC_EINVAL names the first offending (b, h, row, slot). */
 fc_status bmask_validate(const bmask *bm, fc_err *err);
 
-/* Sound for (m, s): every allowed pair lies in a listed block and every full block is
+/* The checks below validate bm first (FC_EINVAL with bmask_validate's message, never a read
+ * out of bounds) and cost O(nb * nh * lq + listed + reached tiles), never O(lq * lk).
+ *
+ * Sound for (m, s): every allowed pair lies in a listed block and every full block is
  * entirely allowed (checked on every (b, h) row the mask stores). FC_EFAIL names the first
- * tile and element that breaks it. Requires bmask_validate to pass. */
+ * tile and element that breaks it. */
 fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, fc_err *err);
 
 /* Exactly the mask (m, s) defines: every tile of every stored row listed as what its pairs make
  * it, full, partial or nowhere (ids' order aside), as bmask_compare with the slow builder's mask
- * would say, without building it (O(lq + rows * nkb) where that is O(lq * lk)). FC_EFAIL names
- * the first tile listed otherwise. Requires bmask_validate to pass. */
+ * would say, without building it. Exact implies sound. FC_EFAIL names the first tile listed
+ * otherwise. */
 fc_status bmask_check_exact(const bmask *bm, mask_params m, const seq_info *s, fc_err *err);
 
 /* Every way a block mask departs from (m, s), counted over all its stored rows, with the first
@@ -149,15 +152,15 @@ typedef struct bmask_defects {
     bmask_tile first_dropped, first_leaked;
 } bmask_defects;
 
-/* Requires bmask_validate to pass and the mask's lengths to be s's (FC_EINVAL otherwise). */
+/* FC_EINVAL when bm does not validate or its lengths are not s's. */
 fc_status bmask_find_defects(const bmask *bm, mask_params m, const seq_info *s, bmask_defects *d,
                              fc_err *err);
 /* One line: "sound" (plus wasted tiles, if any), or what is dropped and what leaks, with the
  * first tile of each as token ranges. */
 void bmask_defects_text(char *buf, size_t cap, const bmask *bm, const bmask_defects *d);
 
-/* Equal as sets (order within a row ignored) for every row of the broadcast shape.
- * FC_EFAIL names the first differing row and block. */
+/* Equal as sets (order within a row ignored) for every row of the broadcast shape; both
+ * validated first (FC_EINVAL). FC_EFAIL names the first differing row and block. */
 fc_status bmask_compare(const bmask *a, const bmask *b, fc_err *err);
 
 /* Totals over all stored rows. */

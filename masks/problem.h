@@ -43,7 +43,8 @@ size_t attn_lse_elems(const attn_problem *p);
 
 /* What judging one case costs, from its shapes alone (before anything is allocated): bytes for
  * its inputs (as float), the float64 oracle, the judge's buffers (two kernel runs and the
- * baseline), three block masks of [Lq / qb, Lk / kb] tiles (our builders' arrays), and the
+ * baseline), three block masks of [Lq / qb, Lk / kb] tiles (a bound: the slow builder's
+ * arrays; the others list fewer), and the
  * reference's scratch for two workers (ref.h's formula); work in multiply-adds of the dense
  * score and value products, B * Hq * Lq * Lk * (D + Dv), an upper bound whatever the mask.
  * Saturates at UINT64_MAX rather than wrapping. */
