@@ -2,8 +2,9 @@
  * diag.c - the evaluator and the printout of the diagnosis (diag.h). It knows no bug and no
  * mask rule (those are hyps.c's): it sorts rows into failing and non-finite with the truth
  * verdict's bounds, asks every hypothesis for its alternative, recomputes each examined row
- * under each alternative's key set with ref_row_f64 (ref_row_online_f64 for an online
- * softmax's bugs), and credits the rows that then match. Of
+ * under each alternative's key set with ref_row_f64 (an online softmax's bugs: with
+ * ref_row_online_f64 over the tiles the alternative gives), and credits the rows that then
+ * match. Of
  * the masks it uses only the row's place in its sequence (mask_row_of), which it hands to the
  * key-set functions.
  */
@@ -157,7 +158,7 @@ typedef struct exam {
     size_t nalts;
     uint8_t *tkeys, *hkeys; /* [Lk] */
     double *oref;           /* [Dv] */
-    int32_t *tiles;         /* [2 * (Lk / 16 + NKB + 2)]: visit_tiles's key ranges */
+    int32_t *tiles;         /* [2 * DIAG_MAX_TILES(Lk, NKB)]: an online try's key ranges */
 } exam;
 
 static int key_in(void *ctx, int32_t tk)
@@ -177,65 +178,6 @@ static diag_key key_of(const exam *e, const diag_alt *a, size_t row)
     return k;
 }
 
-int32_t diag_online_wmax(const diag_in *in)
-{
-    return in->bm ? in->bm->kv_block_size : 128;
-}
-
-/* The kv tiles a kernel visits for row k, in its order, as key ranges into tiles[]; their
- * number. With the producer's block mask: the row's query tile's listed blocks, partial ones
- * first, then full ones, each in listed order (PyTorch's flex_attention and our kernels go so)
- * and cut into sub-tiles of w keys. Without one, the keys [0, Lk) in tiles of w from key 0,
- * ascending, or (descending) the last tile first, as FlashAttention-2's forward kernel walks
- * its kv blocks. Keys past Lk never. */
-static size_t visit_tiles(const exam *e, const diag_key *k, int32_t w, int descending,
-                          int32_t *tiles)
-{
-    int32_t lk = k->p->seq.lk;
-    size_t n = 0;
-    const bmask *bm = e->in->bm;
-    if (!bm) {
-        int32_t last = lk > 0 ? (lk - 1) / w : -1; /* the tiles 0..last */
-        for (int32_t i = 0; i <= last; i++) {
-            int32_t j = (descending ? last - i : i) * w;
-            tiles[2 * n] = j;
-            tiles[2 * n++ + 1] = j + w < lk ? j + w : lk;
-        }
-        return n;
-    }
-    size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
-    int32_t kb = bm->kv_block_size;
-    for (int full = 0; full < 2; full++) {
-        const int32_t *ids = bmask_ids(bm, full, row);
-        int32_t cnt = (full ? bm->full_kv_num_blocks : bm->kv_num_blocks)[row];
-        for (int32_t s = 0; s < cnt; s++) {
-            int64_t b0 = (int64_t)ids[s] * kb, b1 = b0 + kb < lk ? b0 + kb : lk;
-            for (int64_t j = b0; j < b1; j += w) {
-                tiles[2 * n] = (int32_t)j;
-                tiles[2 * n++ + 1] = (int32_t)(j + w < b1 ? j + w : b1);
-            }
-        }
-    }
-    return n;
-}
-
-/* The visit orders an online softmax is tried in: the block mask's (1), or without one
- * ascending and descending (2). */
-static int online_orders(const diag_in *in)
-{
-    return in->bm ? 1 : 2;
-}
-
-/* The reference rows an online alternative costs a row: the row without the bug, then one a
- * tile width (16 to diag_online_wmax) and order. */
-static uint64_t online_tries(const diag_in *in)
-{
-    uint64_t widths = 0;
-    for (int32_t w = 16; w <= diag_online_wmax(in); w *= 2)
-        widths++;
-    return 1 + widths * (uint64_t)online_orders(in);
-}
-
 /* 1 if alternative a explains failing row `row`, 0 if not, -1 on a reference error. */
 static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
 {
@@ -247,10 +189,11 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     int32_t hk = a->kv_head(p, k.h);
     double sink_count = a->sink_count_of ? a->sink_count_of(a, &k) : a->sink_count;
     /* The truth's own computation cannot explain a row that fails against the truth. */
-    if (!a->online && memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
-        hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 && a->round_scores == FC_F32 &&
-        a->softcap == p->terms.softcap && a->sink_mul == 1.0 && sink_count == 1.0 &&
-        a->sink_value == 0.0)
+    int truth = memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
+                hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 &&
+                a->round_scores == FC_F32 && a->softcap == p->terms.softcap &&
+                a->sink_mul == 1.0 && sink_count == 1.0 && a->sink_value == 0.0;
+    if (truth && !a->ntries)
         return 0;
     size_t kv = ((size_t)k.b * (size_t)p->hkv + (size_t)hk) * lk;
     const float *kk = lk ? jc->k + kv * d : NULL, *vv = lk ? jc->v + kv * dv : NULL;
@@ -259,29 +202,27 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
                          terms_sink(&p->terms, k.h) * a->sink_mul, sink_count, a->masked_score,
                          a->sink_value};
     const float *o = e->in->o + row * dv, *ol = e->in->lse ? e->in->lse + row : NULL;
-    if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in, e->hkeys,
-                    e->oref, &lse, err))
-        return -1;
-    int match = row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv);
-    if (!a->online)
-        return match;
-    /* An online softmax's bug: the same keys and rule computed right come first. A row they
-     * already match is not the rescale's doing (it is the truth's, or the block mask's whose
-     * keys these are), so a row whose max never rises is never credited here. Then every
-     * power-of-two tile width from 16 to diag_online_wmax and every visit order: the kernel's
-     * own are unknown, and a row matching any of them is explained. */
-    if (match)
-        return 0;
-    for (int order = 0; order < online_orders(e->in); order++)
-        for (int32_t w = 16; w <= diag_online_wmax(e->in); w *= 2) {
-            size_t nt = visit_tiles(e, &k, w, order, e->tiles);
-            if (ref_row_online_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule,
-                                   key_in, e->hkeys, e->tiles, nt, a->rescale, e->oref, &lse,
-                                   err))
-                return -1;
-            if (row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv))
-                return 1;
-        }
+    /* An online softmax's bug: the same keys and rule computed right come first (unless they
+     * are the truth's, which a failing row never matches). A row they already match is not the
+     * rescale's doing (it is the block mask's, whose keys these are), so a row whose max never
+     * rises is never credited here. Then each of the alternative's tries (tile widths, visit
+     * orders: the kernel's own are unknown); a row matching any of them is explained. */
+    if (!truth) {
+        if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
+                        e->hkeys, e->oref, &lse, err))
+            return -1;
+        int match = row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv);
+        if (!a->ntries || match)
+            return a->ntries ? 0 : match;
+    }
+    for (int t = 0; t < a->ntries; t++) {
+        size_t nt = a->tiles(a, &k, t, e->tiles);
+        if (ref_row_online_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
+                               e->hkeys, e->tiles, nt, a->rescale, e->oref, &lse, err))
+            return -1;
+        if (row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv))
+            return 1;
+    }
     return 0;
 }
 
@@ -344,7 +285,7 @@ static fc_status exam_init(exam *e, const diag_in *in, const bounds *bd, diag_re
     e->oref = malloc(sizeof(double) * (size_t)p->dv);
     /* Sub-tiles of 16 keys or more, one more a listed block for its ragged end. */
     e->tiles = malloc(sizeof(int32_t) * 2 *
-                      ((size_t)p->seq.lk / 16 + (in->bm ? (size_t)in->bm->nkb : 0) + 2));
+                      DIAG_MAX_TILES((size_t)p->seq.lk, in->bm ? (size_t)in->bm->nkb : 0));
     if (!e->alts || !e->hyp_of || !r->findings || !e->tkeys || !e->hkeys || !e->oref ||
         !e->tiles)
         return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
@@ -413,11 +354,11 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
     if (st)
         goto done;
 
-    /* The budget: each examined row costs about Lk * D per hypothesis, an online softmax's
-     * once per reference row it tries (online_tries). */
+    /* The budget: each examined row costs about Lk * D per reference row a hypothesis
+     * computes: at most one, and an online softmax's one per try more. */
     uint64_t units = 0;
     for (size_t j = 0; j < e.nalts; j++)
-        units += e.alts[j].online ? online_tries(in) : 1;
+        units += 1 + (uint64_t)e.alts[j].ntries;
     uint64_t per_row = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 1) * (uint64_t)p->d *
                        (units ? units : 1);
     uint64_t cap = r->budget / per_row > 0 ? r->budget / per_row : 1;

@@ -116,7 +116,7 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err);
 void diag_report_free(diag_report *r);
 
 /* The report, one line per finding, each starting with indent:
- *   diagnosis: 5 of 192 rows failing (1 non-finite), 4 examined under 9 hypotheses
+ *   diagnosis: 5 of 192 rows failing (1 non-finite), 4 examined under 12 hypotheses
  *   explained by window W+1 (16 -> 17): 4 of 5 failing rows: (b, h, q) = (0, 1, 40..43)
  *   not explained: 1 row: (b, h, q) = (0, 0, 90) (non-finite output: H3)
  *   tried, explaining no row: window W-1 (16 -> 15); causal flipped (causal -> bidirectional); ...

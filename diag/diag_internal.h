@@ -50,9 +50,11 @@ struct diag_alt {
     double masked_score; /* the score of the keys `keys` marks 2 */
     double sink_value;   /* every element of the sink's value vector (0: none, the truth) */
     diag_keys_fn keys; /* default diag_keys_mask */
-    /* 1: the row is a kernel's online softmax (ref_row_online_f64, rescaling as `rescale`
-     * says) over the tiles diag.c's visit_tiles gives; 0: ref_row_f64 */
-    int online;
+    /* ntries > 0: the row is a kernel's online softmax (ref_row_online_f64, rescaling as
+     * `rescale` says), tried ntries ways: try t's tiles, in the kernel's order, written by
+     * tiles() as key ranges (at most DIAG_MAX_TILES of them). 0: ref_row_f64. */
+    int ntries;
+    size_t (*tiles)(const diag_alt *a, const diag_key *k, int t, int32_t *tiles);
     ref_rescale rescale;
     int32_t cu[4];     /* storage for a made-up view: cu_q = cu, cu_k = cu + 2 */
 };
@@ -72,9 +74,10 @@ extern const size_t diag_nhyps;
 
 /* The truth as an alternative: the problem's mask, sequences, scale and kv heads. */
 void diag_alt_init(const diag_in *in, diag_alt *a);
-/* The widest kv tile an online softmax's bug is tried with (each power of two from 16): the
- * block mask's kv block, 128 without one. */
-int32_t diag_online_wmax(const diag_in *in);
+/* The most tiles a diag_alt's tiles() writes for keys [0, lk) and a block mask of nkb kv
+ * blocks (0 without one): tiles of 16 keys or more, one more per listed block (or for the
+ * row's sequence) for a ragged end. */
+#define DIAG_MAX_TILES(lk, nkb) ((lk) / 16 + (nkb) + 2)
 /* The key set of a->mask on a->view (mask_row_allows): the truth's, under the truth's alt. */
 void diag_keys_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed);
 

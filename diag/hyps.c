@@ -2,7 +2,8 @@
  * hyps.c - the hypotheses of the diagnosis (diag.h): which common bug made the rows fail.
  *
  * THE RULE: a hypothesis is one entry of the table at the bottom (its stable id and its setup)
- * plus ONE setup function. Adding one touches only this file. A setup looks at the case
+ * plus ONE setup function. Adding one touches only this file, unless it needs a new field of
+ * diag_alt (a new way to compute a row: diag.c's explains). A setup looks at the case
  * (diag_in), returns 0 when its bug cannot apply or cannot differ from the truth, and otherwise
  * changes the fields of the diag_alt its bug changes and writes a title with the case's values.
  * The key-set functions in the first section are shared by the setups; a bug that needs a new
@@ -441,23 +442,76 @@ static int scores_rounded(const diag_in *in, diag_alt *a)
 
 /* An online softmax that forgets part of its rescale when the running max rises
  * (FlashAttention's l *= alpha and acc *= alpha, alpha = exp(m_old - m_new)): the keys of tiles
- * visited before the row's largest score weigh too much. The kernel visits the producer's
- * listed tiles as diag.c's visit_tiles orders them (partial first), with the block mask's keys;
- * without one, every key in tiles ascending or descending. diag.c credits only rows the same
- * keys computed right do not match. Not with sinks: whether a kernel folds the sink in first
- * or last changes what the bug does. */
+ * visited before the row's largest score weigh too much. Its tries: every power-of-two tile
+ * width from 16 to online_wmax (the kernel's own is unknown) and, without a block mask, both
+ * visit orders (online_tiles). Keys: the block mask's, as a kernel applies it. diag.c credits
+ * only rows the same keys computed right do not match. Not with sinks: whether a kernel folds
+ * the sink in first or last changes what the bug does. */
+
+/* The widest tile tried: the block mask's kv block, 128 without one. */
+static int32_t online_wmax(const diag_in *in)
+{
+    return in->bm ? in->bm->kv_block_size : 128;
+}
+
+static int online_widths(const diag_in *in)
+{
+    int n = 0;
+    for (int32_t w = 16; w <= online_wmax(in); w *= 2)
+        n++;
+    return n;
+}
+
+/* Try t's tiles for row k: width 16 << (t % widths). With the producer's block mask, the row's
+ * query tile's listed blocks, partial ones first, then full ones, each list in its order
+ * (PyTorch's flex_attention and our kernels go so), cut into sub-tiles of that width. Without
+ * one, the row's sequence's keys [k0, k1) in tiles of that width from k0, as a varlen kernel
+ * tiles a packed batch: ascending for t < widths, else the last first (FlashAttention-2's
+ * forward walks its kv blocks so). Keys past Lk never. */
+static size_t online_tiles(const diag_alt *a, const diag_key *k, int t, int32_t *tiles)
+{
+    const bmask *bm = k->in->bm;
+    int32_t lk = k->p->seq.lk, nw = online_widths(k->in), w = 16 << (t % nw);
+    size_t n = 0;
+    (void)a;
+    if (!bm) {
+        int32_t k0 = k->row.k0, k1 = k->row.k1, last = k1 > k0 ? (k1 - k0 - 1) / w : -1;
+        for (int32_t i = 0; i <= last; i++) {
+            int32_t j = k0 + (t < nw ? i : last - i) * w;
+            tiles[2 * n] = j;
+            tiles[2 * n++ + 1] = j + w < k1 ? j + w : k1;
+        }
+        return n;
+    }
+    size_t row = bmask_row(bm, k->b, k->h, k->tq / bm->q_block_size);
+    int32_t kb = bm->kv_block_size;
+    for (int full = 0; full < 2; full++) {
+        const int32_t *ids = bmask_ids(bm, full, row);
+        int32_t cnt = (full ? bm->full_kv_num_blocks : bm->kv_num_blocks)[row];
+        for (int32_t s = 0; s < cnt; s++) {
+            int64_t b0 = (int64_t)ids[s] * kb, b1 = b0 + kb < lk ? b0 + kb : lk;
+            for (int64_t j = b0; j < b1; j += w) {
+                tiles[2 * n] = (int32_t)j;
+                tiles[2 * n++ + 1] = (int32_t)(j + w < b1 ? j + w : b1);
+            }
+        }
+    }
+    return n;
+}
+
 static int online_bug(const diag_in *in, diag_alt *a, ref_rescale how, const char *what)
 {
     if (in->jc->prob->terms.sinks || in->jc->prob->seq.lk <= 16)
         return 0; /* (Lk <= 16: one tile a row, the max never rises after it) */
-    a->online = 1;
     a->rescale = how;
+    a->ntries = online_widths(in) * (in->bm ? 1 : 2);
+    a->tiles = online_tiles;
     if (in->bm)
         a->keys = keys_block_mask;
-    int32_t wmax = diag_online_wmax(in);
     char widths[32];
+    int32_t wmax = online_wmax(in);
     fc_fmt(widths, sizeof widths, wmax > 16 ? "16 to %d" : "%d", (int)wmax);
-    fc_fmt(a->title, sizeof a->title, "online softmax %s as the max rises; kv tiles of %s keys%s)",
+    fc_fmt(a->title, sizeof a->title, "online softmax %s as the max rises (kv tiles of %s keys%s)",
            what, widths, in->bm ? "" : ", either order");
     return 1;
 }
@@ -465,13 +519,13 @@ static int online_bug(const diag_in *in, diag_alt *a, ref_rescale how, const cha
 /* Neither the sum nor the accumulator rescaled: the weights and the LSE off. */
 static int no_rescale(const diag_in *in, diag_alt *a)
 {
-    return online_bug(in, a, REF_RESCALE_NONE, "rescale missing (sum and accumulator kept");
+    return online_bug(in, a, REF_RESCALE_NONE, "rescale missing, sum and accumulator alike,");
 }
 
 /* The sum rescaled, the accumulator not: the weights off, the LSE right. */
 static int no_rescale_acc(const diag_in *in, diag_alt *a)
 {
-    return online_bug(in, a, REF_RESCALE_SUM, "accumulator not rescaled (the sum is");
+    return online_bug(in, a, REF_RESCALE_SUM, "accumulator not rescaled (the sum is)");
 }
 
 static int lse_log2(const diag_in *in, diag_alt *a)

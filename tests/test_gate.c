@@ -350,7 +350,7 @@ static const mutant_case mutants[] = {
      "partial blocks taken as full", 0, 0, GI_NORMAL},
     /* Sixteen-key tiles, so the running max moves often and stale weights pile up. */
     {"no online-softmax rescale", 3, 0, "H1", FC_BF16, 200, 200, 16, 16, {.causal = 1}, "numeric",
-     "online softmax rescale missing (sum and accumulator kept", 0, 0, GI_NORMAL},
+     "online softmax rescale missing, sum and accumulator alike,", 0, 0, GI_NORMAL},
     /* 0 * (1/0) = NaN in the rows no key may reach; H3 comes before H4. */
     {"empty row yields NaN", 5, 0, "H3", FC_F32, 300, 100, 64, 64, {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL},
     /* Row 0 loses its only tile: its LSE is -inf where the oracle's is finite. */

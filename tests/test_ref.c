@@ -449,15 +449,18 @@ static int close_rel(double a, double b, double tol)
 
 /* Every row of the brute-force cases (dense, packed with empty members, GQA, windows, chunks,
  * causal, Lq < Lk and Lq > Lk, no keys) and a larger GQA decode case, on random inputs:
- * ref_row_f64 with the true mask equals the oracle to 1e-12 relative, empty rows exactly. */
+ * ref_row_f64 with the true mask equals the oracle to 1e-12 relative, empty rows exactly; so
+ * does ref_row_online_f64 with the rescale, over tiles of 16 keys visited last tile first, on
+ * every sink-free case (a rule with a sink it refuses). */
 Test(ref_row, one_row_with_the_true_mask_equals_the_oracle_on_random_cases)
 {
     static const ref_case extra = {.name = "GQA 8:2, causal window 33, decode 64x200",
                                    .batch = 2, .hq = 8, .hkv = 2, .lq = 64, .lk = 200,
                                    .d = 32, .dv = 24, .causal = 1, .window = 33};
-    size_t ncases = sizeof brute_cases / sizeof brute_cases[0];
+    size_t ncases = sizeof brute_cases / sizeof brute_cases[0], online_cases = 0;
     double *o = malloc(sizeof(double) * 64);
-    cr_assert(o);
+    int32_t *tiles = malloc(sizeof(int32_t) * 2 * 64);
+    cr_assert(o && tiles);
     for (size_t c = 0; c <= ncases; c++) {
         const ref_case *rc = c < ncases ? &brute_cases[c] : &extra;
         attn_problem p;
@@ -467,31 +470,57 @@ Test(ref_row, one_row_with_the_true_mask_equals_the_oracle_on_random_cases)
         outputs want = run_ok(rc->name, V_F64, &p, &t);
         row_mask rm = {p.mask, seq_info_view(&p.seq), 0};
         int32_t lq = p.seq.lq, lk = p.seq.lk, d = p.d, dv = p.dv;
+        size_t nt = 0;
+        cr_assert((lk + 15) / 16 <= 64 && dv <= 64, "%s: scratch too small", rc->name);
+        for (int32_t j1 = lk; j1 > 0; j1 -= 16) { /* the last tile first */
+            tiles[2 * nt] = j1 - 16 > 0 ? j1 - 16 : 0;
+            tiles[2 * nt++ + 1] = j1;
+        }
+        int online_too = !p.terms.sinks;
+        online_cases += (size_t)online_too;
         for (int32_t b = 0; b < p.seq.batch; b++)
             for (int32_t h = 0; h < p.hq; h++)
-                for (rm.tq = 0; rm.tq < lq; rm.tq++) {
-                    size_t row = ((size_t)b * p.hq + h) * lq + rm.tq;
-                    size_t kv = ((size_t)b * p.hkv + h / (p.hq / p.hkv)) * lk;
-                    double lse;
-                    fc_err err = {{0}};
-                    ref_row_rule rule = ref_row_rule_of(&p, h);
-                    cr_assert_eq(ref_row_f64(t.q + row * d, t.k + kv * d, t.v + kv * dv, lk, d,
-                                             dv, &rule, row_mask_allows, &rm, o, &lse, &err),
-                                 FC_OK, "%s: %s", rc->name, err.msg);
-                    cr_assert(close_rel(lse, want.lse[row], 1e-12),
-                              "%s: row %zu lse %.17g, oracle %.17g", rc->name, row, lse,
-                              want.lse[row]);
-                    for (int32_t x = 0; x < dv; x++)
-                        cr_assert(close_rel(o[x], want.o[row * dv + x], 1e-12) &&
-                                      (!isinf(want.lse[row]) || o[x] == 0.0) &&
-                                  (want.lse[row] != terms_sink(&p.terms, h) || o[x] == 0.0),
-                                  "%s: row %zu out[%d] = %.17g, oracle %.17g", rc->name, row,
-                                  (int)x, o[x], want.o[row * dv + x]);
-                }
+                for (rm.tq = 0; rm.tq < lq; rm.tq++)
+                    for (int online = 0; online <= online_too; online++) {
+                        size_t row = ((size_t)b * p.hq + h) * lq + rm.tq;
+                        size_t kv = ((size_t)b * p.hkv + h / (p.hq / p.hkv)) * lk;
+                        const float *q = t.q + row * d, *k = t.k + kv * d, *v = t.v + kv * dv;
+                        const char *how = online ? "online" : "two-pass";
+                        double lse;
+                        fc_err err = {{0}};
+                        ref_row_rule rule = ref_row_rule_of(&p, h);
+                        fc_status st =
+                            online ? ref_row_online_f64(q, k, v, lk, d, dv, &rule,
+                                                        row_mask_allows, &rm, tiles, nt,
+                                                        REF_RESCALE_BOTH, o, &lse, &err)
+                                   : ref_row_f64(q, k, v, lk, d, dv, &rule, row_mask_allows, &rm,
+                                                 o, &lse, &err);
+                        cr_assert_eq(st, FC_OK, "%s, %s: %s", rc->name, how, err.msg);
+                        cr_assert(close_rel(lse, want.lse[row], 1e-12),
+                                  "%s, %s: row %zu lse %.17g, oracle %.17g", rc->name, how, row,
+                                  lse, want.lse[row]);
+                        for (int32_t x = 0; x < dv; x++)
+                            cr_assert(close_rel(o[x], want.o[row * dv + x], 1e-12) &&
+                                          (!isinf(want.lse[row]) || o[x] == 0.0) &&
+                                          (want.lse[row] != terms_sink(&p.terms, h) ||
+                                           o[x] == 0.0),
+                                      "%s, %s: row %zu out[%d] = %.17g, oracle %.17g", rc->name,
+                                      how, row, (int)x, o[x], want.o[row * dv + x]);
+                    }
+        if (!online_too) {
+            ref_row_rule rule = ref_row_rule_of(&p, 0);
+            fc_err err = {{0}};
+            cr_assert_eq(ref_row_online_f64(t.q, t.k, t.v, lk, d, dv, &rule, row_mask_allows,
+                                            &rm, tiles, nt, REF_RESCALE_BOTH, o, NULL, &err),
+                         FC_EINVAL);
+            cr_assert(strstr(err.msg, "sink"), "%s", err.msg);
+        }
         free_outputs(&want);
         free_inputs(&t);
         drop_problem(&p);
     }
+    cr_assert(online_cases >= 4, "only %zu sink-free cases", online_cases);
+    free(tiles);
     free(o);
 }
 
@@ -543,72 +572,7 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
                  FC_EINVAL);
 }
 
-/* ---- ref_row_online_f64: a kernel's online softmax, right and without the rescale ---- */
-
-/* With the rescale, the online row over tiles of 16 keys visited last tile first equals the
- * oracle to 1e-12 relative on every sink-free random case (soft-capped ones included), empty
- * rows exactly; a rule with a sink is refused. */
-Test(ref_row, online_with_the_rescale_equals_the_oracle_in_any_tile_order)
-{
-    size_t ncases = sizeof brute_cases / sizeof brute_cases[0], tried = 0;
-    double *o = malloc(sizeof(double) * 64);
-    int32_t *tiles = malloc(sizeof(int32_t) * 2 * 64);
-    cr_assert(o && tiles);
-    for (size_t c = 0; c < ncases; c++) {
-        const ref_case *rc = &brute_cases[c];
-        attn_problem p;
-        make_problem(rc, &p);
-        tensors t;
-        make_inputs(&p, 900 + c, FC_F32, &t);
-        int32_t lq = p.seq.lq, lk = p.seq.lk, d = p.d, dv = p.dv;
-        size_t nt = 0;
-        cr_assert((lk + 15) / 16 <= 64 && dv <= 64, "%s: scratch too small", rc->name);
-        for (int32_t j1 = lk; j1 > 0; j1 -= 16) { /* the last tile first */
-            tiles[2 * nt] = j1 - 16 > 0 ? j1 - 16 : 0;
-            tiles[2 * nt++ + 1] = j1;
-        }
-        fc_err err = {{0}};
-        if (p.terms.sinks) {
-            ref_row_rule rule = ref_row_rule_of(&p, 0);
-            row_mask rm = {p.mask, seq_info_view(&p.seq), 0};
-            cr_assert_eq(ref_row_online_f64(t.q, t.k, t.v, lk, d, dv, &rule, row_mask_allows,
-                                            &rm, tiles, nt, 1, o, NULL, &err), FC_EINVAL);
-            cr_assert(strstr(err.msg, "sink"), "%s", err.msg);
-        } else {
-            outputs want = run_ok(rc->name, V_F64, &p, &t);
-            row_mask rm = {p.mask, seq_info_view(&p.seq), 0};
-            for (int32_t b = 0; b < p.seq.batch; b++)
-                for (int32_t h = 0; h < p.hq; h++)
-                    for (rm.tq = 0; rm.tq < lq; rm.tq++) {
-                        size_t row = ((size_t)b * p.hq + h) * lq + rm.tq;
-                        size_t kv = ((size_t)b * p.hkv + h / (p.hq / p.hkv)) * lk;
-                        double lse;
-                        ref_row_rule rule = ref_row_rule_of(&p, h);
-                        cr_assert_eq(ref_row_online_f64(t.q + row * d, t.k + kv * d,
-                                                        t.v + kv * dv, lk, d, dv, &rule,
-                                                        row_mask_allows, &rm, tiles, nt,
-                                                        REF_RESCALE_BOTH, o, &lse, &err),
-                                     FC_OK, "%s: %s", rc->name, err.msg);
-                        cr_assert(close_rel(lse, want.lse[row], 1e-12) ||
-                                      (isinf(want.lse[row]) && lse == want.lse[row]),
-                                  "%s: row %zu lse %.17g, oracle %.17g", rc->name, row, lse,
-                                  want.lse[row]);
-                        for (int32_t x = 0; x < dv; x++)
-                            cr_assert(close_rel(o[x], want.o[row * dv + x], 1e-12) &&
-                                          (!isinf(want.lse[row]) || o[x] == 0.0),
-                                      "%s: row %zu out[%d] = %.17g, oracle %.17g", rc->name,
-                                      row, (int)x, o[x], want.o[row * dv + x]);
-                    }
-            free_outputs(&want);
-            tried++;
-        }
-        free_inputs(&t);
-        drop_problem(&p);
-    }
-    cr_assert(tried >= 4, "only %zu sink-free cases", tried);
-    free(tiles);
-    free(o);
-}
+/* ---- ref_row_online_f64 without the rescale ---- */
 
 /* Without the rescale, worked by hand: keys 0 and 2 score 0 and 1 (values 1 and 3). Visited
  * in that order the max rises from 0 to 1. Accumulator kept: key 0 keeps weight e^0 in it
