@@ -19,7 +19,8 @@
 #      per file of three dtypes on an H200 with PyTorch 2.11, one runner), so TORCH_JOBS
 #      runners (default half the cores) share the files; TORCH_EXPORT="--quick --shard 1/4"
 #      exports a quarter of the quick set (170 files), and TORCH_TIMEOUT (seconds, default
-#      30 under STEP_TIMEOUT, which bounds the step around them) bounds the runners;
+#      30 under STEP_TIMEOUT when that is over 60, which bounds the step around them) bounds
+#      the runners;
 # and writes everything under OUT (default build/gpu-report; `$OUT` on the lent machine).
 #   bash ci/gpu_check.sh [--build-only]      # --build-only: step 1 alone (tested on CPU machines)
 #   bash ci/gpu_check.sh --prebuilt          # skip step 1: the binaries are already in build/
@@ -32,6 +33,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-build/gpu-report}
+# Whole seconds, checked once: the torch runners' default limit is computed from them.
+for t in "${STEP_TIMEOUT:-600}" "${TORCH_TIMEOUT:-1}"; do
+    [[ $t =~ ^[0-9]+$ && $t -gt 0 ]] ||
+        { echo "gpu_check: STEP_TIMEOUT / TORCH_TIMEOUT = '$t': whole seconds > 0" >&2; exit 2; }
+done
+step_timeout=${STEP_TIMEOUT:-600}
+TORCH_TIMEOUT=${TORCH_TIMEOUT:-$(( step_timeout > 60 ? step_timeout - 30 : step_timeout ))}
 mkdir -p "$OUT"
 JOBS=$(nproc 2>/dev/null || echo 2)
 log() { printf '%s\n' "$*" | tee -a "$OUT/summary.txt"; }
@@ -138,7 +146,7 @@ if python3 -c "import torch" 2>/dev/null; then
         per=$(((${#torch_files[@]} + 2 * tj - 1) / (2 * tj)))
         [ "$per" -ge 1 ] || per=1
         run torch_flex_cuda env PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 \
-            timeout "${TORCH_TIMEOUT:-$(( ${STEP_TIMEOUT:-600} - 30 ))}" \
+            timeout "$TORCH_TIMEOUT" \
             xargs -r -d "\n" -n "$per" -P "$tj" \
             python3 -m flexcheck.torch_flex --device cuda --compile \
             < <(printf '%s\n' "${torch_files[@]}") || status=1

@@ -229,7 +229,6 @@ static cudaError_t launch(const gpu_call *c, const attn_args &a)
     return cudaErrorInvalidValue;
 }
 
-
 /* Device copy of a host array (n bytes; n may be 0). */
 static cudaError_t upload(void **dev, const void *host, size_t n)
 {

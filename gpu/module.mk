@@ -54,7 +54,8 @@ $(BUILD)/obj/%.emu.o: %.cu $(EMU_HDRS) $(GPU_HDRS) $(DEFINES_STAMP) | $(EMU_STAM
 
 # The toolkit's host half/bf16 code as a reference, when the toolkit is there.
 EMU_TOOLKIT_INC := $(if $(wildcard $(CUDA_HOME)/include/cuda_fp16.h),-I$(CUDA_HOME)/include,-DEMUT_NO_TOOLKIT)
-$(BUILD)/obj/tests/emu/emut_fp16_ref.o: $(EMUT_DIR)/emut_fp16_ref.cc $(EMU_HDRS) | $(EMU_STAMP)
+$(BUILD)/obj/tests/emu/emut_fp16_ref.o: $(EMUT_DIR)/emut_fp16_ref.cc $(EMU_HDRS) $(DEFINES_STAMP) \
+                                        | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(EMU_TOOLKIT_INC) -c $< -o $@
 
@@ -121,7 +122,7 @@ V2_VARIANT_DIR := $(BUILD)/emu-variants
 -include $(wildcard $(V2_VARIANT_DIR)/*/*.d)
 .SECONDARY: $(V2_VARIANTS:%=$(V2_VARIANT_DIR)/%/attn_launch.emu.o) # kept: make test reruns
 $(V2_VARIANT_DIR)/%/attn_launch.emu.o: gpu/attn_launch.cu $(EMU_HDRS) $(GPU_HDRS) \
-                                       $(V2_VARIANTS_FILE) | $(EMU_STAMP)
+                                       $(V2_VARIANTS_FILE) $(DEFINES_STAMP) | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(call v2_variant_defs,$*) $(EMU_CUFLAGS) -MMD -MP -c $< -o $@
 
@@ -174,7 +175,8 @@ emu-nvcc: $(NVCC_OBJS)
 	@echo "== nvcc resource usage (registers, spills) per kernel"
 	@for f in $(NVCC_OBJS:=.res); do echo "-- $$f"; cat $$f; done
 
-$(BUILD)/obj/tests/emu/emut_check.cuda.o: $(EMUT_DIR)/emut_check.c $(EMU_HDRS) | $(EMU_STAMP)
+$(BUILD)/obj/tests/emu/emut_check.cuda.o: $(EMUT_DIR)/emut_check.c $(EMU_HDRS) $(DEFINES_STAMP) \
+                                          | $(EMU_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_CUDA -c $< -o $@
 
