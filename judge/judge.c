@@ -166,7 +166,7 @@ void judge_row_problem(rep_row *row, const attn_problem *p, fc_dtype dtype)
 
 void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)
 {
-    if (row->outcome != REP_ROW_PASS)
+    if (row->outcome != REP_ROW_PASS && row->outcome != REP_ROW_OUTSIDE)
         return;
     va_list ap;
     char msg[REP_WHY_LEN];

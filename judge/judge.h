@@ -113,8 +113,9 @@ int judge_given(const judge_case *jc, const float *o, const float *lse, const fl
  * case id, group, block sizes, builder, backend and producer). */
 void judge_row_problem(rep_row *row, const attn_problem *p, fc_dtype dtype);
 
-/* Fails row on the exactness check named `check` unless it already failed: the first failure
- * names the row ("<check>: <message>"). */
+/* Fails row on the exactness check named `check` if it passed or is outside the contract (an
+ * exactness check needs no baseline): the first failure names the row ("<check>: <message>");
+ * a row already failed, skipped or in error keeps its outcome. */
 void judge_row_fail_check(rep_row *row, const char *check, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

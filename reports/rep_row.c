@@ -119,16 +119,11 @@ const char *rep_outcome_name(rep_outcome o)
     return "?";
 }
 
-static void set_unjudged(rep_row *row, rep_outcome o, const char *msg);
 
 void rep_row_set_verdict(rep_row *row, const rep_verdict *v)
 {
     static const char state_char[] = {[REP_NOT_RUN] = '-', [REP_PASS] = 'P', [REP_FAIL] = 'F'};
     row->dtype = v->dtype;
-    if (v->outside) { /* no gate was run: the row says why, apart from pass and fail */
-        set_unjudged(row, REP_ROW_OUTSIDE, v->outside_why);
-        return;
-    }
     row->max_err = v->max_err;
     row->mean_err = v->mean_err;
     row->rmse = v->rmse;
@@ -140,10 +135,13 @@ void rep_row_set_verdict(rep_row *row, const rep_verdict *v)
     row->s1 = v->s1;
     row->s2 = v->s2;
     row->degenerate = v->degenerate;
+    if (v->unscaled) /* the baseline overflowed: nothing was measured against it (missing) */
+        row->max_err = row->mean_err = row->rmse = row->nmse = row->e_lp_max = row->h1_ratio =
+            row->floor = row->s1 = row->s2 = NAN;
     row->nan_count = v->nan_count;
     row->inf_count = v->inf_count;
     row->empty_rows = v->empty_rows;
-    row->outcome = v->pass ? REP_ROW_PASS : REP_ROW_FAIL;
+    row->outcome = v->pass ? REP_ROW_PASS : v->outside ? REP_ROW_OUTSIDE : REP_ROW_FAIL;
     rep_set_str(row->first_fail, sizeof row->first_fail,
                 v->first_fail >= 0 ? rep_gate_name((rep_gate)v->first_fail) : "");
     for (int g = 0; g < REP_NGATES; g++)

@@ -26,8 +26,12 @@
  *   a tested infinity must match LSE_gold; a finite tested LSE in an empty row is H4's failure.
  * - The references must be usable: a NaN in O_gold/LSE_gold, +inf in LSE_gold or a nonzero
  *   O_gold in an empty row make rep_evaluate return FC_EINVAL instead of a verdict. A non-finite
- *   O_lp where O_gold is finite (the baseline overflowed, so H1 has no scale) is a verdict
- *   "outside the contract" (v->outside): no gate run, never a kernel failure.
+ *   O_lp where O_gold is finite (the baseline overflowed) leaves H1 and H2 without a scale
+ *   (v->unscaled): they and the soft signals are not run. H6, H4 and H7 run as always, H3 on
+ *   the elements the baseline held (finite there) and H3/H5 on LSE on the rows it held wholly:
+ *   a NaN where the dtype held the result, a broken empty row or a changed guard byte is the
+ *   kernel's fault whatever the scores elsewhere. Any failure fails the case; otherwise it is
+ *   "outside the contract" (v->outside), never a kernel failure.
  * - H1 floor for float16/bfloat16: g = rnd((float)O_gold), then rnd(g + 0.3f) and
  *   rnd(that - 0.3f) with the additions in float, as PyTorch evaluates `out + 0.3 - 0.3` on a
  *   half tensor (opmath float, result rounded to the tensor's dtype).
@@ -164,8 +168,10 @@ typedef struct rep_verdict {
     int s1_flag, s2_flag;
 
     rep_gate_state gate[REP_NGATES];
-    int outside;          /* outside the contract: the baseline overflowed where O_gold is
-                           * finite; no gate was run, pass is 0, outside_why says where */
+    int unscaled;         /* the baseline overflowed where O_gold is finite: H1, H2, S1, S2
+                           * not run, metrics not measured; outside_why says where */
+    int outside;          /* unscaled and no gate that ran failed: outside the contract,
+                           * pass is 0 */
     char outside_why[REP_WHY_LEN];
     int pass;             /* no gate is REP_FAIL (and the case is inside the contract) */
     int first_fail;       /* a rep_gate, or -1 */

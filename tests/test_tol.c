@@ -865,22 +865,31 @@ Test(edges, unusable_references_are_input_errors)
     }
 }
 
-/* A baseline that overflowed where O_gold is finite leaves H1 without a scale: the case is
- * outside the contract (docs/tolerance.md), a verdict of its own, never a kernel failure. */
+/* A baseline that overflowed where O_gold is finite leaves H1 and H2 without a scale: they are
+ * not run. The gates that need no baseline are, over what the baseline held: nothing at all
+ * judges the overflowed element or its row's LSE; a failure elsewhere fails the case; without
+ * one the case is outside the contract (docs/tolerance.md), never a kernel failure. */
 Test(edges, an_overflowed_baseline_is_outside_the_contract)
 {
     tcase c;
     clean_case(&c, FC_F16);
     c.o_lp[4] = INFINITY; /* row 1, column 0: gold 0.75 */
-    c.o[1] = NAN;         /* what the kernel did does not matter: nothing is judged */
+    c.o[4] = NAN;         /* the kernel's value where the baseline overflowed: not judged */
+    c.o[5] = 9.0f;        /* nor the rest of that row against a scale it does not have */
+    c.lse[1] = INFINITY;  /* nor that row's LSE */
     rep_inputs in = inputs_of(&c);
     rep_verdict v;
     fc_err err;
     cr_assert_eq(rep_evaluate(&in, &v, &err), FC_OK, "%s", err.msg);
-    cr_expect(v.outside && !v.pass && v.first_fail == -1, "outside %d pass %d first %d",
-              v.outside, v.pass, v.first_fail);
-    for (int g = 0; g < REP_NGATES; g++)
-        cr_expect_eq(v.gate[g], REP_NOT_RUN, "gate %s ran", rep_gate_name((rep_gate)g));
+    cr_expect(v.outside && v.unscaled && !v.pass && v.first_fail == -1,
+              "outside %d pass %d first %d", v.outside, v.pass, v.first_fail);
+    for (int g = 0; g < REP_NGATES; g++) {
+        int ran = g == REP_H3 || g == REP_H4 || g == REP_H5;
+        cr_expect_eq(v.gate[g], ran ? REP_PASS : REP_NOT_RUN, "gate %s",
+                     rep_gate_name((rep_gate)g));
+    }
+    cr_expect(v.nan_count == 0 && v.empty_rows == 1, "nan %zu empty %zu", v.nan_count,
+              v.empty_rows);
     cr_expect(!strncmp(rep_verdict_reason(&v), "outside-contract: the float16 baseline is inf at "
                        "row 1 col 0 where O_gold is 0.75", 77), "%s", rep_verdict_reason(&v));
     rep_row row;
@@ -890,6 +899,43 @@ Test(edges, an_overflowed_baseline_is_outside_the_contract)
     cr_expect_str_eq(rep_outcome_name(row.outcome), "outside-contract");
     cr_expect(!rep_row_failed(&row) && !rep_row_fails(&row, 0) && rep_row_fails(&row, 1),
               "only --strict fails it");
+    cr_expect(isnan(row.max_err) && isnan(row.h1_ratio) && isnan(row.nmse),
+              "nothing measured against the baseline: missing, not 0");
+    cr_expect_str_eq(row.gates, "-PP--P-");
+
+    /* What the baseline held is judged: each of these fails the case under its gate. */
+    static const struct {
+        const char *name, *gate;
+    } fails[] = {
+        {"a NaN where the baseline held the result", "H3"},
+        {"a NaN LSE in a row the baseline held", "H3"},
+        {"an empty row not exactly 0", "H4"},
+        {"an LSE far off in a row the baseline held", "H5"},
+        {"a rerun that differs", "H7"},
+    };
+    float rerun[ROWS * DV];
+    for (size_t k = 0; k < sizeof fails / sizeof fails[0]; k++) {
+        tcase f = c;
+        in = inputs_of(&f);
+        switch (k) {
+        case 0: f.o[1] = NAN; break;
+        case 1: f.lse[0] = NAN; break;
+        case 2: f.o[2 * DV] = 1e-3f; break;
+        case 3: f.lse[0] += 1.0f; break;
+        case 4:
+            memcpy(rerun, f.o, sizeof rerun);
+            rerun[0] = nextafterf(rerun[0], 2.0f);
+            in.o_rerun = rerun;
+            break;
+        }
+        cr_assert_eq(rep_evaluate(&in, &v, &err), FC_OK, "%s: %s", fails[k].name, err.msg);
+        cr_expect(!v.pass && !v.outside && v.unscaled, "%s: pass %d outside %d", fails[k].name,
+                  v.pass, v.outside);
+        cr_expect_str_eq(first_gate_name(&v), fails[k].gate, "%s", fails[k].name);
+        rep_row_set_verdict(&row, &v);
+        cr_expect_eq(row.outcome, REP_ROW_FAIL, "%s", fails[k].name);
+        cr_expect(isnan(row.h1_ratio), "%s: H1 ratio measured", fails[k].name);
+    }
     /* A NaN in the oracle is still the reference's fault: an input error, not a verdict. */
     c.o_gold[3] = NAN;
     in = inputs_of(&c);

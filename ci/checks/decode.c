@@ -72,7 +72,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
         }
         rep_verdict vd;
         int pass = judge_outputs(&s.jc, o, l, s.b.o_lp, &vd, &e);
-        if (pass <= 0)
+        if (pass < 0 || (!pass && !vd.outside))
             judge_row_fail_check(row, CHECK, "dense attention over the last %d keys "
                                 "differs from the windowed row: %s", (int)w,
                                 pass < 0 ? e.msg : rep_verdict_reason(&vd));

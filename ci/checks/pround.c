@@ -242,7 +242,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
         judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = &bm,
                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
         gate_judge_run(&in, row);
-        if (row->outcome != REP_ROW_PASS)
+        if (row->outcome != REP_ROW_PASS && row->outcome != REP_ROW_OUTSIDE)
             continue; /* failed, skipped or unrunnable already */
         if (judge_kernel(&op->run, op->backends[i], &dc, &bm, NULL, 0, b.o, b.lse, NULL, &e)) {
             judge_row_fail_check(row, CHECK, "designed run: %s", e.msg);
