@@ -24,6 +24,28 @@ void fc_fmt(char *dst, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
+void fc_esc_line(char *dst, size_t cap, const char *src)
+{
+    if (!cap)
+        return;
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        char e[5];
+        int len;
+        if (*p == '\\' || *p == '\n' || *p == '\t')
+            len = snprintf(e, sizeof e, "\\%c", *p == '\n' ? 'n' : *p == '\t' ? 't' : '\\');
+        else if (*p < 0x20 || *p == 0x7f)
+            len = snprintf(e, sizeof e, "\\x%02x", *p);
+        else
+            len = snprintf(e, sizeof e, "%c", *p);
+        if (n + (size_t)len >= cap)
+            break;
+        memcpy(dst + n, e, (size_t)len);
+        n += (size_t)len;
+    }
+    dst[n] = '\0';
+}
+
 static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};
 
 const char *fc_dtype_name(fc_dtype dt)

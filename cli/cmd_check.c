@@ -89,6 +89,20 @@ static void row_of(rep_row *row, const char *path, const fix_case *c, const char
     row->kv_block = c->kv_block_size;
 }
 
+/* A name or text read from the file, escaped to stay on its line (fc_esc_line): a case name
+ * holding "\nPASS ..." must not print a verdict line of its own. Valid to the end of the
+ * full expression that calls it. */
+typedef struct esc_buf {
+    char s[1024];
+} esc_buf;
+
+static esc_buf esc(const char *s)
+{
+    esc_buf b;
+    fc_esc_line(b.s, sizeof b.s, s);
+    return b;
+}
+
 static void print_case(const char *path, const fix_case *c, const fix_check_result *r,
                        const opts *o, int skipped)
 {
@@ -100,7 +114,7 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
     /* The stored scale too: 1/sqrt(D) or not, it is the case's (and a common bug's) */
     printf("%s %s %s %s %s scale=%.6g%s",
            !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP" : "PASS", path,
-           c->name, fc_dtype_name(c->dtype), mask, c->prob.scale, terms);
+           esc(c->name).s, fc_dtype_name(c->dtype), mask, c->prob.scale, terms);
     if (!r->passed || skipped) {
         printf(": %s\n", r->detail);
         return;
@@ -351,8 +365,8 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
         }
         printf("%s %s %s tested/%s %s (%s, out stored as %s): %s\n",
                pass == 1 ? "PASS" : pass == 2 ? "OUTSIDE" : "FAIL",
-               path, c->name, tt->label, fc_dtype_name(c->dtype), tt->producer, tt->encoding,
-               detail);
+               path, esc(c->name).s, esc(tt->label).s, fc_dtype_name(c->dtype),
+               esc(tt->producer).s, esc(tt->encoding).s, esc(detail).s);
         for (int g = 0; pass == 0 && g < REP_NGATES; g++) /* every other failed gate too */
             if (v.gate[g] == REP_FAIL && g != v.first_fail)
                 printf("    also %s\n", v.why[g]);
@@ -415,7 +429,35 @@ static size_t same_output_row(const fix_case *w, const fix_tested *tw, const fix
     return n;
 }
 
-static void window_edges(const fix_file *f, int i, int strict, tally *t)
+/* e is w with another window: the same shapes and sequences, so that a row of one is the same
+ * row of the other. A file whose W-1 / W+1 cases are not is no window-edge triple; comparing its
+ * outputs row by row would read past the smaller one. */
+static int same_layout(const attn_problem *w, const attn_problem *e, char *why, size_t cap)
+{
+    const seq_info *a = &w->seq, *b = &e->seq;
+    const struct {
+        const char *what;
+        int32_t x, y;
+    } f[] = {{"B", a->batch, b->batch}, {"sequences", a->nseq, b->nseq}, {"Lq", a->lq, b->lq},
+             {"Lk", a->lk, b->lk},      {"packed", a->packed, b->packed}, {"Hq", w->hq, e->hq},
+             {"Hkv", w->hkv, e->hkv},   {"D", w->d, e->d},               {"Dv", w->dv, e->dv}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (f[k].x != f[k].y) {
+            fc_fmt(why, cap, "%s %d vs %d", f[k].what, (int)f[k].y, (int)f[k].x);
+            return 0;
+        }
+    size_t n = (size_t)a->nseq + 1;
+    if (a->packed && (memcmp(a->cu_q, b->cu_q, n * sizeof *a->cu_q) ||
+                      memcmp(a->cu_k, b->cu_k, n * sizeof *a->cu_k))) {
+        fc_fmt(why, cap, "other cu_seqlens");
+        return 0;
+    }
+    return 1;
+}
+
+/* Returns 0, or 2 when the file's W - 1 / W + 1 cases are no neighbours of case i (one line on
+ * stderr: the file is malformed, not the producer wrong). */
+static int window_edges(const fix_file *f, int i, int strict, tally *t)
 {
     static const char *const sfx[2] = {"@W-1", "@W+1"};
     int ix[2];
@@ -423,16 +465,25 @@ static void window_edges(const fix_file *f, int i, int strict, tally *t)
     for (int j = 0; j < 2; j++) {
         snprintf(name, sizeof name, "%s%s", f->names[i], sfx[j]);
         if ((ix[j] = fix_find_case(f, name)) < 0)
-            return;
+            return 0;
     }
     fix_case w, e[2];
     fc_err err;
     if (fix_read_case(f, i, &w, &err))
-        return;
-    int ok = 0;
+        return 0;
+    int ok = 0, bad = 0;
     for (; ok < 2 && !fix_read_case(f, ix[ok], &e[ok], &err); ok++)
         ;
-    for (int k = 0; ok == 2 && k < w.ntested; k++) {
+    for (int j = 0; ok == 2 && j < 2 && !bad; j++) {
+        char why[64];
+        if (!same_layout(&w.prob, &e[j].prob, why, sizeof why)) {
+            fprintf(stderr, "flexcheck check: %s: case %s%s is not case %s with another window "
+                    "(%s): its window-edge outputs cannot be compared\n", f->path,
+                    esc(w.name).s, sfx[j], esc(w.name).s, why);
+            bad = 1;
+        }
+    }
+    for (int k = 0; ok == 2 && !bad && k < w.ntested; k++) {
         const fix_tested *tw = &w.tested[k];
         rep_row *row = kept_row(t, f->path, &w, tw->label);
         for (int j = 0; j < 2 && row; j++) {
@@ -448,8 +499,8 @@ static void window_edges(const fix_file *f, int i, int strict, tally *t)
             judge_row_fail_check(row, "window-edge", "row %s: allowed keys differ between W and "
                                  "%s, yet the outputs are identical", at, sfx[j] + 1);
             printf("FAIL %s %s tested/%s: window-edge: row %s: allowed keys differ between W and "
-                   "%s (case %s%s), yet the outputs are identical\n", f->path, w.name,
-                   tw->label, at, sfx[j] + 1, w.name, sfx[j]);
+                   "%s (case %s%s), yet the outputs are identical\n", f->path, esc(w.name).s,
+                   esc(tw->label).s, at, sfx[j] + 1, esc(w.name).s, sfx[j]);
             if (was == REP_ROW_PASS || (was == REP_ROW_OUTSIDE && !strict)) {
                 t->tested_passed -= was == REP_ROW_PASS;
                 t->tested_outside -= was == REP_ROW_OUTSIDE;
@@ -460,6 +511,7 @@ static void window_edges(const fix_file *f, int i, int strict, tally *t)
     for (int j = 0; j < ok; j++)
         fix_case_free(&e[j]);
     fix_case_free(&w);
+    return bad ? 2 : 0;
 }
 
 /* Checks every case of an already validated file. Returns 0, or 2 if a read failed anyway. */
@@ -467,6 +519,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
 {
     layer_meta meta; /* a layout file's shared metadata, across its layers in order */
     memset(&meta, 0, sizeof meta);
+    int bad = 0; /* a malformed window-edge triple: the file is rejected after all its cases */
     for (int i = 0; i < f->ncases; i++) {
         if (o->only_case && strcmp(f->names[i], o->only_case) != 0)
             continue;
@@ -509,14 +562,15 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
             t->passed++;
         int edge = !strcmp(c.gate_check, "window-edge") && !strchr(c.name, '@');
         fix_case_free(&c);
-        if (edge)
-            window_edges(f, i, o->strict, t);
+        if (edge && window_edges(f, i, o->strict, t))
+            bad = 2;
     }
     if (meta.rebuilds) /* meta_free below forgets the count */
         printf("layout %s: %s's layers ran through one shared metadata object: %d block-mask "
-               "build%s\n", f->layout, f->path, meta.rebuilds, meta.rebuilds == 1 ? "" : "s");
+               "build%s\n", esc(f->layout).s, f->path, meta.rebuilds,
+               meta.rebuilds == 1 ? "" : "s");
     meta_free(&meta);
-    return 0;
+    return bad;
 }
 
 /* A file that could not be checked: one line on stderr and an error row. */
