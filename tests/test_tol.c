@@ -724,6 +724,21 @@ Test(h7, identical_reruns_pass_and_one_flipped_bit_fails)
     }
 }
 
+/* H5 names the row furthest past its bound, as H1 names its worst element: the first failing
+ * row may be a near miss that sends whoever reproduces it to the wrong place. */
+Test(gates, h5_names_the_worst_row_not_the_first)
+{
+    tcase c;
+    clean_case(&c, FC_F16);
+    double lim0 = 1e-3 + 1e-3 * fabs(c.lse_gold[0]), lim1 = 1e-3 + 1e-3 * fabs(c.lse_gold[1]);
+    c.lse[0] = (float)(c.lse_gold[0] + 1.5 * lim0); /* row 0 fails by 1.5x */
+    c.lse[1] = (float)(c.lse_gold[1] + 40 * lim1);  /* row 1 by 40x */
+    rep_verdict v = judge("two rows past H5", &c);
+    cr_expect_str_eq(first_gate_name(&v), "H5");
+    cr_expect(strstr(v.why[REP_H5], "at row 1 ") != NULL, "%s", v.why[REP_H5]);
+    cr_expect(v.lse_ratio > 39 && v.lse_ratio < 41, "ratio %g", v.lse_ratio);
+}
+
 Test(gates, without_a_tested_lse_h5_is_not_run_and_the_rest_judge_o_alone)
 {
     tcase c;
