@@ -777,6 +777,11 @@ int cmd_check(int argc, char **argv)
     if (o.report_dir) { /* after the verdict is printed: a report that fails cannot hide it */
         rep_run run;
         cli_run_identity(&run, "check");
+        if (o.kernel_backend) {
+            rep_set_str(run.backends, sizeof run.backends, gpu_backend_name(o.be));
+            run.kernel = o.kernel;
+        }
+        run.strict = o.strict;
         rep_set set = {.rows = t.rows, .n = t.nrows, .run = &run};
         fc_err err;
         if (t.oom)

@@ -297,6 +297,10 @@ int cmd_gate(int argc, char **argv)
     run.shard_i = g.shard[0];
     run.shard_n = g.shard[1];
     rep_set_str(run.filter, sizeof run.filter, g.filter);
+    fc_fmt(run.backends, sizeof run.backends, "%s%s", gpu_backend_name(opts.backends[0]),
+           opts.nbackends > 1 ? "+gpu" : "");
+    run.kernel = g.kernel;
+    run.strict = g.strict;
     rep_set set = {.rows = flat.v, .n = flat.n, .checks = checks, .run = &run};
     set.nchecks = gate_check_report_list(checks);
     if (hard < 0) {

@@ -5,6 +5,7 @@
  * to belong together and merged (reports/rep_merge.c); anything wrong is one line naming the
  * directories or the file and the field, exit 2, and nothing is written.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +35,23 @@ static int check_out_dir(const char *dir, int force)
                                   "writes the report into it)", dir);
 }
 
+/* 0 unless --out is one of the inputs (the same directory by any name): merging into a shard's
+ * own directory would replace the shard, --force or not. */
+static int check_out_not_input(const char *out, char **dirs, int n)
+{
+    char *o = realpath(out, NULL); /* NULL: --out does not exist yet, so it is no input */
+    int rc = 0;
+    for (int k = 0; o && k < n && !rc; k++) {
+        char *d = realpath(dirs[k], NULL);
+        if (d && !strcmp(o, d))
+            rc = cli_usage_error(MERGE, "--out %s is the input %s: the merge would replace it",
+                                 out, dirs[k]);
+        free(d);
+    }
+    free(o);
+    return rc;
+}
+
 /* Each directory's rows.json, its run.dir set to the directory as given. */
 static int read_all(char **dirs, int n, rep_report *in)
 {
@@ -53,7 +71,8 @@ static int read_all(char **dirs, int n, rep_report *in)
 
 static int merge(char **dirs, int n, const char *out_dir, int force)
 {
-    int rc = check_out_dir(out_dir, force);
+    int rc = check_out_not_input(out_dir, dirs, n);
+    rc = rc ? rc : check_out_dir(out_dir, force);
     rep_report *in = calloc((size_t)n, sizeof *in);
     rep_report merged = {0};
     if (rc || !in) {
@@ -68,17 +87,22 @@ static int merge(char **dirs, int n, const char *out_dir, int force)
     if (!rc) {
         rep_set set = {.rows = merged.rows, .n = merged.n, .checks = merged.checks,
                        .nchecks = merged.nchecks, .run = &merged.run};
-        size_t failed = 0, skipped = 0;
+        size_t failed = 0, skipped = 0, outside = 0; /* as the runs counted: --strict kept */
         for (size_t i = 0; i < merged.n; i++) {
-            failed += rep_row_failed(&merged.rows[i]);
-            skipped += merged.rows[i].outcome == REP_ROW_SKIP;
+            const rep_row *row = &merged.rows[i];
+            failed += rep_row_fails(row, merged.run.strict);
+            skipped += row->outcome == REP_ROW_SKIP;
+            outside += row->outcome == REP_ROW_OUTSIDE && !merged.run.strict;
         }
+        char also[64] = "";
+        if (outside)
+            fc_fmt(also, sizeof also, ", %zu outside the contract", outside);
         if (rep_write_all(out_dir, &set, &err))
             rc = cli_usage_error(MERGE, "%s", err.msg);
         else
-            printf("report merge: %d reports, %zu rows: %zu passed, %zu failed, %zu skipped; "
-                   "report in %s/\n", n, merged.n, merged.n - failed - skipped, failed, skipped,
-                   out_dir);
+            printf("report merge: %d reports, %zu rows: %zu passed, %zu failed, %zu skipped%s; "
+                   "report in %s/\n", n, merged.n, merged.n - failed - skipped - outside, failed,
+                   skipped, also, out_dir);
         rc = rc ? rc : failed ? CLI_FAIL : CLI_PASS;
     }
     for (int k = 0; k < n; k++)

@@ -108,6 +108,11 @@ typedef struct rep_run {
     int64_t seed;                /* the matrix seed; -1: none (a check run) */
     int32_t shard_i, shard_n;    /* the I-th of N parts (1 <= I <= N); 1/1 for a whole run */
     char filter[REP_TEXT_LEN];   /* the gate's --filter, "" for none */
+    char backends[REP_NAME_LEN]; /* what ran the kernel: "emu", "emu+gpu"; "" for none (a check
+                                  * of the reference and stored outputs only) */
+    int32_t kernel;              /* the kernel version those backends ran; 0 with none */
+    int32_t strict;              /* 1: rows outside the contract fail (--strict), in every
+                                  * report written and every merge of it */
     char dir[REP_DIR_LEN];       /* a merged part: the report directory it was read from */
     const struct rep_run *parts; /* a merged report: the runs merged (none of them merged in
                                   * turn: a merged part contributes its parts); else NULL */
@@ -184,10 +189,13 @@ typedef fc_status (*rep_writer)(FILE *f, const rep_set *set, fc_err *err);
 
 /* Every format into dir, as a unit: all files written to temporaries first, then renamed over
  * the previous set with SIGINT/SIGTERM held; a failure before the renames leaves the previous
- * set whole and no temporary behind. */
+ * set whole and no temporary behind. A file of one of those names that flexcheck did not
+ * write (not a regular file, or not starting as flexcheck starts it) is refused, never
+ * replaced: an input or someone's own summary.md in the directory survives. */
 fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err);
-/* dir created if missing and shown writable (a probe file made and removed): for commands to
- * refuse a report directory before any work rather than after it. */
+/* dir created if missing, its report files checked as rep_write_all does, and shown writable
+ * (a probe file made and removed): for commands to refuse a report directory before any work
+ * rather than after it. */
 fc_status rep_dir_check(const char *dir, fc_err *err);
 /* 1 iff the row counts as a gate failure (fail or error). */
 int rep_row_failed(const rep_row *row);

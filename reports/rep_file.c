@@ -14,6 +14,57 @@
 
 #include "reports/rep_internal.h"
 
+/* The set's files, each with what flexcheck writes at its start: a file of one of these names
+ * that does not begin so (an input named rows.csv, someone's own summary.md) is not a previous
+ * report, and is never replaced. */
+static const struct {
+    const char *name;
+    rep_writer w;
+    const char *sign;
+} files[] = {
+    {REP_FILE_MD, rep_write_markdown, "# flexcheck tolerance report\n"},
+    {REP_FILE_JSON, rep_write_json, "{\"run\": "},
+    {REP_FILE_CSV, rep_write_csv, "case_id,"},
+    {REP_FILE_JUNIT, rep_write_junit, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                                      "<testsuites name=\"flexcheck\" "},
+    {REP_FILE_HTML, rep_write_html, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
+                                    "<meta charset=\"utf-8\">\n"
+                                    "<title>flexcheck tolerance report</title>"},
+};
+enum { NFILES = sizeof files / sizeof files[0] };
+
+/* Each file of the set that dir already holds is a regular file flexcheck wrote (a previous
+ * report, which a new run replaces); anything else under one of those names is refused. */
+static fc_status check_previous(const char *dir, fc_err *err)
+{
+    fc_status st = FC_OK;
+    for (size_t i = 0; i < NFILES && st == FC_OK; i++) {
+        size_t cap = strlen(dir) + strlen(files[i].name) + 2, n = strlen(files[i].sign);
+        char *path = malloc(cap), head[256];
+        if (!path)
+            return fc_errf(err, FC_ENOMEM, "report directory: out of memory");
+        snprintf(path, cap, "%s/%s", dir, files[i].name);
+        struct stat sb;
+        FILE *f = NULL;
+        if (lstat(path, &sb) != 0) {
+            if (errno != ENOENT)
+                st = fc_errf(err, FC_EIO, "report directory %s: %s: %s", dir, files[i].name,
+                             strerror(errno));
+        } else if (!S_ISREG(sb.st_mode)) {
+            st = fc_errf(err, FC_EINVAL, "report directory %s: %s is not a regular file; not "
+                         "replaced (choose another directory)", dir, files[i].name);
+        } else if (!(f = fopen(path, "rb")) || fread(head, 1, n, f) != n ||
+                   memcmp(head, files[i].sign, n)) {
+            st = fc_errf(err, FC_EINVAL, "report directory %s: %s is not a flexcheck report; "
+                         "not replaced (choose another directory)", dir, files[i].name);
+        }
+        if (f)
+            fclose(f);
+        free(path);
+    }
+    return st;
+}
+
 /* mkdir -p: every missing component, each allowed to appear concurrently (EEXIST). */
 static fc_status make_dirs(const char *dir, fc_err *err)
 {
@@ -87,6 +138,8 @@ fc_status rep_dir_check(const char *dir, fc_err *err)
     if (!dir || !*dir)
         return fc_errf(err, FC_EINVAL, "report directory: empty name");
     fc_status st = make_dirs(dir, err);
+    if (st == FC_OK)
+        st = check_previous(dir, err);
     if (st != FC_OK)
         return st;
     size_t cap = strlen(dir) + 32;
@@ -112,18 +165,11 @@ fc_status rep_dir_check(const char *dir, fc_err *err)
  * between renames (or if a rename itself fails, which the message then says). */
 fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err)
 {
-    static const struct {
-        const char *name;
-        rep_writer w;
-    } files[] = {
-        {REP_FILE_MD, rep_write_markdown}, {REP_FILE_JSON, rep_write_json},
-        {REP_FILE_CSV, rep_write_csv},     {REP_FILE_JUNIT, rep_write_junit},
-        {REP_FILE_HTML, rep_write_html},
-    };
-    enum { NFILES = sizeof files / sizeof files[0] };
     if (!dir || !*dir)
         return fc_errf(err, FC_EINVAL, "report directory: empty name");
     fc_status st = make_dirs(dir, err);
+    if (st == FC_OK)
+        st = check_previous(dir, err);
     if (st != FC_OK)
         return st;
     sigset_t hold, old;

@@ -49,7 +49,7 @@ static void write_head(FILE *f, const rep_set *set, const rep_summary *s)
     }
     fprintf(f, "<p><b class=\"%s\">%s</b>: %zu rows, %zu pass, %zu fail, %zu error, "
                "%zu skipped, %zu outside the contract.</p>\n",
-            s->fail || s->error ? "fail" : "pass", s->fail || s->error ? "FAIL" : "PASS",
+            rep_set_failed(set, s) ? "fail" : "pass", rep_set_failed(set, s) ? "FAIL" : "PASS",
             s->rows, s->pass, s->fail, s->error, s->skip, s->outside);
     fputs("<p>", f);
     rep_put_gate_order(f, set, rep_put_xml);

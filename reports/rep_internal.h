@@ -110,6 +110,9 @@ typedef struct rep_summary {
 } rep_summary;
 
 fc_status rep_summarize(const rep_row *rows, size_t n, rep_summary *s, fc_err *err);
+/* The set's verdict as its summaries print it: failed when a row failed or could not be judged,
+ * or, in a --strict run (set->run->strict), when one is outside the contract. */
+int rep_set_failed(const rep_set *set, const rep_summary *s);
 void rep_summary_free(rep_summary *s);
 
 /* ---- SVG (rep_svg.c) ------------------------------------------------------------------------ */

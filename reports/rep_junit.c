@@ -4,8 +4,9 @@
  * backends ran it. A case fails when any of its rows failed; the failure message is the first
  * failing row's gate and reason, the body lists every row that did not pass. A case with no
  * failing row but a row that could not be judged is an <error>; a case whose every row was
- * skipped is <skipped> (a case with some judged rows is decided by those). Each testsuite
- * carries the run identity as its <properties>.
+ * skipped is <skipped> (a case with some judged rows is decided by those); a row outside the
+ * contract counts as skipped, or, in a --strict run, as a failure. Each testsuite carries the
+ * run identity as its <properties>.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,15 +35,16 @@ static int same_case(const rep_row *a, const rep_row *b)
 
 enum { CASE_PASS, CASE_FAILURE, CASE_ERROR, CASE_SKIPPED };
 
-/* What a case is; *first is the row that decides it. */
-static int case_state(const rep_row *const *r, size_t n, const rep_row **first)
+/* What a case is; *first is the row that decides it. strict: the run's --strict. */
+static int case_state(const rep_row *const *r, size_t n, int strict, const rep_row **first)
 {
     *first = r[0];
     size_t skipped = 0;
     for (size_t i = 0; i < n; i++) /* outside the contract: not judged, shown as skipped */
         skipped += r[i]->outcome == REP_ROW_SKIP || r[i]->outcome == REP_ROW_OUTSIDE;
     for (size_t i = 0; i < n; i++)
-        if (r[i]->outcome == REP_ROW_FAIL) {
+        if (r[i]->outcome == REP_ROW_FAIL ||
+            (strict && r[i]->outcome == REP_ROW_OUTSIDE)) {
             *first = r[i];
             return CASE_FAILURE;
         }
@@ -67,10 +69,10 @@ static void put_row_line(FILE *f, const rep_row *r)
     fputc('\n', f);
 }
 
-static void write_case(FILE *f, const rep_row *const *r, size_t n)
+static void write_case(FILE *f, const rep_row *const *r, size_t n, int strict)
 {
     const rep_row *first;
-    int state = case_state(r, n, &first);
+    int state = case_state(r, n, strict, &first);
     fputs("    <testcase classname=\"", f);
     rep_put_xml(f, group_of(r[0]));
     fputs("\" name=\"", f);
@@ -86,7 +88,9 @@ static void write_case(FILE *f, const rep_row *const *r, size_t n)
     }
     const char *tag = state == CASE_FAILURE ? "failure" : "error";
     fprintf(f, "      <%s type=\"%s\" message=\"", tag,
-            state == CASE_FAILURE ? first->first_fail : "error");
+            state != CASE_FAILURE                  ? "error"
+            : first->outcome == REP_ROW_OUTSIDE ? rep_outcome_name(REP_ROW_OUTSIDE)
+                                                : first->first_fail);
     /* The message opens with the gate ("H1 max ratio: ..."), which is what a CI page shows. */
     rep_put_xml(f, first->reason);
     char lab[REP_NAME_LEN];
@@ -130,7 +134,7 @@ typedef struct counts {
     size_t cases, fails, errors, skipped;
 } counts;
 
-static counts count_suite(const rep_row *const *r, size_t n)
+static counts count_suite(const rep_row *const *r, size_t n, int strict)
 {
     counts c = {0};
     for (size_t i = 0; i < n;) {
@@ -138,7 +142,7 @@ static counts count_suite(const rep_row *const *r, size_t n)
         while (j < n && same_case(r[i], r[j]))
             j++;
         const rep_row *first;
-        int state = case_state(r + i, j - i, &first);
+        int state = case_state(r + i, j - i, strict, &first);
         c.cases++;
         c.fails += state == CASE_FAILURE;
         c.errors += state == CASE_ERROR;
@@ -159,7 +163,8 @@ fc_status rep_write_junit(FILE *f, const rep_set *set, fc_err *err)
         by[i] = &rows[i];
     qsort(by, n, sizeof *by, cmp_case);
 
-    counts c = count_suite(by, n);
+    int strict = set->run && set->run->strict;
+    counts c = count_suite(by, n, strict);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<testsuites name=\"flexcheck\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" "
                "skipped=\"%zu\">\n",
@@ -168,7 +173,7 @@ fc_status rep_write_junit(FILE *f, const rep_set *set, fc_err *err)
         size_t end = i + 1; /* rows of this group */
         while (end < n && !strcmp(group_of(by[i]), group_of(by[end])))
             end++;
-        c = count_suite(by + i, end - i);
+        c = count_suite(by + i, end - i, strict);
         fputs("  <testsuite name=\"", f);
         rep_put_xml(f, group_of(by[i]));
         fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\">\n",
@@ -179,7 +184,7 @@ fc_status rep_write_junit(FILE *f, const rep_set *set, fc_err *err)
             size_t k = j + 1;
             while (k < end && same_case(by[j], by[k]))
                 k++;
-            write_case(f, by + j, k - j);
+            write_case(f, by + j, k - j, strict);
             j = k;
         }
         fputs("  </testsuite>\n", f);

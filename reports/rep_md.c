@@ -168,10 +168,12 @@ fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err)
         rep_run_each(set->run, put_run_item, f);
         fputc('\n', f);
     }
+    int strict = set->run && set->run->strict;
     fprintf(f, "**%s**: %zu rows, %zu pass, %zu fail, %zu error, %zu skipped",
-            s.fail || s.error ? "FAIL" : "PASS", s.rows, s.pass, s.fail, s.error, s.skip);
+            rep_set_failed(set, &s) ? "FAIL" : "PASS", s.rows, s.pass, s.fail, s.error, s.skip);
     if (s.outside) /* apart from pass and fail: docs/tolerance.md */
-        fprintf(f, ", %zu outside the contract", s.outside);
+        fprintf(f, ", %zu outside the contract%s", s.outside,
+                strict ? " (failing: the run is --strict)" : "");
     fputs(".\n\n", f);
     rep_put_gate_order(f, set, rep_put_md);
     fputs("\n\n", f);
@@ -181,7 +183,9 @@ fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err)
     if (s.skip)
         write_listed(f, rows, n, LIST_SKIPPED, "Skipped");
     if (s.outside)
-        write_listed(f, rows, n, LIST_OUTSIDE, "Outside the contract (not judged)");
+        write_listed(f, rows, n, LIST_OUTSIDE,
+                     strict ? "Outside the contract (failing: the run is --strict)"
+                            : "Outside the contract (not judged)");
     write_axis(f, &s, &s.by_lk, "Max error against Lk", "Lk");
     write_axis(f, &s, &s.by_w, "Max error against W", "W");
     write_pairs(f, &s);

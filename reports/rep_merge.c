@@ -3,11 +3,12 @@
  * the shards of one gate run, or several check runs.
  *
  * Shards belong together when their identities agree on everything that decides which cases
- * exist and how they are judged (matrix, version, commit, seed, filter, shard count) and their
- * shard indices are 1..N, each once. The gate deals the filtered cases to shards round-robin
- * (ci/matrix.c, gate_select), so the merged rows are put back in the unsharded run's order:
- * one case from each shard in turn. Check runs are not shards (each is 1/1 of "check"): they
- * must not repeat a run, and their rows follow one another in the order given.
+ * exist and how they are judged (matrix, version, commit, seed, filter, shard count, backends,
+ * kernel, strictness) and their shard indices are 1..N, each once. The gate deals the filtered
+ * cases to shards round-robin (ci/matrix.c, gate_select), so the merged rows are put back in
+ * the unsharded run's order: one case from each shard in turn. Check runs are not shards (each
+ * is 1/1 of "check"): they must share the same fields, not repeat a run, and their rows follow
+ * one another in the order given.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 
 /* The identity fields every part must share, as rep_run.c's table names them. */
 static const char *const shared_fields[] = {"matrix", "version", "commit", "seed", "filter",
-                                            "shard_n"};
+                                            "shard_n", "backends", "kernel", "strict"};
 
 static const rep_col *run_col(const char *name)
 {

@@ -17,14 +17,19 @@ const rep_col rep_run_cols[] = {
     RUN_COL(matrix, REP_COL_STR),   RUN_COL(seed, REP_COL_SEED),
     RUN_COL(shard_i, REP_COL_I32),  RUN_COL(shard_n, REP_COL_I32),
     RUN_COL(filter, REP_COL_STR),   RUN_COL(dir, REP_COL_STR),
+    RUN_COL(backends, REP_COL_STR), RUN_COL(kernel, REP_COL_I32),
+    RUN_COL(strict, REP_COL_I32),
 };
 const size_t rep_run_ncols = sizeof rep_run_cols / sizeof rep_run_cols[0];
 
 void rep_run_scope(char *buf, size_t cap, const rep_run *run)
 {
-    char seed[32] = "", shard[48] = "", merged[48] = "";
+    char seed[32] = "", shard[48] = "", merged[64] = "";
+    snprintf(merged, sizeof merged, "%s%s", run->strict ? ", strict" : "",
+             run->nparts ? ", merged from " : "");
     if (run->nparts)
-        snprintf(merged, sizeof merged, ", merged from %zu runs", run->nparts);
+        snprintf(merged + strlen(merged), sizeof merged - strlen(merged), "%zu runs",
+                 run->nparts);
     if (!strcmp(run->matrix, "check")) {
         fc_fmt(buf, cap, "check run%s", merged);
         return;

@@ -301,3 +301,8 @@ void rep_put_gate_order(FILE *f, const rep_set *set, void (*put)(FILE *, const c
     put(f, ". The H1 ratio is max|O - O_gold| / (c * e_lp_max + floor); a row passes H1 at "
            "ratio <= 1.");
 }
+
+int rep_set_failed(const rep_set *set, const rep_summary *s)
+{
+    return s->fail || s->error || (set->run && set->run->strict && s->outside);
+}

@@ -190,6 +190,8 @@ static rep_run base_run(void)
     rep_set_str(run.command, sizeof run.command, "flexcheck gate --quick --filter m1");
     rep_set_str(run.matrix, sizeof run.matrix, "quick");
     rep_set_str(run.filter, sizeof run.filter, "m1");
+    rep_set_str(run.backends, sizeof run.backends, "emu");
+    run.kernel = 2;
     run.seed = 1;
     run.shard_i = run.shard_n = 1;
     return run;
@@ -581,6 +583,76 @@ Test(refuse, shards_of_different_runs)
     rep_set_str(run.matrix, sizeof run.matrix, "check");
     write_shard("check", run, 2, 2);
     expect_refused("check r1", "check and r1 differ in matrix: 'check' and 'quick'", NULL);
+    /* What judged the rows: shards of kernel 1 and kernel 2, of emu and emu+gpu, or of a
+     * --strict run and a lenient one are no one run. */
+    run = shard_run(2, 2);
+    run.kernel = 1;
+    write_shard("k1", run, 2, 2);
+    expect_refused("r1 k1", "r1 and k1 differ in kernel: 2 and 1", NULL);
+    run = shard_run(2, 2);
+    rep_set_str(run.backends, sizeof run.backends, "emu+gpu");
+    write_shard("gpu", run, 2, 2);
+    expect_refused("r1 gpu", "r1 and gpu differ in backends: 'emu' and 'emu+gpu'", NULL);
+    run = shard_run(2, 2);
+    run.strict = 1;
+    write_shard("strict", run, 2, 2);
+    expect_refused("r1 strict", "r1 and strict differ in strict: 0 and 1", NULL);
+}
+
+/* --out naming an input (by any path) would replace it: refused, --force or not. */
+Test(refuse, out_is_an_input)
+{
+    write_shard("r1", shard_run(1, 2), 1, 2);
+    write_shard("r2", shard_run(2, 2), 2, 2);
+    char before[1 << 16], after[1 << 16];
+    read_into("r1/" REP_FILE_JSON, before, sizeof before);
+    static const char *const outs[] = {"r1", "./r1/", "r2/../r1"};
+    for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) {
+        run_out r;
+        run_cli(&r, "report merge r1 r2 --out %s --force", outs[k]);
+        cr_expect_eq(r.status, 2, "--out %s: status %d %s", outs[k], r.status, r.err);
+        cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
+        cr_expect(strstr(r.err, "the merge would replace it"), "%s", r.err);
+    }
+    read_into("r1/" REP_FILE_JSON, after, sizeof after);
+    cr_expect_str_eq(after, before, "the input shard changed");
+}
+
+/* A --strict run's outside-contract row fails its report and every merge of it: the summary,
+ * the JUnit file and the merge's exit status say so, as the run's own exit status did. */
+Test(merge, a_strict_runs_outside_rows_fail_its_merge)
+{
+    for (int strict = 0; strict < 2; strict++) {
+        char n1[16], n2[16], args[64];
+        snprintf(n1, sizeof n1, "s%da", strict);
+        snprintf(n2, sizeof n2, "s%db", strict);
+        for (int i = 1; i <= 2; i++) {
+            rep_run run = shard_run(i, 2);
+            run.strict = strict;
+            rep_row rows[2 * NCASES];
+            size_t n = shard_rows(rows, i, 2);
+            if (i == 2) {
+                rows[0].outcome = REP_ROW_OUTSIDE;
+                rep_set_str(rows[0].reason, sizeof rows[0].reason, "outside-contract: test");
+            }
+            write_set(i == 1 ? n1 : n2, rows, n, &run);
+        }
+        run_out r;
+        snprintf(args, sizeof args, "%s %s", n1, n2);
+        run_cli(&r, "report merge %s --out m%d", args, strict);
+        cr_expect_eq(r.status, strict ? 1 : 0, "strict %d: %s%s", strict, r.out, r.err);
+        cr_expect(strstr(r.out, strict ? "1 failed, 0 skipped;" : "0 failed, 0 skipped, 1 "
+                                                                  "outside the contract;"),
+                  "strict %d: %s", strict, r.out);
+        char name[64], text[1 << 16];
+        snprintf(name, sizeof name, "m%d/%s", strict, REP_FILE_MD);
+        read_into(name, text, sizeof text);
+        cr_expect(strstr(text, strict ? "**FAIL**" : "**PASS**"), "strict %d summary", strict);
+        snprintf(name, sizeof name, "m%d/%s", strict, REP_FILE_JUNIT);
+        read_into(name, text, sizeof text);
+        cr_expect_eq(strstr(text, "<failure type=\"outside-contract\"") != NULL, strict,
+                     "strict %d JUnit:\n%s", strict, text);
+    }
 }
 
 Test(refuse, a_shard_twice)
@@ -694,7 +766,7 @@ Test(hostile, bad_fields_are_refused_naming_file_and_field)
         {NULL, "\"run\": {", "\"run\": null, \"x\": {", "field run: null"},
         {NULL, "\"shard_i\": 1", "\"shard_i\": 5", "field run.shard_i: shard 5/1"},
         {NULL, "\"commit\": \"abc1234\", ", "", "field run.commit: missing"},
-        {NULL, "\"dir\": \"\"}", "\"dir\": \"\", \"merged\": []}",
+        {NULL, "\"strict\": 0}", "\"strict\": 0, \"merged\": []}",
          "field run.merged: expected a non-empty array"},
         {NULL, "\"checks\": [{", "\"checks\": [7, {", "field checks[0]: expected an object"},
         {NULL, "\"rows\": [", "\"rows\": 5, \"x\": [", "field rows: expected an array"},
@@ -771,4 +843,44 @@ Test(hostile, truncated_and_garbled_files_never_crash_the_reader)
     cr_expect(valid < 400, "no garbled file was refused");
     free(text);
     free(good);
+}
+
+/* A report directory's files are replaced only when flexcheck wrote them: an input named
+ * rows.csv, someone's own summary.md or a directory under one of the names is refused (and
+ * left as it was); a previous report is replaced, as every rerun into the same place does. */
+Test(refuse, a_report_never_replaces_a_file_it_did_not_write)
+{
+    rep_row row;
+    make_row(&row, "c0", FC_F32, 0);
+    rep_run run = base_run();
+    rep_set set = {&row, 1, checks, 2, &run};
+    char path[256], sub[512];
+    fc_err err = {{0}};
+    snprintf(path, sizeof path, "%s/again", dir);
+    cr_assert_eq(rep_write_all(path, &set, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(rep_dir_check(path, &err), FC_OK, "a previous report: %s", err.msg);
+    cr_expect_eq(rep_write_all(path, &set, &err), FC_OK, "a previous report: %s", err.msg);
+    static const char *const names[] = {REP_FILE_MD, REP_FILE_JSON, REP_FILE_CSV,
+                                        REP_FILE_JUNIT, REP_FILE_HTML};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        for (int as_dir = 0; as_dir < 2; as_dir++) {
+            snprintf(path, sizeof path, "%s/foreign%zu%d", dir, k, as_dir);
+            cr_assert(mkdir(path, 0755) == 0, "mkdir");
+            snprintf(sub, sizeof sub, "%s/%s", path, names[k]);
+            if (as_dir)
+                cr_assert(mkdir(sub, 0755) == 0, "mkdir");
+            else
+                spit(sub, "my notes\n", 9);
+            cr_expect_eq(rep_dir_check(path, &err), FC_EINVAL, "%s: checked as writable", sub);
+            cr_expect_eq(rep_write_all(path, &set, &err), FC_EINVAL, "%s: replaced", sub);
+            cr_expect(strstr(err.msg, names[k]) && strstr(err.msg, "not replaced"), "%s",
+                      err.msg);
+            if (!as_dir) {
+                size_t len;
+                char *text = slurp(sub, &len);
+                cr_expect(len == 9 && !memcmp(text, "my notes\n", 9), "%s changed", sub);
+                free(text);
+            }
+        }
+    }
 }

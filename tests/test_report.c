@@ -101,7 +101,8 @@ static const rep_check test_checks[] = {{"window-edge", "window edges differ"},
 static const rep_run test_run = {
     .time = "2026-11-29T10:04:05Z", .id = "00000000000000aa", .version = "0.1.0",
     .commit = "abc1234", .command = "flexcheck gate --quick --filter 'm1 x' --shard 2/4",
-    .matrix = "quick", .seed = 7, .shard_i = 2, .shard_n = 4, .filter = "m1 x"};
+    .matrix = "quick", .seed = 7, .shard_i = 2, .shard_n = 4, .filter = "m1 x",
+    .backends = "emu", .kernel = 2};
 
 static rep_set set_of(const rep_row *rows, size_t n)
 {
@@ -652,7 +653,8 @@ Test(run, every_format_names_the_run)
         "\"00000000000000aa\", \"version\": \"0.1.0\", \"commit\": \"abc1234\", "
         "\"command\": \"flexcheck gate --quick --filter 'm1 x' --shard 2/4\", "
         "\"matrix\": \"quick\", \"seed\": 7, \"shard_i\": 2, \"shard_n\": 4, "
-        "\"filter\": \"m1 x\", \"dir\": \"\"},\n \"checks\": [{\"name\": "
+        "\"filter\": \"m1 x\", \"dir\": \"\", \"backends\": \"emu\", \"kernel\": 2, "
+        "\"strict\": 0},\n \"checks\": [{\"name\": "
         "\"window-edge\", \"title\": \"window edges differ\"}, {\"name\": "
         "\"p-round\", \"title\": \"P rounded to the input type\"}],\n";
     cr_expect(!strncmp(s, head, strlen(head)), "rows.json: run and checks:\n%.400s", s);
@@ -801,9 +803,10 @@ static int hidden_entries(const char *dir)
     return n;
 }
 
-/* The set is written as a unit: a rename that cannot happen (summary.md is now a directory)
- * leaves every previous file as it was, says how much of the set is this run's, and leaves no
- * temporary file; a successful write leaves none either. */
+/* The set is written as a unit: a set that cannot be written whole (summary.md is now a
+ * directory, which is refused before any temporary is made; a rename failing later for another
+ * reason takes the same path out) leaves every previous file as it was and no temporary file;
+ * a successful write leaves none either. */
 Test(report, the_set_is_written_as_a_unit_and_leaves_no_temporary)
 {
     make_tmpdir();
@@ -823,9 +826,8 @@ Test(report, the_set_is_written_as_a_unit_and_leaves_no_temporary)
     rows[0].max_err = 42; /* this run's rows differ from the previous run's */
     fc_err err = {{0}};
     cr_expect_eq(rep_write_all(tmpdir, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err),
-                 FC_EIO);
-    cr_expect(strstr(err.msg, "renaming summary.md into place failed") &&
-                  strstr(err.msg, "0 of 5 files are this run's"), "%s", err.msg);
+                 FC_EINVAL);
+    cr_expect(strstr(err.msg, "summary.md is not a regular file; not replaced"), "%s", err.msg);
     char *json_after = slurp(tmpdir, REP_FILE_JSON), *csv_after = slurp(tmpdir, REP_FILE_CSV);
     cr_expect_str_eq(json_after, json_before, "rows.json changed");
     cr_expect_str_eq(csv_after, csv_before, "rows.csv changed");
