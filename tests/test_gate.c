@@ -7,6 +7,7 @@
  * chosen case with its expected first gate, and each swept through the quick matrix.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "ci/checks.h"
 #include "ci/gate.h"
 #include "ci/gate_run.h"
+#include "base/lowp.h"
 
 static gate_case *matrix(gate_size size, int *n, int *dropped)
 {
@@ -560,3 +562,90 @@ Test(mutant_sweep, softcap_after_fill) { sweep("soft-cap after the mask fill", 7
 Test(mutant_sweep, sink_scaled) { sweep("sink scaled by the softmax scale", 8, 0, "H1", TERMS); }
 Test(mutant_sweep, sink_with_value) { sweep("sink given a value", 9, 0, "H1", TERMS); }
 Test(mutant_sweep, sink_every_tile) { sweep("sink counted in every kv tile", 10, 0, "H1", TERMS); }
+
+/* ---- p-round's rule on outputs that are not our runs ----------------------------------------- */
+
+enum { PR_TILED, PR_EAGER, PR_FP32, PR_MIXED };
+
+/* Output of the designed case fc as a kernel would compute it, everything in float: scores,
+ * their max m, p = exp(s - m), the sum l; then P.V with P rounded as the model says (tiled:
+ * rnd(p), divided by l at the end; eager: rnd(p / l); fp32: p / l unrounded; mixed: tiled on
+ * even query rows, eager on odd ones), the output rounded to the dtype. */
+static void pr_output(const fix_case *fc, int model, float *o)
+{
+    const attn_problem *p = &fc->prob;
+    seq_view sv = seq_info_view(&p->seq);
+    float *pk = malloc(sizeof(float) * (size_t)p->seq.lk + 1);
+    cr_assert(pk);
+    for (int32_t b = 0; b < p->seq.batch; b++)
+        for (int32_t h = 0; h < p->hq; h++) {
+            size_t bh = (size_t)b * p->hkv + h / (p->hq / p->hkv);
+            for (int32_t tq = 0; tq < p->seq.lq; tq++) {
+                size_t row = ((size_t)b * p->hq + h) * p->seq.lq + tq;
+                const float *q = fc->q + row * p->d;
+                int32_t lo, hi;
+                mask_token_range(p->mask, sv, tq, &lo, &hi);
+                float m = -INFINITY, l = 0.0f;
+                for (int32_t tk = lo; tk < hi; tk++) {
+                    const float *k = fc->k + (bh * p->seq.lk + tk) * p->d;
+                    float s = 0.0f;
+                    for (int32_t j = 0; j < p->d; j++)
+                        s += q[j] * k[j];
+                    pk[tk] = s * (float)p->scale;
+                    m = pk[tk] > m ? pk[tk] : m;
+                }
+                for (int32_t tk = lo; tk < hi; tk++) {
+                    pk[tk] = expf(pk[tk] - m);
+                    l += pk[tk];
+                }
+                int use = model == PR_MIXED ? (tq % 2 ? PR_EAGER : PR_TILED) : model;
+                for (int32_t c = 0; c < p->dv; c++) {
+                    float acc = 0.0f;
+                    for (int32_t tk = lo; tk < hi; tk++) {
+                        float w = use == PR_TILED   ? fc_round(pk[tk], fc->dtype)
+                                  : use == PR_EAGER ? fc_round(pk[tk] / l, fc->dtype)
+                                                    : pk[tk] / l;
+                        acc += w * fc->v[(bh * p->seq.lk + tk) * p->dv + c];
+                    }
+                    float out = lo >= hi ? 0.0f : use == PR_TILED ? acc / l : acc;
+                    o[row * p->dv + c] = fc_round(out, fc->dtype);
+                }
+            }
+        }
+    free(pk);
+}
+
+/* docs/tolerance.md: either of FlexAttention's roundings of P passes (the tiled kernels' and
+ * the eager path's); P kept in fp32 fails, and so does an output that follows one rounding on
+ * some rows and the other on the rest. On every p-round case of the quick and default sizes. */
+Test(pround, either_flexattention_rounding_passes_and_nothing_else)
+{
+    static const char *const names[] = {"tiled", "eager", "fp32", "mixed"};
+    for (int size = GATE_QUICK; size <= GATE_DEFAULT; size++) {
+        int n, dropped, seen = 0;
+        gate_case *cases = matrix((gate_size)size, &n, &dropped);
+        for (int i = 0; i < n; i++) {
+            if (strcmp(cases[i].check->name, "p-round"))
+                continue;
+            seen++;
+            fix_case fc;
+            fc_err err;
+            cr_assert_eq(gate_pround_case(&cases[i], &fc, &err), FC_OK, "%s: %s", cases[i].id,
+                         err.msg);
+            judge_case jc = fix_judge_case(&fc);
+            float *o = malloc(sizeof(float) * (attn_o_elems(&fc.prob) + 1));
+            cr_assert(o);
+            for (int model = PR_TILED; model <= PR_MIXED; model++) {
+                pr_output(&fc, model, o);
+                char msg[REP_WHY_LEN] = "";
+                int got = gate_pround_judge(&jc, o, msg, sizeof msg);
+                int want = model == PR_TILED || model == PR_EAGER;
+                cr_expect_eq(got, want, "%s, %s P: %s", cases[i].id, names[model], msg);
+            }
+            free(o);
+            fix_case_free(&fc);
+        }
+        cr_expect(seen > 0, "no p-round case in size %d", size);
+        free(cases);
+    }
+}
