@@ -160,8 +160,10 @@ def round_to(x, dtype: str) -> np.ndarray:
         return bfloat16_to_float32(bfloat16_bits(x32))
 
 
-def _input_values(a: np.ndarray, what: str, dtype: str, round: bool) -> np.ndarray:
-    """q, k, v (or the sinks) converted to the storage type. Values must be finite and exactly
+def _input_values(a: np.ndarray, what: str, dtype: str,
+                  round: bool) -> Tuple[np.ndarray, Optional[str]]:
+    """(q, k, v or the sinks converted to the storage type; None, or where rounding first
+    changed a value, "[i]..: x -> y", for a message). Values must be finite and exactly
     representable in dtype: silently rounding an engine's inputs would make flexcheck judge
     a different attention call than the one the engine ran."""
     if a.dtype.kind != "f":
@@ -176,14 +178,15 @@ def _input_values(a: np.ndarray, what: str, dtype: str, round: bool) -> np.ndarr
     if bad.any():  # before exactness: a value past the type's range is not a rounding matter
         i = _first(bad)
         raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} overflows {dtype}")
+    with np.errstate(over="ignore"):  # float16 data bound for bfloat16 can round past 65504
+        bad = r.astype(a.dtype) != a
+    if not bad.any():
+        return r, None
+    i = _first(bad)
     if not round:
-        with np.errstate(over="ignore"):  # float16 data bound for bfloat16 can round past 65504
-            bad = r.astype(a.dtype) != a
-        if bad.any():
-            i = _first(bad)
-            raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not "
-                             f"representable in {dtype} (round=True rounds to nearest even)")
-    return r
+        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not "
+                         f"representable in {dtype} (round=True rounds to nearest even)")
+    return r, f"{_fmt_index(i)}: {float(a[i])!r} -> {float(r[i])!r}"
 
 
 def _infer_dtype(q: np.ndarray, q_bf16: bool) -> str:
@@ -286,22 +289,24 @@ def _softcap(softcap, where: str) -> float:
     return c
 
 
-def _sinks(sinks, where: str, hq: int, round: bool) -> Optional[np.ndarray]:
-    """Per-head sink logits as stored: float32 [Hq], finite, checked as q/k/v are
-    (_input_values): the case must hold the logits the engine used, so values must be float32
-    values (float16 and bfloat16 ones are); round=True rounds float64 ones to nearest even."""
+def _sinks(sinks, where: str, hq: int,
+           round: bool) -> Tuple[Optional[np.ndarray], Optional[str]]:
+    """(per-head sink logits as stored, where rounding changed one as _input_values says):
+    float32 [Hq], finite, checked as q/k/v are (_input_values): the case must hold the logits
+    the engine used, so values must be float32 values (float16 and bfloat16 ones are);
+    round=True rounds float64 ones to nearest even."""
     if sinks is None:
-        return None
+        return None, None
     a, _ = _as_array(sinks, f"{where}sinks")
     if a.shape != (hq,):
         raise ValueError(f"{where}sinks: shape {list(a.shape)}: must be [Hq] = [{hq}]")
-    r = _input_values(a, f"{where}sinks", "float32", round)
+    r, changed = _input_values(a, f"{where}sinks", "float32", round)
     bad = np.abs(r) > MAX_SINK
     if bad.any():
         i = int(np.argmax(bad))
         raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}]: the reader takes "
                          f"|sink| <= {MAX_SINK:g}")
-    return r
+    return r, changed
 
 
 # ---- shapes ----
@@ -410,19 +415,28 @@ def _to_grid(a: np.ndarray, what: str, grid: _Grid, rank: int) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _oracle(out, lse, grid: _Grid):
-    """A producer's own float64 oracle: both or neither, stored float64."""
+def _oracle(out, lse, grid: _Grid, rounded: Optional[str]):
+    """A producer's own oracle: both or neither, float64 (docs/fixtures.md: computed in float64
+    from the stored inputs; `flexcheck check` recomputes it and allows a relative 1e-10, which
+    a float32 one cannot meet). rounded: None, or the first input value round=True changed
+    ("q[0][1][2][3]: x -> y"): an oracle passed in was then computed from other inputs than
+    the ones stored, and is refused."""
     if out is None and lse is None:
         return None, None
     if out is None or lse is None:
         raise ValueError(f"{'out' if lse is None else 'lse'} given without "
                          f"{'lse' if lse is None else 'out'}: the oracle is both or neither")
+    if rounded:
+        raise ValueError(f"out, lse: round=True changed {rounded}: out/lse must be computed "
+                         f"from the stored (rounded) inputs: round them first (round_to) or "
+                         f"leave out/lse to `flexcheck fill`")
     arrs = []
     for what, x, rank in (("out", out, 4), ("lse", lse, 3)):
         a, _ = _as_array(x, what)
-        if a.dtype.kind != "f":
-            raise ValueError(f"{what}: dtype {a.dtype}: must be floating point (stored float64)")
-        arrs.append(_to_grid(a.astype(np.float64), what, grid, rank))
+        if a.dtype != np.float64:
+            raise ValueError(f"{what}: dtype {a.dtype}: must be float64 (the oracle is computed "
+                             f"in float64; leave out/lse to `flexcheck fill` otherwise)")
+        arrs.append(_to_grid(a, what, grid, rank))
     return arrs[0], arrs[1]
 
 
@@ -651,8 +665,9 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
 
     out, lse: normally absent: `flexcheck fill` computes them with flexcheck's float64 oracle.
     A producer with its own float64 oracle may pass them ([B, Hq, Lq, Dv] and [B, Hq, Lq]; for
-    a packed case also [T, Hq, Dv] and [Hq, T]); stored float64, and `flexcheck check` then
-    confirms them against ours.
+    a packed case also [T, Hq, Dv] and [Hq, T]), float64 (anything else is refused: `flexcheck
+    check` confirms them against ours to a relative 1e-10), computed from the inputs as stored:
+    where round=True changed an input value (q, k, v or sinks) they are refused, naming it.
     """
     path = os.fspath(path)
     name = _case_name(name)
@@ -661,7 +676,10 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
         dtype = _infer_dtype(qa, q_bf16)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: must be one of {', '.join(DTYPES)}")
-    qa, ka, va = (_input_values(x, w, dtype, round) for x, w in ((qa, "q"), (ka, "k"), (va, "v")))
+    stored = {w: _input_values(x, w, dtype, round) for w, x in (("q", qa), ("k", ka), ("v", va))}
+    qa, ka, va = (stored[w][0] for w in "qkv")
+    # Where round=True changed a value: an oracle passed in was computed from other inputs.
+    rounded = [f"{w}{stored[w][1]}" for w in "qkv" if stored[w][1]]
     packed = cu_seqlens_q is not None or cu_seqlens_k is not None
     qa, ka, va = _qkv_layout(qa, ka, va, packed)
     _check_qkv_shapes(qa, ka, va)
@@ -676,14 +694,16 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
         attrs["seed"] = np.int64(_int_arg(seed, "seed", INT64_MIN, INT64_MAX))
     bm = _block_mask(block_mask, "block_mask", grid,
                      (int(attrs["q_block_size"]), int(attrs["kv_block_size"])))
-    o, l = _oracle(out, lse, grid)
     if layout is not None:
         _text(layout, "layout", NAME_MAX)
     where = f"{path}: case {name!r}: "
     cap = _softcap(softcap, where)
     if cap:
         attrs["softcap"] = np.float64(cap)
-    sk = _sinks(sinks, where, grid.hq, round)
+    sk, sk_rounded = _sinks(sinks, where, grid.hq, round)
+    if sk_rounded:
+        rounded.append(f"sinks{sk_rounded}")
+    o, l = _oracle(out, lse, grid, rounded[0] if rounded else None)
     uses_term = bool(cap) or sk is not None
 
     existing = _inspect(path)

@@ -290,7 +290,13 @@ WRITE_REFUSALS = [
     ("lse shape", lambda a: {**a, "out": np.zeros((2, 4, 9, 6)), "lse": np.zeros((4, 9))},
      r"lse: shape \[4, 9\]: the case needs \[B, Hq, Lq\] = \[2, 4, 9\]$"),
     ("out ints", lambda a: {**a, "out": np.zeros((2, 4, 9, 6), int), "lse": np.zeros((2, 4, 9))},
-     r"out: dtype int64: must be floating point"),
+     r"out: dtype int64: must be float64"),
+    # a float32 oracle cannot meet `flexcheck check`'s relative 1e-10: refused, not widened
+    ("out float32", lambda a: {**a, "out": np.zeros((2, 4, 9, 6), np.float32),
+                               "lse": np.zeros((2, 4, 9))}, r"out: dtype float32: must be float64"),
+    ("lse float32", lambda a: {**a, "out": np.zeros((2, 4, 9, 6)),
+                               "lse": np.zeros((2, 4, 9), np.float32)},
+     r"lse: dtype float32: must be float64"),
     ("bm not a mask", lambda a: {**a, "block_mask": [1, 2]},
      r"block_mask: list: give a dict or a torch BlockMask"),
     ("bm key", lambda a: {**a, "block_mask": {**bm_dict(), "kv_idx": 1}},
@@ -380,6 +386,41 @@ def test_packed_oracle_layouts_are_accepted(h5):
     assert c.out.dtype == np.float64 and c.out.shape == (1, 2, 10, 4)
     np.testing.assert_array_equal(c.out[0, 1, 7], out[7, 1])
     np.testing.assert_array_equal(c.lse[0], lse)
+
+
+def test_an_oracle_is_refused_when_round_changed_an_input(tmp_path):
+    """out/lse are computed from the stored inputs (docs/fixtures.md, Writer): where round=True
+    changed one, a caller's out/lse were computed from other inputs, and are refused, naming
+    the first changed value; where rounding changed nothing they are stored."""
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv(dtype=np.float16)
+    q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
+    out, lse = normal((2, 4, 9, 6), 1, np.float64), normal((2, 4, 9), 2, np.float64)
+    write_case(path, "exact", q32, k32, v32, dtype="float16", round=True, out=out, lse=lse)
+    c = read_case(path, "exact")
+    np.testing.assert_array_equal(c.out, out)
+    np.testing.assert_array_equal(c.lse, lse)
+    before = snapshot(tmp_path)
+    v32[1, 0, 4, 2] = 1 + 2**-12  # between float16 neighbours 1 and 1 + 2^-10: rounds to 1
+    with pytest.raises(ValueError, match=r"round=True changed v\[1\]\[0\]\[4\]\[2\]: "
+                                         r"1\.000244140625 -> 1\.0: out/lse must be computed"):
+        write_case(path, "rounded", q32, k32, v32, dtype="float16", round=True, out=out, lse=lse)
+    assert snapshot(tmp_path) == before
+    write_case(path, "rounded", q32, k32, v32, dtype="float16", round=True)  # fill computes them
+    assert read_case(path, "rounded").v[1, 0, 4, 2] == 1.0
+
+
+def test_an_oracle_is_refused_when_round_changed_a_sink(tmp_path):
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv()
+    out, lse = np.zeros((2, 4, 9, 6)), np.zeros((2, 4, 9))
+    sinks = np.array([0.5, 1.0, -2.0, 0.1])  # 0.1 is no float32
+    with pytest.raises(ValueError, match=r"round=True changed sinks\[3\]: 0\.1 -> "):
+        write_case(path, "c", q, k, v, sinks=sinks, round=True, out=out, lse=lse)
+    assert os.listdir(tmp_path) == []
+    sinks[3] = 0.25
+    write_case(path, "c", q, k, v, sinks=sinks, round=True, out=out, lse=lse)
+    np.testing.assert_array_equal(read_case(path, "c").sinks, sinks)
 
 
 # ---- files: create, append, overwrite, layout, atomicity ----
