@@ -313,10 +313,12 @@ def _sinks(sinks, where: str, hq: int,
 
 @dataclasses.dataclass(frozen=True)
 class _Grid:
-    """What other fields are checked against: B, Hq, Lq (T when packed) and Dv of a case."""
+    """What other fields are checked against: B, Hq, Lq and Lk (T_q and T_k when packed) and
+    Dv of a case."""
     b: int
     hq: int
     lq: int
+    lk: int
     dv: int
     packed: bool
 
@@ -461,11 +463,50 @@ def _block_mask_fields(bm, what: str, sizes: Tuple[int, int]) -> Tuple[Dict[str,
     return fields, tuple(block)
 
 
+def _block_ids(out: Dict[str, Any], what: str, nkb: int) -> None:
+    """The values of a block mask whose shapes are checked, as the C reader checks them
+    (masks/bmask_check.c bmask_validate): each count in [0, min(width, NKB)], the ids a count
+    covers in [0, NKB), no id twice in a row (its partial and full ids together). The entries
+    past a count are padding (PyTorch leaves anything there) and are not looked at. Each
+    refusal names the dataset and the index, as the C reader does."""
+    width = out["kv_indices"].shape[3]
+    cap = min(width, nkb)  # the row's slots; a row lists each of the NKB blocks at most once
+    lists = [f for f in ("kv", "full_kv") if f"{f}_num_blocks" in out]
+    for f in lists:
+        n, ids = out[f"{f}_num_blocks"], out[f"{f}_indices"]
+        bad = (n < 0) | (n > cap)
+        if bad.any():
+            i = _first(bad)
+            raise ValueError(f"{what} {f}_num_blocks{_fmt_index(i)} = {n[i]}: must be in "
+                             f"[0, {cap}] (row width {width}, {nkb} kv blocks)")
+        bad = (np.arange(width) < n[..., np.newaxis]) & ((ids < 0) | (ids >= nkb))
+        if bad.any():
+            i = _first(bad)
+            raise ValueError(f"{what} {f}_indices{_fmt_index(i)} = {ids[i]}: out of range "
+                             f"[0, {nkb})")
+    # Duplicates: a row's partial then full ids side by side, uncounted slots made distinct
+    # negatives; a stable sort puts each repeat after its first listing, so the smallest
+    # position of a repeat is the first one the C reader's scan meets.
+    row = np.concatenate([out[f"{f}_indices"].astype(np.int64) for f in lists], axis=-1)
+    counted = np.concatenate([np.arange(width) < out[f"{f}_num_blocks"][..., np.newaxis]
+                              for f in lists], axis=-1)
+    row = np.where(counted, row, -1 - np.arange(row.shape[-1]))
+    order = np.argsort(row, axis=-1, kind="stable")
+    ranked = np.take_along_axis(row, order, axis=-1)
+    repeat = np.zeros(row.shape, bool)
+    np.put_along_axis(repeat, order[..., 1:], ranked[..., 1:] == ranked[..., :-1], axis=-1)
+    if repeat.any():
+        i = _first(repeat)
+        f, j = lists[i[3] // width], i[3] % width
+        raise ValueError(f"{what} {f}_indices{_fmt_index(i[:3] + (j,))} = {row[i]}: block "
+                         f"listed twice in the row")
+
+
 def _block_mask(bm, what: str, grid: _Grid, sizes: Tuple[int, int]):
-    """A block mask in PyTorch's convention, int32, its shapes checked as the C reader does
-    (docs/fixtures.md): counts [1 or B, 1 or Hq, ceil(Lq / QB)], ids [.., width], the full
-    pair both or neither and shaped like the partial one. Ids themselves are checked by
-    `flexcheck check` (soundness against the case's mask)."""
+    """A block mask in PyTorch's convention, int32, checked as the C reader does
+    (docs/fixtures.md): counts [1 or B, 1 or Hq, ceil(Lq / QB)], ids [.., width] (any width),
+    the full pair both or neither and shaped like the partial one; then the values
+    (_block_ids). Soundness against the case's mask is `flexcheck check`'s."""
     if bm is None:
         return None
     fields, (qb, kb) = _block_mask_fields(bm, what, sizes)
@@ -500,6 +541,7 @@ def _block_mask(bm, what: str, grid: _Grid, sizes: Tuple[int, int]):
                                         out["full_kv_indices"].shape != out["kv_indices"].shape):
         raise ValueError(f"{what} full_kv_num_blocks/full_kv_indices: shapes must equal "
                          f"kv_num_blocks/kv_indices'")
+    _block_ids(out, what, -(-grid.lk // kb))
     return out
 
 
@@ -653,7 +695,10 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     `flexcheck check` holds it to the case's mask: a dict with kv_num_blocks [1|B, 1|Hq, NQB],
     kv_indices [.., NQB, width], optional full_kv_num_blocks, full_kv_indices (numpy or
     torch integers; optional q_block_size / kv_block_size keys, default the case's), or a
-    torch BlockMask (its BLOCK_SIZE gives the block sizes).
+    torch BlockMask (its BLOCK_SIZE gives the block sizes). Refused as the C reader refuses
+    it: each count in [0, min(width, NKB)], the ids it covers in [0, NKB), none twice in a row
+    (partial and full together; NKB = ceil(Lk / kv_block_size)); entries past a count are
+    padding and not looked at.
 
     softcap: logit soft-cap c > 0 (Gemma 2: the scaled score s becomes c * tanh(s / c) before
     masking and softmax; docs/semantics.md section 7), stored as attribute softcap (float64);
@@ -684,7 +729,8 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     qa, ka, va = _qkv_layout(qa, ka, va, packed)
     _check_qkv_shapes(qa, ka, va)
     cu_q, cu_k = _packed_seqs(cu_seqlens_q, cu_seqlens_k, qa, ka)
-    grid = _Grid(qa.shape[0], qa.shape[1], qa.shape[2], va.shape[3], cu_q is not None)
+    grid = _Grid(qa.shape[0], qa.shape[1], qa.shape[2], ka.shape[2], va.shape[3],
+                 cu_q is not None)
     attrs: Dict[str, Any] = {"dtype": dtype, **_mask_attrs(causal, window, chunk),
                              "scale": np.float64(_scale(scale, qa.shape[3])),
                              "q_block_size": np.int64(_block_size(q_block_size, "q_block_size")),
@@ -747,11 +793,11 @@ def _case_grid(path: str, case: str):
         g = f.get(f"cases/{case}") if case and "/" not in case else None
         if not isinstance(g, h5py.Group):
             raise ValueError(f"{path}: no case {case!r}")
-        for t in ("q", "v"):
+        for t in ("q", "k", "v"):
             if not isinstance(g.get(t), h5py.Dataset) or g[t].ndim != 4:
                 raise ValueError(f"{path}: /cases/{case}/{t}: missing or not [B, H, L, D]")
         b, hq, lq, _ = g["q"].shape
-        grid = _Grid(b, hq, lq, g["v"].shape[3], "cu_seqlens_q" in g)
+        grid = _Grid(b, hq, lq, g["k"].shape[2], g["v"].shape[3], "cu_seqlens_q" in g)
         sizes = (int(g.attrs.get("q_block_size", 128)), int(g.attrs.get("kv_block_size", 128)))
         labels = list(g["tested"]) if "tested" in g else []
     return grid, sizes, labels

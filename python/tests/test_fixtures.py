@@ -580,6 +580,91 @@ def test_block_mask_dict_and_blockmask_object(h5):
         assert f["cases/obj"].attrs["q_block_size"] == 128  # the case's own granularity
 
 
+def ids_mask(counts, ids, full_counts=None, full_ids=None):
+    """A one-head block mask of Lq 40, Lk 50 at blocks 16 (NQB 3, NKB 4), rows as given."""
+    bm = {"kv_num_blocks": np.array([[counts]]), "kv_indices": np.array([[ids]]),
+          "q_block_size": 16, "kv_block_size": 16}
+    if full_counts is not None:
+        bm.update(full_kv_num_blocks=np.array([[full_counts]]),
+                  full_kv_indices=np.array([[full_ids]]))
+    return bm
+
+
+PAD = 99  # past a row's count: PyTorch leaves anything there, never read
+BLOCK_VALUES = [
+    # (name, mask, message or None when accepted); C's bmask_validate refuses the same
+    ("count above width", ids_mask([1, 3, 1], [[0, PAD], [0, 1], [2, PAD]]),
+     r"block_mask kv_num_blocks\[0\]\[0\]\[1\] = 3: must be in \[0, 2\]"),
+    ("count negative", ids_mask([1, 1, -1], [[0], [1], [2]]),
+     r"block_mask kv_num_blocks\[0\]\[0\]\[2\] = -1: must be in \[0, 1\]"),
+    # any width is allowed (docs/fixtures.md), but no row lists more than the NKB = 4 blocks
+    ("count above nkb", ids_mask([5, 0, 0], [[0, 1, 2, 3, 3, PAD]] * 3),
+     r"kv_num_blocks\[0\]\[0\]\[0\] = 5: must be in \[0, 4\] \(row width 6, 4 kv blocks\)"),
+    ("width above nkb", ids_mask([4, 0, 2], [[3, 2, 1, 0, PAD, PAD]] * 3), None),
+    ("id past nkb", ids_mask([1, 2, 1], [[0, PAD], [1, 4], [2, PAD]]),
+     r"block_mask kv_indices\[0\]\[0\]\[1\]\[1\] = 4: out of range \[0, 4\)"),
+    ("id negative", ids_mask([1, 1, 1], [[0], [-1], [2]]),
+     r"kv_indices\[0\]\[0\]\[1\]\[0\] = -1: out of range"),
+    ("duplicate", ids_mask([1, 3, 1], [[0, PAD, PAD], [2, 1, 2], [3, 3, PAD]]),
+     r"block_mask kv_indices\[0\]\[0\]\[1\]\[2\] = 2: block listed twice in the row"),
+    ("padding repeats", ids_mask([1, 1, 1], [[0, 0], [1, 1], [2, -7]]), None),
+    ("full count", ids_mask([1, 1, 1], [[0], [1], [2]], [0, 2, 0], [[PAD], [PAD], [PAD]]),
+     r"block_mask full_kv_num_blocks\[0\]\[0\]\[1\] = 2: must be in \[0, 1\]"),
+    ("full id", ids_mask([0, 0, 0], [[PAD]] * 3, [0, 0, 1], [[PAD], [PAD], [7]]),
+     r"block_mask full_kv_indices\[0\]\[0\]\[2\]\[0\] = 7: out of range \[0, 4\)"),
+    ("partial and full", ids_mask([1, 2, 0], [[0, PAD], [1, 3], [PAD, PAD]], [1, 1, 2],
+                                  [[1, PAD], [3, PAD], [0, 1]]),
+     r"block_mask full_kv_indices\[0\]\[0\]\[1\]\[0\] = 3: block listed twice in the row"),
+    ("partial and full apart", ids_mask([1, 2, 0], [[0, PAD], [1, 3], [PAD, PAD]], [1, 1, 2],
+                                        [[1, PAD], [2, PAD], [0, 1]]), None),
+]
+
+
+@pytest.mark.parametrize("name,bm,message", BLOCK_VALUES, ids=[b[0] for b in BLOCK_VALUES])
+def test_block_mask_counts_and_ids(tmp_path, name, bm, message):
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv(b=1, hq=2, hkv=1, lq=40, lk=50)
+    if message is None:
+        write_case(path, "c", q, k, v, block_mask=bm)
+        got = read_case(path, "c").block_mask
+        for key in ("kv_num_blocks", "kv_indices"):
+            np.testing.assert_array_equal(got[key], bm[key])
+        return
+    with pytest.raises(ValueError, match=message):
+        write_case(path, "c", q, k, v, block_mask=bm)
+    assert os.listdir(tmp_path) == []
+    # add_tested checks a producer's mask the same way, against the case's Lk
+    write_case(path, "c", q, k, v)
+    before = snapshot(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        add_tested(path, "c", "t", np.zeros((1, 2, 40, 6)), producer="p", block_mask=bm)
+    assert snapshot(tmp_path) == before
+
+
+REFUSED_VALUES = [b for b in BLOCK_VALUES if b[2] and b[1]["kv_indices"].shape[-1] <= 4]
+
+
+@pytest.mark.parametrize("name,bm,message", REFUSED_VALUES, ids=[b[0] for b in REFUSED_VALUES])
+def test_the_c_reader_refuses_the_same_block_ids(tmp_path, flexbin, name, bm, message):
+    """The refusals above are the C reader's: the same mask put in the file with h5py makes
+    `flexcheck fill` name the same dataset, index and value. (Widths past NKB are left out:
+    the C reader refuses them unread until it takes any width, as the contract does.)"""
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv(b=1, hq=2, hkv=1, lq=40, lk=50)
+    with pytest.raises(ValueError) as refused:
+        write_case(path, "c", q, k, v, block_mask=bm)
+    named = str(refused.value).split("block_mask ", 1)[1].split(":", 1)[0]  # kv_indices[..] = x
+    write_case(path, "c", q, k, v)
+    with h5py.File(path, "r+") as f:
+        g = f["cases/c"].create_group("block_mask")
+        g.attrs["q_block_size"], g.attrs["kv_block_size"] = 16, 16
+        for key, val in bm.items():
+            if key.endswith(("blocks", "indices")):
+                g.create_dataset(key, data=val.astype(np.int32))
+    rc, out, err = run(flexbin, "fill", path, "--out", str(tmp_path / "filled.h5"))
+    assert rc == 2 and f"/cases/c/block_mask: {named}: " in err, out + err
+
+
 # ---- add_tested ----
 
 @pytest.fixture
@@ -722,8 +807,12 @@ def test_other_refusals(case_file):
         read_case(case_file, "nope")
     with pytest.raises(ValueError, match=r"give uint16 bit patterns"):
         bfloat16_to_float32(np.zeros(3, np.int16))
-    with h5py.File(case_file, "r+") as f:  # a case some other tool left without v
+    with h5py.File(case_file, "r+") as f:  # a case some other tool left without k, then v
         f.create_group("cases/broken").create_dataset("q", data=q)
+    with pytest.raises(ValueError, match=r"/cases/broken/k: missing or not \[B, H, L, D\]"):
+        add_tested(case_file, "broken", "l", np.zeros(OUT), producer="p")
+    with h5py.File(case_file, "r+") as f:
+        f["cases/broken"].create_dataset("k", data=k)
     with pytest.raises(ValueError, match=r"/cases/broken/v: missing or not \[B, H, L, D\]"):
         add_tested(case_file, "broken", "l", np.zeros(OUT), producer="p")
 
