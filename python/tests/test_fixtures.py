@@ -220,6 +220,22 @@ def test_packed_inputs_in_batch_layout_with_b_1(h5):
     assert read_case(h5, "p").q.shape == (1, 2, 10, 4)
 
 
+@pytest.mark.parametrize("cu_q,cu_k", [
+    ([0] * 20 + [10] * 20, [0] * 30 + [14] * 10),  # 39 sequences, 38 empty: more than tokens
+    ([0, 0, 0], [0, 5, 14]),                       # no query at all (T_q = 0)
+    ([0, 4, 10], [0, 0, 0]),                       # no key at all (T_k = 0)
+])
+def test_empty_sequences_are_legal_in_any_number(h5, cu_q, cu_k):
+    """docs/fixtures.md asks cu_seqlens for int32 from 0, non-decreasing, ending at the token
+    count, nothing more: an engine's batch may hold any number of empty sequences."""
+    q, k, v = packed_qkv(t_q=cu_q[-1], t_k=cu_k[-1])
+    write_case(h5, "p", q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    c = read_case(h5, "p")
+    assert c.q.shape[2] == cu_q[-1] and c.k.shape[2] == cu_k[-1]
+    np.testing.assert_array_equal(c.cu_seqlens_q, cu_q)
+    np.testing.assert_array_equal(c.cu_seqlens_k, cu_k)
+
+
 # ---- refusals: every ValueError names what is wrong ----
 
 def dense_args():
