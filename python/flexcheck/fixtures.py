@@ -561,6 +561,28 @@ def _dataset(g: h5py.Group, name: str, data: np.ndarray) -> h5py.Dataset:
 
 # ---- files ----
 
+_REQUIRED = object()
+
+
+def _attr(obj, key: str, default=_REQUIRED):
+    """Attribute `key` of an h5py object as its one value; `default` when absent (a
+    ValueError naming file, object and attribute when there is none). An attribute stored with
+    a one-element dataspace of any rank (np.array([b"flexcheck-fixture-1"]), as some writers
+    make them) comes back from h5py as an array: the C reader takes its element
+    (fixtures/fix_h5.c attr_open), and so is it taken here; more or fewer values are refused."""
+    where = f"{obj.file.filename}: {obj.name}"
+    if key not in obj.attrs:
+        if default is _REQUIRED:
+            raise ValueError(f"{where}: missing attribute {key!r}")
+        return default
+    v = obj.attrs[key]
+    if isinstance(v, np.ndarray):
+        if v.size != 1:
+            raise ValueError(f"{where}: attribute {key!r}: {v.size} values, must hold exactly one")
+        v = v.reshape(-1)[0]
+    return v
+
+
 def _str_attr(v) -> str:
     """h5py returns variable-length strings as str, fixed-length ones (the C writer's) as
     bytes."""
@@ -569,7 +591,7 @@ def _str_attr(v) -> str:
 
 def _schema(f: h5py.File, path: str) -> str:
     """The file's schema, one of SCHEMAS; ValueError naming any other value."""
-    raw = f.attrs.get("schema")
+    raw = _attr(f, "schema", None)
     value = None if raw is None else _str_attr(raw)
     if value not in SCHEMAS:
         raise ValueError(f"{path}: schema {value!r}: not a {SCHEMA} or {SCHEMA_TERMS} file")
@@ -620,7 +642,7 @@ def _inspect(path: str):
         raise ValueError(f"{path}: not an HDF5 file; refusing to write into it")
     with h5py.File(path, "r") as f:
         schema = _schema(f, path)
-        layout = f.attrs.get("layout")
+        layout = _attr(f, "layout", None)
         names = list(f["cases"]) if "cases" in f else []
         _refuse_v1_terms(f, path, schema, names)
     return schema, (None if layout is None else _str_attr(layout)), names
@@ -798,7 +820,7 @@ def _case_grid(path: str, case: str):
                 raise ValueError(f"{path}: /cases/{case}/{t}: missing or not [B, H, L, D]")
         b, hq, lq, _ = g["q"].shape
         grid = _Grid(b, hq, lq, g["k"].shape[2], g["v"].shape[3], "cu_seqlens_q" in g)
-        sizes = (int(g.attrs.get("q_block_size", 128)), int(g.attrs.get("kv_block_size", 128)))
+        sizes = (int(_attr(g, "q_block_size", 128)), int(_attr(g, "kv_block_size", 128)))
         labels = list(g["tested"]) if "tested" in g else []
     return grid, sizes, labels
 
@@ -961,8 +983,8 @@ def _read_block_mask(g: h5py.Group) -> Optional[Dict[str, Any]]:
         return None
     bg = g["block_mask"]
     bm: Dict[str, Any] = {f: bg[f][()] for f in _BM_FIELDS if f in bg}
-    bm["q_block_size"] = int(bg.attrs["q_block_size"])
-    bm["kv_block_size"] = int(bg.attrs["kv_block_size"])
+    bm["q_block_size"] = int(_attr(bg, "q_block_size"))
+    bm["kv_block_size"] = int(_attr(bg, "kv_block_size"))
     return bm
 
 
@@ -971,8 +993,8 @@ def _read_tested(g: h5py.Group) -> Dict[str, Tested]:
     for label in sorted(g.get("tested", {})):
         tg = g["tested"][label]
         out = tg["out"]
-        enc = _str_attr(out.attrs["encoding"]) if "encoding" in out.attrs else str(out.dtype)
-        tested[label] = Tested(label=label, producer=_str_attr(tg.attrs["producer"]),
+        enc = _str_attr(_attr(out, "encoding", out.dtype))
+        tested[label] = Tested(label=label, producer=_str_attr(_attr(tg, "producer")),
                                out=out[()], encoding=enc, lse=_read(tg, "lse"),
                                out_rerun=_read(tg, "out_rerun"),
                                block_mask=_read_block_mask(tg))
@@ -1020,8 +1042,10 @@ def read_case(path, name) -> Case:
     """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1
     or -2, a version-1 file may hold no score term, and the terms must be well formed (a cap
     finite, >= 0 and <= 1e6, sinks float32 [Hq] finite and within +-1e4, as the C reader takes
-    them): each refusal a ValueError naming file, case and field. Otherwise no validation
-    beyond what h5py does: `flexcheck check` is the validator."""
+    them): each refusal a ValueError naming file, case and field. An attribute stored as a
+    one-element array is read as its value, as the C reader reads it; a missing required one,
+    or one of more or fewer values, is refused. Otherwise no validation beyond what h5py
+    does: `flexcheck check` is the validator."""
     path = os.fspath(path)
     with h5py.File(path, "r") as f:
         schema = _schema(f, path)
@@ -1029,21 +1053,20 @@ def read_case(path, name) -> Case:
             raise ValueError(f"{path}: no case {name!r}")
         g = f[f"cases/{name}"]
         _refuse_v1_terms(f, path, schema, [name])
-        a = g.attrs
-        layout = f.attrs.get("layout")
+        layout = _attr(f, "layout", None)
         q = g["q"][()]
         softcap, sinks = _read_terms(g, path, name, q.shape[1] if q.ndim == 4 else -1)
         return Case(
-            name=name, dtype=_str_attr(a["dtype"]), q=q, k=g["k"][()], v=g["v"][()],
-            causal=bool(a["causal"]), window=int(a["sliding_window"]),
-            chunk=int(a["chunk_size"]), scale=float(a["scale"]),
-            q_block_size=int(a.get("q_block_size", 128)),
-            kv_block_size=int(a.get("kv_block_size", 128)),
+            name=name, dtype=_str_attr(_attr(g, "dtype")), q=q, k=g["k"][()], v=g["v"][()],
+            causal=bool(_attr(g, "causal")), window=int(_attr(g, "sliding_window")),
+            chunk=int(_attr(g, "chunk_size")), scale=float(_attr(g, "scale")),
+            q_block_size=int(_attr(g, "q_block_size", 128)),
+            kv_block_size=int(_attr(g, "kv_block_size", 128)),
             out=_read(g, "out"), lse=_read(g, "lse"),
             cu_seqlens_q=_read(g, "cu_seqlens_q"), cu_seqlens_k=_read(g, "cu_seqlens_k"),
             block_mask=_read_block_mask(g),
-            generator=_str_attr(a["generator"]) if "generator" in a else None,
-            seed=int(a["seed"]) if "seed" in a else None,
+            generator=None if "generator" not in g.attrs else _str_attr(_attr(g, "generator")),
+            seed=None if "seed" not in g.attrs else int(_attr(g, "seed")),
             layout=None if layout is None else _str_attr(layout),
             tested=_read_tested(g), softcap=softcap, sinks=sinks, schema=schema)
 

@@ -6,6 +6,7 @@ numpy + h5py only. The torch tests skip without torch; the C tests skip only whe
 FLEXCHECK_BIN is unset. Run: PYTHONPATH=python python3 -m pytest python/tests
 """
 import os
+import re
 import shutil
 import stat
 import struct
@@ -902,6 +903,70 @@ def test_check_passes_a_packed_bfloat16_case_given_in_vllm_layout(tmp_path, flex
     assert line_of(lines, path, "packed").startswith("PASS ")
     ln = line_of(lines, path, "packed", "bf16")
     assert ln.startswith("PASS ") and "stored as bfloat16" in ln, ln
+
+
+def one_element_attrs(path):
+    """Every attribute of the file stored again as a one-element array of its value (strings
+    as fixed-length bytes), as some writers store scalars."""
+    with h5py.File(path, "r+") as f:
+        objs = [f]
+        f.visit(lambda name: objs.append(f[name]))
+        for o in objs:
+            for key in list(o.attrs):
+                val = o.attrs[key]
+                arr = np.array([val.encode() if isinstance(val, str) else val])
+                del o.attrs[key]
+                o.attrs[key] = arr
+
+
+def scalars(c):
+    """What read_case read from attributes, as plain Python values and types."""
+    fields = ("name", "dtype", "causal", "window", "chunk", "scale", "q_block_size",
+              "kv_block_size", "generator", "seed", "layout", "softcap", "schema")
+    got = {f: (getattr(c, f), type(getattr(c, f))) for f in fields}
+    got["bm"] = (c.block_mask["q_block_size"], c.block_mask["kv_block_size"])
+    got["tested"] = {t.label: (t.producer, type(t.producer), t.encoding)
+                     for t in c.tested.values()}
+    return got
+
+
+def test_one_element_array_attributes_read_as_their_value(tmp_path, flexbin):
+    """Attributes stored as one-element arrays are the C reader's scalars (fix_h5.c
+    attr_open): `flexcheck check` passes the file, read_case reads the same values as from
+    scalars, and add_tested / write_case append to it."""
+    path = str(tmp_path / "gen.h5")
+    gen(flexbin, path, "--dtype", "bfloat16", "--lq", "40", "--lk", "50", "--causal",
+        "--window", "9", "--seed", "3", "--softcap", "20")
+    c = read_case(path, "c0001")
+    add_tested(path, "c0001", "bf", bfloat16_bits(c.out.astype(np.float32)), producer="oracle",
+               encoding="bfloat16")
+    want = scalars(read_case(path, "c0001"))
+    one_element_attrs(path)
+    with h5py.File(path, "r") as f:
+        assert f.attrs["schema"].shape == (1,) and f["cases/c0001"].attrs["causal"].shape == (1,)
+    assert check_lines(flexbin, path, 0)  # the C reader takes them
+    assert scalars(read_case(path, "c0001")) == want
+    add_tested(path, "c0001", "again", c.out.astype(np.float32), producer="p",
+               block_mask=c.block_mask)
+    write_case(path, "c0002", c.q, c.k, c.v, dtype=c.dtype, causal=True)
+    assert list_cases(path) == ["c0001", "c0002"]
+    assert read_case(path, "c0001").tested["again"].producer == "p"
+
+
+@pytest.mark.parametrize("where,key,value,message", [
+    ("/", "schema", np.array([b"flexcheck-fixture-1"] * 2), r": /: attribute 'schema': 2 values"),
+    ("/cases/c", "dtype", np.array([], "S7"), r": /cases/c: attribute 'dtype': 0 values"),
+    ("/cases/c", "scale", np.array([[0.5, 0.5]]), r": /cases/c: attribute 'scale': 2 values"),
+    ("/cases/c", "causal", None, r": /cases/c: missing attribute 'causal'"),
+])
+def test_attributes_of_other_than_one_value_are_refused(h5, where, key, value, message):
+    write_case(h5, "c", *qkv())
+    with h5py.File(h5, "r+") as f:
+        del f[where].attrs[key]
+        if value is not None:
+            f[where].attrs[key] = value
+    with pytest.raises(ValueError, match=re.escape(h5) + message):
+        read_case(h5, "c")
 
 
 def test_check_passes_a_dense_float32_case_with_batch_and_dv(tmp_path, flexbin):
