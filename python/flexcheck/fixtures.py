@@ -23,7 +23,7 @@ where it is needed; a file that is version 2 stays version 2 (appending to it, a
 
 Every write goes to a temporary file in the target's folder (a copy of the file when
 appending) that replaces the target only once complete: a refused or failed write leaves the
-original byte-identical. Two processes writing one file at the same time are not serialized:
+original byte-identical. Through a symlink, the file it names is the target (the link stays). Two processes writing one file at the same time are not serialized:
 the last to finish wins.
 """
 from __future__ import annotations
@@ -658,8 +658,10 @@ def _umask() -> int:
 def _rewrite(path: str):
     """An h5py.File on a temporary file in path's folder: a copy of path when it exists, else a
     new file. Moved over path (os.replace, atomic) when the block finishes; removed on any
-    failure, leaving path as it was."""
-    folder = os.path.dirname(os.path.abspath(path))
+    failure, leaving path as it was. A symlink is resolved first: os.replace on the link would
+    replace the link by a file and leave the file it names as it was."""
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
     exists = os.path.exists(path)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     os.close(fd)

@@ -526,6 +526,24 @@ def test_file_mode_is_kept_when_appending(h5):
     assert stat.S_IMODE(os.stat(h5).st_mode) == 0o640
 
 
+def test_writes_through_a_symlink_update_the_file_it_names(tmp_path):
+    """The link stays a link, the file it names gets the write, and neither folder keeps a
+    temporary file."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "links").mkdir()
+    target, link = tmp_path / "data" / "f.h5", tmp_path / "links" / "link.h5"
+    q, k, v = qkv()
+    write_case(str(target), "a", q, k, v)
+    os.symlink(os.path.join("..", "data", "f.h5"), link)  # relative, as links often are
+    add_tested(str(link), "a", "t", np.zeros(OUT, np.float32), producer="p")
+    write_case(link, "b", q, k, v, causal=True)  # os.PathLike too
+    assert os.path.islink(link) and os.readlink(link) == os.path.join("..", "data", "f.h5")
+    assert list_cases(str(target)) == ["a", "b"]
+    assert list(read_case(str(target), "a").tested) == ["t"]
+    assert sorted(os.listdir(tmp_path / "data")) == ["f.h5"]
+    assert sorted(os.listdir(tmp_path / "links")) == ["link.h5"]
+
+
 def _umask():
     m = os.umask(0)
     os.umask(m)
