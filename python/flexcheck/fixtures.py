@@ -23,8 +23,8 @@ where it is needed; a file that is version 2 stays version 2 (appending to it, a
 
 Every write goes to a temporary file in the target's folder (a copy of the file when
 appending) that replaces the target only once complete: a refused or failed write leaves the
-original byte-identical. Through a symlink, the file it names is the target (the link stays). Two processes writing one file at the same time are not serialized:
-the last to finish wins.
+original byte-identical. Through a symlink, the file it names is the target (the link stays).
+Two processes writing one file at the same time are not serialized: the last to finish wins.
 """
 from __future__ import annotations
 
