@@ -565,8 +565,8 @@ _REQUIRED = object()
 
 
 def _attr(obj, key: str, default=_REQUIRED):
-    """Attribute `key` of an h5py object as its one value; `default` when absent (a
-    ValueError naming file, object and attribute when there is none). An attribute stored with
+    """Attribute `key` of an h5py object as its one value. Absent: `default`, or without one a
+    ValueError naming file, object and attribute. An attribute stored with
     a one-element dataspace of any rank (np.array([b"flexcheck-fixture-1"]), as some writers
     make them) comes back from h5py as an array: the C reader takes its element
     (fixtures/fix_h5.c attr_open), and so is it taken here; more or fewer values are refused."""
