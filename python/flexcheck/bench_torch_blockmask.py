@@ -260,10 +260,12 @@ def main(argv=None) -> int:
                   f"{ratio_text(t_c, ours_s):>13}  {ratio_text(t_e, ours_s):>15}  "
                   f"{'met' if met else 'NOT met':>4} {m.target:,}x  "
                   f"{'identical' if diff is None else 'DIFFER: ' + diff}")
+            skipped = "" if t_e is not None else \
+                f"; uncompiled skipped: ~{eager_gb(length):.0f} GB"
             print(f"{'':>7}  (first compiled call {t_compile:.1f} s; flexcheck: median of "
                   f"{d['reps']} builds, {d['direct_cpu_us']:.1f} us CPU, "
                   f"{d['ns_per_block']:.2f} ns a listed block, checked against {d['checked']}"
-                  f"{'' if t_e is not None else f'; uncompiled skipped: ~{eager_gb(length):.0f} GB'})")
+                  f"{skipped})")
             sys.stdout.flush()
             if diff is not None:
                 rc = 1

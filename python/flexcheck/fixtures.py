@@ -23,8 +23,8 @@ where it is needed; a file that is version 2 stays version 2 (appending to it, a
 
 Every write goes to a temporary file in the target's folder (a copy of the file when
 appending) that replaces the target only once complete: a refused or failed write leaves the
-original byte-identical. Two processes writing one file at the same time are not serialized:
-the last to finish wins.
+original byte-identical. Through a symlink, the file it names is the target (the link stays).
+Two processes writing one file at the same time are not serialized: the last to finish wins.
 """
 from __future__ import annotations
 
@@ -160,8 +160,10 @@ def round_to(x, dtype: str) -> np.ndarray:
         return bfloat16_to_float32(bfloat16_bits(x32))
 
 
-def _input_values(a: np.ndarray, what: str, dtype: str, round: bool) -> np.ndarray:
-    """q, k, v (or the sinks) converted to the storage type. Values must be finite and exactly
+def _input_values(a: np.ndarray, what: str, dtype: str,
+                  round: bool) -> Tuple[np.ndarray, Optional[str]]:
+    """(q, k, v or the sinks converted to the storage type; None, or where rounding first
+    changed a value, "[i]..: x -> y", for a message). Values must be finite and exactly
     representable in dtype: silently rounding an engine's inputs would make flexcheck judge
     a different attention call than the one the engine ran."""
     if a.dtype.kind != "f":
@@ -176,14 +178,15 @@ def _input_values(a: np.ndarray, what: str, dtype: str, round: bool) -> np.ndarr
     if bad.any():  # before exactness: a value past the type's range is not a rounding matter
         i = _first(bad)
         raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} overflows {dtype}")
+    with np.errstate(over="ignore"):  # float16 data bound for bfloat16 can round past 65504
+        bad = r.astype(a.dtype) != a
+    if not bad.any():
+        return r, None
+    i = _first(bad)
     if not round:
-        with np.errstate(over="ignore"):  # float16 data bound for bfloat16 can round past 65504
-            bad = r.astype(a.dtype) != a
-        if bad.any():
-            i = _first(bad)
-            raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not "
-                             f"representable in {dtype} (round=True rounds to nearest even)")
-    return r
+        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not "
+                         f"representable in {dtype} (round=True rounds to nearest even)")
+    return r, f"{_fmt_index(i)}: {float(a[i])!r} -> {float(r[i])!r}"
 
 
 def _infer_dtype(q: np.ndarray, q_bf16: bool) -> str:
@@ -286,32 +289,36 @@ def _softcap(softcap, where: str) -> float:
     return c
 
 
-def _sinks(sinks, where: str, hq: int, round: bool) -> Optional[np.ndarray]:
-    """Per-head sink logits as stored: float32 [Hq], finite, checked as q/k/v are
-    (_input_values): the case must hold the logits the engine used, so values must be float32
-    values (float16 and bfloat16 ones are); round=True rounds float64 ones to nearest even."""
+def _sinks(sinks, where: str, hq: int,
+           round: bool) -> Tuple[Optional[np.ndarray], Optional[str]]:
+    """(per-head sink logits as stored, where rounding changed one as _input_values says):
+    float32 [Hq], finite, checked as q/k/v are (_input_values): the case must hold the logits
+    the engine used, so values must be float32 values (float16 and bfloat16 ones are);
+    round=True rounds float64 ones to nearest even."""
     if sinks is None:
-        return None
+        return None, None
     a, _ = _as_array(sinks, f"{where}sinks")
     if a.shape != (hq,):
         raise ValueError(f"{where}sinks: shape {list(a.shape)}: must be [Hq] = [{hq}]")
-    r = _input_values(a, f"{where}sinks", "float32", round)
+    r, changed = _input_values(a, f"{where}sinks", "float32", round)
     bad = np.abs(r) > MAX_SINK
     if bad.any():
         i = int(np.argmax(bad))
         raise ValueError(f"{where}sinks: value {float(a[i])!r} at [{i}]: the reader takes "
                          f"|sink| <= {MAX_SINK:g}")
-    return r
+    return r, changed
 
 
 # ---- shapes ----
 
 @dataclasses.dataclass(frozen=True)
 class _Grid:
-    """What other fields are checked against: B, Hq, Lq (T when packed) and Dv of a case."""
+    """What other fields are checked against: B, Hq, Lq and Lk (T_q and T_k when packed) and
+    Dv of a case."""
     b: int
     hq: int
     lq: int
+    lk: int
     dv: int
     packed: bool
 
@@ -410,19 +417,28 @@ def _to_grid(a: np.ndarray, what: str, grid: _Grid, rank: int) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _oracle(out, lse, grid: _Grid):
-    """A producer's own float64 oracle: both or neither, stored float64."""
+def _oracle(out, lse, grid: _Grid, rounded: Optional[str]):
+    """A producer's own oracle: both or neither, float64 (docs/fixtures.md: computed in float64
+    from the stored inputs; `flexcheck check` recomputes it and allows a relative 1e-10, which
+    a float32 one cannot meet). rounded: None, or the first input value round=True changed
+    ("q[0][1][2][3]: x -> y"): an oracle passed in was then computed from other inputs than
+    the ones stored, and is refused."""
     if out is None and lse is None:
         return None, None
     if out is None or lse is None:
         raise ValueError(f"{'out' if lse is None else 'lse'} given without "
                          f"{'lse' if lse is None else 'out'}: the oracle is both or neither")
+    if rounded:
+        raise ValueError(f"out, lse: round=True changed {rounded}: out/lse must be computed "
+                         f"from the stored (rounded) inputs: round them first (round_to) or "
+                         f"leave out/lse to `flexcheck fill`")
     arrs = []
     for what, x, rank in (("out", out, 4), ("lse", lse, 3)):
         a, _ = _as_array(x, what)
-        if a.dtype.kind != "f":
-            raise ValueError(f"{what}: dtype {a.dtype}: must be floating point (stored float64)")
-        arrs.append(_to_grid(a.astype(np.float64), what, grid, rank))
+        if a.dtype != np.float64:
+            raise ValueError(f"{what}: dtype {a.dtype}: must be float64 (the oracle is computed "
+                             f"in float64; leave out/lse to `flexcheck fill` otherwise)")
+        arrs.append(_to_grid(a, what, grid, rank))
     return arrs[0], arrs[1]
 
 
@@ -447,11 +463,50 @@ def _block_mask_fields(bm, what: str, sizes: Tuple[int, int]) -> Tuple[Dict[str,
     return fields, tuple(block)
 
 
+def _block_ids(out: Dict[str, Any], what: str, nkb: int) -> None:
+    """The values of a block mask whose shapes are checked, as the C reader checks them
+    (masks/bmask_check.c bmask_validate): each count in [0, min(width, NKB)], the ids a count
+    covers in [0, NKB), no id twice in a row (its partial and full ids together). The entries
+    past a count are padding (PyTorch leaves anything there) and are not looked at. Each
+    refusal names the dataset and the index, as the C reader does."""
+    width = out["kv_indices"].shape[3]
+    cap = min(width, nkb)  # the row's slots; a row lists each of the NKB blocks at most once
+    lists = [f for f in ("kv", "full_kv") if f"{f}_num_blocks" in out]
+    for f in lists:
+        n, ids = out[f"{f}_num_blocks"], out[f"{f}_indices"]
+        bad = (n < 0) | (n > cap)
+        if bad.any():
+            i = _first(bad)
+            raise ValueError(f"{what} {f}_num_blocks{_fmt_index(i)} = {n[i]}: must be in "
+                             f"[0, {cap}] (row width {width}, {nkb} kv blocks)")
+        bad = (np.arange(width) < n[..., np.newaxis]) & ((ids < 0) | (ids >= nkb))
+        if bad.any():
+            i = _first(bad)
+            raise ValueError(f"{what} {f}_indices{_fmt_index(i)} = {ids[i]}: out of range "
+                             f"[0, {nkb})")
+    # Duplicates: a row's partial then full ids side by side, uncounted slots made distinct
+    # negatives; a stable sort puts each repeat after its first listing, so the smallest
+    # position of a repeat is the first one the C reader's scan meets.
+    row = np.concatenate([out[f"{f}_indices"].astype(np.int64) for f in lists], axis=-1)
+    counted = np.concatenate([np.arange(width) < out[f"{f}_num_blocks"][..., np.newaxis]
+                              for f in lists], axis=-1)
+    row = np.where(counted, row, -1 - np.arange(row.shape[-1]))
+    order = np.argsort(row, axis=-1, kind="stable")
+    ranked = np.take_along_axis(row, order, axis=-1)
+    repeat = np.zeros(row.shape, bool)
+    np.put_along_axis(repeat, order[..., 1:], ranked[..., 1:] == ranked[..., :-1], axis=-1)
+    if repeat.any():
+        i = _first(repeat)
+        f, j = lists[i[3] // width], i[3] % width
+        raise ValueError(f"{what} {f}_indices{_fmt_index(i[:3] + (j,))} = {row[i]}: block "
+                         f"listed twice in the row")
+
+
 def _block_mask(bm, what: str, grid: _Grid, sizes: Tuple[int, int]):
-    """A block mask in PyTorch's convention, int32, its shapes checked as the C reader does
-    (docs/fixtures.md): counts [1 or B, 1 or Hq, ceil(Lq / QB)], ids [.., width], the full
-    pair both or neither and shaped like the partial one. Ids themselves are checked by
-    `flexcheck check` (soundness against the case's mask)."""
+    """A block mask in PyTorch's convention, int32, checked as the C reader does
+    (docs/fixtures.md): counts [1 or B, 1 or Hq, ceil(Lq / QB)], ids [.., width] (any width),
+    the full pair both or neither and shaped like the partial one; then the values
+    (_block_ids). Soundness against the case's mask is `flexcheck check`'s."""
     if bm is None:
         return None
     fields, (qb, kb) = _block_mask_fields(bm, what, sizes)
@@ -486,6 +541,7 @@ def _block_mask(bm, what: str, grid: _Grid, sizes: Tuple[int, int]):
                                         out["full_kv_indices"].shape != out["kv_indices"].shape):
         raise ValueError(f"{what} full_kv_num_blocks/full_kv_indices: shapes must equal "
                          f"kv_num_blocks/kv_indices'")
+    _block_ids(out, what, -(-grid.lk // kb))
     return out
 
 
@@ -505,6 +561,28 @@ def _dataset(g: h5py.Group, name: str, data: np.ndarray) -> h5py.Dataset:
 
 # ---- files ----
 
+_REQUIRED = object()
+
+
+def _attr(obj, key: str, default=_REQUIRED):
+    """Attribute `key` of an h5py object as its one value. Absent: `default`, or without one a
+    ValueError naming file, object and attribute. An attribute stored with
+    a one-element dataspace of any rank (np.array([b"flexcheck-fixture-1"]), as some writers
+    make them) comes back from h5py as an array: the C reader takes its element
+    (fixtures/fix_h5.c attr_open), and so is it taken here; more or fewer values are refused."""
+    where = f"{obj.file.filename}: {obj.name}"
+    if key not in obj.attrs:
+        if default is _REQUIRED:
+            raise ValueError(f"{where}: missing attribute {key!r}")
+        return default
+    v = obj.attrs[key]
+    if isinstance(v, np.ndarray):
+        if v.size != 1:
+            raise ValueError(f"{where}: attribute {key!r}: {v.size} values, must hold exactly one")
+        v = v.reshape(-1)[0]
+    return v
+
+
 def _str_attr(v) -> str:
     """h5py returns variable-length strings as str, fixed-length ones (the C writer's) as
     bytes."""
@@ -513,7 +591,7 @@ def _str_attr(v) -> str:
 
 def _schema(f: h5py.File, path: str) -> str:
     """The file's schema, one of SCHEMAS; ValueError naming any other value."""
-    raw = f.attrs.get("schema")
+    raw = _attr(f, "schema", None)
     value = None if raw is None else _str_attr(raw)
     if value not in SCHEMAS:
         raise ValueError(f"{path}: schema {value!r}: not a {SCHEMA} or {SCHEMA_TERMS} file")
@@ -564,7 +642,7 @@ def _inspect(path: str):
         raise ValueError(f"{path}: not an HDF5 file; refusing to write into it")
     with h5py.File(path, "r") as f:
         schema = _schema(f, path)
-        layout = f.attrs.get("layout")
+        layout = _attr(f, "layout", None)
         names = list(f["cases"]) if "cases" in f else []
         _refuse_v1_terms(f, path, schema, names)
     return schema, (None if layout is None else _str_attr(layout)), names
@@ -580,8 +658,10 @@ def _umask() -> int:
 def _rewrite(path: str):
     """An h5py.File on a temporary file in path's folder: a copy of path when it exists, else a
     new file. Moved over path (os.replace, atomic) when the block finishes; removed on any
-    failure, leaving path as it was."""
-    folder = os.path.dirname(os.path.abspath(path))
+    failure, leaving path as it was. A symlink is resolved first: os.replace on the link would
+    replace the link by a file and leave the file it names as it was."""
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
     exists = os.path.exists(path)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     os.close(fd)
@@ -639,7 +719,10 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     `flexcheck check` holds it to the case's mask: a dict with kv_num_blocks [1|B, 1|Hq, NQB],
     kv_indices [.., NQB, width], optional full_kv_num_blocks, full_kv_indices (numpy or
     torch integers; optional q_block_size / kv_block_size keys, default the case's), or a
-    torch BlockMask (its BLOCK_SIZE gives the block sizes).
+    torch BlockMask (its BLOCK_SIZE gives the block sizes). Refused as the C reader refuses
+    it: each count in [0, min(width, NKB)], the ids it covers in [0, NKB), none twice in a row
+    (partial and full together; NKB = ceil(Lk / kv_block_size)); entries past a count are
+    padding and not looked at.
 
     softcap: logit soft-cap c > 0 (Gemma 2: the scaled score s becomes c * tanh(s / c) before
     masking and softmax; docs/semantics.md section 7), stored as attribute softcap (float64);
@@ -651,8 +734,9 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
 
     out, lse: normally absent: `flexcheck fill` computes them with flexcheck's float64 oracle.
     A producer with its own float64 oracle may pass them ([B, Hq, Lq, Dv] and [B, Hq, Lq]; for
-    a packed case also [T, Hq, Dv] and [Hq, T]); stored float64, and `flexcheck check` then
-    confirms them against ours.
+    a packed case also [T, Hq, Dv] and [Hq, T]), float64 (anything else is refused: `flexcheck
+    check` confirms them against ours to a relative 1e-10), computed from the inputs as stored:
+    where round=True changed an input value (q, k, v or sinks) they are refused, naming it.
     """
     path = os.fspath(path)
     name = _case_name(name)
@@ -661,12 +745,16 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
         dtype = _infer_dtype(qa, q_bf16)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: must be one of {', '.join(DTYPES)}")
-    qa, ka, va = (_input_values(x, w, dtype, round) for x, w in ((qa, "q"), (ka, "k"), (va, "v")))
+    stored = {w: _input_values(x, w, dtype, round) for w, x in (("q", qa), ("k", ka), ("v", va))}
+    qa, ka, va = (stored[w][0] for w in "qkv")
+    # Where round=True changed a value: an oracle passed in was computed from other inputs.
+    rounded = [f"{w}{stored[w][1]}" for w in "qkv" if stored[w][1]]
     packed = cu_seqlens_q is not None or cu_seqlens_k is not None
     qa, ka, va = _qkv_layout(qa, ka, va, packed)
     _check_qkv_shapes(qa, ka, va)
     cu_q, cu_k = _packed_seqs(cu_seqlens_q, cu_seqlens_k, qa, ka)
-    grid = _Grid(qa.shape[0], qa.shape[1], qa.shape[2], va.shape[3], cu_q is not None)
+    grid = _Grid(qa.shape[0], qa.shape[1], qa.shape[2], ka.shape[2], va.shape[3],
+                 cu_q is not None)
     attrs: Dict[str, Any] = {"dtype": dtype, **_mask_attrs(causal, window, chunk),
                              "scale": np.float64(_scale(scale, qa.shape[3])),
                              "q_block_size": np.int64(_block_size(q_block_size, "q_block_size")),
@@ -676,14 +764,16 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
         attrs["seed"] = np.int64(_int_arg(seed, "seed", INT64_MIN, INT64_MAX))
     bm = _block_mask(block_mask, "block_mask", grid,
                      (int(attrs["q_block_size"]), int(attrs["kv_block_size"])))
-    o, l = _oracle(out, lse, grid)
     if layout is not None:
         _text(layout, "layout", NAME_MAX)
     where = f"{path}: case {name!r}: "
     cap = _softcap(softcap, where)
     if cap:
         attrs["softcap"] = np.float64(cap)
-    sk = _sinks(sinks, where, grid.hq, round)
+    sk, sk_rounded = _sinks(sinks, where, grid.hq, round)
+    if sk_rounded:
+        rounded.append(f"sinks{sk_rounded}")
+    o, l = _oracle(out, lse, grid, rounded[0] if rounded else None)
     uses_term = bool(cap) or sk is not None
 
     existing = _inspect(path)
@@ -727,12 +817,12 @@ def _case_grid(path: str, case: str):
         g = f.get(f"cases/{case}") if case and "/" not in case else None
         if not isinstance(g, h5py.Group):
             raise ValueError(f"{path}: no case {case!r}")
-        for t in ("q", "v"):
+        for t in ("q", "k", "v"):
             if not isinstance(g.get(t), h5py.Dataset) or g[t].ndim != 4:
                 raise ValueError(f"{path}: /cases/{case}/{t}: missing or not [B, H, L, D]")
         b, hq, lq, _ = g["q"].shape
-        grid = _Grid(b, hq, lq, g["v"].shape[3], "cu_seqlens_q" in g)
-        sizes = (int(g.attrs.get("q_block_size", 128)), int(g.attrs.get("kv_block_size", 128)))
+        grid = _Grid(b, hq, lq, g["k"].shape[2], g["v"].shape[3], "cu_seqlens_q" in g)
+        sizes = (int(_attr(g, "q_block_size", 128)), int(_attr(g, "kv_block_size", 128)))
         labels = list(g["tested"]) if "tested" in g else []
     return grid, sizes, labels
 
@@ -895,8 +985,8 @@ def _read_block_mask(g: h5py.Group) -> Optional[Dict[str, Any]]:
         return None
     bg = g["block_mask"]
     bm: Dict[str, Any] = {f: bg[f][()] for f in _BM_FIELDS if f in bg}
-    bm["q_block_size"] = int(bg.attrs["q_block_size"])
-    bm["kv_block_size"] = int(bg.attrs["kv_block_size"])
+    bm["q_block_size"] = int(_attr(bg, "q_block_size"))
+    bm["kv_block_size"] = int(_attr(bg, "kv_block_size"))
     return bm
 
 
@@ -905,8 +995,8 @@ def _read_tested(g: h5py.Group) -> Dict[str, Tested]:
     for label in sorted(g.get("tested", {})):
         tg = g["tested"][label]
         out = tg["out"]
-        enc = _str_attr(out.attrs["encoding"]) if "encoding" in out.attrs else str(out.dtype)
-        tested[label] = Tested(label=label, producer=_str_attr(tg.attrs["producer"]),
+        enc = _str_attr(_attr(out, "encoding", out.dtype))
+        tested[label] = Tested(label=label, producer=_str_attr(_attr(tg, "producer")),
                                out=out[()], encoding=enc, lse=_read(tg, "lse"),
                                out_rerun=_read(tg, "out_rerun"),
                                block_mask=_read_block_mask(tg))
@@ -954,8 +1044,10 @@ def read_case(path, name) -> Case:
     """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1
     or -2, a version-1 file may hold no score term, and the terms must be well formed (a cap
     finite, >= 0 and <= 1e6, sinks float32 [Hq] finite and within +-1e4, as the C reader takes
-    them): each refusal a ValueError naming file, case and field. Otherwise no validation
-    beyond what h5py does: `flexcheck check` is the validator."""
+    them): each refusal a ValueError naming file, case and field. An attribute stored as a
+    one-element array is read as its value, as the C reader reads it; a missing required one,
+    or one of more or fewer values, is refused. Otherwise no validation beyond what h5py
+    does: `flexcheck check` is the validator."""
     path = os.fspath(path)
     with h5py.File(path, "r") as f:
         schema = _schema(f, path)
@@ -963,21 +1055,20 @@ def read_case(path, name) -> Case:
             raise ValueError(f"{path}: no case {name!r}")
         g = f[f"cases/{name}"]
         _refuse_v1_terms(f, path, schema, [name])
-        a = g.attrs
-        layout = f.attrs.get("layout")
+        layout = _attr(f, "layout", None)
         q = g["q"][()]
         softcap, sinks = _read_terms(g, path, name, q.shape[1] if q.ndim == 4 else -1)
         return Case(
-            name=name, dtype=_str_attr(a["dtype"]), q=q, k=g["k"][()], v=g["v"][()],
-            causal=bool(a["causal"]), window=int(a["sliding_window"]),
-            chunk=int(a["chunk_size"]), scale=float(a["scale"]),
-            q_block_size=int(a.get("q_block_size", 128)),
-            kv_block_size=int(a.get("kv_block_size", 128)),
+            name=name, dtype=_str_attr(_attr(g, "dtype")), q=q, k=g["k"][()], v=g["v"][()],
+            causal=bool(_attr(g, "causal")), window=int(_attr(g, "sliding_window")),
+            chunk=int(_attr(g, "chunk_size")), scale=float(_attr(g, "scale")),
+            q_block_size=int(_attr(g, "q_block_size", 128)),
+            kv_block_size=int(_attr(g, "kv_block_size", 128)),
             out=_read(g, "out"), lse=_read(g, "lse"),
             cu_seqlens_q=_read(g, "cu_seqlens_q"), cu_seqlens_k=_read(g, "cu_seqlens_k"),
             block_mask=_read_block_mask(g),
-            generator=_str_attr(a["generator"]) if "generator" in a else None,
-            seed=int(a["seed"]) if "seed" in a else None,
+            generator=None if "generator" not in g.attrs else _str_attr(_attr(g, "generator")),
+            seed=None if "seed" not in g.attrs else int(_attr(g, "seed")),
             layout=None if layout is None else _str_attr(layout),
             tested=_read_tested(g), softcap=softcap, sinks=sinks, schema=schema)
 

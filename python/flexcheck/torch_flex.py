@@ -159,8 +159,11 @@ def has_return_aux(fa=None) -> bool:
 
 def doc_ids(torch, cu, length: int, device):
     """[max(length, 1)] int64: the sequence s with cu[s] <= t < cu[s + 1] of every token t
-    (right=True skips the repeated entries of empty sequences)."""
-    return torch.searchsorted(cu, torch.arange(max(length, 1), device=device), right=True) - 1
+    (right=True skips the repeated entries of empty sequences). With no token (length 0) the
+    one placeholder entry would be R, past the last sequence: clamped to R - 1 so that every
+    per-sequence lookup stays in range (the mask_mod refuses such a token as not real)."""
+    ids = torch.searchsorted(cu, torch.arange(max(length, 1), device=device), right=True) - 1
+    return ids.clamp(0, len(cu) - 2)
 
 
 def make_mask_mod(torch, *, causal: bool, window: int, chunk: int, lq: int, lk: int,

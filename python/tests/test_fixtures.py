@@ -6,6 +6,7 @@ numpy + h5py only. The torch tests skip without torch; the C tests skip only whe
 FLEXCHECK_BIN is unset. Run: PYTHONPATH=python python3 -m pytest python/tests
 """
 import os
+import re
 import shutil
 import stat
 import struct
@@ -220,6 +221,22 @@ def test_packed_inputs_in_batch_layout_with_b_1(h5):
     assert read_case(h5, "p").q.shape == (1, 2, 10, 4)
 
 
+@pytest.mark.parametrize("cu_q,cu_k", [
+    ([0] * 20 + [10] * 20, [0] * 30 + [14] * 10),  # 39 sequences, 38 empty: more than tokens
+    ([0, 0, 0], [0, 5, 14]),                       # no query at all (T_q = 0)
+    ([0, 4, 10], [0, 0, 0]),                       # no key at all (T_k = 0)
+])
+def test_empty_sequences_are_legal_in_any_number(h5, cu_q, cu_k):
+    """docs/fixtures.md asks cu_seqlens for int32 from 0, non-decreasing, ending at the token
+    count, nothing more: an engine's batch may hold any number of empty sequences."""
+    q, k, v = packed_qkv(t_q=cu_q[-1], t_k=cu_k[-1])
+    write_case(h5, "p", q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    c = read_case(h5, "p")
+    assert c.q.shape[2] == cu_q[-1] and c.k.shape[2] == cu_k[-1]
+    np.testing.assert_array_equal(c.cu_seqlens_q, cu_q)
+    np.testing.assert_array_equal(c.cu_seqlens_k, cu_k)
+
+
 # ---- refusals: every ValueError names what is wrong ----
 
 def dense_args():
@@ -290,7 +307,13 @@ WRITE_REFUSALS = [
     ("lse shape", lambda a: {**a, "out": np.zeros((2, 4, 9, 6)), "lse": np.zeros((4, 9))},
      r"lse: shape \[4, 9\]: the case needs \[B, Hq, Lq\] = \[2, 4, 9\]$"),
     ("out ints", lambda a: {**a, "out": np.zeros((2, 4, 9, 6), int), "lse": np.zeros((2, 4, 9))},
-     r"out: dtype int64: must be floating point"),
+     r"out: dtype int64: must be float64"),
+    # a float32 oracle cannot meet `flexcheck check`'s relative 1e-10: refused, not widened
+    ("out float32", lambda a: {**a, "out": np.zeros((2, 4, 9, 6), np.float32),
+                               "lse": np.zeros((2, 4, 9))}, r"out: dtype float32: must be float64"),
+    ("lse float32", lambda a: {**a, "out": np.zeros((2, 4, 9, 6)),
+                               "lse": np.zeros((2, 4, 9), np.float32)},
+     r"lse: dtype float32: must be float64"),
     ("bm not a mask", lambda a: {**a, "block_mask": [1, 2]},
      r"block_mask: list: give a dict or a torch BlockMask"),
     ("bm key", lambda a: {**a, "block_mask": {**bm_dict(), "kv_idx": 1}},
@@ -382,6 +405,41 @@ def test_packed_oracle_layouts_are_accepted(h5):
     np.testing.assert_array_equal(c.lse[0], lse)
 
 
+def test_an_oracle_is_refused_when_round_changed_an_input(tmp_path):
+    """out/lse are computed from the stored inputs (docs/fixtures.md, Writer): where round=True
+    changed one, a caller's out/lse were computed from other inputs, and are refused, naming
+    the first changed value; where rounding changed nothing they are stored."""
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv(dtype=np.float16)
+    q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
+    out, lse = normal((2, 4, 9, 6), 1, np.float64), normal((2, 4, 9), 2, np.float64)
+    write_case(path, "exact", q32, k32, v32, dtype="float16", round=True, out=out, lse=lse)
+    c = read_case(path, "exact")
+    np.testing.assert_array_equal(c.out, out)
+    np.testing.assert_array_equal(c.lse, lse)
+    before = snapshot(tmp_path)
+    v32[1, 0, 4, 2] = 1 + 2**-12  # between float16 neighbours 1 and 1 + 2^-10: rounds to 1
+    with pytest.raises(ValueError, match=r"round=True changed v\[1\]\[0\]\[4\]\[2\]: "
+                                         r"1\.000244140625 -> 1\.0: out/lse must be computed"):
+        write_case(path, "rounded", q32, k32, v32, dtype="float16", round=True, out=out, lse=lse)
+    assert snapshot(tmp_path) == before
+    write_case(path, "rounded", q32, k32, v32, dtype="float16", round=True)  # fill computes them
+    assert read_case(path, "rounded").v[1, 0, 4, 2] == 1.0
+
+
+def test_an_oracle_is_refused_when_round_changed_a_sink(tmp_path):
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv()
+    out, lse = np.zeros((2, 4, 9, 6)), np.zeros((2, 4, 9))
+    sinks = np.array([0.5, 1.0, -2.0, 0.1])  # 0.1 is no float32
+    with pytest.raises(ValueError, match=r"round=True changed sinks\[3\]: 0\.1 -> "):
+        write_case(path, "c", q, k, v, sinks=sinks, round=True, out=out, lse=lse)
+    assert os.listdir(tmp_path) == []
+    sinks[3] = 0.25
+    write_case(path, "c", q, k, v, sinks=sinks, round=True, out=out, lse=lse)
+    np.testing.assert_array_equal(read_case(path, "c").sinks, sinks)
+
+
 # ---- files: create, append, overwrite, layout, atomicity ----
 
 def test_append_and_overwrite(h5):
@@ -468,6 +526,24 @@ def test_file_mode_is_kept_when_appending(h5):
     assert stat.S_IMODE(os.stat(h5).st_mode) == 0o640
 
 
+def test_writes_through_a_symlink_update_the_file_it_names(tmp_path):
+    """The link stays a link, the file it names gets the write, and neither folder keeps a
+    temporary file."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "links").mkdir()
+    target, link = tmp_path / "data" / "f.h5", tmp_path / "links" / "link.h5"
+    q, k, v = qkv()
+    write_case(str(target), "a", q, k, v)
+    os.symlink(os.path.join("..", "data", "f.h5"), link)  # relative, as links often are
+    add_tested(str(link), "a", "t", np.zeros(OUT, np.float32), producer="p")
+    write_case(link, "b", q, k, v, causal=True)  # os.PathLike too
+    assert os.path.islink(link) and os.readlink(link) == os.path.join("..", "data", "f.h5")
+    assert list_cases(str(target)) == ["a", "b"]
+    assert list(read_case(str(target), "a").tested) == ["t"]
+    assert sorted(os.listdir(tmp_path / "data")) == ["f.h5"]
+    assert sorted(os.listdir(tmp_path / "links")) == ["link.h5"]
+
+
 def _umask():
     m = os.umask(0)
     os.umask(m)
@@ -537,6 +613,91 @@ def test_block_mask_dict_and_blockmask_object(h5):
         assert (g.attrs["q_block_size"], g.attrs["kv_block_size"]) == (64, 128)
         assert sorted(g) == ["kv_indices", "kv_num_blocks"]  # no full blocks given
         assert f["cases/obj"].attrs["q_block_size"] == 128  # the case's own granularity
+
+
+def ids_mask(counts, ids, full_counts=None, full_ids=None):
+    """A one-head block mask of Lq 40, Lk 50 at blocks 16 (NQB 3, NKB 4), rows as given."""
+    bm = {"kv_num_blocks": np.array([[counts]]), "kv_indices": np.array([[ids]]),
+          "q_block_size": 16, "kv_block_size": 16}
+    if full_counts is not None:
+        bm.update(full_kv_num_blocks=np.array([[full_counts]]),
+                  full_kv_indices=np.array([[full_ids]]))
+    return bm
+
+
+PAD = 99  # past a row's count: PyTorch leaves anything there, never read
+BLOCK_VALUES = [
+    # (name, mask, message or None when accepted); C's bmask_validate refuses the same
+    ("count above width", ids_mask([1, 3, 1], [[0, PAD], [0, 1], [2, PAD]]),
+     r"block_mask kv_num_blocks\[0\]\[0\]\[1\] = 3: must be in \[0, 2\]"),
+    ("count negative", ids_mask([1, 1, -1], [[0], [1], [2]]),
+     r"block_mask kv_num_blocks\[0\]\[0\]\[2\] = -1: must be in \[0, 1\]"),
+    # any width is allowed (docs/fixtures.md), but no row lists more than the NKB = 4 blocks
+    ("count above nkb", ids_mask([5, 0, 0], [[0, 1, 2, 3, 3, PAD]] * 3),
+     r"kv_num_blocks\[0\]\[0\]\[0\] = 5: must be in \[0, 4\] \(row width 6, 4 kv blocks\)"),
+    ("width above nkb", ids_mask([4, 0, 2], [[3, 2, 1, 0, PAD, PAD]] * 3), None),
+    ("id past nkb", ids_mask([1, 2, 1], [[0, PAD], [1, 4], [2, PAD]]),
+     r"block_mask kv_indices\[0\]\[0\]\[1\]\[1\] = 4: out of range \[0, 4\)"),
+    ("id negative", ids_mask([1, 1, 1], [[0], [-1], [2]]),
+     r"kv_indices\[0\]\[0\]\[1\]\[0\] = -1: out of range"),
+    ("duplicate", ids_mask([1, 3, 1], [[0, PAD, PAD], [2, 1, 2], [3, 3, PAD]]),
+     r"block_mask kv_indices\[0\]\[0\]\[1\]\[2\] = 2: block listed twice in the row"),
+    ("padding repeats", ids_mask([1, 1, 1], [[0, 0], [1, 1], [2, -7]]), None),
+    ("full count", ids_mask([1, 1, 1], [[0], [1], [2]], [0, 2, 0], [[PAD], [PAD], [PAD]]),
+     r"block_mask full_kv_num_blocks\[0\]\[0\]\[1\] = 2: must be in \[0, 1\]"),
+    ("full id", ids_mask([0, 0, 0], [[PAD]] * 3, [0, 0, 1], [[PAD], [PAD], [7]]),
+     r"block_mask full_kv_indices\[0\]\[0\]\[2\]\[0\] = 7: out of range \[0, 4\)"),
+    ("partial and full", ids_mask([1, 2, 0], [[0, PAD], [1, 3], [PAD, PAD]], [1, 1, 2],
+                                  [[1, PAD], [3, PAD], [0, 1]]),
+     r"block_mask full_kv_indices\[0\]\[0\]\[1\]\[0\] = 3: block listed twice in the row"),
+    ("partial and full apart", ids_mask([1, 2, 0], [[0, PAD], [1, 3], [PAD, PAD]], [1, 1, 2],
+                                        [[1, PAD], [2, PAD], [0, 1]]), None),
+]
+
+
+@pytest.mark.parametrize("name,bm,message", BLOCK_VALUES, ids=[b[0] for b in BLOCK_VALUES])
+def test_block_mask_counts_and_ids(tmp_path, name, bm, message):
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv(b=1, hq=2, hkv=1, lq=40, lk=50)
+    if message is None:
+        write_case(path, "c", q, k, v, block_mask=bm)
+        got = read_case(path, "c").block_mask
+        for key in ("kv_num_blocks", "kv_indices"):
+            np.testing.assert_array_equal(got[key], bm[key])
+        return
+    with pytest.raises(ValueError, match=message):
+        write_case(path, "c", q, k, v, block_mask=bm)
+    assert os.listdir(tmp_path) == []
+    # add_tested checks a producer's mask the same way, against the case's Lk
+    write_case(path, "c", q, k, v)
+    before = snapshot(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        add_tested(path, "c", "t", np.zeros((1, 2, 40, 6)), producer="p", block_mask=bm)
+    assert snapshot(tmp_path) == before
+
+
+REFUSED_VALUES = [b for b in BLOCK_VALUES if b[2] and b[1]["kv_indices"].shape[-1] <= 4]
+
+
+@pytest.mark.parametrize("name,bm,message", REFUSED_VALUES, ids=[b[0] for b in REFUSED_VALUES])
+def test_the_c_reader_refuses_the_same_block_ids(tmp_path, flexbin, name, bm, message):
+    """The refusals above are the C reader's: the same mask put in the file with h5py makes
+    `flexcheck fill` name the same dataset, index and value. (Widths past NKB are left out:
+    the C reader refuses them unread until it takes any width, as the contract does.)"""
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv(b=1, hq=2, hkv=1, lq=40, lk=50)
+    with pytest.raises(ValueError) as refused:
+        write_case(path, "c", q, k, v, block_mask=bm)
+    named = str(refused.value).split("block_mask ", 1)[1].split(":", 1)[0]  # kv_indices[..] = x
+    write_case(path, "c", q, k, v)
+    with h5py.File(path, "r+") as f:
+        g = f["cases/c"].create_group("block_mask")
+        g.attrs["q_block_size"], g.attrs["kv_block_size"] = 16, 16
+        for key, val in bm.items():
+            if key.endswith(("blocks", "indices")):
+                g.create_dataset(key, data=val.astype(np.int32))
+    rc, out, err = run(flexbin, "fill", path, "--out", str(tmp_path / "filled.h5"))
+    assert rc == 2 and f"/cases/c/block_mask: {named}: " in err, out + err
 
 
 # ---- add_tested ----
@@ -681,8 +842,12 @@ def test_other_refusals(case_file):
         read_case(case_file, "nope")
     with pytest.raises(ValueError, match=r"give uint16 bit patterns"):
         bfloat16_to_float32(np.zeros(3, np.int16))
-    with h5py.File(case_file, "r+") as f:  # a case some other tool left without v
+    with h5py.File(case_file, "r+") as f:  # a case some other tool left without k, then v
         f.create_group("cases/broken").create_dataset("q", data=q)
+    with pytest.raises(ValueError, match=r"/cases/broken/k: missing or not \[B, H, L, D\]"):
+        add_tested(case_file, "broken", "l", np.zeros(OUT), producer="p")
+    with h5py.File(case_file, "r+") as f:
+        f["cases/broken"].create_dataset("k", data=k)
     with pytest.raises(ValueError, match=r"/cases/broken/v: missing or not \[B, H, L, D\]"):
         add_tested(case_file, "broken", "l", np.zeros(OUT), producer="p")
 
@@ -756,6 +921,70 @@ def test_check_passes_a_packed_bfloat16_case_given_in_vllm_layout(tmp_path, flex
     assert line_of(lines, path, "packed").startswith("PASS ")
     ln = line_of(lines, path, "packed", "bf16")
     assert ln.startswith("PASS ") and "stored as bfloat16" in ln, ln
+
+
+def one_element_attrs(path):
+    """Every attribute of the file stored again as a one-element array of its value (strings
+    as fixed-length bytes), as some writers store scalars."""
+    with h5py.File(path, "r+") as f:
+        objs = [f]
+        f.visit(lambda name: objs.append(f[name]))
+        for o in objs:
+            for key in list(o.attrs):
+                val = o.attrs[key]
+                arr = np.array([val.encode() if isinstance(val, str) else val])
+                del o.attrs[key]
+                o.attrs[key] = arr
+
+
+def scalars(c):
+    """What read_case read from attributes, as plain Python values and types."""
+    fields = ("name", "dtype", "causal", "window", "chunk", "scale", "q_block_size",
+              "kv_block_size", "generator", "seed", "layout", "softcap", "schema")
+    got = {f: (getattr(c, f), type(getattr(c, f))) for f in fields}
+    got["bm"] = (c.block_mask["q_block_size"], c.block_mask["kv_block_size"])
+    got["tested"] = {t.label: (t.producer, type(t.producer), t.encoding)
+                     for t in c.tested.values()}
+    return got
+
+
+def test_one_element_array_attributes_read_as_their_value(tmp_path, flexbin):
+    """Attributes stored as one-element arrays are the C reader's scalars (fix_h5.c
+    attr_open): `flexcheck check` passes the file, read_case reads the same values as from
+    scalars, and add_tested / write_case append to it."""
+    path = str(tmp_path / "gen.h5")
+    gen(flexbin, path, "--dtype", "bfloat16", "--lq", "40", "--lk", "50", "--causal",
+        "--window", "9", "--seed", "3", "--softcap", "20")
+    c = read_case(path, "c0001")
+    add_tested(path, "c0001", "bf", bfloat16_bits(c.out.astype(np.float32)), producer="oracle",
+               encoding="bfloat16")
+    want = scalars(read_case(path, "c0001"))
+    one_element_attrs(path)
+    with h5py.File(path, "r") as f:
+        assert f.attrs["schema"].shape == (1,) and f["cases/c0001"].attrs["causal"].shape == (1,)
+    assert check_lines(flexbin, path, 0)  # the C reader takes them
+    assert scalars(read_case(path, "c0001")) == want
+    add_tested(path, "c0001", "again", c.out.astype(np.float32), producer="p",
+               block_mask=c.block_mask)
+    write_case(path, "c0002", c.q, c.k, c.v, dtype=c.dtype, causal=True)
+    assert list_cases(path) == ["c0001", "c0002"]
+    assert read_case(path, "c0001").tested["again"].producer == "p"
+
+
+@pytest.mark.parametrize("where,key,value,message", [
+    ("/", "schema", np.array([b"flexcheck-fixture-1"] * 2), r": /: attribute 'schema': 2 values"),
+    ("/cases/c", "dtype", np.array([], "S7"), r": /cases/c: attribute 'dtype': 0 values"),
+    ("/cases/c", "scale", np.array([[0.5, 0.5]]), r": /cases/c: attribute 'scale': 2 values"),
+    ("/cases/c", "causal", None, r": /cases/c: missing attribute 'causal'"),
+])
+def test_attributes_of_other_than_one_value_are_refused(h5, where, key, value, message):
+    write_case(h5, "c", *qkv())
+    with h5py.File(h5, "r+") as f:
+        del f[where].attrs[key]
+        if value is not None:
+            f[where].attrs[key] = value
+    with pytest.raises(ValueError, match=re.escape(h5) + message):
+        read_case(h5, "c")
 
 
 def test_check_passes_a_dense_float32_case_with_batch_and_dv(tmp_path, flexbin):

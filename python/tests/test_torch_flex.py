@@ -1,7 +1,8 @@
 """Tests of flexcheck.torch_flex, the runner that judges PyTorch's flex_attention.
 
 Without torch: label sanitizing, the producer string, file discovery, the --dtype filter,
-argument errors, and that importing the module does not import torch. With torch
+argument errors, that importing the module does not import torch, and the mask_mod on a numpy
+stand-in for torch (the truth tables below; cases with no query or no key). With torch
 (pytest.importorskip): the mask_mod against truth tables written by hand from
 docs/semantics.md section 2 (not computed by any code under test), and the runner end to end
 on small cases written with write_case: what it stores, the --dtype filter, refusing to
@@ -157,6 +158,71 @@ TRUTH = [
                                    cu_q=[0, 2, 2, 5], cu_k=[0, 3, 4, 6]), (7, 8),
      "11000000 11100000 00000000 00001000 00001100 00000000 00000000"),
 ]
+
+
+class _Tensor(np.ndarray):
+    """A numpy array with the two tensor methods the mask_mod calls."""
+
+    def clamp(self, lo=None, hi=None):
+        return np.clip(self, lo, hi)
+
+    def abs(self):
+        return np.abs(self)
+
+
+class NumpyTorch:
+    """The torch functions make_mask_mod and doc_ids use, on numpy: enough to run the mask_mod
+    without torch. Out-of-range indexing raises IndexError on both."""
+    int64 = np.int64
+
+    @staticmethod
+    def as_tensor(x, dtype=None, device=None):
+        return np.asarray(x, dtype).view(_Tensor)
+
+    @staticmethod
+    def arange(n, device=None):
+        return np.arange(n).view(_Tensor)
+
+    @staticmethod
+    def searchsorted(a, v, right=False):
+        return np.searchsorted(a, v, side="right" if right else "left").view(_Tensor)
+
+    @staticmethod
+    def div(a, b, rounding_mode=None):
+        assert rounding_mode == "floor"
+        return np.floor_divide(a, b)
+
+
+def eval_mask_mod(torch, params, grid):
+    mm = tf.make_mask_mod(torch, **params)
+    q = torch.as_tensor(np.arange(grid[0]).reshape(-1, 1))
+    k = torch.as_tensor(np.arange(grid[1]).reshape(1, -1))
+    zero = torch.as_tensor(0)
+    return np.broadcast_to(np.asarray(mm(zero, zero, q, k)), grid)
+
+
+@pytest.mark.parametrize("name, params, grid, rows", TRUTH, ids=[t[0] for t in TRUTH])
+def test_mask_mod_truth_tables_on_numpy(name, params, grid, rows):
+    """The stand-in is faithful enough: the truth tables hold through it."""
+    got = eval_mask_mod(NumpyTorch, params, grid)
+    assert (got == table(rows)).all(), f"\n{got.astype(int)}"
+
+
+# No query (Lq = 0: `gen --lq 0`, `--packed 0,0,0`) or no key: PyTorch still evaluates the
+# mask_mod on its padded grid, and every pair must come back not allowed, no index past R.
+EMPTY = [
+    ("lq0_dense", dict(causal=True, window=0, chunk=0, lq=0, lk=5)),
+    ("lq0_packed", dict(causal=False, window=3, chunk=2, lq=0, lk=5, cu_q=[0, 0, 0],
+                        cu_k=[0, 2, 5])),
+    ("lk0_dense", dict(causal=True, window=0, chunk=0, lq=3, lk=0)),
+    ("lq0_lk0_packed", dict(causal=True, window=0, chunk=0, lq=0, lk=0, cu_q=[0, 0, 0],
+                            cu_k=[0, 0, 0])),
+]
+
+
+@pytest.mark.parametrize("name, params", EMPTY, ids=[e[0] for e in EMPTY])
+def test_mask_mod_without_queries_or_keys(name, params):
+    assert not eval_mask_mod(NumpyTorch, params, (4, 8)).any()
 
 
 @pytest.mark.parametrize("name, params, grid, rows", TRUTH, ids=[t[0] for t in TRUTH])
