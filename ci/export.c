@@ -102,6 +102,31 @@ static fc_status add_slice(batch *b, const gate_case *c, const fix_case *full, f
     return st;
 }
 
+/* The p-round check's designed run as a case of its own ("<dt>@design"): inputs built so that
+ * rounding P to the input type shows (gate_pround_case), judged by `check` under the gates and
+ * under p-round's rule on the output. */
+static fc_status add_design(batch *b, const gate_case *c, fc_dtype dt, fc_err *err)
+{
+    if (b->n >= MAX_FIX_CASES)
+        return fc_errf(err, FC_EINVAL, "%s: more than %d fixture cases", c->id, MAX_FIX_CASES);
+    gate_case one = *c;
+    one.gp.dtype = dt;
+    fix_case *fc = &b->v[b->n];
+    fc_status st = gate_pround_case(&one, fc, err);
+    if (st)
+        return st;
+    b->n++;
+    fc_fmt(fc->name, sizeof fc->name, "%s@design", fc_dtype_name(dt));
+    fc_fmt(fc->case_id, sizeof fc->case_id, "%s@design", c->id);
+    snprintf(fc->gate_check, sizeof fc->gate_check, "%s", c->check->name);
+    fc_fmt(fc->generator, sizeof fc->generator, "flexcheck export (gate matrix case %s)", c->id);
+    fc->q_block_size = c->gp.qb;
+    fc->kv_block_size = c->gp.kb;
+    st = bmask_build(&fc->bm, BMASK_SLOW, fc->prob.mask, &fc->prob.seq, c->gp.qb, c->gp.kb, err);
+    fc->has_bmask = !st;
+    return st;
+}
+
 /* The layers of a layout case, each the case the layout check runs (fix_gen_layer_params:
  * its mask, score terms, scale and seeds). */
 static fc_status layout_cases(batch *b, const gate_case *c, fc_err *err)
@@ -125,6 +150,7 @@ static fc_status plain_cases(batch *b, const gate_case *c, fc_err *err)
 {
     int edge = !strcmp(c->check->name, "window-edge");
     int decode = !strcmp(c->check->name, "decode");
+    int design = !strcmp(c->check->name, "p-round");
     fc_status st = FC_OK;
     for (int dt = FC_F32; dt <= FC_BF16 && !st; dt++) {
         if (!c->all_dtypes && dt != (int)c->gp.dtype)
@@ -133,6 +159,8 @@ static fc_status plain_cases(batch *b, const gate_case *c, fc_err *err)
         st = add_case(b, c, (fc_dtype)dt, c->gp.mask, c->gp.seed, dn, "", err);
         if (!st && decode)
             st = add_slice(b, c, &b->v[b->n - 1], err);
+        if (!st && design && dt != FC_F32) /* float32 keeps P in fp32: nothing to design */
+            st = add_design(b, c, (fc_dtype)dt, err);
         for (int s = -1; edge && s <= 1 && !st; s += 2) {
             mask_params m = c->gp.mask;
             m.sliding_window += s;

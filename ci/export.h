@@ -12,6 +12,9 @@
  *  - the decode check: also the dense slice ("float16@slice": the decode query against the
  *    last W keys, no mask), a case of its own whose oracle equals the windowed row's, so that
  *    judging a producer's slice output under the gates is ci/checks/decode.c's rule;
+ *  - the p-round check: also its designed run ("float16@design": inputs built so that rounding P
+ *    to the input type moves the output more than anything else may), which `check` judges
+ *    under the gates and under p-round's rule (ci/checks/pround.c, gate_pround_judge);
  *  - a layout case: a layout file (root attribute `layout`), one case per layer ("layer00",
  *    ...), each layer with its own seed as the gate runs it, so `check` can run the layers
  *    through shared metadata.
@@ -21,9 +24,8 @@
  * The other exactness checks' extra runs cannot be written as fixture cases: poison needs
  * non-finite or out-of-range keys (a fixture's inputs are finite and representable, by
  * contract), lse-merge and paged need the kernel run with a given block mask or page table
- * (a case states a mask, not how to run it), builders compares our builders, and p-round's
- * designed inputs need its own rule on the outputs (not implemented for tested outputs yet).
- * Their main case is exported and judged under the gates.
+ * (a case states a mask, not how to run it), and builders compares our builders. Their main
+ * case is exported and judged under the gates.
  */
 #ifndef FLEXCHECK_CI_EXPORT_H
 #define FLEXCHECK_CI_EXPORT_H

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ci/checks.h"
 #include "ci/gate_case.h"
 #include "cli/cli.h"
 #include "cli/isolate.h"
@@ -183,6 +184,29 @@ static const bmask *meta_get(layer_meta *meta, const fix_case *c, fc_err *err)
     return &meta->bm;
 }
 
+/* A designed p-round case as `export` writes it (ci/export.h): float16 or bfloat16, gate_check
+ * "p-round", named "<dtype>@design". Its outputs are judged as the gate judges its designed
+ * run: by p-round's rule, not H1/H2 (judge_case.designed), whatever produced them. */
+static int pround_design(const fix_case *c)
+{
+    const char *at = strrchr(c->name, '@');
+    return !strcmp(c->gate_check, "p-round") && at && !strcmp(at, "@design") &&
+           (c->dtype == FC_F16 || c->dtype == FC_BF16);
+}
+
+/* p-round's rule on output o of a designed case whose row passed the other gates: 1 pass, 0
+ * failed under "p-round", -1 not judged (the row an error: the case is no design). */
+static int pround_rule(const judge_case *jc, const float *o, rep_row *row)
+{
+    char msg[REP_WHY_LEN];
+    int r = gate_pround_judge(jc, o, msg, sizeof msg);
+    if (r < 0)
+        rep_row_set_error(row, msg);
+    else if (r == 0)
+        judge_row_fail_check(row, "p-round", "%s", msg);
+    return r < 0 ? -1 : r;
+}
+
 /* The kernel on this case under the gates: with the stored block mask as given (if any), with
  * the direct builder's, and for a layer of a layout file (meta not NULL) with the shared
  * metadata's, which must also give bitwise the output of the fresh build. The first failure
@@ -194,6 +218,7 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
 {
     judge_opts jo = {.kernel = o->kernel};
     judge_case jc = fix_judge_case(c);
+    jc.designed = pround_design(c);
     bmask direct;
     fc_err err;
     if (bmask_build(&direct, BMASK_DIRECT, c->prob.mask, &c->prob.seq, c->q_block_size,
@@ -236,6 +261,8 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
         judge_run_in in = {.jo = &jo, .backend = o->be, .jc = &jc, .bm = masks[i],
                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
         int pass = gate_judge_run(&in, &row); /* the gate's run: gates, then the diagnosis */
+        if (jc.designed && row.outcome == REP_ROW_PASS)
+            pass = pround_rule(&jc, b.o, &row);
         if (i == 1) { /* the fresh build's outputs, for the shared run to equal */
             memcpy(of, b.o, sizeof(float) * no);
             memcpy(lf, b.lse, sizeof(float) * nl);
@@ -312,6 +339,8 @@ static int judge_tested(const char *path, const fix_case *c, const fix_tested *t
         judge_row_fail_check(row, "block-mask", "the producer's block mask is %s", bm_text);
         return 0;
     }
+    if (jc->designed && row->outcome == REP_ROW_PASS)
+        return pround_rule(jc, tt->out, row);
     return v->outside ? 2 : pass;
 }
 
@@ -321,6 +350,7 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
                          int oracle_ok, const opts *o, tally *t)
 {
     judge_case jc = fix_judge_case(c);
+    jc.designed = pround_design(c);
     float *o_lp = malloc(sizeof(float) * (attn_o_elems(&c->prob) + 1));
     fc_err err;
     char why[REP_WHY_LEN] = "";

@@ -86,7 +86,7 @@ int judge_run(const judge_run_in *in, rep_row *row)
         .sentinels = (r1.sentinels_ok && (!in->rerun || r2.sentinels_ok)) ? REP_SENTINELS_INTACT
                                                                           : REP_SENTINELS_DAMAGED,
         .o_rerun = in->rerun ? o2 : NULL, .lse_rerun = in->rerun ? l2 : NULL,
-        .prob = jc->prob,
+        .prob = jc->prob, .designed = jc->designed,
     };
     rep_verdict v;
     if (rep_evaluate(&ri, &v, &err)) {
@@ -142,7 +142,7 @@ int judge_given(const judge_case *jc, const float *o, const float *lse, const fl
     rep_inputs ri = {
         .dtype = jc->dtype, .rows = judge_rows(jc), .dv = (size_t)jc->prob->dv,
         .o = o, .lse = lse, .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = o_lp,
-        .o_rerun = o_rerun, .prob = jc->prob,
+        .o_rerun = o_rerun, .prob = jc->prob, .designed = jc->designed,
     };
     if (rep_evaluate(&ri, v, err))
         return -1;

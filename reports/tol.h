@@ -127,6 +127,10 @@ typedef struct rep_inputs {
     const attn_problem *prob;          /* optional: messages name elements by (b, h, q, d)
                                         * (attn_row_where); NULL: by flat row and column.
                                         * Required with sinks: empty rows' LSE is the sink */
+    int designed;                      /* inputs built for an exactness check, not drawn from a
+                                        * distribution (p-round's design, whose rounding errors
+                                        * add up on purpose past 2x the baseline's): H1 and H2
+                                        * are not run; the check's own rule judges distance */
 } rep_inputs;
 
 #define REP_WHY_LEN 256

@@ -739,6 +739,29 @@ Test(gates, h5_names_the_worst_row_not_the_first)
     cr_expect(v.lse_ratio > 39 && v.lse_ratio < 41, "ratio %g", v.lse_ratio);
 }
 
+/* Designed inputs (p-round's) are judged by their check's own rule: H1 and H2 are not run, the
+ * metrics are still measured, the other gates run as always. */
+Test(gates, designed_inputs_skip_h1_and_h2_only)
+{
+    tcase c;
+    clean_case(&c, FC_F16);
+    c.o[0] += 0.25f; /* far past H1's bound */
+    rep_inputs in = inputs_of(&c);
+    rep_verdict v = judge_inputs("not designed", &in);
+    cr_expect_str_eq(first_gate_name(&v), "H1");
+    in.designed = 1;
+    v = judge_inputs("designed", &in);
+    cr_expect(v.pass, "designed: %s", rep_verdict_reason(&v));
+    cr_expect(v.gate[REP_H1] == REP_NOT_RUN && v.gate[REP_H2] == REP_NOT_RUN, "H1/H2 ran");
+    cr_expect(v.gate[REP_H3] == REP_PASS && v.gate[REP_H5] == REP_PASS, "H3/H5 not run");
+    cr_expect(v.max_err > 0.2, "metrics not measured: max_err %g", v.max_err);
+    c.o[1] = NAN; /* H3 still judges */
+    in = inputs_of(&c);
+    in.designed = 1;
+    v = judge_inputs("designed with a NaN", &in);
+    cr_expect_str_eq(first_gate_name(&v), "H3");
+}
+
 Test(gates, without_a_tested_lse_h5_is_not_run_and_the_rest_judge_o_alone)
 {
     tcase c;

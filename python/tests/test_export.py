@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from flexcheck import add_tested, list_cases, read_case
+from flexcheck import add_tested, list_cases, read_case, round_to
 from _flexcli import flexcheck as run, needs_bin
 
 pytestmark = needs_bin
@@ -187,3 +187,70 @@ def test_layout_files_carry_each_layers_score_terms_and_scale(tmp_path):
         rc, text, err = run("check", "--backend", "emu", "--kernel", "1", f)
         assert rc == 0, text + err
         assert "through one shared metadata object" in text, text
+
+
+def _allowed(c, lq, lk):
+    """[Lq, Lk] allowed keys of a dense case, from the mask's definition (docs/semantics.md):
+    queries aligned to the end of the keys, causal, sliding window, chunks."""
+    tq = np.arange(lq)[:, None] + (lk - lq)
+    tk = np.arange(lk)[None, :]
+    ok = np.ones((lq, lk), bool)
+    if c.causal:
+        ok &= tk <= tq
+    if c.window:
+        ok &= np.abs(tq - tk) < c.window
+    if c.chunk:
+        ok &= tq // c.chunk == tk // c.chunk
+    return ok
+
+
+def _designed_output(c, model):
+    """The designed case's output in float32 as a kernel computes it, with P rounded to the
+    case's dtype as FlexAttention's tiled kernels do (rnd(exp(s - m)) then / sum), as its eager
+    path does (rnd(P) normalised), or not at all (fp32)."""
+    q, k, v = (np.asarray(a, np.float32) for a in (c.q, c.k, c.v))
+    b, hq, lq, _ = q.shape
+    hkv, lk = k.shape[1], k.shape[2]
+    ok = _allowed(c, lq, lk)
+    rnd = lambda x: np.asarray(round_to(x, c.dtype), np.float32)
+    o = np.zeros((b, hq, lq, v.shape[3]), np.float32)
+    for bi in range(b):
+        for h in range(hq):
+            g = h // (hq // hkv)
+            s = (q[bi, h] @ k[bi, g].T) * np.float32(c.scale)
+            s = np.where(ok, s, -np.inf).astype(np.float32)
+            m = s.max(axis=1, keepdims=True)
+            p = np.exp(s - m, dtype=np.float32)
+            l = p.sum(axis=1, keepdims=True, dtype=np.float32)
+            if model == "tiled":
+                o[bi, h] = (rnd(p) @ v[bi, g]) / l
+            elif model == "eager":
+                o[bi, h] = rnd(p / l) @ v[bi, g]
+            else:
+                o[bi, h] = (p / l) @ v[bi, g]
+    return rnd(o)
+
+
+def test_p_round_design_judges_a_producers_rounding_of_p(tmp_path):
+    # The p-round check's designed run travels as "<dtype>@design": a producer rounding P as
+    # either of FlexAttention's paths passes, one keeping P in fp32 (closer to the oracle, so
+    # every tolerance gate passes it) fails under p-round.
+    _, files = export(tmp_path, "pr", "--filter", "m4-p-round")
+    assert len(files) >= 2
+    for f in files:
+        design = [n for n in list_cases(f) if n.endswith("@design")]
+        assert len(design) == 1, list_cases(f)
+        c = read_case(f, design[0])
+        assert c.scale == 1.0 and not c.packed
+        for model in ("tiled", "eager", "fp32"):
+            add_tested(f, design[0], model, _designed_output(c, model).astype(np.float32),
+                       producer=f"P {model}")
+        rc, text, err = run("check", f, "--report", str(tmp_path / "rep"))
+        assert rc == 1, text + err
+        lines = {m: [ln for ln in text.splitlines() if f"@design tested/{m} " in ln][0]
+                 for m in ("tiled", "eager", "fp32")}
+        assert lines["tiled"].startswith("PASS"), lines["tiled"]
+        assert lines["eager"].startswith("PASS"), lines["eager"]
+        assert lines["fp32"].startswith("FAIL") and "p-round: " in lines["fp32"], lines["fp32"]
+        csv = (tmp_path / "rep" / "rows.csv").read_text()
+        assert ",fail,p-round," in csv and "@design" in csv
