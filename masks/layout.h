@@ -21,9 +21,10 @@ extern "C" {
  *   softcap  the attention-logit soft-cap c of masks/terms.h (0 off): a model constant, never
  *            scaled with the lengths
  *   scale    the softmax scale the model's formula gives, or 0 for the default 1/sqrt(D) of the
- *            case's own head dim. A nonzero scale does not depend on D (Gemma 2:
- *            query_pre_attn_scalar^-0.5), so a case run with a smaller head dim than the model's
- *            keeps the model's number; a 0 follows the case's D, as head_dim^-0.5 does.
+ *            case's own head dim. A nonzero scale does not depend on D (Gemma 2, Gemma 3 and
+ *            embeddinggemma: query_pre_attn_scalar^-0.5), so a case run with a smaller head dim
+ *            than the model's keeps the model's number; a 0 follows the case's D, as
+ *            head_dim^-0.5 does.
  *   sinks    1: learned per-head sinks (gpt-oss). The layout says only that they are on; their
  *            values, like q, k and v, come from the case's seed (fix.h: fix_gen_layer_params). */
 typedef struct layout_layer {
@@ -57,7 +58,7 @@ fc_status layout_get(const char *name, int32_t nlayers, int32_t scale_div, layou
 int32_t layout_modernbert_window(int32_t local_attention, int legacy); /* la/2+1, legacy la/2 */
 int32_t layout_embeddinggemma_window(int32_t stored_sliding_window);   /* sw/2+1 */
 int32_t layout_gpt_oss_window(int32_t sliding_window);                 /* sw (W keys) */
-double layout_gemma2_scale(double query_pre_attn_scalar);              /* qpas^-0.5 */
+double layout_gemma_scale(double query_pre_attn_scalar);  /* qpas^-0.5, Gemma 2 and 3 */
 
 #ifdef __cplusplus
 }

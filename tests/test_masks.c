@@ -394,11 +394,35 @@ Test(layout, scaled_down_layouts_keep_the_models_formulas)
     }
 }
 
+/* Gemma 3 and embeddinggemma (a Gemma3TextModel): Hugging Face's Gemma3Attention scales by
+ * query_pre_attn_scalar**-0.5 on every layer, with no soft-cap; query_pre_attn_scalar is 256 in
+ * each checkpoint's config (convert_gemma3_weights.py's variants, gemma-3-1b-it's config.json).
+ * The scale is not a length: every divisor leaves it. */
+Test(layout, gemma3_and_embeddinggemma_scale_by_query_pre_attn_scalar)
+{
+    static const struct {
+        const char *name;
+        double query_pre_attn_scalar;
+    } models[] = {{"gemma3", 256}, {"gemma3-270m", 256}, {"gemma3-4b", 256},
+                  {"embeddinggemma", 256}};
+    static const int32_t divs[] = {1, 8, 64};
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
+        for (size_t j = 0; j < sizeof divs / sizeof divs[0]; j++) {
+            layout_layer layers[LAYOUT_MAX_LAYERS];
+            int32_t n = get_layout(models[k].name, 0, divs[j], layers);
+            double want = pow(models[k].query_pre_attn_scalar, -0.5);
+            for (int32_t i = 0; i < n; i++)
+                cr_expect(fabs(layers[i].scale - want) <= 1e-15 * want &&
+                              layers[i].softcap == 0 && layers[i].sinks == 0,
+                          "%s/%d: layer %d scale %.17g (want %.17g), cap %g, sinks %d",
+                          models[k].name, (int)divs[j], (int)i, layers[i].scale, want,
+                          layers[i].softcap, (int)layers[i].sinks);
+        }
+}
+
 Test(layout, other_models_have_no_score_terms_and_the_default_scale)
 {
-    static const char *const names[] = {"modernbert", "modernbert-legacy", "embeddinggemma",
-                                        "gemma3", "gemma3-270m", "gemma3-4b", "llama4",
-                                        "mistral"};
+    static const char *const names[] = {"modernbert", "modernbert-legacy", "llama4", "mistral"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         layout_layer layers[LAYOUT_MAX_LAYERS];
         int32_t n = get_layout(names[k], 0, 1, layers);
