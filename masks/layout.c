@@ -67,6 +67,7 @@
  *   sliding_window as stored (docs/semantics.md: p_q - p_k < W).
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "masks/layout.h"
@@ -217,6 +218,59 @@ static layout_layer layer_of(const layout_def *d, int32_t cv, int32_t i)
     return l;
 }
 
+/* The config field a family's config_value is, and whether its conversion halves it (the
+ * window is half of it + 1, or half in the legacy reading): then a divided value must stay
+ * even, or the halving would drop a position the formula keeps. */
+static const char *config_field(family fam)
+{
+    switch (fam) {
+    case FAM_MODERNBERT:
+    case FAM_MODERNBERT_LEGACY:
+        return "local_attention";
+    case FAM_LLAMA4:
+        return "attention_chunk_size";
+    default:
+        return "sliding_window";
+    }
+}
+
+static int halves(family fam)
+{
+    return fam == FAM_MODERNBERT || fam == FAM_MODERNBERT_LEGACY || fam == FAM_EMBEDDINGGEMMA;
+}
+
+/* Whether dividing d's config value by div keeps the model's formula exactly: a whole result
+ * of at least 2 (a window or chunk of one position says nothing of the pattern), even where the
+ * conversion halves it. */
+static int divisor_works(const layout_def *d, int32_t div)
+{
+    if (div < 1 || d->config_value % div != 0)
+        return 0;
+    int32_t cv = d->config_value / div;
+    return cv >= 2 && (!halves(d->fam) || cv % 2 == 0);
+}
+
+static fc_status bad_divisor(const layout_def *d, int32_t div, fc_err *err)
+{
+    char why[128], ok[256];
+    const char *field = config_field(d->fam);
+    if (div >= 1 && d->config_value % div == 0)
+        snprintf(why, sizeof why, "%s %d / %d = %d %s", field, (int)d->config_value, (int)div,
+                 (int)(d->config_value / div),
+                 d->config_value / div < 2 ? "is below 2"
+                                           : "is odd (the window is half of it)");
+    else
+        snprintf(why, sizeof why, "%s %d is not a multiple of %d", field, (int)d->config_value,
+                 (int)div);
+    size_t len = 0;
+    ok[0] = '\0';
+    for (int32_t k = 1; k <= d->config_value && len < sizeof ok; k++)
+        if (divisor_works(d, k))
+            len += (size_t)snprintf(ok + len, sizeof ok - len, "%s%d", len ? ", " : "", (int)k);
+    return fc_errf(err, FC_EINVAL, "--scale-div %d: layout %s's %s (divisors that work: %s)",
+                   (int)div, d->info.name, why, ok);
+}
+
 fc_status layout_get(const char *name, int32_t nlayers, int32_t scale_div, layout_layer *layers,
                      int32_t max_layers, int32_t *out_nlayers, fc_err *err)
 {
@@ -229,12 +283,16 @@ fc_status layout_get(const char *name, int32_t nlayers, int32_t scale_div, layou
                        name ? name : "(null)");
     if (nlayers <= 0)
         nlayers = d->info.default_layers;
+    /* A layer past the model's last would be one the model does not have, its kind made up
+     * by extending the pattern. */
+    if (nlayers > d->info.default_layers)
+        return fc_errf(err, FC_EINVAL, "--layers %d: layout %s has layers 0..%d", (int)nlayers,
+                       d->info.name, (int)d->info.default_layers - 1);
     if (nlayers > max_layers || nlayers > LAYOUT_MAX_LAYERS)
         return fc_errf(err, FC_EINVAL, "layers = %d: at most %d", (int)nlayers,
                        (int)(max_layers < LAYOUT_MAX_LAYERS ? max_layers : LAYOUT_MAX_LAYERS));
-    if (scale_div < 1 || scale_div > d->config_value / 2)
-        return fc_errf(err, FC_EINVAL, "scale divisor %d for layout %s: must be in [1, %d]",
-                       (int)scale_div, d->info.name, (int)(d->config_value / 2));
+    if (!divisor_works(d, scale_div))
+        return bad_divisor(d, scale_div, err);
     int32_t cv = d->config_value / scale_div;
     for (int32_t i = 0; i < nlayers; i++)
         layers[i] = layer_of(d, cv, i);

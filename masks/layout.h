@@ -45,11 +45,14 @@ typedef struct layout_info {
 const layout_info *layout_list(int *count);
 
 /*
- * Fills layers[0..nlayers) for layout `name`. nlayers <= 0 means the model's own count.
- * scale_div >= 1 divides the *config value* (local_attention, sliding_window,
- * attention_chunk_size) before the conversion, so scaled-down layouts keep the model's formula
- * and pattern (e.g. Gemma 2 4096 / 64 -> 64; ModernBERT 128 / 2 -> 64 -> W = 33). The score
- * terms and the scale are not lengths: scale_div leaves them as the model has them.
+ * Fills layers[0..nlayers) for layout `name`. nlayers <= 0 means the model's own count, and
+ * more than it is refused (the model has no such layers). scale_div >= 1 divides the *config
+ * value* (local_attention, sliding_window, attention_chunk_size) before the conversion, so
+ * scaled-down layouts keep the model's formula and pattern (e.g. Gemma 2 4096 / 64 -> 64;
+ * ModernBERT 128 / 2 -> 64 -> W = 33). It must divide the value exactly, leave at least 2 and,
+ * where the conversion halves the value (ModernBERT, embeddinggemma), leave it even; anything
+ * else is refused with the divisors that work. The score terms and the scale are not lengths:
+ * scale_div leaves them as the model has them.
  */
 fc_status layout_get(const char *name, int32_t nlayers, int32_t scale_div, layout_layer *layers,
                      int32_t max_layers, int32_t *out_nlayers, fc_err *err);

@@ -449,3 +449,60 @@ Test(layout, scales_the_config_value_before_converting)
     cr_expect_eq(layout_get("gemma2", 0, 0, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_EINVAL);
     cr_expect_eq(layout_get("gemma2", 1000, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_EINVAL);
 }
+
+/* A divisor must divide the config value exactly and leave at least 2: 128 / 3 used to be
+ * truncated to 42, a window the model's formula never gives. The message names the layout,
+ * the divisor and the divisors that work (computed here from the config value). */
+Test(layout, refuses_a_divisor_that_does_not_divide_the_config_value)
+{
+    static const struct {
+        const char *name, *field;
+        int32_t value, bad;
+    } cases[] = {{"gpt-oss-20b", "sliding_window", 128, 3},
+                 {"llama4", "attention_chunk_size", 8192, 3000},
+                 {"modernbert", "local_attention", 128, 6},
+                 {"gemma2", "sliding_window", 4096, 4096}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        layout_layer layers[LAYOUT_MAX_LAYERS];
+        int32_t n;
+        fc_err err;
+        cr_expect_eq(layout_get(cases[k].name, 0, cases[k].bad, layers, LAYOUT_MAX_LAYERS, &n,
+                                &err), FC_EINVAL, "%s / %d", cases[k].name, (int)cases[k].bad);
+        char ok[256] = "", head[128];
+        size_t len = 0;
+        for (int32_t d = 1; d <= cases[k].value; d++)
+            if (cases[k].value % d == 0 && cases[k].value / d >= 2)
+                len += (size_t)snprintf(ok + len, sizeof ok - len, "%s%d", len ? ", " : "",
+                                        (int)d);
+        snprintf(head, sizeof head, "--scale-div %d: layout %s's %s %d", (int)cases[k].bad,
+                 cases[k].name, cases[k].field, (int)cases[k].value);
+        cr_expect(strstr(err.msg, head) && strstr(err.msg, ok) && !strchr(err.msg, '\n'),
+                  "%s: %s", cases[k].name, err.msg);
+        /* Every divisor offered works, and gives the divided value exactly. */
+        for (int32_t d = 1; d <= cases[k].value; d++)
+            if (cases[k].value % d == 0 && cases[k].value / d >= 2)
+                cr_expect_eq(layout_get(cases[k].name, 1, d, layers, LAYOUT_MAX_LAYERS, &n, &err),
+                             FC_OK, "%s / %d: %s", cases[k].name, (int)d, err.msg);
+    }
+}
+
+/* nlayers past the model's count would invent layers by extending its pattern. */
+Test(layout, refuses_more_layers_than_the_model_has)
+{
+    for (size_t i = 0; i < sizeof layout_cases / sizeof layout_cases[0]; i++) {
+        const layout_case *lc = &layout_cases[i];
+        layout_layer layers[LAYOUT_MAX_LAYERS];
+        int32_t n = 0;
+        fc_err err;
+        cr_expect_eq(layout_get(lc->name, lc->nlayers, 1, layers, LAYOUT_MAX_LAYERS, &n, &err),
+                     FC_OK, "%s: %s", lc->name, err.msg);
+        cr_expect_eq(n, lc->nlayers);
+        cr_expect_eq(layout_get(lc->name, lc->nlayers + 1, 1, layers, LAYOUT_MAX_LAYERS, &n,
+                                &err), FC_EINVAL, "%s: layer %d does not exist", lc->name,
+                     (int)lc->nlayers);
+        char want[96];
+        snprintf(want, sizeof want, "--layers %d: layout %s has layers 0..%d",
+                 (int)lc->nlayers + 1, lc->name, (int)lc->nlayers - 1);
+        cr_expect(strstr(err.msg, want), "%s", err.msg);
+    }
+}
