@@ -100,6 +100,7 @@ typedef struct opts {
     int32_t lq, lk, qb, kb, layer, scale_div;
     cu_list cu_q, cu_k;
     int json, sound, have_diff;
+    int lk_set; /* --lk given: else Lk = Lq */
     const char *layout;
     mask_params m;
     bmask_builder builder, diff;
@@ -122,14 +123,15 @@ static int parse_builder(const char *cmd, const char *opt, const char *v, void *
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->lq = o->lk = 1024;
+    o->lq = 1024;
     o->qb = o->kb = 128;
     o->layer = -1;
     o->scale_div = 1;
     o->builder = BMASK_DIRECT;
     const cli_opt table[] = {
         CLI_INT("lq", "N", "query length (dense, default 1024)", &o->lq, 0, MASK_MAX_LEN),
-        CLI_INT("lk", "N", "key length (dense, default 1024)", &o->lk, 0, MASK_MAX_LEN),
+        {.name = "lk", .arg = "N", .help = "key length (dense, default Lq)", .kind = CLI_K_I32,
+         .dst = &o->lk, .lo = 0, .hi = MASK_MAX_LEN, .seen = &o->lk_set},
         CLI_FN("cu-q", "LIST", "packed sequences: query offsets, e.g. --cu-q 0,100,101\n"
                "(with --cu-k, same length)", parse_cu, &o->cu_q),
         CLI_FN("cu-k", "LIST", "packed sequences: key offsets, e.g. --cu-k 0,100,612",
@@ -164,8 +166,10 @@ static int parse(int argc, char **argv, opts *o)
         .exit_status = "exit status: 0 done, 1 --diff found a difference or --sound failed, "
                        "2 bad input.",
     };
-    int nops;
-    return cli_parse(&spec, argc, argv, &nops);
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    if (rc == CLI_GO && !o->lk_set)
+        o->lk = o->lq;
+    return rc;
 }
 
 /* The mask and sequences the options describe. */
