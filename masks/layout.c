@@ -71,6 +71,7 @@
 #include <string.h>
 
 #include "masks/layout.h"
+#include "masks/params.h"
 
 int32_t layout_modernbert_window(int32_t local_attention, int legacy)
 {
@@ -297,5 +298,29 @@ fc_status layout_get(const char *name, int32_t nlayers, int32_t scale_div, layou
     for (int32_t i = 0; i < nlayers; i++)
         layers[i] = layer_of(d, cv, i);
     *out_nlayers = nlayers;
+    return FC_OK;
+}
+
+fc_status layout_check_mask(const char *name, const layout_layer *layers, int32_t from,
+                            int32_t to, const mask_params *given, fc_err *err)
+{
+    for (int i = 0; i < MASK_NPARAMS; i++) {
+        int32_t v = mask_param_get(given, i);
+        if (v == 0)
+            continue;
+        for (int32_t l = from; l < to; l++) {
+            int32_t lv = mask_param_get(&layers[l].mask, i);
+            if (lv == v)
+                continue;
+            const mask_param_info *t = &mask_param_table[i];
+            char given_text[32] = "";
+            if (!mask_param_is_flag(i))
+                snprintf(given_text, sizeof given_text, " %d", (int)v);
+            return fc_errf(err, FC_EINVAL,
+                           "--%s%s with --layout %s: the layout sets the mask (layer %d has %s "
+                           "%d); drop --%s",
+                           t->opt, given_text, name, (int)l, t->opt, (int)lv, t->opt);
+        }
+    }
     return FC_OK;
 }

@@ -57,6 +57,15 @@ const layout_info *layout_list(int *count);
 fc_status layout_get(const char *name, int32_t nlayers, int32_t scale_div, layout_layer *layers,
                      int32_t max_layers, int32_t *out_nlayers, fc_err *err);
 
+/*
+ * For a command given both mask options and --layout `name`: FC_EINVAL, naming the option, if a
+ * term of `given` is set (nonzero; every term's default is 0, off) and some layer of
+ * layers[from..to) has another value, since the layout would replace it. A term the layout
+ * sets anyway (--causal with a causal layout) passes.
+ */
+fc_status layout_check_mask(const char *name, const layout_layer *layers, int32_t from,
+                            int32_t to, const mask_params *given, fc_err *err);
+
 /* Config conversions (spec section 2 table; layout.c cites the model code for each). */
 int32_t layout_modernbert_window(int32_t local_attention, int legacy); /* la/2+1, legacy la/2 */
 int32_t layout_embeddinggemma_window(int32_t stored_sliding_window);   /* sw/2+1 */

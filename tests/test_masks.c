@@ -506,3 +506,25 @@ Test(layout, refuses_more_layers_than_the_model_has)
         cr_expect(strstr(err.msg, want), "%s", err.msg);
     }
 }
+
+/* Mask terms given beside a layout: one the layout would replace on some layer is refused,
+ * naming the option and the layer; one it sets anyway passes. */
+Test(layout, a_given_mask_term_must_be_the_layouts_own)
+{
+    layout_layer layers[LAYOUT_MAX_LAYERS];
+    int32_t n = get_layout("gemma3", 6, 16, layers); /* layers 0..4 W = 32, layer 5 full */
+    fc_err err;
+    mask_params causal = {.causal = 1}, w32 = {.causal = 1, .sliding_window = 32};
+    cr_expect_eq(layout_check_mask("gemma3", layers, 0, n, &causal, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(layout_check_mask("gemma3", layers, 0, 5, &w32, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(layout_check_mask("gemma3", layers, 0, n, &w32, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "--window 32 with --layout gemma3") &&
+                  strstr(err.msg, "layer 5 has window 0"), "%s", err.msg);
+    mask_params chunk = {.chunk_size = 32};
+    cr_expect_eq(layout_check_mask("gemma3", layers, 2, 3, &chunk, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "--chunk 32") && strstr(err.msg, "layer 2 has chunk 0"), "%s",
+              err.msg);
+    n = get_layout("modernbert", 2, 1, layers);
+    cr_expect_eq(layout_check_mask("modernbert", layers, 0, n, &causal, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "--causal with --layout modernbert"), "%s", err.msg);
+}
