@@ -100,6 +100,7 @@ typedef struct opts {
     int32_t lq, lk, qb, kb, layer, scale_div;
     cu_list cu_q, cu_k;
     int json, sound, have_diff;
+    int lq_set, lk_set, layer_set, scale_div_set; /* given on the command line */
     const char *layout;
     mask_params m;
     bmask_builder builder, diff;
@@ -122,16 +123,17 @@ static int parse_builder(const char *cmd, const char *opt, const char *v, void *
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->lq = o->lk = 1024;
+    o->lq = 1024;
     o->qb = o->kb = 128;
-    o->layer = -1;
     o->scale_div = 1;
     o->builder = BMASK_DIRECT;
     const cli_opt table[] = {
-        CLI_INT("lq", "N", "query length (dense, default 1024)", &o->lq, 0, MASK_MAX_LEN),
-        CLI_INT("lk", "N", "key length (dense, default 1024)", &o->lk, 0, MASK_MAX_LEN),
+        {.name = "lq", .arg = "N", .help = "query length (dense, default 1024)",
+         .kind = CLI_K_I32, .dst = &o->lq, .lo = 0, .hi = MASK_MAX_LEN, .seen = &o->lq_set},
+        {.name = "lk", .arg = "N", .help = "key length (dense, default Lq)", .kind = CLI_K_I32,
+         .dst = &o->lk, .lo = 0, .hi = MASK_MAX_LEN, .seen = &o->lk_set},
         CLI_FN("cu-q", "LIST", "packed sequences: query offsets, e.g. --cu-q 0,100,101\n"
-               "(with --cu-k, same length)", parse_cu, &o->cu_q),
+               "(with --cu-k, same length; instead of --lq and --lk)", parse_cu, &o->cu_q),
         CLI_FN("cu-k", "LIST", "packed sequences: key offsets, e.g. --cu-k 0,100,612",
                parse_cu, &o->cu_k),
         CLI_INT("qb", "N", "query block size, a power of two in [16, 256] (default 128)",
@@ -139,12 +141,15 @@ static int parse(int argc, char **argv, opts *o)
         CLI_INT("kb", "N", "key block size, a power of two in [16, 256] (default 128)", &o->kb,
                 1, 1 << 20),
         CLI_MASK_OPTS(&o->m),
-        CLI_STR("layout", "NAME", "take the mask of a model layer instead (with --layer)",
-                &o->layout),
-        CLI_INT("layer", "I", "with --layout: which layer (required with it)", &o->layer, 0,
-                LAYOUT_MAX_LAYERS - 1),
-        CLI_INT("scale-div", "N", "with --layout: divide the config window/chunk by N "
-                "(default 1)", &o->scale_div, 1, 1 << 20),
+        CLI_STR("layout", "NAME", "take the mask of a model layer instead of --causal,\n"
+                "--window and --chunk (with --layer)", &o->layout),
+        {.name = "layer", .arg = "I", .help = "with --layout: which layer (required with it)",
+         .kind = CLI_K_I32, .dst = &o->layer, .lo = 0, .hi = LAYOUT_MAX_LAYERS - 1,
+         .seen = &o->layer_set},
+        {.name = "scale-div", .arg = "N",
+         .help = "with --layout: divide the config window/chunk by N (default 1)",
+         .kind = CLI_K_I32, .dst = &o->scale_div, .lo = 1, .hi = 1 << 20,
+         .seen = &o->scale_div_set},
         CLI_FN("builder", "B", "slow | direct | superset | superset-trim (default direct)",
                parse_builder, &o->builder),
         {.name = "diff", .arg = "B", .help = "compare with builder B; exit 1 if they differ",
@@ -164,8 +169,21 @@ static int parse(int argc, char **argv, opts *o)
         .exit_status = "exit status: 0 done, 1 --diff found a difference or --sound failed, "
                        "2 bad input.",
     };
-    int nops;
-    return cli_parse(&spec, argc, argv, &nops);
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    if (rc != CLI_GO)
+        return rc;
+    /* Options that would be ignored or silently replaced are refused instead. */
+    if (!o->layout && (o->layer_set || o->scale_div_set))
+        return cli_usage_error(CMD, "%s %d needs --layout NAME",
+                               o->layer_set ? "--layer" : "--scale-div",
+                               (int)(o->layer_set ? o->layer : o->scale_div));
+    if ((o->cu_q.n || o->cu_k.n) && (o->lq_set || o->lk_set))
+        return cli_usage_error(CMD, "--%s %d with --cu-q/--cu-k: the packed sequences give the "
+                               "lengths", o->lq_set ? "lq" : "lk",
+                               (int)(o->lq_set ? o->lq : o->lk));
+    if (!o->lk_set)
+        o->lk = o->lq;
+    return CLI_GO;
 }
 
 /* The mask and sequences the options describe. */
@@ -177,9 +195,14 @@ static int setup(opts *o, seq_info *s)
         int32_t n;
         if (layout_get(o->layout, 0, o->scale_div, layers, LAYOUT_MAX_LAYERS, &n, &err))
             return cli_usage_error(CMD, "%s", err.msg), -1;
-        if (o->layer < 0 || o->layer >= n)
+        if (!o->layer_set)
+            return cli_usage_error(CMD, "--layout %s needs --layer I (its layers are 0..%d)",
+                                   o->layout, (int)n - 1), -1;
+        if (o->layer >= n)
             return cli_usage_error(CMD, "--layer %d: layout %s has layers 0..%d", (int)o->layer,
                                    o->layout, (int)n - 1), -1;
+        if (layout_check_mask(o->layout, layers, o->layer, o->layer + 1, &o->m, &err))
+            return cli_usage_error(CMD, "%s", err.msg), -1;
         o->m = layers[o->layer].mask;
     }
     if ((o->cu_q.n > 0) != (o->cu_k.n > 0) || o->cu_q.n != o->cu_k.n)

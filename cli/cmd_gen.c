@@ -47,7 +47,7 @@ typedef struct gen_opts {
     fix_gen_params gp;
     const char *set, *out, *out_dir, *layout;
     int is_case, force;
-    int lk_set, hkv_set, dv_set;
+    int b_set, lq_set, lk_set, hkv_set, dv_set, layers_set, scale_div_set; /* given */
     int32_t nk, layers, scale_div;
     size_t max_memory, max_work; /* the case's budget (0: the defaults) */
     const char *sinks_file;      /* --sinks FILE, read once Hq is known */
@@ -147,6 +147,19 @@ static int read_sinks_file(gen_opts *o)
     return rc;
 }
 
+/* The layout's own refusals (name, --layers, --scale-div) before anything is drawn, and mask
+ * options it would replace on some layer. */
+static int check_layout(const gen_opts *o)
+{
+    layout_layer layers[LAYOUT_MAX_LAYERS];
+    int32_t n;
+    fc_err err;
+    if (layout_get(o->layout, o->layers, o->scale_div, layers, LAYOUT_MAX_LAYERS, &n, &err) ||
+        layout_check_mask(o->layout, layers, 0, n, &o->gp.mask, &err))
+        return cli_usage_error(CMD, "%s", err.msg);
+    return 0;
+}
+
 /* Fills derived defaults (Lk = Lq, Hkv = Hq, Dv = D) and the packed layout. */
 static int finish_case(gen_opts *o)
 {
@@ -159,6 +172,19 @@ static int finish_case(gen_opts *o)
         gp->dv = gp->d;
     if (gp->nseq == 0 && o->nk)
         return cli_usage_error(CMD, "--packed-k needs --packed");
+    /* A packed batch is one sequence list with B = 1 and its own lengths: --lq and --lk would
+     * be ignored, and so would --b other than 1. */
+    int b_other = o->b_set && gp->b != 1;
+    if (gp->nseq && (b_other || o->lq_set || o->lk_set))
+        return cli_usage_error(CMD, "--%s %d with --packed: the packed sequences give the "
+                               "lengths, with B = 1", b_other ? "b" : o->lq_set ? "lq" : "lk",
+                               (int)(b_other ? gp->b : o->lq_set ? gp->lq : gp->lk));
+    if (!o->layout && (o->layers_set || o->scale_div_set))
+        return cli_usage_error(CMD, "%s %d needs --layout NAME",
+                               o->layers_set ? "--layers" : "--scale-div",
+                               (int)(o->layers_set ? o->layers : o->scale_div));
+    if (o->layout && check_layout(o))
+        return CLI_BADINPUT;
     if (o->sinks_file && read_sinks_file(o))
         return CLI_BADINPUT;
     if (gp->nseq) {
@@ -216,11 +242,13 @@ int cmd_gen(int argc, char **argv)
         CLI_STR("out-dir", "DIR", "the directory to write the set into (--set)", &o.out_dir),
         CLI_FLAG("force", "overwrite an existing file", &o.force, 1),
         CLI_STR("name", "NAME", "case name (default c0001)", &gp->name),
-        CLI_INT("b", "N", "batch size (default 1)", &gp->b, 1, 1 << 16),
+        {.name = "b", .arg = "N", .help = "batch size (default 1)", .kind = CLI_K_I32,
+         .dst = &gp->b, .lo = 1, .hi = 1 << 16, .seen = &o.b_set},
         CLI_INT("hq", "N", "query heads (default 2)", &gp->hq, 1, ATTN_MAX_HEADS),
         {.name = "hkv", .arg = "N", .help = "key/value heads (default Hq)", .kind = CLI_K_I32,
          .dst = &gp->hkv, .lo = 1, .hi = ATTN_MAX_HEADS, .seen = &o.hkv_set},
-        CLI_INT("lq", "N", "query length (default 128)", &gp->lq, 0, MASK_MAX_LEN),
+        {.name = "lq", .arg = "N", .help = "query length (default 128)", .kind = CLI_K_I32,
+         .dst = &gp->lq, .lo = 0, .hi = MASK_MAX_LEN, .seen = &o.lq_set},
         {.name = "lk", .arg = "N", .help = "key length (default Lq)", .kind = CLI_K_I32,
          .dst = &gp->lk, .lo = 0, .hi = MASK_MAX_LEN, .seen = &o.lk_set},
         CLI_INT("d", "N", "head dim of q and k (default 64)", &gp->d, 1, ATTN_MAX_HEAD_DIM),
@@ -232,8 +260,8 @@ int cmd_gen(int argc, char **argv)
                 BMASK_MIN_BLOCK, BMASK_MAX_BLOCK),
         CLI_INT("kb", "N", "key block size of the stored block mask (default 128)", &gp->kb,
                 BMASK_MIN_BLOCK, BMASK_MAX_BLOCK),
-        CLI_FN("packed", "LIST", "packed batch: cu_seqlens for q and k, e.g. \"0,3,7\" (B = 1)",
-               parse_packed, &o),
+        CLI_FN("packed", "LIST", "packed batch: cu_seqlens for q and k, e.g. \"0,3,7\" (B = 1;\n"
+               "instead of --lq and --lk)", parse_packed, &o),
         CLI_FN("packed-k", "LIST", "cu_seqlens_k when it differs from cu_seqlens_q",
                parse_packed_k, &o),
         CLI_FN("scale", "S", "softmax scale (default 1/sqrt(D))", parse_scale, &gp->scale),
@@ -249,13 +277,18 @@ int cmd_gen(int argc, char **argv)
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.max_work),
         CLI_STR("layout", "NAME", "a layout file: the case through every layer of NAME, each\n"
-                "with the model's soft-cap, scale and sinks where it has them (they\n"
+                "with the layer's mask (instead of --causal, --window and --chunk)\n"
+                "and the model's soft-cap, scale and sinks where it has them (they\n"
                 "replace --softcap and --scale; layer i draws its sinks from the\n"
                 "--sinks seed (default 0) + i)", &o.layout),
-        CLI_INT("layers", "N", "with --layout: first N layers (default the model's)", &o.layers,
-                1, LAYOUT_MAX_LAYERS),
-        CLI_INT("scale-div", "N", "with --layout: divide the config window/chunk by N (default 1)",
-                &o.scale_div, 1, 1 << 20),
+        {.name = "layers", .arg = "N",
+         .help = "with --layout: first N layers (default and at most the model's)",
+         .kind = CLI_K_I32, .dst = &o.layers, .lo = 1, .hi = LAYOUT_MAX_LAYERS,
+         .seen = &o.layers_set},
+        {.name = "scale-div", .arg = "N",
+         .help = "with --layout: divide the config window/chunk by N (default 1)",
+         .kind = CLI_K_I32, .dst = &o.scale_div, .lo = 1, .hi = 1 << 20,
+         .seen = &o.scale_div_set},
     };
     const cli_spec spec = {
         .cmd = CMD,
@@ -273,6 +306,15 @@ int cmd_gen(int argc, char **argv)
         return rc;
     if (!o.set == !o.is_case)
         return cli_usage_error(CMD, "give exactly one of --set NAME or --case (--help)");
+    /* Each mode writes to its own destination; the other's would be ignored. */
+    if (o.is_case && o.out_dir)
+        return cli_usage_error(CMD, "--out-dir %s with --case: a case is written to --out FILE",
+                               o.out_dir);
+    if (o.set && (o.out || o.layout))
+        return cli_usage_error(CMD, "%s %s with --set: %s", o.out ? "--out" : "--layout",
+                               o.out ? o.out : o.layout,
+                               o.out ? "a set is written to --out-dir DIR"
+                                     : "a layout file is a --case");
     o.gp.budget = (fix_budget){o.max_memory, o.max_work};
     if (o.is_case && finish_case(&o))
         return CLI_BADINPUT;

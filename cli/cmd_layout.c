@@ -36,10 +36,11 @@ int cmd_layout(int argc, char **argv)
     const cli_opt opts[] = {
         CLI_FN("list", NULL, "name every layout, with its layer count and model", parse_list,
                &want_list),
-        CLI_INT("layers", "N", "first N layers (default: the model's count)", &nlayers, 1,
-                LAYOUT_MAX_LAYERS),
+        CLI_INT("layers", "N", "first N layers (default and at most: the model's count)",
+                &nlayers, 1, LAYOUT_MAX_LAYERS),
         CLI_INT("scale-div", "N", "divide the config's window/chunk value by N before converting\n"
-                "(default 1)", &scale_div, 1, 1 << 20),
+                "(default 1; N must divide it exactly)",
+                &scale_div, 1, 1 << 20),
     };
     const cli_spec spec = {
         .cmd = CMD,

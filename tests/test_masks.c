@@ -394,11 +394,35 @@ Test(layout, scaled_down_layouts_keep_the_models_formulas)
     }
 }
 
+/* Gemma 3 and embeddinggemma (a Gemma3TextModel): Hugging Face's Gemma3Attention scales by
+ * query_pre_attn_scalar**-0.5 on every layer, with no soft-cap; query_pre_attn_scalar is 256 in
+ * each checkpoint's config (convert_gemma3_weights.py's variants, gemma-3-1b-it's config.json).
+ * The scale is not a length: every divisor leaves it. */
+Test(layout, gemma3_and_embeddinggemma_scale_by_query_pre_attn_scalar)
+{
+    static const struct {
+        const char *name;
+        double query_pre_attn_scalar;
+    } models[] = {{"gemma3", 256}, {"gemma3-270m", 256}, {"gemma3-4b", 256},
+                  {"embeddinggemma", 256}};
+    static const int32_t divs[] = {1, 8, 64};
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
+        for (size_t j = 0; j < sizeof divs / sizeof divs[0]; j++) {
+            layout_layer layers[LAYOUT_MAX_LAYERS];
+            int32_t n = get_layout(models[k].name, 0, divs[j], layers);
+            double want = pow(models[k].query_pre_attn_scalar, -0.5);
+            for (int32_t i = 0; i < n; i++)
+                cr_expect(fabs(layers[i].scale - want) <= 1e-15 * want &&
+                              layers[i].softcap == 0 && layers[i].sinks == 0,
+                          "%s/%d: layer %d scale %.17g (want %.17g), cap %g, sinks %d",
+                          models[k].name, (int)divs[j], (int)i, layers[i].scale, want,
+                          layers[i].softcap, (int)layers[i].sinks);
+        }
+}
+
 Test(layout, other_models_have_no_score_terms_and_the_default_scale)
 {
-    static const char *const names[] = {"modernbert", "modernbert-legacy", "embeddinggemma",
-                                        "gemma3", "gemma3-270m", "gemma3-4b", "llama4",
-                                        "mistral"};
+    static const char *const names[] = {"modernbert", "modernbert-legacy", "llama4", "mistral"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         layout_layer layers[LAYOUT_MAX_LAYERS];
         int32_t n = get_layout(names[k], 0, 1, layers);
@@ -424,4 +448,83 @@ Test(layout, scales_the_config_value_before_converting)
     cr_expect(strstr(err.msg, "'nope'"), "%s", err.msg);
     cr_expect_eq(layout_get("gemma2", 0, 0, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_EINVAL);
     cr_expect_eq(layout_get("gemma2", 1000, 1, layers, LAYOUT_MAX_LAYERS, &n, &err), FC_EINVAL);
+}
+
+/* A divisor must divide the config value exactly and leave at least 2: 128 / 3 used to be
+ * truncated to 42, a window the model's formula never gives. The message names the layout,
+ * the divisor and the divisors that work (computed here from the config value). */
+Test(layout, refuses_a_divisor_that_does_not_divide_the_config_value)
+{
+    static const struct {
+        const char *name, *field;
+        int32_t value, bad;
+    } cases[] = {{"gpt-oss-20b", "sliding_window", 128, 3},
+                 {"llama4", "attention_chunk_size", 8192, 3000},
+                 {"modernbert", "local_attention", 128, 6},
+                 {"gemma2", "sliding_window", 4096, 4096}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        layout_layer layers[LAYOUT_MAX_LAYERS];
+        int32_t n;
+        fc_err err;
+        cr_expect_eq(layout_get(cases[k].name, 0, cases[k].bad, layers, LAYOUT_MAX_LAYERS, &n,
+                                &err), FC_EINVAL, "%s / %d", cases[k].name, (int)cases[k].bad);
+        char ok[256] = "", head[128];
+        size_t len = 0;
+        for (int32_t d = 1; d <= cases[k].value; d++)
+            if (cases[k].value % d == 0 && cases[k].value / d >= 2)
+                len += (size_t)snprintf(ok + len, sizeof ok - len, "%s%d", len ? ", " : "",
+                                        (int)d);
+        snprintf(head, sizeof head, "--scale-div %d: layout %s's %s %d", (int)cases[k].bad,
+                 cases[k].name, cases[k].field, (int)cases[k].value);
+        cr_expect(strstr(err.msg, head) && strstr(err.msg, ok) && !strchr(err.msg, '\n'),
+                  "%s: %s", cases[k].name, err.msg);
+        /* Every divisor offered works, and gives the divided value exactly. */
+        for (int32_t d = 1; d <= cases[k].value; d++)
+            if (cases[k].value % d == 0 && cases[k].value / d >= 2)
+                cr_expect_eq(layout_get(cases[k].name, 1, d, layers, LAYOUT_MAX_LAYERS, &n, &err),
+                             FC_OK, "%s / %d: %s", cases[k].name, (int)d, err.msg);
+    }
+}
+
+/* nlayers past the model's count would invent layers by extending its pattern. */
+Test(layout, refuses_more_layers_than_the_model_has)
+{
+    for (size_t i = 0; i < sizeof layout_cases / sizeof layout_cases[0]; i++) {
+        const layout_case *lc = &layout_cases[i];
+        layout_layer layers[LAYOUT_MAX_LAYERS];
+        int32_t n = 0;
+        fc_err err;
+        cr_expect_eq(layout_get(lc->name, lc->nlayers, 1, layers, LAYOUT_MAX_LAYERS, &n, &err),
+                     FC_OK, "%s: %s", lc->name, err.msg);
+        cr_expect_eq(n, lc->nlayers);
+        cr_expect_eq(layout_get(lc->name, lc->nlayers + 1, 1, layers, LAYOUT_MAX_LAYERS, &n,
+                                &err), FC_EINVAL, "%s: layer %d does not exist", lc->name,
+                     (int)lc->nlayers);
+        char want[96];
+        snprintf(want, sizeof want, "--layers %d: layout %s has layers 0..%d",
+                 (int)lc->nlayers + 1, lc->name, (int)lc->nlayers - 1);
+        cr_expect(strstr(err.msg, want), "%s", err.msg);
+    }
+}
+
+/* Mask terms given beside a layout: one the layout would replace on some layer is refused,
+ * naming the option and the layer; one it sets anyway passes. */
+Test(layout, a_given_mask_term_must_be_the_layouts_own)
+{
+    layout_layer layers[LAYOUT_MAX_LAYERS];
+    int32_t n = get_layout("gemma3", 6, 16, layers); /* layers 0..4 W = 32, layer 5 full */
+    fc_err err;
+    mask_params causal = {.causal = 1}, w32 = {.causal = 1, .sliding_window = 32};
+    cr_expect_eq(layout_check_mask("gemma3", layers, 0, n, &causal, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(layout_check_mask("gemma3", layers, 0, 5, &w32, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(layout_check_mask("gemma3", layers, 0, n, &w32, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "--window 32 with --layout gemma3") &&
+                  strstr(err.msg, "layer 5 has window 0"), "%s", err.msg);
+    mask_params chunk = {.chunk_size = 32};
+    cr_expect_eq(layout_check_mask("gemma3", layers, 2, 3, &chunk, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "--chunk 32") && strstr(err.msg, "layer 2 has chunk 0"), "%s",
+              err.msg);
+    n = get_layout("modernbert", 2, 1, layers);
+    cr_expect_eq(layout_check_mask("modernbert", layers, 0, n, &causal, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "--causal with --layout modernbert"), "%s", err.msg);
 }
