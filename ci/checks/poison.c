@@ -1,5 +1,8 @@
 /*
- * poison.c - poisoning: keys no query may see, filled with NaN or huge values.
+ * poison.c - poisoning: keys no query may see, filled with NaN, huge finite values or
+ * infinities. Huge means 1e30 or the dtype's largest finite value if smaller (float16: 65504;
+ * 1e30 would round to infinity there, so float16 used to be poisoned with infinities twice and
+ * never with a large finite value, the kind a mask applied after the max lets dominate).
  */
 #include <math.h>
 #include <stdio.h>
@@ -68,7 +71,9 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
     int32_t unseen = 0;
     for (int32_t tk = 0; tk < p->seq.lk; tk++)
         unseen += !seen[tk];
-    static const float poisons[][2] = {{NAN, NAN}, {1e30f, -1e30f}};
+    const float huge = s.fc.dtype == FC_F16 ? 65504.0f : 1e30f;
+    const float poisons[][2] = {{NAN, NAN}, {huge, -huge}, {INFINITY, -INFINITY}};
+    static const char *const names[] = {"NaN", "+-huge", "+-inf"};
     for (int i = 0; i < op->nbackends; i++) {
         rep_row *row = gate_main_row(c, op, i, &s, rows, NULL, NULL);
         if (!row) {
@@ -77,7 +82,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
         }
         if (unseen == 0)
             judge_row_fail_check(row, CHECK, "every key is visible: nothing to poison");
-        for (int t = 0; t < 2 && unseen; t++) {
+        for (int t = 0; t < 3 && unseen; t++) {
             judge_case pc = s.jc; /* same problem and q, poisoned k and v */
             pc.k = k;
             pc.v = v;
@@ -92,10 +97,10 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
             if (r < nl) {
                 char at[112];
                 attn_row_where(at, sizeof at, s.jc.prob, r, -1);
-                judge_row_fail_check(row, CHECK, "%s in %d unseen keys changed row %s: "
-                                     "out[0] %g -> %g, lse %g -> %g", t ? "+-1e30" : "NaN",
-                                     (int)unseen, at, s.b.o[r * dv], o[r * dv], s.b.lse[r],
-                                     l[r]);
+                judge_row_fail_check(row, CHECK, "%s (%g) in %d unseen keys changed row %s: "
+                                     "out[0] %g -> %g, lse %g -> %g", names[t],
+                                     (double)poisons[t][0], (int)unseen, at, s.b.o[r * dv],
+                                     o[r * dv], s.b.lse[r], l[r]);
             }
         }
     }
