@@ -277,6 +277,15 @@ static fc_status get_rows(const reader *r, const json_t *arr, rep_report *out)
                                 &out->rows[i]);
         if (st)
             return st;
+        /* A row's verdict agrees with its gates: a row edited to "pass" while a gate shows
+         * F (or a failure with nothing named) would merge into a false total. */
+        const rep_row *row = &out->rows[i];
+        int gate_failed = strchr(row->gates, 'F') != NULL;
+        if (row->outcome != REP_ROW_FAIL && (gate_failed || row->first_fail[0]))
+            return bad(r, where, "outcome %s, yet gates '%s' and first_fail '%s' say it failed",
+                       rep_outcome_name(row->outcome), row->gates, row->first_fail);
+        if (row->outcome == REP_ROW_FAIL && !row->first_fail[0])
+            return bad(r, where, "outcome fail with no first_fail");
     }
     out->n = n;
     return FC_OK;

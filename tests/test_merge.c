@@ -280,7 +280,7 @@ Test(roundtrip, rows_run_and_checks_read_back_equal_field_by_field)
     rows[5].case_id[REP_ID_LEN - 1] = 0;
     rows[5].group[0] = 0;
     make_row(&rows[6], "m5-outside", FC_F16, 6);
-    rep_verdict ov = {.dtype = FC_F16, .outside = 1}; /* outside the contract */
+    rep_verdict ov = {.dtype = FC_F16, .unscaled = 1, .outside = 1, .first_fail = -1};
     rep_set_str(ov.outside_why, sizeof ov.outside_why, "outside-contract: the float16 baseline "
                 "is inf at (b, h, q, d) = (0, 0, 0, 0)");
     rep_row_set_verdict(&rows[6], &ov);
@@ -761,6 +761,12 @@ Test(hostile, bad_fields_are_refused_naming_file_and_field)
          "field rows[0].case_id: 200 bytes, longer than the field's 127"},
         {second, "\"first_fail\": null", "\"first_fail\": 3",
          "field rows[1].first_fail: expected a string or null"},
+        {second, "\"gates\": \"PPPPPP-\"", "\"gates\": \"PPFPPP-\"",
+         "field rows[1]: outcome pass, yet gates 'PPFPPP-' and first_fail '' say it failed"},
+        {second, "\"first_fail\": null", "\"first_fail\": \"H1\"",
+         "field rows[1]: outcome pass, yet gates"},
+        {second, "\"outcome\": \"pass\"", "\"outcome\": \"fail\"",
+         "field rows[1]: outcome fail with no first_fail"},
         {NULL, "\"pass\": 2", "\"pass\": 3", "field pass: says 3, the rows add up to 2"},
         {NULL, "\"rows_total\": 2, ", "", "field rows_total: missing"},
         {NULL, "\"run\": {", "\"run\": null, \"x\": {", "field run: null"},
