@@ -24,8 +24,8 @@ int cmd_export(int argc, char **argv)
         CLI_FLAG("full", "the full matrix (default: the default size)", &size, GATE_FULL),
         CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
                 &filter),
-        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N), as the gate's",
-               cli_parse_shard, shard),
+        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N <= "
+               CLI_TEXT(CLI_SHARD_MAX) "), as the gate's", cli_parse_shard, shard),
         CLI_INT("seed", "S", "matrix seed (default 1)", &seed, 0, INT32_MAX),
         CLI_STR("out", "DIR", "where the files go (created if missing; required)", &out),
         CLI_FLAG("force", "replace files that exist", &force, 1),

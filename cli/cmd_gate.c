@@ -51,8 +51,8 @@ static int parse(int argc, char **argv, gate_cfg *g)
         CLI_FLAG("full", "the full matrix (default: the default size)", &g->size, GATE_FULL),
         CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
                 &g->filter),
-        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N), for fan-out",
-               cli_parse_shard, g->shard),
+        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N <= "
+               CLI_TEXT(CLI_SHARD_MAX) "), for fan-out", cli_parse_shard, g->shard),
         CLI_FN("backend", "B", "emu | gpu | all (default: every backend present)",
                parse_backend, &g->backend),
         CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &g->kernel, 1,

@@ -204,10 +204,15 @@ static void explain_row(const fix_case *c, const bmask *bm, const float *o, cons
 /* "B,H,Q" inside the problem, as a flat row index; -1 and a message otherwise. */
 static int parse_row(const char *s, const attn_problem *p, size_t *row)
 {
-    long b, h, q;
-    char tail;
-    if (sscanf(s, "%ld,%ld,%ld%c", &b, &h, &q, &tail) != 3)
-        return cli_usage_error(CMD, "--row '%s': want B,H,Q (three integers)", s), -1;
+    long long v[3];
+    const char *at = s;
+    for (int k = 0; k < 3; k++) { /* decimal fields, as every number option (cli_decimal) */
+        size_t len = strcspn(at, ",");
+        if (cli_decimal(at, len, &v[k]) || (k < 2) != (at[len] == ','))
+            return cli_usage_error(CMD, "--row '%s': want B,H,Q (three integers)", s), -1;
+        at += len + (k < 2);
+    }
+    long long b = v[0], h = v[1], q = v[2];
     if (b < 0 || b >= p->seq.batch || h < 0 || h >= p->hq || q < 0 || q >= p->seq.lq)
         return cli_usage_error(CMD, "--row %s: outside the case (B %d, Hq %d, Lq %d)", s,
                                (int)p->seq.batch, (int)p->hq, (int)p->seq.lq), -1;

@@ -340,8 +340,7 @@ Test(cli, max_memory_takes_bytes_with_a_suffix_and_refuses_anything_else)
     static const char *const bad[] = {"check --max-memory 12X '%s/a.h5'",
                                       "check --max-memory 100M '%s/a.h5'",
                                       "repro '%s/a.h5' --max-memory 3.5G",
-                                      "fill '%s/a.h5' --out x.h5 --max-memory -1G",
-                                      "check --max-memory 99999999999T '%s/a.h5'"};
+                                      "fill '%s/a.h5' --out x.h5 --max-memory -1G"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         run_cli(&r, bad[i], dir);
         cr_expect_eq(r.status, 2, "%s: status %d", bad[i], r.status);
@@ -454,4 +453,119 @@ Test(cli, the_work_budget_is_the_commands_to_raise_or_lower)
     run_cli(&r, "check --max-work 0 %s", f);
     cr_expect(r.status == 2 && strstr(r.err, "--max-work '0': a positive count"), "%s", r.err);
     unlink(f);
+}
+
+/* ---- numbers on the command line: decimal, nothing around them, messages that say why ---- */
+
+Test(cli, shard_takes_two_plain_whole_numbers_in_range)
+{
+    /* Each was read as some shard before (sscanf "%d/%d"): N wrapped to 1, spaces and signs
+     * skipped, a trailing part ignored. */
+    static const char *const bad[] = {"1/4294967297", " 1/8", "1/8 ", "+1/8", "1/+8", "0/4",
+                                      "5/4", "1/0", "1/10001", "1/-8", "-1/8", "1/", "/8", "1",
+                                      "1/8/2", "1//8", "0x1/8", "1/8x", ""};
+    run_out r;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_cli(&r, "gate --quick --list --shard '%s'", bad[i]);
+        char want[64];
+        snprintf(want, sizeof want, "--shard '%s': expected I/N", bad[i]);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, want) && !r.out[0],
+                  "--shard '%s': status %d\n%s%.200s", bad[i], r.status, r.err, r.out);
+    }
+    run_cli(&r, "export --quick --shard 1/4294967297 --out '%s/x'", dir);
+    cr_expect(r.status == 2 && strstr(r.err, "--shard '1/4294967297': expected I/N"), "%s",
+              r.err);
+    /* Shard I of N is the filtered cases at positions I-1, I-1+N, ... of the whole list. */
+    run_cli(&r, "gate --quick --list");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char whole[sizeof r.out], want[sizeof r.out] = "";
+    strcpy(whole, r.out);
+    int k = 0;
+    for (char *line = strtok(whole, "\n"); line; line = strtok(NULL, "\n"), k++)
+        if (k % 8 == 2)
+            strcat(strcat(want, line), "\n");
+    run_cli(&r, "gate --quick --list --shard 3/8");
+    cr_expect(r.status == 0 && !strcmp(r.out, want), "3/8:\n%s\nwant:\n%s", r.out, want);
+    run_cli(&r, "gate --quick --list --shard 03/08");
+    cr_expect(r.status == 0 && !strcmp(r.out, want), "leading zeros are still decimal: %s",
+              r.err);
+}
+
+Test(cli, integer_and_number_options_are_decimal_only)
+{
+    /* strtol took leading space and '+', strtod hex, inf and nan: now both read only
+     * [-]digits (an integer) or [-]digits[.digits][e[+-]digits] (a number). */
+    static const char *const ints[][2] = {
+        {"gen --case --out '%s/x.h5' --lq ' 10'", "--lq: ' 10' is not an integer in [0, "},
+        {"gen --case --out '%s/x.h5' --lq +10", "--lq: '+10' is not an integer in [0, "},
+        {"gen --case --out '%s/x.h5' --lq 0x10", "--lq: '0x10' is not an integer in [0, "},
+        {"gen --case --out '%s/x.h5' --lq '10 '", "--lq: '10 ' is not an integer in [0, "},
+        {"gen --case --out '%s/x.h5' --lq 99999999999999999999",
+         "--lq: '99999999999999999999' is not an integer in [0, "},
+        {"gate --quick --list --seed ' 5' --report-dir '%s/r'", "--seed: ' 5' is not an integer"},
+        {"gen --case --out '%s/x.h5' --scale 0x10", "--scale: '0x10' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale ' 1'", "--scale: ' 1' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale +1", "--scale: '+1' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale inf", "--scale: 'inf' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale nan", "--scale: 'nan' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale 1e", "--scale: '1e' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale .", "--scale: '.' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --softcap 0x1p4", "--softcap: '0x1p4' is not a decimal"},
+        {"gen --case --out '%s/x.h5' --scale 1e-320",
+         "--scale: '1e-320' is out of range (nonzero magnitude below 2.2e-308"},
+        {"gen --case --out '%s/x.h5' --scale 1e-400",
+         "--scale: '1e-400' is out of range (nonzero magnitude below 2.2e-308"},
+        {"gen --case --out '%s/x.h5' --scale 1e400",
+         "--scale: '1e400' is out of range (magnitude above 1.8e+308)"},
+    };
+    run_out r;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        run_cli(&r, ints[i][0], dir);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, ints[i][1]),
+                  "%s: status %d: %s", ints[i][0], r.status, r.err);
+    }
+    char f[160];
+    snprintf(f, sizeof f, "%s/x.h5", dir);
+    cr_expect(access(f, F_OK) != 0, "no file was written");
+    /* What a number looks like is still read: a point on either side, a signed exponent. */
+    static const char *const good[] = {"--scale .5", "--scale 5.", "--scale 1.25e-1",
+                                       "--scale 2E+0", "--softcap 0", "--lq 010"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        run_cli(&r, "gen --case --lq 8 --d 4 --qb 16 --kb 16 --force --out '%s' %s", f, good[i]);
+        cr_expect_eq(r.status, 0, "%s: %s", good[i], r.err);
+    }
+}
+
+Test(cli, a_size_or_count_too_large_is_said_to_be_too_large)
+{
+    gen_small("a.h5");
+    run_out r;
+    run_cli(&r, "check --max-memory 99999999999T '%s/a.h5'", dir);
+    cr_expect(r.status == 2 && count_lines(r.err) == 1 &&
+                  strstr(r.err, "--max-memory '99999999999T': too large (above 2^64 - 1 bytes)"),
+              "not 'at least 512M': %s", r.err);
+    run_cli(&r, "check --max-work 99999999999999999999 '%s/a.h5'", dir);
+    cr_expect(r.status == 2 && strstr(r.err, "--max-work '99999999999999999999': too large"),
+              "%s", r.err);
+    run_cli(&r, "check --max-memory ' 1G' '%s/a.h5'", dir);
+    cr_expect(r.status == 2 && strstr(r.err, "a size in bytes of at least 512M"), "%s", r.err);
+    run_cli(&r, "check --max-memory 16777215T '%s/a.h5'", dir);
+    cr_expect_eq(r.status, 0, "the largest whole T a size_t holds: %s", r.err);
+}
+
+Test(cli, repro_row_takes_three_plain_integers)
+{
+    gen_small("one.h5");
+    static const char *const bad[] = {" 0,0,3", "0,0,+3", "0, 0,3", "0,0", "0,0,3,", "0,,3",
+                                      ",0,3", "0,0,3 ", "0x0,0,3"};
+    run_out r;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_cli(&r, "repro '%s/one.h5' --kernel 1 --row '%s'", dir, bad[i]);
+        char want[64];
+        snprintf(want, sizeof want, "--row '%s': want B,H,Q (three integers)", bad[i]);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, want), "%s: %s",
+                  bad[i], r.err);
+    }
+    run_cli(&r, "repro '%s/one.h5' --kernel 1 --row 0,1,3", dir);
+    cr_expect(r.status == 0 && strstr(r.out, "--row 0,1,3"), "%s", r.err);
 }
