@@ -22,7 +22,8 @@ int cmd_export(int argc, char **argv)
     const cli_opt opts[] = {
         CLI_FLAG("quick", "the quick matrix (default: the default size)", &size, GATE_QUICK),
         CLI_FLAG("full", "the full matrix (default: the default size)", &size, GATE_FULL),
-        CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
+        CLI_STR("filter", "PATTERN", "a case id (or a report row's, ID@...): that case alone;\n"
+                "else the ids containing it, or matching it as a glob (* ? [])",
                 &filter),
         CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N <= "
                CLI_TEXT(CLI_SHARD_MAX) "), as the gate's", cli_parse_shard, shard),
@@ -69,10 +70,10 @@ int cmd_export(int argc, char **argv)
     fc_err err;
     if (gate_matrix((gate_size)size, (uint64_t)seed, &all, &nall, NULL, &err))
         return cli_usage_error(CMD, "%s", err.msg);
-    int n = gate_select(all, nall, filter, shard[0], shard[1]);
-    if (n == 0) {
+    int n = cli_select_cases(CMD, all, nall, gate_size_name((gate_size)size), filter, shard, 1);
+    if (n == 0) { /* the message is out */
         free(all);
-        return cli_usage_error(CMD, "no case matches --filter '%s'", filter ? filter : "");
+        return CLI_BADINPUT;
     }
     gate_export_stats st = {0};
     rc = CLI_PASS;

@@ -49,7 +49,8 @@ static int parse(int argc, char **argv, gate_cfg *g)
     const cli_opt opts[] = {
         CLI_FLAG("quick", "the quick matrix (default: the default size)", &g->size, GATE_QUICK),
         CLI_FLAG("full", "the full matrix (default: the default size)", &g->size, GATE_FULL),
-        CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
+        CLI_STR("filter", "PATTERN", "a case id (or a report row's, ID@...): that case alone;\n"
+                "else the ids containing it, or matching it as a glob (* ? [])",
                 &g->filter),
         CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N <= "
                CLI_TEXT(CLI_SHARD_MAX) "), for fan-out", cli_parse_shard, g->shard),
@@ -94,6 +95,29 @@ static int pick_backends(const gate_cfg *g, gate_opts *o)
         else
             fprintf(stderr, "flexcheck gate: gpu backend skipped: %s\n", err.msg);
     }
+    return 0;
+}
+
+int cli_select_cases(const char *cmd, gate_case *all, int nall, const char *matrix,
+                     const char *filter, const int32_t shard[2], int say_why)
+{
+    int n = gate_select(all, nall, filter, shard[0], shard[1]);
+    if (n > 0 || !say_why)
+        return n;
+    /* Nothing was kept, so all[] is as it was: count what the filter alone selects. */
+    int matched = gate_select(all, nall, filter, 1, 1);
+    if (matched == 0)
+        cli_usage_error(cmd, "no case of the %s matrix matches --filter '%s'", matrix,
+                        filter ? filter : "");
+    else if (filter && *filter)
+        cli_usage_error(cmd, "--shard %d/%d holds no case: only %d case%s of the %s matrix "
+                        "match%s --filter '%s' (use N <= %d)", (int)shard[0], (int)shard[1],
+                        matched, matched == 1 ? "" : "s", matrix, matched == 1 ? "es" : "",
+                        filter, matched);
+    else
+        cli_usage_error(cmd, "--shard %d/%d holds no case: the %s matrix has only %d case%s "
+                        "(use N <= %d)", (int)shard[0], (int)shard[1], matrix, matched,
+                        matched == 1 ? "" : "s", matched);
     return 0;
 }
 
@@ -227,16 +251,17 @@ int cmd_gate(int argc, char **argv)
     fc_err err;
     if (gate_matrix((gate_size)g.size, (uint64_t)g.seed, &all, &nall, &dropped, &err))
         return cli_usage_error(CMD, "%s", err.msg);
-    int n = gate_select(all, nall, g.filter, g.shard[0], g.shard[1]);
+    int n = cli_select_cases(CMD, all, nall, gate_size_name((gate_size)g.size), g.filter,
+                             g.shard, !g.list);
     if (g.list) {
         for (int i = 0; i < n; i++)
             printf("%s\n", all[i].id);
         free(all);
         return CLI_PASS;
     }
-    if (n == 0) {
+    if (n == 0) { /* the message is out */
         free(all);
-        return cli_usage_error(CMD, "no case matches --filter '%s'", g.filter ? g.filter : "");
+        return CLI_BADINPUT;
     }
     if (pick_backends(&g, &opts)) {
         free(all);

@@ -569,3 +569,89 @@ Test(cli, repro_row_takes_three_plain_integers)
     run_cli(&r, "repro '%s/one.h5' --kernel 1 --row 0,1,3", dir);
     cr_expect(r.status == 0 && strstr(r.out, "--row 0,1,3"), "%s", r.err);
 }
+
+/* ---- what --filter and --shard select, and what a selection of nothing says ---- */
+
+/* The whole stdout of `flexcheck ARGS` (heap; a matrix's id list outgrows run_out). */
+static char *stdout_of(const char *args)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s", getenv("FLEXCHECK_BIN"), args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "%s", cmd);
+    size_t n = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, p)) > 0;)
+        if ((n += got) + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    pclose(p);
+    cr_assert(buf);
+    buf[n] = '\0';
+    return buf;
+}
+
+Test(cli, a_whole_case_id_filter_selects_that_case_alone)
+{
+    if (!getenv("FLEXCHECK_BIN"))
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    /* The full matrix's ids, one a line; a pair where one id is part of the other. */
+    char *all = stdout_of("gate --full --list");
+    char *ids[2048];
+    int n = 0;
+    for (char *line = strtok(all, "\n"); line && n < 2048; line = strtok(NULL, "\n"))
+        ids[n++] = line;
+    const char *part = NULL;
+    for (int i = 0; i < n && !part; i++)
+        for (int j = 0; j < n && !part; j++)
+            if (i != j && strstr(ids[j], ids[i]))
+                part = ids[i];
+    if (!part) {
+        free(all);
+        cr_skip_test("no case id of the full matrix is part of another");
+    }
+    char args[256], want[160];
+    snprintf(want, sizeof want, "%s\n", part);
+    static const char *const forms[] = {"%s", "%s@L03", "%s@W-1"};
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        char filter[160];
+        snprintf(filter, sizeof filter, forms[f], part);
+        snprintf(args, sizeof args, "gate --full --list --filter '%s'", filter);
+        char *got = stdout_of(args);
+        cr_expect_str_eq(got, want, "--filter %s selects that case alone", filter);
+        free(got);
+    }
+    /* A glob still selects both, and a part of an id still every id holding it. */
+    snprintf(args, sizeof args, "gate --full --list --filter '%s*'", part);
+    char *glob = stdout_of(args);
+    cr_expect(count_lines(glob) >= 2, "the glob %s*: %s", part, glob);
+    free(glob);
+    char *sub = stdout_of("gate --quick --list --filter m4-window-edge");
+    cr_expect(count_lines(sub) >= 2, "a substring: %s", sub);
+    free(sub);
+    free(all);
+}
+
+Test(cli, an_empty_shard_says_it_is_the_shard_not_the_filter)
+{
+    run_out r;
+    run_cli(&r, "gate --quick --list");
+    int total = count_lines(r.out);
+    run_cli(&r, "gate --quick --shard %d/%d --report-dir '%s/r1'", total + 1, total + 30, dir);
+    char want[160];
+    snprintf(want, sizeof want, "--shard %d/%d holds no case: the quick matrix has only %d "
+             "cases (use N <= %d)\n", total + 1, total + 30, total, total);
+    cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, want), "%s", r.err);
+    /* A filter matching one case: its shard 2/2 is empty, and the message counts that case. */
+    run_cli(&r, "gate --quick --list --filter m4-window-edge-f32");
+    cr_assert(r.status == 0 && count_lines(r.out) == 1, "%s", r.out);
+    run_cli(&r, "export --quick --filter m4-window-edge-f32 --shard 2/2 --out '%s/ex'", dir);
+    cr_expect(r.status == 2 && count_lines(r.err) == 1 &&
+                  strstr(r.err, "--shard 2/2 holds no case: only 1 case of the quick matrix "
+                                "matches --filter 'm4-window-edge-f32' (use N <= 1)"),
+              "%s", r.err);
+    run_cli(&r, "gate --quick --filter nomatch-xyz --report-dir '%s/r1'", dir);
+    cr_expect(r.status == 2 && strstr(r.err, "no case of the quick matrix matches --filter "
+                                             "'nomatch-xyz'"), "%s", r.err);
+    run_cli(&r, "gate --quick --list --shard %d/%d", total + 1, total + 30);
+    cr_expect(r.status == 0 && !r.out[0] && !r.err[0], "--list of nothing lists nothing");
+}
