@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ci/export.h"
 #include "cli/cli.h"
@@ -51,7 +52,8 @@ int cmd_export(int argc, char **argv)
         return rc;
     if (!out)
         return cli_usage_error(CMD, "--out DIR is required (--help)");
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+    int made = mkdir(out, 0777) == 0; /* removed again if nothing is selected */
+    if (!made && errno != EEXIST) {
         if (errno != ENOENT)
             return cli_usage_error(CMD, "%s: cannot create: %s", out, strerror(errno));
         char parent[1024]; /* one level is made, not a path of them: say which is missing */
@@ -68,10 +70,15 @@ int cmd_export(int argc, char **argv)
     gate_case *all;
     int nall;
     fc_err err;
-    if (gate_matrix((gate_size)size, (uint64_t)seed, &all, &nall, NULL, &err))
+    if (gate_matrix((gate_size)size, (uint64_t)seed, &all, &nall, NULL, &err)) {
+        if (made)
+            rmdir(out);
         return cli_usage_error(CMD, "%s", err.msg);
+    }
     int n = cli_select_cases(CMD, all, nall, gate_size_name((gate_size)size), filter, shard, 1);
     if (n == 0) { /* the message is out */
+        if (made)
+            rmdir(out);
         free(all);
         return CLI_BADINPUT;
     }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "tests/test_tmpdir.h"
@@ -654,4 +655,55 @@ Test(cli, an_empty_shard_says_it_is_the_shard_not_the_filter)
                                              "'nomatch-xyz'"), "%s", r.err);
     run_cli(&r, "gate --quick --list --shard %d/%d", total + 1, total + 30);
     cr_expect(r.status == 0 && !r.out[0] && !r.err[0], "--list of nothing lists nothing");
+}
+
+Test(cli, bad_input_leaves_no_empty_report_or_export_directory)
+{
+    run_out r;
+    char d[160];
+    static const char *const lines[] = {
+        "gate --quick --filter nomatch-xyz --report-dir '%s'",
+        "gate --quick --shard 171/200 --report-dir '%s'",
+        "gate --quick --filter m4-window-edge-f32 --shard 2/2 --report-dir '%s'",
+        "export --quick --filter nomatch-xyz --out '%s'",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        snprintf(d, sizeof d, "%s/rg%zu/sub", dir, i);
+        run_cli(&r, lines[i], d);
+        cr_expect_eq(r.status, 2, "%s", r.err);
+        snprintf(d, sizeof d, "%s/rg%zu", dir, i);
+        cr_expect(access(d, F_OK) != 0, "%s: %s was left behind", lines[i], d);
+    }
+    /* No device: refused before anything is made (skipped where one is present). */
+    snprintf(d, sizeof d, "%s/rgpu", dir);
+    run_cli(&r, "gate --quick --filter m4-window-edge-f32 --backend gpu --report-dir '%s'", d);
+    if (r.status == 2)
+        cr_expect(access(d, F_OK) != 0, "--backend gpu without a device: %s left", d);
+    /* A directory that was there stays, empty or not. */
+    snprintf(d, sizeof d, "%s/there", dir);
+    cr_assert_eq(mkdir(d, 0777), 0);
+    run_cli(&r, "gate --quick --filter nomatch-xyz --report-dir '%s'", d);
+    cr_expect(r.status == 2 && access(d, F_OK) == 0, "%s was removed", d);
+}
+
+Test(cli, a_stopped_gate_removes_the_report_directory_it_made)
+{
+    if (!getenv("FLEXCHECK_BIN"))
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    /* Stopped once it runs cases (its first line), it finishes the case it holds and writes
+     * nothing: the two levels it made for the report go again. */
+    char cmd[1024], d[160];
+    snprintf(d, sizeof d, "%s/stopped", dir);
+    snprintf(cmd, sizeof cmd,
+             "e='%s/gate.err'; OPENBLAS_NUM_THREADS=1 %s gate --quick --jobs 1 --report-dir "
+             "'%s/a' 2>\"$e\" >/dev/null & p=$!; until grep -q 'cases on' \"$e\"; do "
+             "sleep 0.1; kill -0 $p || exit 9; done; kill -INT $p; wait $p",
+             dir, getenv("FLEXCHECK_BIN"), d);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d", st);
+    char err[4096];
+    slurp("gate.err", err, sizeof err);
+    cr_expect(strstr(err, "stopped by SIGINT after ") && strstr(err, "no report written\n"),
+              "%s", err);
+    cr_expect(access(d, F_OK) != 0, "%s was left behind", d);
 }
