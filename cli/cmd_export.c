@@ -17,12 +17,14 @@ static const char *const CMD = "export";
 
 int cmd_export(int argc, char **argv)
 {
-    int size = GATE_DEFAULT, force = 0;
+    int size = GATE_DEFAULT, force = 0, quick = 0, full = 0; /* quick, full: given */
     int32_t shard[2] = {1, 1}, seed = 1;
     const char *filter = NULL, *out = NULL;
     const cli_opt opts[] = {
-        CLI_FLAG("quick", "the quick matrix (default: the default size)", &size, GATE_QUICK),
-        CLI_FLAG("full", "the full matrix (default: the default size)", &size, GATE_FULL),
+        {.name = "quick", .help = "the quick matrix (default: the default size)",
+         .kind = CLI_K_FLAG, .dst = &size, .lo = GATE_QUICK, .seen = &quick},
+        {.name = "full", .help = "the full matrix (default: the default size)",
+         .kind = CLI_K_FLAG, .dst = &size, .lo = GATE_FULL, .seen = &full},
         CLI_STR("filter", "PATTERN", "a case id (or a report row's, ID@...): that case alone;\n"
                 "else the ids containing it, or matching it as a glob (* ? [])",
                 &filter),
@@ -48,6 +50,8 @@ int cmd_export(int argc, char **argv)
         .exit_status = "exit status: 0 written, 2 bad input or a failed write.",
     };
     int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    if (rc == CLI_GO)
+        rc = cli_exclusive(CMD, "--quick", quick, "--full", full);
     if (rc != CLI_GO)
         return rc;
     if (!out)

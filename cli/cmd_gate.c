@@ -26,6 +26,7 @@ typedef struct gate_cfg {
     const char *filter, *report_dir;
     int32_t shard[2], jobs, kernel, seed; /* shard: I, N */
     int list, strict;
+    int quick, full; /* given: they exclude each other */
     const char *backend;
 } gate_cfg;
 
@@ -48,8 +49,10 @@ static int parse(int argc, char **argv, gate_cfg *g)
     g->kernel = GPU_DEFAULT_KERNEL;
     g->seed = 1;
     const cli_opt opts[] = {
-        CLI_FLAG("quick", "the quick matrix (default: the default size)", &g->size, GATE_QUICK),
-        CLI_FLAG("full", "the full matrix (default: the default size)", &g->size, GATE_FULL),
+        {.name = "quick", .help = "the quick matrix (default: the default size)",
+         .kind = CLI_K_FLAG, .dst = &g->size, .lo = GATE_QUICK, .seen = &g->quick},
+        {.name = "full", .help = "the full matrix (default: the default size)",
+         .kind = CLI_K_FLAG, .dst = &g->size, .lo = GATE_FULL, .seen = &g->full},
         CLI_STR("filter", "PATTERN", "a case id (or a report row's, ID@...): that case alone;\n"
                 "else the ids containing it, or matching it as a glob (* ? [])",
                 &g->filter),
@@ -75,8 +78,8 @@ static int parse(int argc, char **argv, gate_cfg *g)
         .unknown = "unknown option '%s' (--help lists them)",
         .exit_status = "exit status: 0 every gate held, 1 a case failed, 2 bad input.",
     };
-    int nops;
-    return cli_parse(&spec, argc, argv, &nops);
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    return rc != CLI_GO ? rc : cli_exclusive(CMD, "--quick", g->quick, "--full", g->full);
 }
 
 /* Backends to run: the one asked for, or every one present. */

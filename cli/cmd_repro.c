@@ -27,6 +27,7 @@ static const char *const CMD = "repro";
 typedef struct repro_opts {
     const char *file, *name, *builder_s, *dtype_s, *backend_s, *label, *row_s;
     int32_t kernel, worst;
+    int kernel_given;
     cli_iso iso; /* the file is read and judged in a child under this limit */
 } repro_opts;
 
@@ -41,8 +42,9 @@ static int parse(int argc, char **argv, repro_opts *o)
         CLI_STR("case", "NAME", "the case to tell (required when FILE holds more than one)",
                 &o->name),
         CLI_STR("backend", "B", "emu (default) or gpu", &o->backend_s),
-        CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &o->kernel, 1,
-                GPU_MAX_KERNEL),
+        {.name = "kernel", .arg = "K", .help = "kernel version, 1 or 2 (default 2)",
+         .kind = CLI_K_I32, .dst = &o->kernel, .lo = 1, .hi = GPU_MAX_KERNEL,
+         .seen = &o->kernel_given},
         CLI_STR("builder", "B", "slow | direct | superset | superset-trim; default: the block\n"
                 "mask stored in the case, else direct", &o->builder_s),
         CLI_STR("dtype", "T", "float32 | float16 | bfloat16: rerun in another precision (inputs\n"
@@ -73,9 +75,13 @@ static int parse(int argc, char **argv, repro_opts *o)
     o->file = nops ? argv[1] : NULL;
     if (!o->file)
         return cli_usage_error(CMD, "need FILE (and --case NAME when it holds several; --help)");
-    if (o->label && (o->dtype_s || o->builder_s || o->backend_s))
-        return cli_usage_error(CMD, "--tested judges a stored output: --dtype, --builder and "
-                               "--backend do not apply");
+    /* What runs our kernel has nothing to act on when --tested judges a stored output. */
+    const char *runs = o->dtype_s ? "--dtype" : o->builder_s ? "--builder"
+                     : o->backend_s ? "--backend" : o->kernel_given ? "--kernel" : NULL;
+    if (o->label && runs)
+        return cli_usage_error(CMD, "%s does not apply with --tested, which judges a stored "
+                               "output (--dtype, --builder, --backend and --kernel run our "
+                               "kernel)", runs);
     return CLI_GO;
 }
 

@@ -34,6 +34,13 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_BADINPUT;
 }
 
+int cli_exclusive(const char *cmd, const char *a, int a_given, const char *b, int b_given)
+{
+    if (a_given && b_given)
+        return cli_usage_error(cmd, "%s and %s exclude each other: give one (--help)", a, b);
+    return CLI_GO;
+}
+
 int cli_decimal(const char *s, size_t len, long long *out)
 {
     size_t i = len && s[0] == '-';

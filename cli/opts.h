@@ -7,7 +7,10 @@
  * in full: getopt_long would take an unambiguous abbreviation, but a later option sharing the
  * prefix would silently change what an old command line means, so cli_parse refuses them.
  * Options and operands mix freely and are read in order (an error names the first bad
- * argument); "--" ends the options. -h or --help anywhere prints the help and exits 0.
+ * argument); "--" ends the options. -h or --help anywhere prints the help and exits 0. A
+ * repeated option keeps its last value (--lq 64 --lq 128 is --lq 128), the common convention;
+ * two different options that contradict each other are the command's to refuse
+ * (cli_exclusive), never settled by their order.
  */
 #ifndef FLEXCHECK_CLI_OPTS_H
 #define FLEXCHECK_CLI_OPTS_H
@@ -79,6 +82,10 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *noperands);
 
 /* The help text, as -h/--help prints it. */
 void cli_print_help(const cli_spec *s, FILE *f);
+
+/* CLI_GO, or when options a and b were both given (a_given, b_given) one line saying they
+ * exclude each other, and CLI_BADINPUT. */
+int cli_exclusive(const char *cmd, const char *a, int a_given, const char *b, int b_given);
 
 /* Prints "flexcheck <cmd>: <message>" to stderr and returns CLI_BADINPUT. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -707,3 +707,38 @@ Test(cli, a_stopped_gate_removes_the_report_directory_it_made)
               "%s", err);
     cr_expect(access(d, F_OK) != 0, "%s was left behind", d);
 }
+
+/* ---- options that contradict each other are refused, a repeated one keeps its last value ---- */
+
+Test(cli, contradicting_options_are_refused_not_settled_by_order)
+{
+    static const char *const lines[][2] = {
+        {"gate --quick --full --list", "--quick and --full exclude each other"},
+        {"gate --full --list --quick", "--quick and --full exclude each other"},
+        {"export --quick --full --out '%s/ex'", "--quick and --full exclude each other"},
+        {"repro '%s/a.h5' --tested eng --kernel 1", "--kernel does not apply with --tested"},
+        {"repro '%s/a.h5' --kernel 2 --tested eng", "--kernel does not apply with --tested"},
+        {"repro '%s/a.h5' --tested eng --dtype float16", "--dtype does not apply with --tested"},
+        {"repro '%s/a.h5' --tested eng --backend emu", "--backend does not apply with --tested"},
+    };
+    gen_small("a.h5");
+    run_out r;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, lines[i][0], dir);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, lines[i][1]) &&
+                      !r.out[0], "%s: status %d: %s", lines[i][0], r.status, r.err);
+    }
+    char ex[160];
+    snprintf(ex, sizeof ex, "%s/ex", dir);
+    cr_expect(access(ex, F_OK) != 0, "export made %s", ex);
+    /* The same flag twice is no contradiction; a repeated value keeps the last. */
+    run_cli(&r, "gate --quick --quick --list");
+    int twice = count_lines(r.out);
+    run_cli(&r, "gate --quick --list");
+    cr_expect(r.status == 0 && count_lines(r.out) == twice, "%s", r.err);
+    run_cli(&r, "layout gemma3 --layers 5 --layers 3");
+    char last[sizeof r.out];
+    strcpy(last, r.out);
+    run_cli(&r, "layout gemma3 --layers 3");
+    cr_expect_str_eq(last, r.out, "--layers 5 --layers 3 is --layers 3");
+}
