@@ -231,6 +231,12 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *noperands)
         if (c == ':' && optopt >= CLI_VAL0 && optopt < CLI_VAL0 + n &&
             spelled_out(elem, r[optopt - CLI_VAL0].name))
             return cli_usage_error(s->cmd, "--%s needs a value", r[optopt - CLI_VAL0].name);
+        /* getopt's '?' for "--flag=VALUE" names the flag in optopt: the option exists, the
+         * value is what is wrong. */
+        if (c == '?' && optopt >= CLI_VAL0 && optopt < CLI_VAL0 + n &&
+            !r[optopt - CLI_VAL0].arg && spelled_out(elem, r[optopt - CLI_VAL0].name))
+            return cli_usage_error(s->cmd, "--%s takes no value: '%s'",
+                                   r[optopt - CLI_VAL0].name, elem);
         if (k < 0 || k >= n || !spelled_out(elem, r[k].name))
             return unknown(s, elem);
         int rc = store(s, &r[k], r[k].arg ? optarg : NULL);

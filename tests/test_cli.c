@@ -742,3 +742,40 @@ Test(cli, contradicting_options_are_refused_not_settled_by_order)
     run_cli(&r, "layout gemma3 --layers 3");
     cr_expect_str_eq(last, r.out, "--layers 5 --layers 3 is --layers 3");
 }
+
+/* ---- the message names what is wrong: a value given to a flag, an option before bench's part */
+
+Test(cli, a_flag_given_a_value_is_said_to_take_none)
+{
+    static const char *const lines[][2] = {
+        {"check --quiet=yes x.h5", "--quiet takes no value: '--quiet=yes'"},
+        {"gate --list=1", "--list takes no value: '--list=1'"},
+        {"blockmask --causal=1 --lq 4", "--causal takes no value: '--causal=1'"},
+        {"gate --lis=1", "unknown option '--lis=1'"}, /* an abbreviation stays unknown */
+        {"gate --quiet=1", "unknown option '--quiet=1'"},
+    };
+    run_out r;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, "%s", lines[i][0]);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, lines[i][1]),
+                  "%s: status %d: %s", lines[i][0], r.status, r.err);
+    }
+}
+
+Test(cli, bench_says_an_option_goes_after_a_part_and_names_the_parts)
+{
+    static const char *const lines[][2] = {
+        {"bench --quick", "unknown option '--quick' for bench: options go after a part"},
+        {"bench all --quick", "unknown option '--quick' for bench: options go after a part"},
+        {"bench all ref", "all takes no options: 'ref'"},
+        {"bench nope", "unknown part 'nope' (one of blockmask, ref, kernel, all)"},
+    };
+    run_out r;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, "%s", lines[i][0]);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, lines[i][1]) &&
+                      !r.out[0], "%s: status %d: %s", lines[i][0], r.status, r.err);
+    }
+    run_cli(&r, "bench --quick");
+    cr_expect(strstr(r.err, "(PART one of blockmask, ref, kernel)"), "%s", r.err);
+}
