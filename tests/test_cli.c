@@ -779,3 +779,41 @@ Test(cli, bench_says_an_option_goes_after_a_part_and_names_the_parts)
     run_cli(&r, "bench --quick");
     cr_expect(strstr(r.err, "(PART one of blockmask, ref, kernel)"), "%s", r.err);
 }
+
+/* ---- README's synopses ---- */
+
+Test(cli, readme_synopses_name_every_option_of_gate_check_and_repro)
+{
+    FILE *f = fopen("README.md", "r");
+    if (!f)
+        cr_skip_test("README.md is not in the working directory (make test runs from the top)");
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    static const char *const cmds[] = {"gate", "check", "repro"};
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        char start[32];
+        snprintf(start, sizeof start, "\nflexcheck %s ", cmds[c]);
+        const char *line = strstr(text, start);
+        cr_assert(line, "README has no synopsis line for %s", cmds[c]);
+        line++;
+        size_t len = strcspn(line, "\n");
+        const cmd_opts *co = NULL;
+        for (size_t k = 0; k < NCOMMANDS; k++)
+            if (!strcmp(commands[k].cmd, cmds[c]))
+                co = &commands[k];
+        cr_assert(co);
+        for (int k = 0; co->opts[k].name; k++) {
+            /* "[--name ...]" or "[--other|--name]": a whole option name, as written. */
+            char want[48];
+            snprintf(want, sizeof want, "--%s", co->opts[k].name);
+            size_t w = strlen(want);
+            int found = 0;
+            for (const char *h = strstr(line, want); h && h < line + len; h = strstr(h + 1, want))
+                found |= (h[-1] == '[' || h[-1] == '|') && strchr("] |", h[w]) && h[w];
+            cr_expect(found, "README's %s synopsis lacks --%s: %.*s", cmds[c], co->opts[k].name,
+                      (int)len, line);
+        }
+    }
+}
