@@ -38,7 +38,8 @@ int cmd_export(int argc, char **argv)
         .cmd = CMD,
         .usage = "usage: flexcheck export --out DIR [--quick|--full] [--filter P] [--shard I/N] "
                  "[--seed S] [--force]\n",
-        .intro = "Writes every selected case of the gate's matrix as a fixture file DIR/<case id>.h5:\n"
+        .intro = "Writes every selected case of the gate's matrix as a fixture file "
+                 "DIR/<case id>.h5:\n"
                  "inputs, the float64 oracle and the slow builder's block mask, one fixture case\n"
                  "per dtype the gate runs it in (window-edge cases also at W-1 and W+1; layout\n"
                  "cases as layout files, one case per layer). Run a kernel on them, store its\n"
