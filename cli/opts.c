@@ -103,7 +103,7 @@ int cli_parse_f64(const char *cmd, const char *opt, const char *s, double *out)
     double v = strtod(s, NULL);
     /* ERANGE: beyond DBL_MAX, or below the smallest normal double (a subnormal or 0 where the
      * text is not zero); neither is a value any option means. */
-    if (!isfinite(v) || fabs(v) > DBL_MAX) {
+    if (!isfinite(v)) {
         cli_usage_error(cmd, "%s: '%s' is out of range (magnitude above %.1e)", opt, s, DBL_MAX);
         return -1;
     }
@@ -327,11 +327,10 @@ int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst)
     int32_t *in = dst;
     const char *slash = strchr(s, '/');
     long long i, n;
-    /* Digits only on both sides (cli_decimal takes a '-': refused by the range): a shard count
-     * that wrapped or was read past would select another part of the matrix than asked. */
+    /* Digits only on both sides (a '-' cli_decimal takes fails the range): a shard count that
+     * wrapped or was read past would select another part of the matrix than asked. */
     if (!slash || cli_decimal(s, (size_t)(slash - s), &i) ||
-        cli_decimal(slash + 1, strlen(slash + 1), &n) || s[0] == '-' || slash[1] == '-' ||
-        i < 1 || i > n || n > CLI_SHARD_MAX)
+        cli_decimal(slash + 1, strlen(slash + 1), &n) || i < 1 || i > n || n > CLI_SHARD_MAX)
         return cli_usage_error(cmd, "%s '%s': expected I/N, whole numbers with 1 <= I <= N <= %d",
                                opt, s, CLI_SHARD_MAX), -1;
     in[0] = (int32_t)i;
