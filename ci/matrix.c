@@ -38,11 +38,26 @@ int gate_id_matches(const char *id, const char *pattern)
     return strstr(id, pattern) != NULL;
 }
 
+/* The case a filter without glob characters names exactly: its id, or a report row's id (the
+ * case id, '@' and the row's suffix: a layer, a window-edge variant, a builder; case ids hold
+ * no '@'). Such a filter selects that case alone although its text may be part of other ids
+ * (...-sup of ...-suptrim): a failure's id reruns that case and no other. -1: none. */
+static int named_case(const gate_case *cases, int n, const char *filter)
+{
+    if (!filter || !*filter || strpbrk(filter, "*?["))
+        return -1;
+    size_t len = strcspn(filter, "@");
+    for (int i = 0; i < n; i++)
+        if (!strncmp(cases[i].id, filter, len) && cases[i].id[len] == '\0')
+            return i;
+    return -1;
+}
+
 int gate_select(gate_case *cases, int n, const char *filter, int shard_i, int shard_n)
 {
-    int kept = 0, matched = 0;
+    int kept = 0, matched = 0, only = named_case(cases, n, filter);
     for (int i = 0; i < n; i++) {
-        if (!gate_id_matches(cases[i].id, filter))
+        if (only >= 0 ? i != only : !gate_id_matches(cases[i].id, filter))
             continue;
         if (matched++ % shard_n == shard_i - 1)
             cases[kept++] = cases[i];

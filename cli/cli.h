@@ -34,6 +34,13 @@ struct rep_run;
 void cli_keep_command_line(int argc, char **argv);
 void cli_run_identity(struct rep_run *run, const char *matrix);
 
+/* The cases --filter and --shard select from all[0..nall) of the `matrix` size ("quick", ...),
+ * kept in place (gate_select); gate and export. When none is selected and say_why is set, one
+ * line says why: no case matches the filter, or the shard is past the cases that match. */
+struct gate_case;
+int cli_select_cases(const char *cmd, struct gate_case *all, int nall, const char *matrix,
+                     const char *filter, const int32_t shard[2], int say_why);
+
 /* 'flexcheck bench <what>' parts, one file each (cli/bench_<what>.c). */
 int bench_blockmask(int argc, char **argv);
 int bench_ref(int argc, char **argv);

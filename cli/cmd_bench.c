@@ -1,5 +1,5 @@
 /*
- * cmd_bench.c - 'flexcheck bench [blockmask|ref|all] [options]': benchmarks are programs that
+ * cmd_bench.c - 'flexcheck bench [PART|all] [options]': benchmarks are programs that
  * print ratios measured side by side in one run, never pass/fail (machines are shared and
  * noisy). Each part lives in cli/bench_<part>.c.
  */
@@ -32,7 +32,10 @@ static void print_parts(FILE *f)
 
 int cmd_bench(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "all")) {
+    /* "all" (or nothing) runs every part with its defaults: it takes no options, which go
+     * after a part's name, so anything after it is refused below rather than dropped. */
+    int all = argc < 2 || !strcmp(argv[1], "all");
+    if (all && argc <= 2) {
         int rc = CLI_PASS;
         for (size_t i = 0; i < NPARTS; i++) {
             char *sub[] = {(char *)parts[i].name, NULL};
@@ -42,18 +45,31 @@ int cmd_bench(int argc, char **argv)
         }
         return rc;
     }
-    for (size_t i = 0; i < NPARTS; i++)
+    for (size_t i = 0; i < NPARTS && !all; i++)
         if (!strcmp(argv[1], parts[i].name))
             return parts[i].run(argc - 1, argv + 1);
     /* Not a part: --help, or a mistake. bench has no options of its own, so the table is
-     * empty and every argument is an unknown part (a lone "--" too, which cli_parse passes). */
+     * empty: an option is a part's given before its name (or with all), anything else an
+     * unknown part (a lone "--" too). */
+    char names[128] = "", unknown[256]; /* names: "blockmask, ref, kernel" */
+    for (size_t i = 0, n = 0; i < NPARTS; i++)
+        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", parts[i].name);
+    snprintf(unknown, sizeof unknown, "unknown option '%%s' for bench: options go after a part, "
+             "'flexcheck bench PART [options]' (PART one of %s)", names);
+    const char *first = argv[1];
     const cli_spec spec = {
         .cmd = "bench",
         .usage = "usage: flexcheck bench [PART] [options]\n",
         .more = print_parts,
-        .unknown = "unknown part '%s'",
+        .max_operands = CLI_ANY,
+        .unknown = unknown,
         .exit_status = "exit status: 0 measured, 1 a benchmark's own check failed, 2 bad input.",
     };
-    int nops, rc = cli_parse(&spec, argc, argv, &nops);
-    return rc != CLI_GO ? rc : cli_usage_error("bench", "unknown part '%s'", argv[1]);
+    int nops, rc = cli_parse(&spec, argc - all, argv + all, &nops);
+    if (rc != CLI_GO)
+        return rc;
+    if (all)
+        return cli_usage_error("bench", "all takes no options: '%s' (they go after a part, one "
+                               "of %s)", argv[2], names);
+    return cli_usage_error("bench", "unknown part '%s' (one of %s, all)", first, names);
 }

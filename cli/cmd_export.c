@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ci/export.h"
 #include "cli/cli.h"
@@ -16,16 +17,19 @@ static const char *const CMD = "export";
 
 int cmd_export(int argc, char **argv)
 {
-    int size = GATE_DEFAULT, force = 0;
+    int size = GATE_DEFAULT, force = 0, quick = 0, full = 0; /* quick, full: given */
     int32_t shard[2] = {1, 1}, seed = 1;
     const char *filter = NULL, *out = NULL;
     const cli_opt opts[] = {
-        CLI_FLAG("quick", "the quick matrix (default: the default size)", &size, GATE_QUICK),
-        CLI_FLAG("full", "the full matrix (default: the default size)", &size, GATE_FULL),
-        CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
+        {.name = "quick", .help = "the quick matrix (default: the default size)",
+         .kind = CLI_K_FLAG, .dst = &size, .lo = GATE_QUICK, .seen = &quick},
+        {.name = "full", .help = "the full matrix (default: the default size)",
+         .kind = CLI_K_FLAG, .dst = &size, .lo = GATE_FULL, .seen = &full},
+        CLI_STR("filter", "PATTERN", "a case id (or a report row's, ID@...): that case alone;\n"
+                "else the ids containing it, or matching it as a glob (* ? [])",
                 &filter),
-        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N), as the gate's",
-               cli_parse_shard, shard),
+        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N <= "
+               CLI_TEXT(CLI_SHARD_MAX) "), as the gate's", cli_parse_shard, shard),
         CLI_INT("seed", "S", "matrix seed (default 1)", &seed, 0, INT32_MAX),
         CLI_STR("out", "DIR", "where the files go (created if missing; required)", &out),
         CLI_FLAG("force", "replace files that exist", &force, 1),
@@ -34,7 +38,8 @@ int cmd_export(int argc, char **argv)
         .cmd = CMD,
         .usage = "usage: flexcheck export --out DIR [--quick|--full] [--filter P] [--shard I/N] "
                  "[--seed S] [--force]\n",
-        .intro = "Writes every selected case of the gate's matrix as a fixture file DIR/<case id>.h5:\n"
+        .intro = "Writes every selected case of the gate's matrix as a fixture file "
+                 "DIR/<case id>.h5:\n"
                  "inputs, the float64 oracle and the slow builder's block mask, one fixture case\n"
                  "per dtype the gate runs it in (window-edge cases also at W-1 and W+1; layout\n"
                  "cases as layout files, one case per layer). Run a kernel on them, store its\n"
@@ -46,11 +51,14 @@ int cmd_export(int argc, char **argv)
         .exit_status = "exit status: 0 written, 2 bad input or a failed write.",
     };
     int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    if (rc == CLI_GO)
+        rc = cli_exclusive(CMD, "--quick", quick, "--full", full);
     if (rc != CLI_GO)
         return rc;
     if (!out)
         return cli_usage_error(CMD, "--out DIR is required (--help)");
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+    int made = mkdir(out, 0777) == 0; /* removed again if nothing is selected */
+    if (!made && errno != EEXIST) {
         if (errno != ENOENT)
             return cli_usage_error(CMD, "%s: cannot create: %s", out, strerror(errno));
         char parent[1024]; /* one level is made, not a path of them: say which is missing */
@@ -67,12 +75,17 @@ int cmd_export(int argc, char **argv)
     gate_case *all;
     int nall;
     fc_err err;
-    if (gate_matrix((gate_size)size, (uint64_t)seed, &all, &nall, NULL, &err))
+    if (gate_matrix((gate_size)size, (uint64_t)seed, &all, &nall, NULL, &err)) {
+        if (made)
+            rmdir(out);
         return cli_usage_error(CMD, "%s", err.msg);
-    int n = gate_select(all, nall, filter, shard[0], shard[1]);
-    if (n == 0) {
+    }
+    int n = cli_select_cases(CMD, all, nall, gate_size_name((gate_size)size), filter, shard, 1);
+    if (n == 0) { /* the message is out */
+        if (made)
+            rmdir(out);
         free(all);
-        return cli_usage_error(CMD, "no case matches --filter '%s'", filter ? filter : "");
+        return CLI_BADINPUT;
     }
     gate_export_stats st = {0};
     rc = CLI_PASS;

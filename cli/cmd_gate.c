@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@ typedef struct gate_cfg {
     const char *filter, *report_dir;
     int32_t shard[2], jobs, kernel, seed; /* shard: I, N */
     int list, strict;
+    int quick, full; /* given: they exclude each other */
     const char *backend;
 } gate_cfg;
 
@@ -47,12 +49,15 @@ static int parse(int argc, char **argv, gate_cfg *g)
     g->kernel = GPU_DEFAULT_KERNEL;
     g->seed = 1;
     const cli_opt opts[] = {
-        CLI_FLAG("quick", "the quick matrix (default: the default size)", &g->size, GATE_QUICK),
-        CLI_FLAG("full", "the full matrix (default: the default size)", &g->size, GATE_FULL),
-        CLI_STR("filter", "PATTERN", "only case ids matching (substring, or a glob with * ? [])",
+        {.name = "quick", .help = "the quick matrix (default: the default size)",
+         .kind = CLI_K_FLAG, .dst = &g->size, .lo = GATE_QUICK, .seen = &g->quick},
+        {.name = "full", .help = "the full matrix (default: the default size)",
+         .kind = CLI_K_FLAG, .dst = &g->size, .lo = GATE_FULL, .seen = &g->full},
+        CLI_STR("filter", "PATTERN", "a case id (or a report row's, ID@...): that case alone;\n"
+                "else the ids containing it, or matching it as a glob (* ? [])",
                 &g->filter),
-        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N), for fan-out",
-               cli_parse_shard, g->shard),
+        CLI_FN("shard", "I/N", "the I-th of N disjoint parts (1 <= I <= N <= "
+               CLI_TEXT(CLI_SHARD_MAX) "), for fan-out", cli_parse_shard, g->shard),
         CLI_FN("backend", "B", "emu | gpu | all (default: every backend present)",
                parse_backend, &g->backend),
         CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &g->kernel, 1,
@@ -73,8 +78,8 @@ static int parse(int argc, char **argv, gate_cfg *g)
         .unknown = "unknown option '%s' (--help lists them)",
         .exit_status = "exit status: 0 every gate held, 1 a case failed, 2 bad input.",
     };
-    int nops;
-    return cli_parse(&spec, argc, argv, &nops);
+    int nops, rc = cli_parse(&spec, argc, argv, &nops);
+    return rc != CLI_GO ? rc : cli_exclusive(CMD, "--quick", g->quick, "--full", g->full);
 }
 
 /* Backends to run: the one asked for, or every one present. */
@@ -95,6 +100,73 @@ static int pick_backends(const gate_cfg *g, gate_opts *o)
             fprintf(stderr, "flexcheck gate: gpu backend skipped: %s\n", err.msg);
     }
     return 0;
+}
+
+int cli_select_cases(const char *cmd, gate_case *all, int nall, const char *matrix,
+                     const char *filter, const int32_t shard[2], int say_why)
+{
+    int n = gate_select(all, nall, filter, shard[0], shard[1]);
+    if (n > 0 || !say_why)
+        return n;
+    /* Nothing was kept, so all[] is as it was: count what the filter alone selects. */
+    int matched = gate_select(all, nall, filter, 1, 1);
+    if (matched == 0)
+        cli_usage_error(cmd, "no case of the %s matrix matches --filter '%s'", matrix,
+                        filter ? filter : "");
+    else if (filter && *filter)
+        cli_usage_error(cmd, "--shard %d/%d holds no case: only %d case%s of the %s matrix "
+                        "match%s --filter '%s' (use N <= %d)", (int)shard[0], (int)shard[1],
+                        matched, matched == 1 ? "" : "s", matrix, matched == 1 ? "es" : "",
+                        filter, matched);
+    else
+        cli_usage_error(cmd, "--shard %d/%d holds no case: the %s matrix has only %d case%s "
+                        "(use N <= %d)", (int)shard[0], (int)shard[1], matrix, matched,
+                        matched == 1 ? "" : "s", matched);
+    return 0;
+}
+
+/* The length of the first prefix of dir that does not exist (the first directory a run would
+ * create: "r" of "r/a/b" when no r exists), 0 when dir exists. */
+static size_t first_missing(const char *dir)
+{
+    struct stat sb;
+    char *p = strdup(dir);
+    if (!p || stat(dir, &sb) == 0) {
+        free(p);
+        return 0;
+    }
+    size_t len = strlen(p), at = len;
+    for (size_t i = 1; i < len && at == len; i++) {
+        if (p[i] != '/')
+            continue;
+        p[i] = '\0';
+        if (stat(p, &sb) != 0)
+            at = i;
+        p[i] = '/';
+    }
+    free(p);
+    return at;
+}
+
+/* Removes, deepest first, the directories from dir up to its prefix of length `from`
+ * (first_missing's answer before they were made): a run that writes no report leaves no empty
+ * report directory behind. rmdir keeps any that holds something. */
+static void remove_made(const char *dir, size_t from)
+{
+    char *p = from ? strdup(dir) : NULL;
+    if (!p)
+        return;
+    size_t len = strlen(p);
+    for (;;) {
+        while (len > 1 && p[len - 1] == '/')
+            p[--len] = '\0';
+        if (len < from || rmdir(p) != 0)
+            break;
+        while (len > 0 && p[len - 1] != '/')
+            len--;
+        p[len] = '\0';
+    }
+    free(p);
 }
 
 /* ---- the run: workers pull cases, the main thread reports progress ---- */
@@ -216,9 +288,6 @@ int cmd_gate(int argc, char **argv)
         return rc;
     if (g.filter && strlen(g.filter) >= REP_TEXT_LEN) /* the report's run identity holds it */
         return cli_usage_error(CMD, "--filter: longer than %d characters", REP_TEXT_LEN - 1);
-    fc_err derr;
-    if (!g.list && rep_dir_check(g.report_dir, &derr)) /* before any work, not after it */
-        return cli_usage_error(CMD, "%s", derr.msg);
     memset(&opts, 0, sizeof opts);
     opts.run.kernel = g.kernel;
     opts.cache_key = GATE_CACHE_FULL;
@@ -227,18 +296,37 @@ int cmd_gate(int argc, char **argv)
     fc_err err;
     if (gate_matrix((gate_size)g.size, (uint64_t)g.seed, &all, &nall, &dropped, &err))
         return cli_usage_error(CMD, "%s", err.msg);
-    int n = gate_select(all, nall, g.filter, g.shard[0], g.shard[1]);
+    int n = cli_select_cases(CMD, all, nall, gate_size_name((gate_size)g.size), g.filter,
+                             g.shard, !g.list);
     if (g.list) {
         for (int i = 0; i < n; i++)
             printf("%s\n", all[i].id);
         free(all);
         return CLI_PASS;
     }
-    if (n == 0) {
+    if (n == 0) { /* the message is out */
         free(all);
-        return cli_usage_error(CMD, "no case matches --filter '%s'", g.filter ? g.filter : "");
+        return CLI_BADINPUT;
     }
-    if (pick_backends(&g, &opts)) {
+    /* From here a stop is caught (the run then ends at once and writes nothing), so a
+     * directory made for the report below is removed again whenever the run is stopped. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* The report directory is made (and shown writable) before any case runs, not after, but
+     * only once there are cases to run; bad input from here (no such backend) removes it. */
+    fc_err derr;
+    size_t made = first_missing(g.report_dir);
+    if (rep_dir_check(g.report_dir, &derr)) {
+        remove_made(g.report_dir, made);
+        free(all);
+        return cli_usage_error(CMD, "%s", derr.msg);
+    }
+    if (pick_backends(&g, &opts)) { /* the message is out */
+        remove_made(g.report_dir, made);
         free(all);
         return CLI_BADINPUT;
     }
@@ -249,25 +337,22 @@ int cmd_gate(int argc, char **argv)
             dropped ? "; some M1 factor pairs exceed this size's work budget" : "");
     gate_rows *rows = calloc((size_t)n, sizeof *rows);
     if (!rows) {
+        remove_made(g.report_dir, made);
         free(all);
         return cli_usage_error(CMD, "out of memory");
     }
     double elapsed = 0;
     fc_progress_set(NULL, NULL, 0); /* the gate shows its own progress, per case */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     int hard = run_all(all, n, &opts, g.jobs, g.strict, rows, &elapsed);
     if (hard == -2) {
         int done = 0;
         for (int i = 0; i < n; i++)
             done += rows[i].n > 0;
-        fprintf(stderr, "flexcheck gate: stopped by %s after %d of %d cases: no report written, "
-                "the previous one in %s/ is untouched\n",
-                stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", done, n, g.report_dir);
+        fprintf(stderr, "flexcheck gate: stopped by %s after %d of %d cases: no report written%s%s"
+                "%s\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", done, n,
+                made ? "" : ", the previous one in ", made ? "" : g.report_dir,
+                made ? "" : "/ is untouched");
+        remove_made(g.report_dir, made);
         for (int i = 0; i < n; i++)
             gate_rows_free(&rows[i]);
         free(rows);
@@ -305,6 +390,7 @@ int cmd_gate(int argc, char **argv)
     set.nchecks = gate_check_report_list(checks);
     if (hard < 0) {
         fprintf(stderr, "flexcheck gate: out of memory\n");
+        remove_made(g.report_dir, made);
         rc = CLI_BADINPUT;
     } else {
         /* The verdict first: a report that cannot be written must not hide it. */
@@ -324,6 +410,7 @@ int cmd_gate(int argc, char **argv)
         rc = failed || hard ? CLI_FAIL : CLI_PASS;
         if (rep_write_all(g.report_dir, &set, &err)) {
             fprintf(stderr, "flexcheck gate: the report could not be written: %s\n", err.msg);
+            remove_made(g.report_dir, made);
             rc = CLI_BADINPUT;
         }
     }

@@ -27,6 +27,7 @@ static const char *const CMD = "repro";
 typedef struct repro_opts {
     const char *file, *name, *builder_s, *dtype_s, *backend_s, *label, *row_s;
     int32_t kernel, worst;
+    int kernel_given;
     cli_iso iso; /* the file is read and judged in a child under this limit */
 } repro_opts;
 
@@ -41,8 +42,9 @@ static int parse(int argc, char **argv, repro_opts *o)
         CLI_STR("case", "NAME", "the case to tell (required when FILE holds more than one)",
                 &o->name),
         CLI_STR("backend", "B", "emu (default) or gpu", &o->backend_s),
-        CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &o->kernel, 1,
-                GPU_MAX_KERNEL),
+        {.name = "kernel", .arg = "K", .help = "kernel version, 1 or 2 (default 2)",
+         .kind = CLI_K_I32, .dst = &o->kernel, .lo = 1, .hi = GPU_MAX_KERNEL,
+         .seen = &o->kernel_given},
         CLI_STR("builder", "B", "slow | direct | superset | superset-trim; default: the block\n"
                 "mask stored in the case, else direct", &o->builder_s),
         CLI_STR("dtype", "T", "float32 | float16 | bfloat16: rerun in another precision (inputs\n"
@@ -73,9 +75,13 @@ static int parse(int argc, char **argv, repro_opts *o)
     o->file = nops ? argv[1] : NULL;
     if (!o->file)
         return cli_usage_error(CMD, "need FILE (and --case NAME when it holds several; --help)");
-    if (o->label && (o->dtype_s || o->builder_s || o->backend_s))
-        return cli_usage_error(CMD, "--tested judges a stored output: --dtype, --builder and "
-                               "--backend do not apply");
+    /* What runs our kernel has nothing to act on when --tested judges a stored output. */
+    const char *runs = o->dtype_s ? "--dtype" : o->builder_s ? "--builder"
+                     : o->backend_s ? "--backend" : o->kernel_given ? "--kernel" : NULL;
+    if (o->label && runs)
+        return cli_usage_error(CMD, "%s does not apply with --tested, which judges a stored "
+                               "output (--dtype, --builder, --backend and --kernel run our "
+                               "kernel)", runs);
     return CLI_GO;
 }
 
@@ -204,10 +210,15 @@ static void explain_row(const fix_case *c, const bmask *bm, const float *o, cons
 /* "B,H,Q" inside the problem, as a flat row index; -1 and a message otherwise. */
 static int parse_row(const char *s, const attn_problem *p, size_t *row)
 {
-    long b, h, q;
-    char tail;
-    if (sscanf(s, "%ld,%ld,%ld%c", &b, &h, &q, &tail) != 3)
-        return cli_usage_error(CMD, "--row '%s': want B,H,Q (three integers)", s), -1;
+    long long v[3];
+    const char *at = s;
+    for (int k = 0; k < 3; k++) { /* decimal fields, as every number option (cli_decimal) */
+        size_t len = strcspn(at, ",");
+        if (cli_decimal(at, len, &v[k]) || (k < 2) != (at[len] == ','))
+            return cli_usage_error(CMD, "--row '%s': want B,H,Q (three integers)", s), -1;
+        at += len + (k < 2);
+    }
+    long long b = v[0], h = v[1], q = v[2];
     if (b < 0 || b >= p->seq.batch || h < 0 || h >= p->hq || q < 0 || q >= p->seq.lq)
         return cli_usage_error(CMD, "--row %s: outside the case (B %d, Hq %d, Lq %d)", s,
                                (int)p->seq.batch, (int)p->hq, (int)p->seq.lq), -1;

@@ -1,5 +1,6 @@
 /* opts.c - the table-driven argument parser over getopt_long and the --help printer (opts.h). */
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -33,13 +34,34 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_BADINPUT;
 }
 
+int cli_exclusive(const char *cmd, const char *a, int a_given, const char *b, int b_given)
+{
+    if (a_given && b_given)
+        return cli_usage_error(cmd, "%s and %s exclude each other: give one (--help)", a, b);
+    return CLI_GO;
+}
+
+int cli_decimal(const char *s, size_t len, long long *out)
+{
+    size_t i = len && s[0] == '-';
+    if (i == len)
+        return -1;
+    long long v = 0;
+    for (; i < len; i++) {
+        int d = s[i] - '0';
+        if (d < 0 || d > 9 || v > (CLI_DECIMAL_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = s[0] == '-' ? -v : v;
+    return 0;
+}
+
 int cli_parse_i32(const char *cmd, const char *opt, const char *s, int32_t lo, int32_t hi,
                   int32_t *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+    long long v;
+    if (cli_decimal(s, strlen(s), &v) || v < lo || v > hi) {
         cli_usage_error(cmd, "%s: '%s' is not an integer in [%d, %d]", opt, s, (int)lo, (int)hi);
         return -1;
     }
@@ -47,13 +69,47 @@ int cli_parse_i32(const char *cmd, const char *opt, const char *s, int32_t lo, i
     return 0;
 }
 
+/* 1 iff s is a decimal number: [-]digits[.digits][e[+-]digits], a digit on at least one side
+ * of the point. strtod alone would also take leading space, '+', hex, inf and nan. */
+static int decimal_number(const char *s)
+{
+    s += *s == '-';
+    size_t whole = strspn(s, "0123456789");
+    s += whole;
+    size_t frac = 0;
+    if (*s == '.') {
+        frac = strspn(s + 1, "0123456789");
+        s += 1 + frac;
+    }
+    if (whole + frac == 0)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s += 1 + (s[1] == '+' || s[1] == '-');
+        size_t exp = strspn(s, "0123456789");
+        if (exp == 0)
+            return 0;
+        s += exp;
+    }
+    return *s == '\0';
+}
+
 int cli_parse_f64(const char *cmd, const char *opt, const char *s, double *out)
 {
-    char *end = NULL;
+    if (!decimal_number(s)) {
+        cli_usage_error(cmd, "%s: '%s' is not a decimal number", opt, s);
+        return -1;
+    }
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v)) {
-        cli_usage_error(cmd, "%s: '%s' is not a finite number", opt, s);
+    double v = strtod(s, NULL);
+    /* ERANGE: beyond DBL_MAX, or below the smallest normal double (a subnormal or 0 where the
+     * text is not zero); neither is a value any option means. */
+    if (!isfinite(v)) {
+        cli_usage_error(cmd, "%s: '%s' is out of range (magnitude above %.1e)", opt, s, DBL_MAX);
+        return -1;
+    }
+    if (errno == ERANGE || (v != 0 && fabs(v) < DBL_MIN)) {
+        cli_usage_error(cmd, "%s: '%s' is out of range (nonzero magnitude below %.1e, the "
+                        "smallest normal double)", opt, s, DBL_MIN);
         return -1;
     }
     *out = v;
@@ -175,6 +231,12 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *noperands)
         if (c == ':' && optopt >= CLI_VAL0 && optopt < CLI_VAL0 + n &&
             spelled_out(elem, r[optopt - CLI_VAL0].name))
             return cli_usage_error(s->cmd, "--%s needs a value", r[optopt - CLI_VAL0].name);
+        /* getopt's '?' for "--flag=VALUE" names the flag in optopt: the option exists, the
+         * value is what is wrong. */
+        if (c == '?' && optopt >= CLI_VAL0 && optopt < CLI_VAL0 + n &&
+            !r[optopt - CLI_VAL0].arg && spelled_out(elem, r[optopt - CLI_VAL0].name))
+            return cli_usage_error(s->cmd, "--%s takes no value: '%s'",
+                                   r[optopt - CLI_VAL0].name, elem);
         if (k < 0 || k >= n || !spelled_out(elem, r[k].name))
             return unknown(s, elem);
         int rc = store(s, &r[k], r[k].arg ? optarg : NULL);
@@ -263,44 +325,72 @@ void cli_print_help(const cli_spec *s, FILE *f)
 int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst)
 {
     int32_t *in = dst;
-    char extra;
-    if (sscanf(s, "%d/%d%c", &in[0], &in[1], &extra) != 2 || in[1] < 1 || in[0] < 1 ||
-        in[0] > in[1])
-        return cli_usage_error(cmd, "%s '%s': expected I/N with 1 <= I <= N", opt, s), -1;
+    const char *slash = strchr(s, '/');
+    long long i, n;
+    /* Digits only on both sides (a '-' cli_decimal takes fails the range): a shard count that
+     * wrapped or was read past would select another part of the matrix than asked. */
+    if (!slash || cli_decimal(s, (size_t)(slash - s), &i) ||
+        cli_decimal(slash + 1, strlen(slash + 1), &n) || i < 1 || i > n || n > CLI_SHARD_MAX)
+        return cli_usage_error(cmd, "%s '%s': expected I/N, whole numbers with 1 <= I <= N <= %d",
+                               opt, s, CLI_SHARD_MAX), -1;
+    in[0] = (int32_t)i;
+    in[1] = (int32_t)n;
     return 0;
 }
 
+/* What parse_scaled found wrong. */
+enum { SCALED_OK, SCALED_SYNTAX, SCALED_TOO_LARGE, SCALED_TOO_SMALL };
+
 /* A decimal integer with an optional K, M, G or T suffix (powers of 1024), at least min, into
- * *out; 0 on success, -1 when s is not one. */
+ * *out; SCALED_OK, or what is wrong with s. */
 static int parse_scaled(const char *s, unsigned long long min, size_t *out)
 {
     static const char units[] = "KMGT";
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    size_t digits = strspn(s, "0123456789");
+    const char *end = s + digits;
     int shift = 0;
-    if (end && *end) {
-        const char *u = strchr(units, end[0] >= 'a' ? end[0] - 'a' + 'A' : end[0]);
-        shift = u && end[0] && !end[1] ? 10 * (int)(u - units + 1) : -1;
+    if (*end) {
+        const char *u = strchr(units, *end >= 'a' ? *end - 'a' + 'A' : *end);
+        if (!u || end[1])
+            return SCALED_SYNTAX;
+        shift = 10 * (int)(u - units + 1);
     }
-    if (!end || errno || shift < 0 || v > (SIZE_MAX >> shift) || (v << shift) < min)
-        return -1;
+    if (digits == 0)
+        return SCALED_SYNTAX;
+    errno = 0;
+    unsigned long long v = strtoull(s, NULL, 10);
+    if (errno || v > (SIZE_MAX >> shift))
+        return SCALED_TOO_LARGE;
+    if ((v << shift) < min)
+        return SCALED_TOO_SMALL;
     *out = (size_t)(v << shift);
-    return 0;
+    return SCALED_OK;
 }
 
 int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst)
 {
-    if (parse_scaled(s, 512ull << 20, dst))
+    switch (parse_scaled(s, 512ull << 20, dst)) {
+    case SCALED_OK:
+        return 0;
+    case SCALED_TOO_LARGE:
+        return cli_usage_error(cmd, "%s '%s': too large (above 2^%d - 1 bytes)", opt, s,
+                               (int)(8 * sizeof(size_t))), -1;
+    default:
         return cli_usage_error(cmd, "%s '%s': a size in bytes of at least 512M, with an optional "
                                "suffix K, M, G or T (powers of 1024)", opt, s), -1;
-    return 0;
+    }
 }
 
 int cli_parse_count(const char *cmd, const char *opt, const char *s, void *dst)
 {
-    if (parse_scaled(s, 1, dst))
+    switch (parse_scaled(s, 1, dst)) {
+    case SCALED_OK:
+        return 0;
+    case SCALED_TOO_LARGE:
+        return cli_usage_error(cmd, "%s '%s': too large (above 2^%d - 1)", opt, s,
+                               (int)(8 * sizeof(size_t))), -1;
+    default:
         return cli_usage_error(cmd, "%s '%s': a positive count, with an optional suffix K, M, "
                                "G or T (powers of 1024)", opt, s), -1;
-    return 0;
+    }
 }

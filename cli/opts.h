@@ -7,7 +7,10 @@
  * in full: getopt_long would take an unambiguous abbreviation, but a later option sharing the
  * prefix would silently change what an old command line means, so cli_parse refuses them.
  * Options and operands mix freely and are read in order (an error names the first bad
- * argument); "--" ends the options. -h or --help anywhere prints the help and exits 0.
+ * argument); "--" ends the options. -h or --help anywhere prints the help and exits 0. A
+ * repeated option keeps its last value (--lq 64 --lq 128 is --lq 128), the common convention;
+ * two different options that contradict each other are the command's to refuse
+ * (cli_exclusive), never settled by their order.
  */
 #ifndef FLEXCHECK_CLI_OPTS_H
 #define FLEXCHECK_CLI_OPTS_H
@@ -80,14 +83,25 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *noperands);
 /* The help text, as -h/--help prints it. */
 void cli_print_help(const cli_spec *s, FILE *f);
 
+/* CLI_GO, or when options a and b were both given (a_given, b_given) one line saying they
+ * exclude each other, and CLI_BADINPUT. */
+int cli_exclusive(const char *cmd, const char *a, int a_given, const char *b, int b_given);
+
 /* Prints "flexcheck <cmd>: <message>" to stderr and returns CLI_BADINPUT. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* A cli_parse_fn for --shard I/N into int32_t dst[2] = {I, N}, 1 <= I <= N (gate, export). */
+/* The most parts --shard divides a matrix into (the full one has under 1000 cases). */
+#define CLI_SHARD_MAX 10000
+/* A macro's value as a string literal, for help text: CLI_TEXT(CLI_SHARD_MAX) is "10000". */
+#define CLI_TEXT(x) CLI_TEXT_(x)
+#define CLI_TEXT_(x) #x
+/* A cli_parse_fn for --shard I/N into int32_t dst[2] = {I, N}: digits only, nothing around
+ * them, 1 <= I <= N <= CLI_SHARD_MAX (gate, export). */
 int cli_parse_shard(const char *cmd, const char *opt, const char *s, void *dst);
 
-/* A cli_parse_fn for a size in bytes into size_t dst: a decimal count with an optional
- * one-letter suffix K, M, G or T (powers of 1024, either case), at least 512M (flexcheck takes
+/* A cli_parse_fn for a size in bytes into size_t dst: a decimal count (digits only) with an
+ * optional one-letter suffix K, M, G or T (powers of 1024, either case), at least 512M and at
+ * most SIZE_MAX (the message says which bound, or the form, is broken) (flexcheck takes
  * about 350 MiB of address space before it reads anything: libraries, OpenBLAS's buffers).
  * --max-memory of check, repro and fill. */
 int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst);
@@ -95,10 +109,20 @@ int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst);
  * optional K, M, G or T suffix (powers of 1024). */
 int cli_parse_count(const char *cmd, const char *opt, const char *s, void *dst);
 
-/* Parses a decimal int32 in [lo, hi] for option `opt`; on failure prints one line and returns -1. */
+/* Every number on the command line is decimal and nothing else: no leading space, no '+', no
+ * hex, no inf or nan (strtol and strtod take all of these), so an integer option and a number
+ * option read the same text the same way. */
+
+/* The magnitude beyond which cli_decimal refuses (every option's range is far inside it). */
+#define CLI_DECIMAL_MAX 1000000000000000000LL
+/* s[0..len) as an optional '-' then digits, nothing else, into *out: 0, or -1 (no message). */
+int cli_decimal(const char *s, size_t len, long long *out);
+/* Parses a decimal int32 in [lo, hi] for option `opt`; on failure prints one line and returns
+ * -1. */
 int cli_parse_i32(const char *cmd, const char *opt, const char *s, int32_t lo, int32_t hi,
                   int32_t *out);
-/* Parses a finite number for option `opt`; on failure prints one line and returns -1. */
+/* Parses a decimal number ([-]digits[.digits][e[+-]digits]) for option `opt`, its magnitude 0
+ * or a normal double; on failure prints one line (not decimal, or out of range) and returns -1. */
 int cli_parse_f64(const char *cmd, const char *opt, const char *s, double *out);
 
 #endif

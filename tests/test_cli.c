@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "tests/test_tmpdir.h"
@@ -340,8 +341,7 @@ Test(cli, max_memory_takes_bytes_with_a_suffix_and_refuses_anything_else)
     static const char *const bad[] = {"check --max-memory 12X '%s/a.h5'",
                                       "check --max-memory 100M '%s/a.h5'",
                                       "repro '%s/a.h5' --max-memory 3.5G",
-                                      "fill '%s/a.h5' --out x.h5 --max-memory -1G",
-                                      "check --max-memory 99999999999T '%s/a.h5'"};
+                                      "fill '%s/a.h5' --out x.h5 --max-memory -1G"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         run_cli(&r, bad[i], dir);
         cr_expect_eq(r.status, 2, "%s: status %d", bad[i], r.status);
@@ -454,4 +454,366 @@ Test(cli, the_work_budget_is_the_commands_to_raise_or_lower)
     run_cli(&r, "check --max-work 0 %s", f);
     cr_expect(r.status == 2 && strstr(r.err, "--max-work '0': a positive count"), "%s", r.err);
     unlink(f);
+}
+
+/* ---- numbers on the command line: decimal, nothing around them, messages that say why ---- */
+
+Test(cli, shard_takes_two_plain_whole_numbers_in_range)
+{
+    /* Each was read as some shard before (sscanf "%d/%d"): N wrapped to 1, spaces and signs
+     * skipped, a trailing part ignored. */
+    static const char *const bad[] = {"1/4294967297", " 1/8", "1/8 ", "+1/8", "1/+8", "0/4",
+                                      "5/4", "1/0", "1/10001", "1/-8", "-1/8", "1/", "/8", "1",
+                                      "1/8/2", "1//8", "0x1/8", "1/8x", ""};
+    run_out r;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_cli(&r, "gate --quick --list --shard '%s'", bad[i]);
+        char want[64];
+        snprintf(want, sizeof want, "--shard '%s': expected I/N", bad[i]);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, want) && !r.out[0],
+                  "--shard '%s': status %d\n%s%.200s", bad[i], r.status, r.err, r.out);
+    }
+    run_cli(&r, "export --quick --shard 1/4294967297 --out '%s/x'", dir);
+    cr_expect(r.status == 2 && strstr(r.err, "--shard '1/4294967297': expected I/N"), "%s",
+              r.err);
+    /* Shard I of N is the filtered cases at positions I-1, I-1+N, ... of the whole list. */
+    run_cli(&r, "gate --quick --list");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char whole[sizeof r.out], want[sizeof r.out] = "";
+    strcpy(whole, r.out);
+    int k = 0;
+    for (char *line = strtok(whole, "\n"); line; line = strtok(NULL, "\n"), k++)
+        if (k % 8 == 2)
+            strcat(strcat(want, line), "\n");
+    run_cli(&r, "gate --quick --list --shard 3/8");
+    cr_expect(r.status == 0 && !strcmp(r.out, want), "3/8:\n%s\nwant:\n%s", r.out, want);
+    run_cli(&r, "gate --quick --list --shard 03/08");
+    cr_expect(r.status == 0 && !strcmp(r.out, want), "leading zeros are still decimal: %s",
+              r.err);
+}
+
+Test(cli, integer_and_number_options_are_decimal_only)
+{
+    /* strtol took leading space and '+', strtod hex, inf and nan: now both read only
+     * [-]digits (an integer) or [-]digits[.digits][e[+-]digits] (a number). */
+    static const char *const ints[][2] = {
+        {"gen --case --out '%s/x.h5' --lq ' 10'", "--lq: ' 10' is not an integer in [0, "},
+        {"gen --case --out '%s/x.h5' --lq +10", "--lq: '+10' is not an integer in [0, "},
+        {"gen --case --out '%s/x.h5' --lq 0x10", "--lq: '0x10' is not an integer in [0, "},
+        {"gen --case --out '%s/x.h5' --lq '10 '", "--lq: '10 ' is not an integer in [0, "},
+        {"gen --case --out '%s/x.h5' --lq 99999999999999999999",
+         "--lq: '99999999999999999999' is not an integer in [0, "},
+        {"gate --quick --list --seed ' 5' --report-dir '%s/r'", "--seed: ' 5' is not an integer"},
+        {"gen --case --out '%s/x.h5' --scale 0x10", "--scale: '0x10' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale ' 1'", "--scale: ' 1' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale +1", "--scale: '+1' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale inf", "--scale: 'inf' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale nan", "--scale: 'nan' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale 1e", "--scale: '1e' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --scale .", "--scale: '.' is not a decimal number"},
+        {"gen --case --out '%s/x.h5' --softcap 0x1p4", "--softcap: '0x1p4' is not a decimal"},
+        {"gen --case --out '%s/x.h5' --scale 1e-320",
+         "--scale: '1e-320' is out of range (nonzero magnitude below 2.2e-308"},
+        {"gen --case --out '%s/x.h5' --scale 1e-400",
+         "--scale: '1e-400' is out of range (nonzero magnitude below 2.2e-308"},
+        {"gen --case --out '%s/x.h5' --scale 1e400",
+         "--scale: '1e400' is out of range (magnitude above 1.8e+308)"},
+    };
+    run_out r;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        run_cli(&r, ints[i][0], dir);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, ints[i][1]),
+                  "%s: status %d: %s", ints[i][0], r.status, r.err);
+    }
+    char f[160];
+    snprintf(f, sizeof f, "%s/x.h5", dir);
+    cr_expect(access(f, F_OK) != 0, "no file was written");
+    /* What a number looks like is still read: a point on either side, a signed exponent. */
+    static const char *const good[] = {"--scale .5", "--scale 5.", "--scale 1.25e-1",
+                                       "--scale 2E+0", "--softcap 0", "--lq 010"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        run_cli(&r, "gen --case --lq 8 --d 4 --qb 16 --kb 16 --force --out '%s' %s", f, good[i]);
+        cr_expect_eq(r.status, 0, "%s: %s", good[i], r.err);
+    }
+}
+
+Test(cli, a_size_or_count_too_large_is_said_to_be_too_large)
+{
+    gen_small("a.h5");
+    run_out r;
+    run_cli(&r, "check --max-memory 99999999999T '%s/a.h5'", dir);
+    cr_expect(r.status == 2 && count_lines(r.err) == 1 &&
+                  strstr(r.err, "--max-memory '99999999999T': too large (above 2^64 - 1 bytes)"),
+              "not 'at least 512M': %s", r.err);
+    run_cli(&r, "check --max-work 99999999999999999999 '%s/a.h5'", dir);
+    cr_expect(r.status == 2 && strstr(r.err, "--max-work '99999999999999999999': too large"),
+              "%s", r.err);
+    run_cli(&r, "check --max-memory ' 1G' '%s/a.h5'", dir);
+    cr_expect(r.status == 2 && strstr(r.err, "a size in bytes of at least 512M"), "%s", r.err);
+    run_cli(&r, "check --max-memory 16777215T '%s/a.h5'", dir);
+    cr_expect_eq(r.status, 0, "the largest whole T a size_t holds: %s", r.err);
+}
+
+Test(cli, repro_row_takes_three_plain_integers)
+{
+    gen_small("one.h5");
+    static const char *const bad[] = {" 0,0,3", "0,0,+3", "0, 0,3", "0,0", "0,0,3,", "0,,3",
+                                      ",0,3", "0,0,3 ", "0x0,0,3"};
+    run_out r;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_cli(&r, "repro '%s/one.h5' --kernel 1 --row '%s'", dir, bad[i]);
+        char want[64];
+        snprintf(want, sizeof want, "--row '%s': want B,H,Q (three integers)", bad[i]);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, want), "%s: %s",
+                  bad[i], r.err);
+    }
+    run_cli(&r, "repro '%s/one.h5' --kernel 1 --row 0,1,3", dir);
+    cr_expect(r.status == 0 && strstr(r.out, "--row 0,1,3"), "%s", r.err);
+}
+
+/* ---- what --filter and --shard select, and what a selection of nothing says ---- */
+
+/* The whole stdout of `flexcheck ARGS` (heap; a matrix's id list outgrows run_out). */
+static char *stdout_of(const char *args)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s", getenv("FLEXCHECK_BIN"), args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "%s", cmd);
+    size_t n = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, p)) > 0;)
+        if ((n += got) + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    pclose(p);
+    cr_assert(buf);
+    buf[n] = '\0';
+    return buf;
+}
+
+Test(cli, a_whole_case_id_filter_selects_that_case_alone)
+{
+    if (!getenv("FLEXCHECK_BIN"))
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    /* The full matrix's ids, one a line; a pair where one id is part of the other. */
+    char *all = stdout_of("gate --full --list");
+    char *ids[2048];
+    int n = 0;
+    for (char *line = strtok(all, "\n"); line && n < 2048; line = strtok(NULL, "\n"))
+        ids[n++] = line;
+    const char *part = NULL;
+    for (int i = 0; i < n && !part; i++)
+        for (int j = 0; j < n && !part; j++)
+            if (i != j && strstr(ids[j], ids[i]))
+                part = ids[i];
+    if (!part) {
+        free(all);
+        cr_skip_test("no case id of the full matrix is part of another");
+    }
+    char args[256], want[160];
+    snprintf(want, sizeof want, "%s\n", part);
+    static const char *const forms[] = {"%s", "%s@L03", "%s@W-1"};
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        char filter[160];
+        snprintf(filter, sizeof filter, forms[f], part);
+        snprintf(args, sizeof args, "gate --full --list --filter '%s'", filter);
+        char *got = stdout_of(args);
+        cr_expect_str_eq(got, want, "--filter %s selects that case alone", filter);
+        free(got);
+    }
+    /* A glob still selects both, and a part of an id still every id holding it. */
+    snprintf(args, sizeof args, "gate --full --list --filter '%s*'", part);
+    char *glob = stdout_of(args);
+    cr_expect(count_lines(glob) >= 2, "the glob %s*: %s", part, glob);
+    free(glob);
+    char *sub = stdout_of("gate --quick --list --filter m4-window-edge");
+    cr_expect(count_lines(sub) >= 2, "a substring: %s", sub);
+    free(sub);
+    free(all);
+}
+
+Test(cli, an_empty_shard_says_it_is_the_shard_not_the_filter)
+{
+    run_out r;
+    run_cli(&r, "gate --quick --list");
+    int total = count_lines(r.out);
+    run_cli(&r, "gate --quick --shard %d/%d --report-dir '%s/r1'", total + 1, total + 30, dir);
+    char want[160];
+    snprintf(want, sizeof want, "--shard %d/%d holds no case: the quick matrix has only %d "
+             "cases (use N <= %d)\n", total + 1, total + 30, total, total);
+    cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, want), "%s", r.err);
+    /* A filter matching one case: its shard 2/2 is empty, and the message counts that case. */
+    run_cli(&r, "gate --quick --list --filter m4-window-edge-f32");
+    cr_assert(r.status == 0 && count_lines(r.out) == 1, "%s", r.out);
+    run_cli(&r, "export --quick --filter m4-window-edge-f32 --shard 2/2 --out '%s/ex'", dir);
+    cr_expect(r.status == 2 && count_lines(r.err) == 1 &&
+                  strstr(r.err, "--shard 2/2 holds no case: only 1 case of the quick matrix "
+                                "matches --filter 'm4-window-edge-f32' (use N <= 1)"),
+              "%s", r.err);
+    run_cli(&r, "gate --quick --filter nomatch-xyz --report-dir '%s/r1'", dir);
+    cr_expect(r.status == 2 && strstr(r.err, "no case of the quick matrix matches --filter "
+                                             "'nomatch-xyz'"), "%s", r.err);
+    run_cli(&r, "gate --quick --list --shard %d/%d", total + 1, total + 30);
+    cr_expect(r.status == 0 && !r.out[0] && !r.err[0], "--list of nothing lists nothing");
+}
+
+Test(cli, bad_input_leaves_no_empty_report_or_export_directory)
+{
+    run_out r;
+    char d[160];
+    static const char *const lines[] = {
+        "gate --quick --filter nomatch-xyz --report-dir '%s'",
+        "gate --quick --shard 171/200 --report-dir '%s'",
+        "gate --quick --filter m4-window-edge-f32 --shard 2/2 --report-dir '%s'",
+        "export --quick --filter nomatch-xyz --out '%s'",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        snprintf(d, sizeof d, "%s/rg%zu/sub", dir, i);
+        run_cli(&r, lines[i], d);
+        cr_expect_eq(r.status, 2, "%s", r.err);
+        snprintf(d, sizeof d, "%s/rg%zu", dir, i);
+        cr_expect(access(d, F_OK) != 0, "%s: %s was left behind", lines[i], d);
+    }
+    /* No device: refused before anything is made (skipped where one is present). */
+    snprintf(d, sizeof d, "%s/rgpu", dir);
+    run_cli(&r, "gate --quick --filter m4-window-edge-f32 --backend gpu --report-dir '%s'", d);
+    if (r.status == 2)
+        cr_expect(access(d, F_OK) != 0, "--backend gpu without a device: %s left", d);
+    /* A directory that was there stays, empty or not. */
+    snprintf(d, sizeof d, "%s/there", dir);
+    cr_assert_eq(mkdir(d, 0777), 0);
+    run_cli(&r, "gate --quick --filter nomatch-xyz --report-dir '%s'", d);
+    cr_expect(r.status == 2 && access(d, F_OK) == 0, "%s was removed", d);
+}
+
+Test(cli, a_stopped_gate_removes_the_report_directory_it_made)
+{
+    if (!getenv("FLEXCHECK_BIN"))
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    /* Stopped once it runs cases (its first line), it finishes the case it holds and writes
+     * nothing: the two levels it made for the report go again. */
+    char cmd[1024], d[160];
+    snprintf(d, sizeof d, "%s/stopped", dir);
+    snprintf(cmd, sizeof cmd,
+             "e='%s/gate.err'; OPENBLAS_NUM_THREADS=1 %s gate --quick --jobs 1 --report-dir "
+             "'%s/a' 2>\"$e\" >/dev/null & p=$!; until grep -q 'cases on' \"$e\"; do "
+             "sleep 0.1; kill -0 $p || exit 9; done; kill -INT $p; wait $p",
+             dir, getenv("FLEXCHECK_BIN"), d);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d", st);
+    char err[4096];
+    slurp("gate.err", err, sizeof err);
+    cr_expect(strstr(err, "stopped by SIGINT after ") && strstr(err, "no report written\n"),
+              "%s", err);
+    cr_expect(access(d, F_OK) != 0, "%s was left behind", d);
+}
+
+/* ---- options that contradict each other are refused, a repeated one keeps its last value ---- */
+
+Test(cli, contradicting_options_are_refused_not_settled_by_order)
+{
+    static const char *const lines[][2] = {
+        {"gate --quick --full --list", "--quick and --full exclude each other"},
+        {"gate --full --list --quick", "--quick and --full exclude each other"},
+        {"export --quick --full --out '%s/ex'", "--quick and --full exclude each other"},
+        {"repro '%s/a.h5' --tested eng --kernel 1", "--kernel does not apply with --tested"},
+        {"repro '%s/a.h5' --kernel 2 --tested eng", "--kernel does not apply with --tested"},
+        {"repro '%s/a.h5' --tested eng --dtype float16", "--dtype does not apply with --tested"},
+        {"repro '%s/a.h5' --tested eng --backend emu", "--backend does not apply with --tested"},
+    };
+    gen_small("a.h5");
+    run_out r;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, lines[i][0], dir);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, lines[i][1]) &&
+                      !r.out[0], "%s: status %d: %s", lines[i][0], r.status, r.err);
+    }
+    char ex[160];
+    snprintf(ex, sizeof ex, "%s/ex", dir);
+    cr_expect(access(ex, F_OK) != 0, "export made %s", ex);
+    /* The same flag twice is no contradiction; a repeated value keeps the last. */
+    run_cli(&r, "gate --quick --quick --list");
+    int twice = count_lines(r.out);
+    run_cli(&r, "gate --quick --list");
+    cr_expect(r.status == 0 && count_lines(r.out) == twice, "%s", r.err);
+    run_cli(&r, "layout gemma3 --layers 5 --layers 3");
+    char last[sizeof r.out];
+    strcpy(last, r.out);
+    run_cli(&r, "layout gemma3 --layers 3");
+    cr_expect_str_eq(last, r.out, "--layers 5 --layers 3 is --layers 3");
+}
+
+/* ---- the message names what is wrong: a value given to a flag, an option before bench's part */
+
+Test(cli, a_flag_given_a_value_is_said_to_take_none)
+{
+    static const char *const lines[][2] = {
+        {"check --quiet=yes x.h5", "--quiet takes no value: '--quiet=yes'"},
+        {"gate --list=1", "--list takes no value: '--list=1'"},
+        {"blockmask --causal=1 --lq 4", "--causal takes no value: '--causal=1'"},
+        {"gate --lis=1", "unknown option '--lis=1'"}, /* an abbreviation stays unknown */
+        {"gate --quiet=1", "unknown option '--quiet=1'"},
+    };
+    run_out r;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, "%s", lines[i][0]);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, lines[i][1]),
+                  "%s: status %d: %s", lines[i][0], r.status, r.err);
+    }
+}
+
+Test(cli, bench_says_an_option_goes_after_a_part_and_names_the_parts)
+{
+    static const char *const lines[][2] = {
+        {"bench --quick", "unknown option '--quick' for bench: options go after a part"},
+        {"bench all --quick", "unknown option '--quick' for bench: options go after a part"},
+        {"bench all ref", "all takes no options: 'ref'"},
+        {"bench nope", "unknown part 'nope' (one of blockmask, ref, kernel, all)"},
+    };
+    run_out r;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_cli(&r, "%s", lines[i][0]);
+        cr_expect(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, lines[i][1]) &&
+                      !r.out[0], "%s: status %d: %s", lines[i][0], r.status, r.err);
+    }
+    run_cli(&r, "bench --quick");
+    cr_expect(strstr(r.err, "(PART one of blockmask, ref, kernel)"), "%s", r.err);
+}
+
+/* ---- README's synopses ---- */
+
+Test(cli, readme_synopses_name_every_option_of_gate_check_and_repro)
+{
+    FILE *f = fopen("README.md", "r");
+    if (!f)
+        cr_skip_test("README.md is not in the working directory (make test runs from the top)");
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    static const char *const cmds[] = {"gate", "check", "repro"};
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        char start[32];
+        snprintf(start, sizeof start, "\nflexcheck %s ", cmds[c]);
+        const char *line = strstr(text, start);
+        cr_assert(line, "README has no synopsis line for %s", cmds[c]);
+        line++;
+        size_t len = strcspn(line, "\n");
+        const cmd_opts *co = NULL;
+        for (size_t k = 0; k < NCOMMANDS; k++)
+            if (!strcmp(commands[k].cmd, cmds[c]))
+                co = &commands[k];
+        cr_assert(co);
+        for (int k = 0; co->opts[k].name; k++) {
+            /* "[--name ...]" or "[--other|--name]": a whole option name, as written. */
+            char want[48];
+            snprintf(want, sizeof want, "--%s", co->opts[k].name);
+            size_t w = strlen(want);
+            int found = 0;
+            for (const char *h = strstr(line, want); h && h < line + len; h = strstr(h + 1, want))
+                found |= (h[-1] == '[' || h[-1] == '|') && strchr("] |", h[w]) && h[w];
+            cr_expect(found, "README's %s synopsis lacks --%s: %.*s", cmds[c], co->opts[k].name,
+                      (int)len, line);
+        }
+    }
 }
