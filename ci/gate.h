@@ -56,7 +56,10 @@ typedef struct gate_case {
 fc_status gate_matrix(gate_size size, uint64_t seed, gate_case **cases, int *ncases,
                       int *dropped_pairs, fc_err *err);
 
-/* Keeps, in order, the cases whose id matches `filter` (NULL: all) and that fall in shard
+/* Keeps, in order, the cases whose id matches `filter` (NULL: all; a substring, or a glob when
+ * it holds * ? [; a filter without those that is a whole case id, or a report row's id
+ * "ID@...", selects that case alone, so rerunning one case never drags in ids it prefixes)
+ * and that fall in shard
  * `shard_i` of `shard_n` (1-based; by position among the filtered cases, so the shards of one
  * filter partition it exactly). Returns the new count; the array is compacted in place. */
 int gate_select(gate_case *cases, int n, const char *filter, int shard_i, int shard_n);

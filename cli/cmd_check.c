@@ -762,7 +762,7 @@ int cmd_check(int argc, char **argv)
         .cmd = CMD,
         .usage = "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
                  "[--case NAME] [--quiet] [--strict] [--report DIR] [--max-memory BYTES] "
-                 "FILE...\n",
+                 "[--max-work N] FILE...\n",
         .intro = intro,
         .opts = table,
         .nopts = sizeof table / sizeof table[0],

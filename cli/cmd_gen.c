@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "fixtures/fix.h"
@@ -23,11 +24,10 @@ static int parse_cu(const char *opt, const char *s, int32_t *cu, int32_t *n)
     int32_t k = 0;
     const char *p = s;
     while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (errno || end == p || v < 0 || v > MASK_MAX_LEN || k > FIX_GEN_MAX_SEQ ||
-            (*end != ',' && *end != '\0')) {
+        size_t len = strcspn(p, ",");
+        const char *end = p + len;
+        long long v;
+        if (cli_decimal(p, len, &v) || v < 0 || v > MASK_MAX_LEN || k > FIX_GEN_MAX_SEQ) {
             cli_usage_error(CMD, "%s '%s': need 2 to %d comma-separated lengths in [0, %d]", opt,
                             s, FIX_GEN_MAX_SEQ + 1, MASK_MAX_LEN);
             return -1;
@@ -71,14 +71,17 @@ static int parse_scale(const char *cmd, const char *opt, const char *v, void *ds
     return 0;
 }
 
-/* The seed is a full uint64 (fixtures record it), wider than CLI_K_I32. */
+/* The seed is a full uint64 (fixtures record it), wider than CLI_K_I32: decimal digits only,
+ * as every number on the command line (cli/opts.h; strtoull alone takes spaces and '+'). */
 static int parse_seed(const char *cmd, const char *opt, const char *v, void *dst)
 {
     char *end;
     errno = 0;
+    if (!v[0] || strspn(v, "0123456789") != strlen(v))
+        return cli_usage_error(cmd, "%s '%s': not an unsigned decimal integer", opt, v), -1;
     *(uint64_t *)dst = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-')
-        return cli_usage_error(cmd, "%s '%s': not an unsigned integer", opt, v), -1;
+    if (errno)
+        return cli_usage_error(cmd, "%s '%s': above 2^64 - 1", opt, v), -1;
     return 0;
 }
 
@@ -120,6 +123,10 @@ static int parse_sinks(const char *cmd, const char *opt, const char *v, void *ds
 /* The Hq sinks of --sinks FILE: numbers separated by white space or commas, exactly Hq. */
 static int read_sinks_file(gen_opts *o)
 {
+    struct stat sb;
+    if (stat(o->sinks_file, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return cli_usage_error(CMD, "--sinks %s: %s", o->sinks_file,
+                               S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
     FILE *f = fopen(o->sinks_file, "r");
     if (!f)
         return cli_usage_error(CMD, "--sinks %s: %s", o->sinks_file, strerror(errno));
@@ -127,12 +134,11 @@ static int read_sinks_file(gen_opts *o)
     char tok[64];
     int rc = 0;
     while (!rc && fscanf(f, " %63[^ \t\r\n,]%*[ \t\r\n,]", tok) == 1) {
-        char *end;
-        errno = 0;
-        double x = strtod(tok, &end);
-        if (errno || *end || end == tok)
-            rc = cli_usage_error(CMD, "--sinks %s: value %d '%s' is not a number",
-                                 o->sinks_file, (int)n, tok);
+        char what[FIX_TEXT_MAX + 32];
+        double x;
+        fc_fmt(what, sizeof what, "--sinks %s: value %d", o->sinks_file, (int)n);
+        if (cli_parse_f64(CMD, what, tok, &x)) /* decimal only, as on the command line */
+            rc = -1;
         else if (n >= hq)
             rc = cli_usage_error(CMD, "--sinks %s: more than Hq = %d values", o->sinks_file,
                                  (int)hq);

@@ -247,3 +247,38 @@ Test(cli_layout, the_same_commands_without_the_conflict_run)
         cr_expect_eq(r.status, 0, "%s: %s", lines[i], r.err);
     }
 }
+
+/* gen reads its own numbers (a 64-bit seed, cu_seqlens lists, a sinks file) as strictly as
+ * every other option (cli/opts.h): decimal digits only, and a sinks file must be a file. */
+Test(cli_layout, gen_numbers_are_decimal_only)
+{
+    static const struct {
+        const char *args, *want;
+    } bad[] = {
+        {"--seed ' 5'", "--seed ' 5': not an unsigned decimal integer"},
+        {"--seed +5", "--seed '+5': not an unsigned decimal integer"},
+        {"--seed 18446744073709551616", "above 2^64 - 1"},
+        {"--packed ' 0,5,8'", "--packed ' 0,5,8': need 2 to"},
+        {"--packed 0,+5,8", "--packed '0,+5,8': need 2 to"},
+        {"--sinks /", "--sinks /: is a directory"},
+        {"--sinks HEX", "value 0: '0x10' is not a decimal number"},
+    };
+    char path[256];
+    snprintf(path, sizeof path, "%s/hex.txt", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("0x10 1\n", f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_out r;
+        if (!strcmp(bad[i].args, "--sinks HEX"))
+            run_cli(&r, "gen --case --out %s/g.h5 --hq 2 --lq 16 --d 16 --sinks %s", dir, path);
+        else
+            run_cli(&r, "gen --case --out %s/g.h5 --hq 2 --lq 16 --d 16 %s", dir, bad[i].args);
+        expect_refused(&r, bad[i].args, bad[i].want);
+    }
+    run_out r;
+    run_cli(&r, "gen --case --out %s/g.h5 --hq 2 --lq 16 --d 16 --seed 18446744073709551615",
+            dir);
+    cr_expect_eq(r.status, 0, "the largest seed: %s", r.err);
+}
