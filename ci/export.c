@@ -25,6 +25,21 @@ static void batch_free(batch *b)
     b->n = 0;
 }
 
+/* What every fixture case of gate case c carries: its id with the gate's row suffix, the check,
+ * the generator, c's block sizes and the slow builder's block mask of the case's own mask. */
+static fc_status tag_case(fix_case *fc, const gate_case *c, const char *id_suffix, fc_err *err)
+{
+    fc_fmt(fc->case_id, sizeof fc->case_id, "%s%s", c->id, id_suffix);
+    snprintf(fc->gate_check, sizeof fc->gate_check, "%s", c->check->name);
+    fc_fmt(fc->generator, sizeof fc->generator, "flexcheck export (gate matrix case %s)", c->id);
+    fc->q_block_size = c->gp.qb;
+    fc->kv_block_size = c->gp.kb;
+    fc_status st = bmask_build(&fc->bm, BMASK_SLOW, fc->prob.mask, &fc->prob.seq, c->gp.qb,
+                               c->gp.kb, err);
+    fc->has_bmask = !st;
+    return st;
+}
+
 /* One fixture case: the gate's inputs for c under mask m in dtype dt, seed `seed`, the slow
  * builder's block mask, its name and the ids that tie it to the matrix. */
 static fc_status add_case(batch *b, const gate_case *c, fc_dtype dt, mask_params m, uint64_t seed,
@@ -41,14 +56,7 @@ static fc_status add_case(batch *b, const gate_case *c, fc_dtype dt, mask_params
         return st;
     b->n++;
     snprintf(fc->name, sizeof fc->name, "%s", name);
-    snprintf(fc->case_id, sizeof fc->case_id, "%s%s", c->id, id_suffix);
-    snprintf(fc->gate_check, sizeof fc->gate_check, "%s", c->check->name);
-    snprintf(fc->generator, sizeof fc->generator, "flexcheck export (gate matrix case %s)", c->id);
-    fc->q_block_size = c->gp.qb;
-    fc->kv_block_size = c->gp.kb;
-    st = bmask_build(&fc->bm, BMASK_SLOW, m, &fc->prob.seq, c->gp.qb, c->gp.kb, err);
-    fc->has_bmask = !st;
-    return st;
+    return tag_case(fc, c, id_suffix, err);
 }
 
 /* The decode check's second run as a case of its own: the decode query against the last W keys
@@ -92,14 +100,7 @@ static fc_status add_slice(batch *b, const gate_case *c, const fix_case *full, f
     char base[FIX_NAME_MAX]; /* full is another element of the same batch */
     snprintf(base, sizeof base, "%s", full->name);
     fc_fmt(s->name, sizeof s->name, "%s@slice", base);
-    fc_fmt(s->case_id, sizeof s->case_id, "%s@slice", c->id);
-    snprintf(s->gate_check, sizeof s->gate_check, "%s", c->check->name);
-    fc_fmt(s->generator, sizeof s->generator, "flexcheck export (gate matrix case %s)", c->id);
-    s->q_block_size = c->gp.qb;
-    s->kv_block_size = c->gp.kb;
-    st = bmask_build(&s->bm, BMASK_SLOW, s->prob.mask, &s->prob.seq, c->gp.qb, c->gp.kb, err);
-    s->has_bmask = !st;
-    return st;
+    return tag_case(s, c, "@slice", err);
 }
 
 /* The p-round check's designed run as a case of its own ("<dt>@design"): inputs built so that
@@ -117,14 +118,7 @@ static fc_status add_design(batch *b, const gate_case *c, fc_dtype dt, fc_err *e
         return st;
     b->n++;
     fc_fmt(fc->name, sizeof fc->name, "%s@design", fc_dtype_name(dt));
-    fc_fmt(fc->case_id, sizeof fc->case_id, "%s@design", c->id);
-    snprintf(fc->gate_check, sizeof fc->gate_check, "%s", c->check->name);
-    fc_fmt(fc->generator, sizeof fc->generator, "flexcheck export (gate matrix case %s)", c->id);
-    fc->q_block_size = c->gp.qb;
-    fc->kv_block_size = c->gp.kb;
-    st = bmask_build(&fc->bm, BMASK_SLOW, fc->prob.mask, &fc->prob.seq, c->gp.qb, c->gp.kb, err);
-    fc->has_bmask = !st;
-    return st;
+    return tag_case(fc, c, "@design", err);
 }
 
 /* The layers of a layout case, each the case the layout check runs (fix_gen_layer_params:
