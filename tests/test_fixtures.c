@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fixtures/fix.h"
+#include "fixtures/fix_h5.h"
 #include "base/lowp.h"
 
 /* ---- scratch files ---- */
@@ -899,6 +900,50 @@ Test(fixture_reader, accepts_a_block_mask_without_full_blocks_and_with_junk_past
     expect_accepted(p);
 }
 
+/* ---- messages: one line, whatever names and strings the file holds ---- */
+
+/* Renames the base case (H5Lmove: any name without '/' is a valid link name). */
+static void rename_case(hid_t f, const char *to)
+{
+    cr_assert(H5Lmove(f, C0, f, to, H5P_DEFAULT, H5P_DEFAULT) >= 0, "rename to %s", to);
+}
+
+/* A case named with a newline, a backslash and a tab, and a dtype holding an escape sequence and
+ * non-ASCII bytes: each byte that could break the line (or drive a terminal) is escaped. */
+#define ODD_NAME "/cases/c00\nFAKE: PASS\\x\t"
+Test(fixture_reader, escapes_control_characters_in_names_and_values)
+{
+    {
+        BROKEN("esc.h5", FC_F32, 0, (rename_case(f, ODD_NAME),
+                                     put_attr_int(f, ODD_NAME, "chunk_size", -3)));
+        expect_rejected(p, "/cases/c00\\nFAKE: PASS\\\\x\\t: ", "chunk_size");
+    }
+    BROKEN("escdt.h5", FC_F32, 0, put_attr_str(f, C0, "dtype", "f\033[2K\xc3\xa9"));
+    expect_rejected(p, C0, "'dtype' = 'f\\x1b[2K\\xc3\\xa9'");
+}
+
+Test(fixture_reader, escapes_every_byte_outside_printable_ascii)
+{
+    char all[256], out[1200];
+    for (int i = 1; i < 256; i++)
+        all[i - 1] = (char)i;
+    all[255] = '\0';
+    fix_esc(out, sizeof out, all);
+    for (const char *q = out; *q; q++)
+        cr_assert(*q >= 0x20 && *q <= 0x7e, "byte 0x%02x at %td", (unsigned char)*q, q - out);
+    cr_expect(strstr(out, "\\x01\\x02") && strstr(out, "\\t\\n\\x0b\\x0c\\r") &&
+              strstr(out, "[\\\\]") && strstr(out, "}~\\x7f\\x80") &&
+              !strcmp(out + strlen(out) - 4, "\\xff"), "%s", out);
+    /* Cut before an escape, never inside one. */
+    char small[6];
+    fix_esc(small, sizeof small, "ab\ncd");
+    cr_expect_str_eq(small, "ab\\nc");
+    fix_esc(small, 5, "ab\ncd");
+    cr_expect_str_eq(small, "ab\\n");
+    fix_esc(small, 4, "ab\ncd");
+    cr_expect_str_eq(small, "ab");
+}
+
 /* ---- cross-field rules: one field's shape or value checked against another's ----
  * The rest of them, one broken file per rule (and per direction where a rule can be broken two
  * ways), each test naming the rule and the function of fix_read.c that holds it. With the tests
@@ -1635,6 +1680,19 @@ Test(fixture_cli, check_exits_2_with_one_line_naming_file_case_and_field)
               errs);
     cr_assert(strstr(out, "1 rejected") && strstr(out, "1 passed"), "the good file is still "
               "checked: %s", out);
+}
+
+/* The case name and the value printed raw would make "FAKE: PASS" a line of its own. */
+Test(fixture_cli, check_prints_a_case_named_with_a_newline_on_one_line)
+{
+    char out[8192], errs[4096], args[512];
+    BROKEN("nl.h5", FC_F32, 0, (rename_case(f, "/cases/c00\nFAKE: PASS"),
+                                put_attr_str(f, "/cases/c00\nFAKE: PASS", "dtype", "x\ny")));
+    snprintf(args, sizeof args, "check '%s'", p);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 2, "status %d\n%s%s", st, out, errs);
+    cr_expect_eq(count_lines(errs), 1, "one line: %s", errs);
+    cr_expect(strstr(errs, "/cases/c00\\nFAKE: PASS: attribute 'dtype' = 'x\\ny'"), "%s", errs);
 }
 
 Test(fixture_cli, check_exits_1_when_a_stored_output_is_wrong)
