@@ -524,6 +524,117 @@ Test(fixture_reader, defaults_absent_block_sizes_to_128)
     fix_close(&ff);
 }
 
+/* A one-value fixed-length string attribute of `size` bytes of storage, padded as `pad` says
+ * (numpy's 'S300' is NULLPAD, Fortran's strings SPACEPAD). */
+static void put_attr_fixed(hid_t f, const char *obj, const char *name, const char *v,
+                           size_t size, H5T_str_t pad)
+{
+    drop_attr(f, obj, name);
+    char *buf = calloc(size + 1, 1);
+    memset(buf, pad == H5T_STR_SPACEPAD ? ' ' : '\0', size);
+    memcpy(buf, v, strlen(v) < size ? strlen(v) : size);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, size);
+    H5Tset_strpad(t, pad);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, t, buf) >= 0, "fixed attr %s", name);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    free(buf);
+}
+
+/* An output under test `label` of the base case: its own out, as float32. */
+static void put_tested(hid_t f, const char *label, const char *producer)
+{
+    char g[128];
+    snprintf(g, sizeof g, C0 "/tested");
+    if (H5Lexists(f, g, H5P_DEFAULT) <= 0)
+        H5Gclose(H5Gcreate2(f, g, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    snprintf(g, sizeof g, C0 "/tested/%s", label);
+    H5Gclose(H5Gcreate2(f, g, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    put_attr_vlstr(f, g, "producer", producer);
+    const hsize_t od[4] = {1, 2, 20, 4};
+    float *o = get_f32(f, C0 "/out", 160);
+    char ds[160];
+    snprintf(ds, sizeof ds, "%s/out", g);
+    put_f32(f, ds, 4, od, o);
+    free(o);
+}
+
+/* Reads case 0 of p, which must be accepted. */
+static void read_case0(const char *p, fix_case *c)
+{
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(&ff, 0, c, &err), FC_OK, "%s", err.msg);
+    fix_close(&ff);
+}
+
+/* A fixed-length string is judged by what it holds, not the storage it declares. */
+Test(fixture_reader, measures_a_fixed_length_string_by_its_content)
+{
+    {
+        BROKEN("fixed.h5", FC_F16, 0,
+               (put_attr_fixed(f, C0, "dtype", "float16", 300, H5T_STR_NULLPAD),
+                put_attr_fixed(f, "/", "schema", FIX_SCHEMA, 4000, H5T_STR_SPACEPAD),
+                put_attr_fixed(f, C0, "generator", "numpy S64", 64, H5T_STR_NULLTERM)));
+        fix_case c;
+        read_case0(p, &c);
+        cr_expect_eq(c.dtype, FC_F16);
+        cr_expect_str_eq(c.generator, "numpy S64");
+        fix_case_free(&c);
+    }
+    /* An identifier's content over its limit is still refused, naming its length. */
+    char big[300];
+    memset(big, 'f', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    BROKEN("fixedbig.h5", FC_F32, 0, put_attr_fixed(f, C0, "dtype", big, 400, H5T_STR_NULLPAD));
+    expect_rejected(p, C0, "attribute 'dtype': a string of 299 bytes (at most 255)");
+}
+
+/* generator and producer are free text, only shown: a long one is cut with a note, never a
+ * reason to refuse the file. */
+Test(fixture_reader, cuts_long_free_text_with_a_note)
+{
+    static char gen[1000], prod[301];
+    memset(gen, 'g', sizeof gen - 1);
+    memset(prod, 'p', sizeof prod - 1);
+    BROKEN("longtext.h5", FC_F32, 0,
+           (put_attr_vlstr(f, C0, "generator", gen), put_tested(f, "eng", prod)));
+    fix_case c;
+    read_case0(p, &c);
+    const char *note = "... [cut from 999 bytes]";
+    size_t n = strlen(c.generator), k = strlen(note);
+    cr_expect_eq(n, FIX_TEXT_MAX - 1, "%zu", n);
+    cr_expect(n > k && !strcmp(c.generator + n - k, note) && !strncmp(c.generator, gen, n - k),
+              "%s", c.generator);
+    cr_assert_eq(c.ntested, 1);
+    n = strlen(c.tested[0].producer);
+    cr_expect(strstr(c.tested[0].producer, "... [cut from 300 bytes]") && n == FIX_TEXT_MAX - 1,
+              "%s", c.tested[0].producer);
+    fix_case_free(&c);
+}
+
+Test(fixture_reader, cuts_text_between_utf8_sequences)
+{
+    char out[16];
+    fix_text_cut(out, sizeof out, "short");
+    cr_expect_str_eq(out, "short");
+    char s[96] = ""; /* 40 two-byte letters */
+    for (int i = 0; i < 40; i++)
+        strcat(s, "\xc3\xa9");
+    /* The note "... [cut from 80 bytes]" is 23 bytes: with 48, 24 bytes of text fit, 12 letters
+     * whole; with 47, 23 would split the 12th letter, so 22. */
+    char big[48], odd[47];
+    fix_text_cut(big, sizeof big, s);
+    cr_expect(!strncmp(big, s, 24) && !strcmp(big + 24, "... [cut from 80 bytes]"), "%s", big);
+    fix_text_cut(odd, sizeof odd, s);
+    cr_expect(!strncmp(odd, s, 22) && !strcmp(odd + 22, "... [cut from 80 bytes]"), "%s", odd);
+}
+
 /* ---- datasets: presence, rank, shapes, types ---- */
 
 Test(fixture_reader, rejects_each_missing_required_dataset)
