@@ -1806,6 +1806,42 @@ Test(fixture_cli, check_prints_a_case_named_with_a_newline_on_one_line)
     cr_expect(strstr(errs, "/cases/c00\\nFAKE: PASS: attribute 'dtype' = 'x\\ny'"), "%s", errs);
 }
 
+/* case_id and gate_check are flexcheck's own (export writes them), not the format's: another
+ * producer's value of any kind is ignored with one warning per case (check reads each case more
+ * than once), and a valid one is kept. */
+Test(fixture_cli, check_ignores_an_unusable_case_id_with_one_warning)
+{
+    char out[8192], errs[4096], args[512], big[200];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    BROKEN("ids.h5", FC_F32, 0, (put_attr_int(f, C0, "case_id", 7),
+                                 put_attr_str(f, C0, "gate_check", big)));
+    snprintf(args, sizeof args, "check '%s'", p);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 0, "status %d\n%s%s", st, out, errs);
+    cr_expect_eq(count_lines(errs), 2, "one line each: %s", errs);
+    char want[256];
+    snprintf(want, sizeof want, "flexcheck: warning: %s: /cases/c0: attribute 'case_id': must be "
+             "a string; ignored", p);
+    cr_expect(strstr(errs, want), "%s", errs);
+    snprintf(want, sizeof want, "flexcheck: warning: %s: /cases/c0: attribute 'gate_check': a "
+             "string of 199 bytes (at most 31); ignored", p);
+    cr_expect(strstr(errs, want), "%s", errs);
+    fix_case c;
+    read_case0(p, &c);
+    cr_expect(c.case_id[0] == '\0' && c.gate_check[0] == '\0');
+    fix_case_free(&c);
+    /* A valid one is kept. */
+    hid_t f = open_rw(p);
+    put_attr_vlstr(f, C0, "case_id", "k1/c07@L03");
+    put_attr_str(f, C0, "gate_check", "window-edge");
+    H5Fclose(f);
+    read_case0(p, &c);
+    cr_expect_str_eq(c.case_id, "k1/c07@L03");
+    cr_expect_str_eq(c.gate_check, "window-edge");
+    fix_case_free(&c);
+}
+
 Test(fixture_cli, check_exits_1_when_a_stored_output_is_wrong)
 {
     char out[8192], errs[4096], args[512];
