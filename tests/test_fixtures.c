@@ -299,6 +299,21 @@ Test(fixture_reader, rejects_a_missing_file_with_its_name)
     cr_assert(strstr(err.msg, p) && strstr(err.msg, "no such file"), "%s", err.msg);
 }
 
+/* Looked at before anything opens it: a FIFO would block the open forever (the timeout fails
+ * the test if it does), a directory is no file at all. */
+Test(fixture_reader, rejects_a_directory_and_a_fifo_without_opening_them, .timeout = 20)
+{
+    fix_file f;
+    fc_err err;
+    const char *d = path_of("adir"), *q = path_of("afifo");
+    cr_assert_eq(mkdir(d, 0755), 0);
+    cr_assert_eq(mkfifo(q, 0644), 0);
+    cr_assert_eq(fix_open(d, &f, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, d) && strstr(err.msg, ": is a directory"), "%s", err.msg);
+    cr_assert_eq(fix_open(q, &f, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, q) && strstr(err.msg, ": not a regular file"), "%s", err.msg);
+}
+
 /* Truncation at several points: the reader must fail cleanly wherever the cut falls. */
 Test(fixture_reader, rejects_a_truncated_file_wherever_it_is_cut)
 {
@@ -1840,6 +1855,24 @@ Test(fixture_cli, check_ignores_an_unusable_case_id_with_one_warning)
     cr_expect_str_eq(c.case_id, "k1/c07@L03");
     cr_expect_str_eq(c.gate_check, "window-edge");
     fix_case_free(&c);
+}
+
+Test(fixture_cli, check_fill_and_repro_refuse_what_is_not_a_regular_file, .timeout = 60)
+{
+    char out[8192], errs[4096], args[512];
+    const char *d = path_of("somedir"), *q = path_of("ff");
+    cr_assert_eq(mkdir(d, 0755), 0);
+    cr_assert_eq(mkfifo(q, 0644), 0);
+    static const char *const cmds[] = {"check '%s'", "repro '%s'", "fill '%s' --in-place"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(args, sizeof args, cmds[i], k ? q : d);
+            int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+            cr_expect_eq(st, 2, "%s: status %d\n%s%s", args, st, out, errs);
+            cr_expect_eq(count_lines(errs), 1, "%s: one line: %s", args, errs);
+            cr_expect(strstr(errs, k ? ": not a regular file" : ": is a directory"), "%s: %s",
+                      args, errs);
+        }
 }
 
 Test(fixture_cli, check_exits_1_when_a_stored_output_is_wrong)
