@@ -1499,6 +1499,24 @@ Test(fixture_writer, refuses_to_overwrite_unless_forced)
     cr_assert_eq(fix_gen_file(p, &gp, 1, 1, &err), FC_OK, "%s", err.msg);
 }
 
+/* A forced write over a symbolic link writes the file it points to and keeps the link. */
+Test(fixture_writer, a_forced_write_through_a_symlink_keeps_the_link)
+{
+    const char *p = write_base("target.h5", FC_F32, 0), *l = path_of("link.h5");
+    cr_assert_eq(symlink("target.h5", l), 0);
+    fix_gen_params gp = base_params(FC_F32, 0);
+    gp.seed = 99;
+    fc_err err;
+    cr_assert_eq(fix_gen_file(l, &gp, 1, 0, &err), FC_EINVAL, "refused unless forced");
+    cr_assert_eq(fix_gen_file(l, &gp, 1, 1, &err), FC_OK, "%s", err.msg);
+    struct stat st;
+    cr_assert(lstat(l, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
+    fix_case c;
+    read_case0(p, &c);
+    cr_expect(c.has_seed && c.seed == 99, "the target holds the new case");
+    fix_case_free(&c);
+}
+
 static int count_files(void)
 {
     char cmd[128];
