@@ -588,6 +588,59 @@ static void read_case0(const char *p, fix_case *c)
     fix_close(&ff);
 }
 
+/* seed (provenance) as an integer type of `bits` bits, signed or not, holding v. */
+static void put_attr_seed(hid_t f, unsigned bits, int is_signed, uint64_t v)
+{
+    drop_attr(f, C0, "seed");
+    hid_t t = H5Tcopy(is_signed ? H5T_STD_I64LE : H5T_STD_U64LE);
+    cr_assert(t >= 0 && H5Tset_precision(t, bits) >= 0, "type of %u bits", bits);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, C0, "seed", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, &v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+}
+
+/* A uint64 seed above INT64_MAX is kept exactly (it used to be clamped to INT64_MAX), and
+ * written back as a uint64; so is our generator's (its seeds are uint64). */
+Test(fixture_reader, keeps_a_uint64_seed_exactly)
+{
+    fix_case c;
+    {
+        BROKEN("useed.h5", FC_F32, 0, put_attr_seed(f, 64, 0, UINT64_MAX - 1));
+        read_case0(p, &c);
+        cr_expect(c.has_seed && c.seed_unsigned && (uint64_t)c.seed == UINT64_MAX - 1,
+                  "seed %llu", (unsigned long long)c.seed);
+        fc_err err;
+        const char *again = path_of("useed2.h5");
+        cr_assert_eq(fix_write(again, NULL, &c, 1, 0, &err), FC_OK, "%s", err.msg);
+        fix_case_free(&c);
+        read_case0(again, &c);
+        cr_expect(c.seed_unsigned && (uint64_t)c.seed == UINT64_MAX - 1);
+        fix_case_free(&c);
+    }
+    {
+        BROKEN("small.h5", FC_F32, 0, put_attr_seed(f, 64, 0, 7));
+        read_case0(p, &c);
+        cr_expect(c.has_seed && !c.seed_unsigned && c.seed == 7);
+        fix_case_free(&c);
+    }
+    {
+        BROKEN("wide.h5", FC_F32, 0, put_attr_seed(f, 128, 1, 5));
+        expect_rejected(p, C0, "attribute 'seed': an integer of 16 bytes (at most 8)");
+    }
+    fix_gen_params gp = base_params(FC_F32, 0);
+    gp.seed = ((uint64_t)1 << 63) + 5;
+    const char *p = path_of("genseed.h5");
+    fc_err err;
+    cr_assert_eq(fix_gen_file(p, &gp, 1, 0, &err), FC_OK, "%s", err.msg);
+    read_case0(p, &c);
+    cr_expect(c.seed_unsigned && (uint64_t)c.seed == gp.seed, "seed %llu",
+              (unsigned long long)(uint64_t)c.seed);
+    fix_case_free(&c);
+}
+
 /* A fixed-length string is judged by what it holds, not the storage it declares. */
 Test(fixture_reader, measures_a_fixed_length_string_by_its_content)
 {
