@@ -1300,11 +1300,12 @@ Test(fixture_reader, rejects_a_full_count_above_the_row_width)
  * range when the block mask's kv_block_size grows (32: one kv block for Lk = 24). */
 Test(fixture_reader, rejects_block_ids_beyond_the_grid_its_block_size_gives)
 {
-    /* kv_block_size 32 makes Lk = 24 one kv block: the stored width of 2 is refused first
-     * (plausibility), and with the lists narrowed to one slot, the id 1 is out of range. */
+    /* kv_block_size 32 makes Lk = 24 one kv block: the stored rows of 2 may stay 2 wide, but
+     * the first lists 2 blocks; with the lists narrowed to one slot, the id 1 is out of range. */
     {
         BROKEN("bmkb.h5", FC_F32, 0, put_attr_int(f, BM, "kv_block_size", 32));
-        expect_rejected(p, BM "/kv_indices", "width 2: more than the 1 kv blocks");
+        expect_rejected(p, BM, "kv_num_blocks[0][0][0] = 2: more than the 1 kv blocks of Lk = 24 "
+                        "with kv_block_size 32");
     }
     int32_t ids[2] = {1, 0}, none[2] = {-1, -1}, one[2] = {1, 1}, zero[2] = {0, 0};
     hsize_t w[4] = {1, 1, 2, 1}, n[3] = {1, 1, 2};
@@ -2106,26 +2107,175 @@ Test(fixture_reader, a_case_over_the_budget_is_refused_before_reading_values)
     fix_close(&ff);
 }
 
-/* Plausibility: R sequences can cut at most max(Lq, Lk) + 1 = 25 ways (zero-length members
- * allowed); 26 are refused from the shape alone. */
-Test(fixture_reader, rejects_more_sequences_than_tokens_plus_one)
+/* Empty sequences are legal, as many as a file holds: R is bounded by the memory budget, not
+ * by the lengths (a rule R <= max(Lq, Lk) + 1 used to refuse this legal file). */
+Test(fixture_reader, accepts_more_sequences_than_tokens)
 {
-    int32_t cu[27] = {0};
-    hsize_t d[1] = {27};
-    BROKEN("cumany.h5", FC_F32, 1, (put_i32(f, C0 "/cu_seqlens_q", 1, d, cu),
-                                    put_i32(f, C0 "/cu_seqlens_k", 1, d, cu)));
-    expect_rejected(p, C0 "/cu_seqlens_q", "26 sequences for 24 tokens: at most tokens + 1");
+    /* The base case's 20 queries and 24 keys as 3 sequences, then 40 empty ones. */
+    int32_t cq[44] = {0, 8, 8}, ck[44] = {0, 10, 12};
+    for (int i = 3; i < 44; i++) {
+        cq[i] = 20;
+        ck[i] = 24;
+    }
+    hsize_t d[1] = {44};
+    BROKEN("cumany.h5", FC_F32, 1, (put_i32(f, C0 "/cu_seqlens_q", 1, d, cq),
+                                    put_i32(f, C0 "/cu_seqlens_k", 1, d, ck)));
+    fix_case c;
+    read_case0(p, &c);
+    cr_expect_eq(c.prob.seq.nseq, 43);
+    fix_check_result r;
+    fc_err err;
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 1, &r, &err), FC_OK, "%s", err.msg);
+    cr_expect(r.passed, "the stored oracle holds: empty sequences change no row: %s", r.detail);
+    fix_case_free(&c);
 }
 
-/* Plausibility: a row lists each of the ceil(24 / 16) = 2 kv blocks at most once, so a width of
- * 3 is refused before anything is sized from it. */
-Test(fixture_reader, rejects_a_block_mask_wider_than_the_kv_blocks)
+/* What R costs is counted before cu_seqlens is read: 2^27 sequences (declared, never written:
+ * the file stays small) at 64 bytes each are 8 GiB, over a budget of 1 GiB. */
+Test(fixture_reader, counts_packed_sequences_in_the_memory_budget)
 {
-    int32_t ids[2 * 3] = {0, 1, -1, 1, -1, -1};
-    hsize_t d[4] = {1, 1, 2, 3};
-    BROKEN("bmwide.h5", FC_F32, 0, (put_i32(f, BM "/kv_indices", 4, d, ids),
-                                    put_i32(f, BM "/full_kv_indices", 4, d, ids)));
-    expect_rejected(p, BM "/kv_indices", "width 3: more than the 2 kv blocks");
+    const hsize_t n = ((hsize_t)1 << 27) + 1;
+    BROKEN("cuhuge.h5", FC_F32, 1,
+           (put_ds(f, C0 "/cu_seqlens_q", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, NULL),
+            put_ds(f, C0 "/cu_seqlens_k", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, NULL)));
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    ff.budget.max_bytes = (uint64_t)1 << 30;
+    fix_case c;
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, C0 "/cu_seqlens_q: 134217728 packed sequences (about 8 GiB) brings "
+                              "the case to about 8") &&
+                  strstr(err.msg, "over the memory budget of 1 GiB: raise it with --max-memory"),
+              "%s", err.msg);
+    fix_close(&ff);
+}
+
+/* Block masks of any width (engine dumps pad their rows): ceil(24 / 16) = 2 kv blocks in rows
+ * of 5 slots, junk past the counts; accepted and checked as given. */
+static void put_wide_mask(hid_t f, const char *bm, int32_t width)
+{
+    /* The slow builder's mask the base file stores ([1, 1, 2, 2]), each row widened to `width`
+     * slots of junk past its count. */
+    static const char *const lists[2] = {"kv", "full_kv"};
+    for (int k = 0; k < 2; k++) {
+        char cnt[128], idx[128];
+        snprintf(cnt, sizeof cnt, "%s/%s_num_blocks", bm, lists[k]);
+        snprintf(idx, sizeof idx, "%s/%s_indices", bm, lists[k]);
+        int32_t n[2], old[4];
+        hid_t d = H5Dopen2(f, cnt, H5P_DEFAULT);
+        cr_assert(d >= 0 && H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, n) >= 0);
+        H5Dclose(d);
+        d = H5Dopen2(f, idx, H5P_DEFAULT);
+        cr_assert(d >= 0 && H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, old) >= 0);
+        H5Dclose(d);
+        int32_t *ids = malloc(2 * (size_t)width * sizeof *ids);
+        for (int32_t r = 0; r < 2; r++)
+            for (int32_t j = 0; j < width; j++)
+                ids[r * width + j] = j < n[r] ? old[r * 2 + j] : 7; /* 7: out of range */
+        hsize_t id[4] = {1, 1, 2, (hsize_t)width};
+        put_i32(f, idx, 4, id, ids);
+        free(ids);
+    }
+}
+
+Test(fixture_reader, accepts_a_block_mask_wider_than_the_kv_blocks)
+{
+    BROKEN("bmwide.h5", FC_F32, 0, put_wide_mask(f, BM, 5));
+    fix_case c;
+    read_case0(p, &c);
+    cr_assert(c.has_bmask);
+    cr_expect(c.bm.width == 5 && c.bm.nkb == 2, "width %d nkb %d", c.bm.width, c.bm.nkb);
+    fix_check_result r;
+    fc_err err;
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 1, &r, &err), FC_OK, "%s", err.msg);
+    cr_expect(r.passed && r.bmask_checked && r.bmask_exact, "%s", r.detail);
+    /* Written back in PyTorch's own [.., NQB, NKB] shape, the same sets. */
+    const char *again = path_of("bmwide2.h5");
+    cr_assert_eq(fix_write(again, NULL, &c, 1, 0, &err), FC_OK, "%s", err.msg);
+    fix_case c2;
+    read_case0(again, &c2);
+    cr_expect(c2.bm.width == 2 && bmask_compare(&c.bm, &c2.bm, &err) == FC_OK, "%s", err.msg);
+    fix_case_free(&c2);
+    fix_case_free(&c);
+}
+
+/* Wider rows still list each of the 2 kv blocks at most once: a count of 3 in a row of 5 is
+ * refused, naming both figures. */
+Test(fixture_reader, rejects_a_count_above_the_kv_blocks_in_a_wide_row)
+{
+    int32_t n[2] = {3, 1}, none[2] = {0, 0};
+    hsize_t nd[3] = {1, 1, 2};
+    BROKEN("bmwide3.h5", FC_F32, 0, (put_wide_mask(f, BM, 5),
+                                     put_i32(f, BM "/kv_num_blocks", 3, nd, n),
+                                     put_i32(f, BM "/full_kv_num_blocks", 3, nd, none)));
+    expect_rejected(p, BM, "kv_num_blocks[0][0][0] = 3: more than the 2 kv blocks");
+}
+
+/* A wide mask is counted in the memory budget before it is allocated: 2 rows of 2^26 slots (a
+ * file of a few KB: declared, never written) need 2 GiB, over a budget of 1 GiB. */
+Test(fixture_reader, counts_a_wide_block_mask_in_the_memory_budget)
+{
+    const hsize_t id[4] = {1, 1, 2, (hsize_t)1 << 26};
+    BROKEN("bmhuge.h5", FC_F32, 0,
+           (put_ds(f, BM "/kv_indices", H5T_STD_I32LE, H5T_NATIVE_INT32, 4, id, NULL),
+            put_ds(f, BM "/full_kv_indices", H5T_STD_I32LE, H5T_NATIVE_INT32, 4, id, NULL)));
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    ff.budget.max_bytes = (uint64_t)1 << 30;
+    fix_case c;
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, BM ": a block mask of 2 rows of 67108864 ids (about 1 GiB) brings "
+                              "the case to about 1") &&
+                  strstr(err.msg, "over the memory budget of 1 GiB"), "%s", err.msg);
+    fix_close(&ff);
+}
+
+/* Any number of outputs under test (there was a limit of 64), each counted in the memory
+ * budget: 70 read whole under the default budget; refused under a budget that holds the case
+ * (its estimate, attn_case_cost, plus 4 KB) but not 70 outputs of 160 floats. */
+Test(fixture_reader, reads_any_number_of_outputs_under_test_within_the_budget)
+{
+    BROKEN("many.h5", FC_F32, 0, {
+        for (int i = 0; i < 70; i++) {
+            char label[16];
+            snprintf(label, sizeof label, "e%03d", i);
+            put_tested(f, label, "engine");
+        }
+    });
+    fix_case c;
+    read_case0(p, &c);
+    cr_expect_eq(c.ntested, 70);
+    cr_expect_str_eq(c.tested[69].label, "e069");
+    uint64_t need = attn_case_cost(&c.prob, c.q_block_size, c.kv_block_size).bytes;
+    fix_case_free(&c);
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    ff.budget.max_bytes = need + 4096;
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, C0 "/tested") && strstr(err.msg, "over the memory budget"), "%s",
+              err.msg);
+    ff.budget.max_bytes = need + ((uint64_t)1 << 20);
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_OK, "%s", err.msg);
+    fix_case_free(&c);
+    fix_close(&ff);
+}
+
+/* A block mask wider than the kv blocks, the case's and a producer's: check runs the kernel with
+ * the stored one as given and judges the producer's output with its mask. */
+Test(fixture_cli, check_runs_a_wide_block_mask_as_given)
+{
+    char out[8192], errs[4096], args[512];
+    BROKEN("wide.h5", FC_F32, 0, (put_wide_mask(f, BM, 6), put_tested(f, "eng", "engine x"),
+                                  H5Ocopy(f, BM, f, C0 "/tested/eng/block_mask", H5P_DEFAULT,
+                                          H5P_DEFAULT)));
+    snprintf(args, sizeof args, "check --backend emu --kernel 1 --exact-blocks '%s'", p);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 0, "status %d\n%s%s", st, out, errs);
+    cr_expect(strstr(out, "kernel 1 on emu passes the gates") && strstr(out, "tested/eng") &&
+              strstr(out, "1 cases, 1 passed, 0 failed"), "%s", out);
 }
 
 /* ---- hostile files: each file read in a child process (cli/isolate.h) ----
