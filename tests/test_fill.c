@@ -221,3 +221,67 @@ Test(fill, refuses_an_invalid_file_and_writes_nothing)
     fix_case_free(&gen[0]);
     fix_case_free(&gen[1]);
 }
+
+/* Files in dir/sub whose name contains ".tmp-". */
+static int temporaries_in(const char *sub)
+{
+    char p[160];
+    snprintf(p, sizeof p, "%s/%s", dir, sub);
+    DIR *d = opendir(p);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strstr(e->d_name, ".tmp-") != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int is_link(const char *p)
+{
+    struct stat st;
+    return lstat(p, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* In place through a symbolic link (relative, into another folder): the link's target gets the
+ * oracle and the link stays a link; so does a forced --out that is a link. */
+Test(fill, in_place_through_a_symlink_fills_the_target_and_keeps_the_link)
+{
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    const char *real = path_of("sub/real.h5"), *link = path_of("link.h5");
+    fix_case gen[2];
+    write_two(real, gen);
+    static const char *const names[2] = {"/cases/a_dense", "/cases/b_packed"};
+    strip(real, names, 2);
+    cr_assert_eq(symlink("sub/real.h5", link), 0);
+    fix_fill_result r;
+    fc_err err;
+    cr_assert_eq(fix_fill(link, NULL, 0, NULL, &r, &err), FC_OK, "%s", err.msg);
+    cr_expect_eq(r.filled, 2);
+    cr_expect(is_link(link), "the link was replaced");
+    expect_oracle(real, gen);
+    cr_expect_eq(temporaries(), 0);
+    cr_expect_eq(temporaries_in("sub"), 0);
+
+    /* --out LINK --force: the file it points to is replaced, the link kept. */
+    const char *in = path_of("dump.h5"), *other = path_of("sub/other.h5"),
+               *olink = path_of("olink.h5");
+    fix_case gen2[2];
+    write_two(in, gen2);
+    strip(in, names, 2);
+    FILE *fp = fopen(other, "w");
+    cr_assert(fp);
+    fputs("old contents", fp);
+    fclose(fp);
+    cr_assert_eq(symlink("sub/other.h5", olink), 0);
+    cr_assert_eq(fix_fill(in, olink, 1, NULL, &r, &err), FC_OK, "%s", err.msg);
+    cr_expect(is_link(olink), "the --out link was replaced");
+    expect_oracle(other, gen2);
+    cr_expect_eq(temporaries(), 0);
+    cr_expect_eq(temporaries_in("sub"), 0);
+    for (int i = 0; i < 2; i++) {
+        fix_case_free(&gen[i]);
+        fix_case_free(&gen2[i]);
+    }
+}

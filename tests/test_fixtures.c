@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fixtures/fix.h"
+#include "fixtures/fix_h5.h"
 #include "base/lowp.h"
 
 /* ---- scratch files ---- */
@@ -298,6 +299,21 @@ Test(fixture_reader, rejects_a_missing_file_with_its_name)
     cr_assert(strstr(err.msg, p) && strstr(err.msg, "no such file"), "%s", err.msg);
 }
 
+/* Looked at before anything opens it: a FIFO would block the open forever (the timeout fails
+ * the test if it does), a directory is no file at all. */
+Test(fixture_reader, rejects_a_directory_and_a_fifo_without_opening_them, .timeout = 20)
+{
+    fix_file f;
+    fc_err err;
+    const char *d = path_of("adir"), *q = path_of("afifo");
+    cr_assert_eq(mkdir(d, 0755), 0);
+    cr_assert_eq(mkfifo(q, 0644), 0);
+    cr_assert_eq(fix_open(d, &f, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, d) && strstr(err.msg, ": is a directory"), "%s", err.msg);
+    cr_assert_eq(fix_open(q, &f, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, q) && strstr(err.msg, ": not a regular file"), "%s", err.msg);
+}
+
 /* Truncation at several points: the reader must fail cleanly wherever the cut falls. */
 Test(fixture_reader, rejects_a_truncated_file_wherever_it_is_cut)
 {
@@ -521,6 +537,170 @@ Test(fixture_reader, defaults_absent_block_sizes_to_128)
               c.generator[0] == '\0');
     fix_case_free(&c);
     fix_close(&ff);
+}
+
+/* A one-value fixed-length string attribute of `size` bytes of storage, padded as `pad` says
+ * (numpy's 'S300' is NULLPAD, Fortran's strings SPACEPAD). */
+static void put_attr_fixed(hid_t f, const char *obj, const char *name, const char *v,
+                           size_t size, H5T_str_t pad)
+{
+    drop_attr(f, obj, name);
+    char *buf = calloc(size + 1, 1);
+    memset(buf, pad == H5T_STR_SPACEPAD ? ' ' : '\0', size);
+    memcpy(buf, v, strlen(v) < size ? strlen(v) : size);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, size);
+    H5Tset_strpad(t, pad);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, t, buf) >= 0, "fixed attr %s", name);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    free(buf);
+}
+
+/* An output under test `label` of the base case: its own out, as float32. */
+static void put_tested(hid_t f, const char *label, const char *producer)
+{
+    char g[128];
+    snprintf(g, sizeof g, C0 "/tested");
+    if (H5Lexists(f, g, H5P_DEFAULT) <= 0)
+        H5Gclose(H5Gcreate2(f, g, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    snprintf(g, sizeof g, C0 "/tested/%s", label);
+    H5Gclose(H5Gcreate2(f, g, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    put_attr_vlstr(f, g, "producer", producer);
+    const hsize_t od[4] = {1, 2, 20, 4};
+    float *o = get_f32(f, C0 "/out", 160);
+    char ds[160];
+    snprintf(ds, sizeof ds, "%s/out", g);
+    put_f32(f, ds, 4, od, o);
+    free(o);
+}
+
+/* Reads case 0 of p, which must be accepted. */
+static void read_case0(const char *p, fix_case *c)
+{
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(&ff, 0, c, &err), FC_OK, "%s", err.msg);
+    fix_close(&ff);
+}
+
+/* seed (provenance) as an integer type of `bits` bits, signed or not, holding v. */
+static void put_attr_seed(hid_t f, unsigned bits, int is_signed, uint64_t v)
+{
+    drop_attr(f, C0, "seed");
+    hid_t t = H5Tcopy(is_signed ? H5T_STD_I64LE : H5T_STD_U64LE);
+    cr_assert(t >= 0 && H5Tset_precision(t, bits) >= 0, "type of %u bits", bits);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, C0, "seed", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, &v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+}
+
+/* A uint64 seed above INT64_MAX is kept exactly (it used to be clamped to INT64_MAX), and
+ * written back as a uint64; so is our generator's (its seeds are uint64). */
+Test(fixture_reader, keeps_a_uint64_seed_exactly)
+{
+    fix_case c;
+    {
+        BROKEN("useed.h5", FC_F32, 0, put_attr_seed(f, 64, 0, UINT64_MAX - 1));
+        read_case0(p, &c);
+        cr_expect(c.has_seed && c.seed_unsigned && (uint64_t)c.seed == UINT64_MAX - 1,
+                  "seed %llu", (unsigned long long)c.seed);
+        fc_err err;
+        const char *again = path_of("useed2.h5");
+        cr_assert_eq(fix_write(again, NULL, &c, 1, 0, &err), FC_OK, "%s", err.msg);
+        fix_case_free(&c);
+        read_case0(again, &c);
+        cr_expect(c.seed_unsigned && (uint64_t)c.seed == UINT64_MAX - 1);
+        fix_case_free(&c);
+    }
+    {
+        BROKEN("small.h5", FC_F32, 0, put_attr_seed(f, 64, 0, 7));
+        read_case0(p, &c);
+        cr_expect(c.has_seed && !c.seed_unsigned && c.seed == 7);
+        fix_case_free(&c);
+    }
+    {
+        BROKEN("wide.h5", FC_F32, 0, put_attr_seed(f, 128, 1, 5));
+        expect_rejected(p, C0, "attribute 'seed': an integer of 16 bytes (at most 8)");
+    }
+    fix_gen_params gp = base_params(FC_F32, 0);
+    gp.seed = ((uint64_t)1 << 63) + 5;
+    const char *p = path_of("genseed.h5");
+    fc_err err;
+    cr_assert_eq(fix_gen_file(p, &gp, 1, 0, &err), FC_OK, "%s", err.msg);
+    read_case0(p, &c);
+    cr_expect(c.seed_unsigned && (uint64_t)c.seed == gp.seed, "seed %llu",
+              (unsigned long long)(uint64_t)c.seed);
+    fix_case_free(&c);
+}
+
+/* A fixed-length string is judged by what it holds, not the storage it declares. */
+Test(fixture_reader, measures_a_fixed_length_string_by_its_content)
+{
+    {
+        BROKEN("fixed.h5", FC_F16, 0,
+               (put_attr_fixed(f, C0, "dtype", "float16", 300, H5T_STR_NULLPAD),
+                put_attr_fixed(f, "/", "schema", FIX_SCHEMA, 4000, H5T_STR_SPACEPAD),
+                put_attr_fixed(f, C0, "generator", "numpy S64", 64, H5T_STR_NULLTERM)));
+        fix_case c;
+        read_case0(p, &c);
+        cr_expect_eq(c.dtype, FC_F16);
+        cr_expect_str_eq(c.generator, "numpy S64");
+        fix_case_free(&c);
+    }
+    /* An identifier's content over its limit is still refused, naming its length. */
+    char big[300];
+    memset(big, 'f', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    BROKEN("fixedbig.h5", FC_F32, 0, put_attr_fixed(f, C0, "dtype", big, 400, H5T_STR_NULLPAD));
+    expect_rejected(p, C0, "attribute 'dtype': a string of 299 bytes (at most 255)");
+}
+
+/* generator and producer are free text, only shown: a long one is cut with a note, never a
+ * reason to refuse the file. */
+Test(fixture_reader, cuts_long_free_text_with_a_note)
+{
+    static char gen[1000], prod[301];
+    memset(gen, 'g', sizeof gen - 1);
+    memset(prod, 'p', sizeof prod - 1);
+    BROKEN("longtext.h5", FC_F32, 0,
+           (put_attr_vlstr(f, C0, "generator", gen), put_tested(f, "eng", prod)));
+    fix_case c;
+    read_case0(p, &c);
+    const char *note = "... [cut from 999 bytes]";
+    size_t n = strlen(c.generator), k = strlen(note);
+    cr_expect_eq(n, FIX_TEXT_MAX - 1, "%zu", n);
+    cr_expect(n > k && !strcmp(c.generator + n - k, note) && !strncmp(c.generator, gen, n - k),
+              "%s", c.generator);
+    cr_assert_eq(c.ntested, 1);
+    n = strlen(c.tested[0].producer);
+    cr_expect(strstr(c.tested[0].producer, "... [cut from 300 bytes]") && n == FIX_TEXT_MAX - 1,
+              "%s", c.tested[0].producer);
+    fix_case_free(&c);
+}
+
+Test(fixture_reader, cuts_text_between_utf8_sequences)
+{
+    char out[16];
+    fix_text_cut(out, sizeof out, "short");
+    cr_expect_str_eq(out, "short");
+    char s[96] = ""; /* 40 two-byte letters */
+    for (int i = 0; i < 40; i++)
+        strcat(s, "\xc3\xa9");
+    /* The note "... [cut from 80 bytes]" is 23 bytes: with 48, 24 bytes of text fit, 12 letters
+     * whole; with 47, 23 would split the 12th letter, so 22. */
+    char big[48], odd[47];
+    fix_text_cut(big, sizeof big, s);
+    cr_expect(!strncmp(big, s, 24) && !strcmp(big + 24, "... [cut from 80 bytes]"), "%s", big);
+    fix_text_cut(odd, sizeof odd, s);
+    cr_expect(!strncmp(odd, s, 22) && !strcmp(odd + 22, "... [cut from 80 bytes]"), "%s", odd);
 }
 
 /* ---- datasets: presence, rank, shapes, types ---- */
@@ -899,6 +1079,50 @@ Test(fixture_reader, accepts_a_block_mask_without_full_blocks_and_with_junk_past
     expect_accepted(p);
 }
 
+/* ---- messages: one line, whatever names and strings the file holds ---- */
+
+/* Renames the base case (H5Lmove: any name without '/' is a valid link name). */
+static void rename_case(hid_t f, const char *to)
+{
+    cr_assert(H5Lmove(f, C0, f, to, H5P_DEFAULT, H5P_DEFAULT) >= 0, "rename to %s", to);
+}
+
+/* A case named with a newline, a backslash and a tab, and a dtype holding an escape sequence and
+ * non-ASCII bytes: each byte that could break the line (or drive a terminal) is escaped. */
+#define ODD_NAME "/cases/c00\nFAKE: PASS\\x\t"
+Test(fixture_reader, escapes_control_characters_in_names_and_values)
+{
+    {
+        BROKEN("esc.h5", FC_F32, 0, (rename_case(f, ODD_NAME),
+                                     put_attr_int(f, ODD_NAME, "chunk_size", -3)));
+        expect_rejected(p, "/cases/c00\\nFAKE: PASS\\\\x\\t: ", "chunk_size");
+    }
+    BROKEN("escdt.h5", FC_F32, 0, put_attr_str(f, C0, "dtype", "f\033[2K\xc3\xa9"));
+    expect_rejected(p, C0, "'dtype' = 'f\\x1b[2K\\xc3\\xa9'");
+}
+
+Test(fixture_reader, escapes_every_byte_outside_printable_ascii)
+{
+    char all[256], out[1200];
+    for (int i = 1; i < 256; i++)
+        all[i - 1] = (char)i;
+    all[255] = '\0';
+    fix_esc(out, sizeof out, all);
+    for (const char *q = out; *q; q++)
+        cr_assert(*q >= 0x20 && *q <= 0x7e, "byte 0x%02x at %td", (unsigned char)*q, q - out);
+    cr_expect(strstr(out, "\\x01\\x02") && strstr(out, "\\t\\n\\x0b\\x0c\\r") &&
+              strstr(out, "[\\\\]") && strstr(out, "}~\\x7f\\x80") &&
+              !strcmp(out + strlen(out) - 4, "\\xff"), "%s", out);
+    /* Cut before an escape, never inside one. */
+    char small[6];
+    fix_esc(small, sizeof small, "ab\ncd");
+    cr_expect_str_eq(small, "ab\\nc");
+    fix_esc(small, 5, "ab\ncd");
+    cr_expect_str_eq(small, "ab\\n");
+    fix_esc(small, 4, "ab\ncd");
+    cr_expect_str_eq(small, "ab");
+}
+
 /* ---- cross-field rules: one field's shape or value checked against another's ----
  * The rest of them, one broken file per rule (and per direction where a rule can be broken two
  * ways), each test naming the rule and the function of fix_read.c that holds it. With the tests
@@ -1076,11 +1300,12 @@ Test(fixture_reader, rejects_a_full_count_above_the_row_width)
  * range when the block mask's kv_block_size grows (32: one kv block for Lk = 24). */
 Test(fixture_reader, rejects_block_ids_beyond_the_grid_its_block_size_gives)
 {
-    /* kv_block_size 32 makes Lk = 24 one kv block: the stored width of 2 is refused first
-     * (plausibility), and with the lists narrowed to one slot, the id 1 is out of range. */
+    /* kv_block_size 32 makes Lk = 24 one kv block: the stored rows of 2 may stay 2 wide, but
+     * the first lists 2 blocks; with the lists narrowed to one slot, the id 1 is out of range. */
     {
         BROKEN("bmkb.h5", FC_F32, 0, put_attr_int(f, BM, "kv_block_size", 32));
-        expect_rejected(p, BM "/kv_indices", "width 2: more than the 1 kv blocks");
+        expect_rejected(p, BM, "kv_num_blocks[0][0][0] = 2: more than the 1 kv blocks of Lk = 24 "
+                        "with kv_block_size 32");
     }
     int32_t ids[2] = {1, 0}, none[2] = {-1, -1}, one[2] = {1, 1}, zero[2] = {0, 0};
     hsize_t w[4] = {1, 1, 2, 1}, n[3] = {1, 1, 2};
@@ -1326,6 +1551,24 @@ Test(fixture_writer, refuses_to_overwrite_unless_forced)
     cr_assert_eq(stat(p, &after), 0);
     cr_assert(before.st_ino == after.st_ino && before.st_size == after.st_size);
     cr_assert_eq(fix_gen_file(p, &gp, 1, 1, &err), FC_OK, "%s", err.msg);
+}
+
+/* A forced write over a symbolic link writes the file it points to and keeps the link. */
+Test(fixture_writer, a_forced_write_through_a_symlink_keeps_the_link)
+{
+    const char *p = write_base("target.h5", FC_F32, 0), *l = path_of("link.h5");
+    cr_assert_eq(symlink("target.h5", l), 0);
+    fix_gen_params gp = base_params(FC_F32, 0);
+    gp.seed = 99;
+    fc_err err;
+    cr_assert_eq(fix_gen_file(l, &gp, 1, 0, &err), FC_EINVAL, "refused unless forced");
+    cr_assert_eq(fix_gen_file(l, &gp, 1, 1, &err), FC_OK, "%s", err.msg);
+    struct stat st;
+    cr_assert(lstat(l, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
+    fix_case c;
+    read_case0(p, &c);
+    cr_expect(c.has_seed && c.seed == 99, "the target holds the new case");
+    fix_case_free(&c);
 }
 
 static int count_files(void)
@@ -1637,6 +1880,73 @@ Test(fixture_cli, check_exits_2_with_one_line_naming_file_case_and_field)
               "checked: %s", out);
 }
 
+/* The case name and the value printed raw would make "FAKE: PASS" a line of its own. */
+Test(fixture_cli, check_prints_a_case_named_with_a_newline_on_one_line)
+{
+    char out[8192], errs[4096], args[512];
+    BROKEN("nl.h5", FC_F32, 0, (rename_case(f, "/cases/c00\nFAKE: PASS"),
+                                put_attr_str(f, "/cases/c00\nFAKE: PASS", "dtype", "x\ny")));
+    snprintf(args, sizeof args, "check '%s'", p);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 2, "status %d\n%s%s", st, out, errs);
+    cr_expect_eq(count_lines(errs), 1, "one line: %s", errs);
+    cr_expect(strstr(errs, "/cases/c00\\nFAKE: PASS: attribute 'dtype' = 'x\\ny'"), "%s", errs);
+}
+
+/* case_id and gate_check are flexcheck's own (export writes them), not the format's: another
+ * producer's value of any kind is ignored with one warning per case (check reads each case more
+ * than once), and a valid one is kept. */
+Test(fixture_cli, check_ignores_an_unusable_case_id_with_one_warning)
+{
+    char out[8192], errs[4096], args[512], big[200];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    BROKEN("ids.h5", FC_F32, 0, (put_attr_int(f, C0, "case_id", 7),
+                                 put_attr_str(f, C0, "gate_check", big)));
+    snprintf(args, sizeof args, "check '%s'", p);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 0, "status %d\n%s%s", st, out, errs);
+    cr_expect_eq(count_lines(errs), 2, "one line each: %s", errs);
+    char want[256];
+    snprintf(want, sizeof want, "flexcheck: warning: %s: /cases/c0: attribute 'case_id': must be "
+             "a string; ignored", p);
+    cr_expect(strstr(errs, want), "%s", errs);
+    snprintf(want, sizeof want, "flexcheck: warning: %s: /cases/c0: attribute 'gate_check': a "
+             "string of 199 bytes (at most 31); ignored", p);
+    cr_expect(strstr(errs, want), "%s", errs);
+    fix_case c;
+    read_case0(p, &c);
+    cr_expect(c.case_id[0] == '\0' && c.gate_check[0] == '\0');
+    fix_case_free(&c);
+    /* A valid one is kept. */
+    hid_t f = open_rw(p);
+    put_attr_vlstr(f, C0, "case_id", "k1/c07@L03");
+    put_attr_str(f, C0, "gate_check", "window-edge");
+    H5Fclose(f);
+    read_case0(p, &c);
+    cr_expect_str_eq(c.case_id, "k1/c07@L03");
+    cr_expect_str_eq(c.gate_check, "window-edge");
+    fix_case_free(&c);
+}
+
+Test(fixture_cli, check_fill_and_repro_refuse_what_is_not_a_regular_file, .timeout = 60)
+{
+    char out[8192], errs[4096], args[512];
+    const char *d = path_of("somedir"), *q = path_of("ff");
+    cr_assert_eq(mkdir(d, 0755), 0);
+    cr_assert_eq(mkfifo(q, 0644), 0);
+    static const char *const cmds[] = {"check '%s'", "repro '%s'", "fill '%s' --in-place"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(args, sizeof args, cmds[i], k ? q : d);
+            int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+            cr_expect_eq(st, 2, "%s: status %d\n%s%s", args, st, out, errs);
+            cr_expect_eq(count_lines(errs), 1, "%s: one line: %s", args, errs);
+            cr_expect(strstr(errs, k ? ": not a regular file" : ": is a directory"), "%s: %s",
+                      args, errs);
+        }
+}
+
 Test(fixture_cli, check_exits_1_when_a_stored_output_is_wrong)
 {
     char out[8192], errs[4096], args[512];
@@ -1797,26 +2107,175 @@ Test(fixture_reader, a_case_over_the_budget_is_refused_before_reading_values)
     fix_close(&ff);
 }
 
-/* Plausibility: R sequences can cut at most max(Lq, Lk) + 1 = 25 ways (zero-length members
- * allowed); 26 are refused from the shape alone. */
-Test(fixture_reader, rejects_more_sequences_than_tokens_plus_one)
+/* Empty sequences are legal, as many as a file holds: R is bounded by the memory budget, not
+ * by the lengths (a rule R <= max(Lq, Lk) + 1 used to refuse this legal file). */
+Test(fixture_reader, accepts_more_sequences_than_tokens)
 {
-    int32_t cu[27] = {0};
-    hsize_t d[1] = {27};
-    BROKEN("cumany.h5", FC_F32, 1, (put_i32(f, C0 "/cu_seqlens_q", 1, d, cu),
-                                    put_i32(f, C0 "/cu_seqlens_k", 1, d, cu)));
-    expect_rejected(p, C0 "/cu_seqlens_q", "26 sequences for 24 tokens: at most tokens + 1");
+    /* The base case's 20 queries and 24 keys as 3 sequences, then 40 empty ones. */
+    int32_t cq[44] = {0, 8, 8}, ck[44] = {0, 10, 12};
+    for (int i = 3; i < 44; i++) {
+        cq[i] = 20;
+        ck[i] = 24;
+    }
+    hsize_t d[1] = {44};
+    BROKEN("cumany.h5", FC_F32, 1, (put_i32(f, C0 "/cu_seqlens_q", 1, d, cq),
+                                    put_i32(f, C0 "/cu_seqlens_k", 1, d, ck)));
+    fix_case c;
+    read_case0(p, &c);
+    cr_expect_eq(c.prob.seq.nseq, 43);
+    fix_check_result r;
+    fc_err err;
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 1, &r, &err), FC_OK, "%s", err.msg);
+    cr_expect(r.passed, "the stored oracle holds: empty sequences change no row: %s", r.detail);
+    fix_case_free(&c);
 }
 
-/* Plausibility: a row lists each of the ceil(24 / 16) = 2 kv blocks at most once, so a width of
- * 3 is refused before anything is sized from it. */
-Test(fixture_reader, rejects_a_block_mask_wider_than_the_kv_blocks)
+/* What R costs is counted before cu_seqlens is read: 2^27 sequences (declared, never written:
+ * the file stays small) at 64 bytes each are 8 GiB, over a budget of 1 GiB. */
+Test(fixture_reader, counts_packed_sequences_in_the_memory_budget)
 {
-    int32_t ids[2 * 3] = {0, 1, -1, 1, -1, -1};
-    hsize_t d[4] = {1, 1, 2, 3};
-    BROKEN("bmwide.h5", FC_F32, 0, (put_i32(f, BM "/kv_indices", 4, d, ids),
-                                    put_i32(f, BM "/full_kv_indices", 4, d, ids)));
-    expect_rejected(p, BM "/kv_indices", "width 3: more than the 2 kv blocks");
+    const hsize_t n = ((hsize_t)1 << 27) + 1;
+    BROKEN("cuhuge.h5", FC_F32, 1,
+           (put_ds(f, C0 "/cu_seqlens_q", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, NULL),
+            put_ds(f, C0 "/cu_seqlens_k", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, NULL)));
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    ff.budget.max_bytes = (uint64_t)1 << 30;
+    fix_case c;
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, C0 "/cu_seqlens_q: 134217728 packed sequences (about 8 GiB) brings "
+                              "the case to about 8") &&
+                  strstr(err.msg, "over the memory budget of 1 GiB: raise it with --max-memory"),
+              "%s", err.msg);
+    fix_close(&ff);
+}
+
+/* Block masks of any width (engine dumps pad their rows): ceil(24 / 16) = 2 kv blocks in rows
+ * of 5 slots, junk past the counts; accepted and checked as given. */
+static void put_wide_mask(hid_t f, const char *bm, int32_t width)
+{
+    /* The slow builder's mask the base file stores ([1, 1, 2, 2]), each row widened to `width`
+     * slots of junk past its count. */
+    static const char *const lists[2] = {"kv", "full_kv"};
+    for (int k = 0; k < 2; k++) {
+        char cnt[128], idx[128];
+        snprintf(cnt, sizeof cnt, "%s/%s_num_blocks", bm, lists[k]);
+        snprintf(idx, sizeof idx, "%s/%s_indices", bm, lists[k]);
+        int32_t n[2], old[4];
+        hid_t d = H5Dopen2(f, cnt, H5P_DEFAULT);
+        cr_assert(d >= 0 && H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, n) >= 0);
+        H5Dclose(d);
+        d = H5Dopen2(f, idx, H5P_DEFAULT);
+        cr_assert(d >= 0 && H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, old) >= 0);
+        H5Dclose(d);
+        int32_t *ids = malloc(2 * (size_t)width * sizeof *ids);
+        for (int32_t r = 0; r < 2; r++)
+            for (int32_t j = 0; j < width; j++)
+                ids[r * width + j] = j < n[r] ? old[r * 2 + j] : 7; /* 7: out of range */
+        hsize_t id[4] = {1, 1, 2, (hsize_t)width};
+        put_i32(f, idx, 4, id, ids);
+        free(ids);
+    }
+}
+
+Test(fixture_reader, accepts_a_block_mask_wider_than_the_kv_blocks)
+{
+    BROKEN("bmwide.h5", FC_F32, 0, put_wide_mask(f, BM, 5));
+    fix_case c;
+    read_case0(p, &c);
+    cr_assert(c.has_bmask);
+    cr_expect(c.bm.width == 5 && c.bm.nkb == 2, "width %d nkb %d", c.bm.width, c.bm.nkb);
+    fix_check_result r;
+    fc_err err;
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 1, &r, &err), FC_OK, "%s", err.msg);
+    cr_expect(r.passed && r.bmask_checked && r.bmask_exact, "%s", r.detail);
+    /* Written back in PyTorch's own [.., NQB, NKB] shape, the same sets. */
+    const char *again = path_of("bmwide2.h5");
+    cr_assert_eq(fix_write(again, NULL, &c, 1, 0, &err), FC_OK, "%s", err.msg);
+    fix_case c2;
+    read_case0(again, &c2);
+    cr_expect(c2.bm.width == 2 && bmask_compare(&c.bm, &c2.bm, &err) == FC_OK, "%s", err.msg);
+    fix_case_free(&c2);
+    fix_case_free(&c);
+}
+
+/* Wider rows still list each of the 2 kv blocks at most once: a count of 3 in a row of 5 is
+ * refused, naming both figures. */
+Test(fixture_reader, rejects_a_count_above_the_kv_blocks_in_a_wide_row)
+{
+    int32_t n[2] = {3, 1}, none[2] = {0, 0};
+    hsize_t nd[3] = {1, 1, 2};
+    BROKEN("bmwide3.h5", FC_F32, 0, (put_wide_mask(f, BM, 5),
+                                     put_i32(f, BM "/kv_num_blocks", 3, nd, n),
+                                     put_i32(f, BM "/full_kv_num_blocks", 3, nd, none)));
+    expect_rejected(p, BM, "kv_num_blocks[0][0][0] = 3: more than the 2 kv blocks");
+}
+
+/* A wide mask is counted in the memory budget before it is allocated: 2 rows of 2^26 slots (a
+ * file of a few KB: declared, never written) need 2 GiB, over a budget of 1 GiB. */
+Test(fixture_reader, counts_a_wide_block_mask_in_the_memory_budget)
+{
+    const hsize_t id[4] = {1, 1, 2, (hsize_t)1 << 26};
+    BROKEN("bmhuge.h5", FC_F32, 0,
+           (put_ds(f, BM "/kv_indices", H5T_STD_I32LE, H5T_NATIVE_INT32, 4, id, NULL),
+            put_ds(f, BM "/full_kv_indices", H5T_STD_I32LE, H5T_NATIVE_INT32, 4, id, NULL)));
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    ff.budget.max_bytes = (uint64_t)1 << 30;
+    fix_case c;
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, BM ": a block mask of 2 rows of 67108864 ids (about 1 GiB) brings "
+                              "the case to about 1") &&
+                  strstr(err.msg, "over the memory budget of 1 GiB"), "%s", err.msg);
+    fix_close(&ff);
+}
+
+/* Any number of outputs under test (there was a limit of 64), each counted in the memory
+ * budget: 70 read whole under the default budget; refused under a budget that holds the case
+ * (its estimate, attn_case_cost, plus 4 KB) but not 70 outputs of 160 floats. */
+Test(fixture_reader, reads_any_number_of_outputs_under_test_within_the_budget)
+{
+    BROKEN("many.h5", FC_F32, 0, {
+        for (int i = 0; i < 70; i++) {
+            char label[16];
+            snprintf(label, sizeof label, "e%03d", i);
+            put_tested(f, label, "engine");
+        }
+    });
+    fix_case c;
+    read_case0(p, &c);
+    cr_expect_eq(c.ntested, 70);
+    cr_expect_str_eq(c.tested[69].label, "e069");
+    uint64_t need = attn_case_cost(&c.prob, c.q_block_size, c.kv_block_size).bytes;
+    fix_case_free(&c);
+    fix_file ff;
+    fc_err err;
+    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
+    ff.budget.max_bytes = need + 4096;
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, C0 "/tested") && strstr(err.msg, "over the memory budget"), "%s",
+              err.msg);
+    ff.budget.max_bytes = need + ((uint64_t)1 << 20);
+    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_OK, "%s", err.msg);
+    fix_case_free(&c);
+    fix_close(&ff);
+}
+
+/* A block mask wider than the kv blocks, the case's and a producer's: check runs the kernel with
+ * the stored one as given and judges the producer's output with its mask. */
+Test(fixture_cli, check_runs_a_wide_block_mask_as_given)
+{
+    char out[8192], errs[4096], args[512];
+    BROKEN("wide.h5", FC_F32, 0, (put_wide_mask(f, BM, 6), put_tested(f, "eng", "engine x"),
+                                  H5Ocopy(f, BM, f, C0 "/tested/eng/block_mask", H5P_DEFAULT,
+                                          H5P_DEFAULT)));
+    snprintf(args, sizeof args, "check --backend emu --kernel 1 --exact-blocks '%s'", p);
+    int st = run_cli(args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 0, "status %d\n%s%s", st, out, errs);
+    cr_expect(strstr(out, "kernel 1 on emu passes the gates") && strstr(out, "tested/eng") &&
+              strstr(out, "1 cases, 1 passed, 0 failed"), "%s", out);
 }
 
 /* ---- hostile files: each file read in a child process (cli/isolate.h) ----
