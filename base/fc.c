@@ -26,22 +26,26 @@ void fc_fmt(char *dst, size_t cap, const char *fmt, ...)
 
 void fc_esc_line(char *dst, size_t cap, const char *src)
 {
+    static const char hex[] = "0123456789abcdef";
     if (!cap)
         return;
     size_t n = 0;
     for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
-        char e[5];
-        int len;
-        if (*p == '\\' || *p == '\n' || *p == '\t')
-            len = snprintf(e, sizeof e, "\\%c", *p == '\n' ? 'n' : *p == '\t' ? 't' : '\\');
-        else if (*p < 0x20 || *p == 0x7f)
-            len = snprintf(e, sizeof e, "\\x%02x", *p);
-        else
-            len = snprintf(e, sizeof e, "%c", *p);
-        if (n + (size_t)len >= cap)
-            break;
-        memcpy(dst + n, e, (size_t)len);
-        n += (size_t)len;
+        char e[5] = {(char)*p, 0};
+        if (*p == '\\' || *p == '\n' || *p == '\t' || *p == '\r') {
+            e[0] = '\\';
+            e[1] = *p == '\\' ? '\\' : *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+        } else if (*p < 0x20 || *p > 0x7e) {
+            e[0] = '\\';
+            e[1] = 'x';
+            e[2] = hex[*p >> 4];
+            e[3] = hex[*p & 15];
+        }
+        size_t len = strlen(e);
+        if (n + len >= cap)
+            break; /* cut before an escape, never inside one */
+        memcpy(dst + n, e, len);
+        n += len;
     }
     dst[n] = '\0';
 }

@@ -38,10 +38,12 @@ void fc_fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(p
 typedef enum fc_dtype { FC_F32 = 0, FC_F16 = 1, FC_BF16 = 2 } fc_dtype;
 
 /* "float32", "float16", "bfloat16" (the fixture spellings). */
-/* src as one printable line in dst: a byte below 0x20, 0x7f and the backslash become \n, \t,
- * \\ or \xNN, every other byte stays (UTF-8 passes). Always terminated; cut to fit cap, never
- * inside an escape. For names and text read from files, which must not split a one-line
- * message or forge a line of their own. dst and src may not overlap. */
+/* src as one line of printable ASCII in dst: backslash as \\, newline, tab and carriage return
+ * as \n, \t, \r, any other byte outside printable ASCII as \xNN (non-ASCII too: a message is
+ * plain ASCII whatever a file holds). Always terminated; cut before an escape that would not
+ * fit, never inside one. For names and text read from files, which must not split a one-line
+ * message or forge a line of their own (a case named "c0\nPASS"). dst and src may not overlap.
+ * (reports/rep_esc.c escapes for JSON, XML, CSV and Markdown, each its own way, onto a FILE.) */
 void fc_esc_line(char *dst, size_t cap, const char *src);
 
 const char *fc_dtype_name(fc_dtype dt);

@@ -90,20 +90,6 @@ static void row_of(rep_row *row, const char *path, const fix_case *c, const char
     row->kv_block = c->kv_block_size;
 }
 
-/* A name or text read from the file, escaped to stay on its line (fc_esc_line): a case name
- * holding "\nPASS ..." must not print a verdict line of its own. Valid to the end of the
- * full expression that calls it. */
-typedef struct esc_buf {
-    char s[1024];
-} esc_buf;
-
-static esc_buf esc(const char *s)
-{
-    esc_buf b;
-    fc_esc_line(b.s, sizeof b.s, s);
-    return b;
-}
-
 static void print_case(const char *path, const fix_case *c, const fix_check_result *r,
                        const opts *o, int skipped)
 {
@@ -115,7 +101,7 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
     /* The stored scale too: 1/sqrt(D) or not, it is the case's (and a common bug's) */
     printf("%s %s %s %s %s scale=%.6g%s",
            !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP" : "PASS", path,
-           esc(c->name).s, fc_dtype_name(c->dtype), mask, c->prob.scale, terms);
+           cli_esc(c->name).s, fc_dtype_name(c->dtype), mask, c->prob.scale, terms);
     if (!r->passed || skipped) {
         printf(": %s\n", r->detail);
         return;
@@ -395,8 +381,8 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
         }
         printf("%s %s %s tested/%s %s (%s, out stored as %s): %s\n",
                pass == 1 ? "PASS" : pass == 2 ? "OUTSIDE" : "FAIL",
-               path, esc(c->name).s, esc(tt->label).s, fc_dtype_name(c->dtype),
-               esc(tt->producer).s, esc(tt->encoding).s, esc(detail).s);
+               path, cli_esc(c->name).s, cli_esc(tt->label).s, fc_dtype_name(c->dtype),
+               cli_esc(tt->producer).s, cli_esc(tt->encoding).s, cli_esc(detail).s);
         for (int g = 0; pass == 0 && g < REP_NGATES; g++) /* every other failed gate too */
             if (v.gate[g] == REP_FAIL && g != v.first_fail)
                 printf("    also %s\n", v.why[g]);
@@ -509,7 +495,7 @@ static int window_edges(const fix_file *f, int i, int strict, tally *t)
         if (!same_layout(&w.prob, &e[j].prob, why, sizeof why)) {
             fprintf(stderr, "flexcheck check: %s: case %s%s is not case %s with another window "
                     "(%s): its window-edge outputs cannot be compared\n", f->path,
-                    esc(w.name).s, sfx[j], esc(w.name).s, why);
+                    cli_esc(w.name).s, sfx[j], cli_esc(w.name).s, why);
             bad = 1;
         }
     }
@@ -529,8 +515,8 @@ static int window_edges(const fix_file *f, int i, int strict, tally *t)
             judge_row_fail_check(row, "window-edge", "row %s: allowed keys differ between W and "
                                  "%s, yet the outputs are identical", at, sfx[j] + 1);
             printf("FAIL %s %s tested/%s: window-edge: row %s: allowed keys differ between W and "
-                   "%s (case %s%s), yet the outputs are identical\n", f->path, esc(w.name).s,
-                   esc(tw->label).s, at, sfx[j] + 1, esc(w.name).s, sfx[j]);
+                   "%s (case %s%s), yet the outputs are identical\n", f->path, cli_esc(w.name).s,
+                   cli_esc(tw->label).s, at, sfx[j] + 1, cli_esc(w.name).s, sfx[j]);
             if (was == REP_ROW_PASS || (was == REP_ROW_OUTSIDE && !strict)) {
                 t->tested_passed -= was == REP_ROW_PASS;
                 t->tested_outside -= was == REP_ROW_OUTSIDE;
@@ -597,7 +583,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
     }
     if (meta.rebuilds) /* meta_free below forgets the count */
         printf("layout %s: %s's layers ran through one shared metadata object: %d block-mask "
-               "build%s\n", esc(f->layout).s, f->path, meta.rebuilds,
+               "build%s\n", cli_esc(f->layout).s, f->path, meta.rebuilds,
                meta.rebuilds == 1 ? "" : "s");
     meta_free(&meta);
     return bad;

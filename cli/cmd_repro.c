@@ -299,7 +299,7 @@ static void print_header(const repro_opts *ro, const fix_case *c, const bmask *b
                          const char *bm_name)
 {
     const attn_problem *p = &c->prob;
-    printf("case %s of %s\n", ro->name, ro->file);
+    printf("case %s of %s\n", cli_esc(ro->name).s, ro->file);
     printf("  B %d, Hq %d, Hkv %d, Lq %d, Lk %d, D %d, Dv %d, scale %g, %s%s\n",
            (int)p->seq.batch, (int)p->hq, (int)p->hkv, (int)p->seq.lq, (int)p->seq.lk, (int)p->d,
            (int)p->dv, p->scale, fc_dtype_name(c->dtype), p->seq.packed ? ", packed" : "");
@@ -354,7 +354,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
     const float *out = o, *out_lse = lse;
     if (tt) {
         printf("  output under test: tested/%s by %s (out stored as %s%s%s)\n", tt->label,
-               tt->producer, tt->encoding, tt->lse ? ", with LSE" : ", no LSE",
+               cli_esc(tt->producer).s, tt->encoding, tt->lse ? ", with LSE" : ", no LSE",
                tt->out_rerun ? ", with a rerun" : "");
         out = tt->out;
         out_lse = tt->lse;
@@ -385,7 +385,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         printf("\n");
         diag_explain(&in, NULL, stdout, "");
     }
-    printf("\nrerun: flexcheck repro %s --case %s", ro->file, ro->name);
+    printf("\nrerun: flexcheck repro %s --case %s", ro->file, cli_esc(ro->name).s);
     if (tt)
         printf(" --tested %s", tt->label);
     else
@@ -418,10 +418,11 @@ static int pick_case(const fix_file *f, const repro_opts *o)
     }
     if (f->ncases == 1)
         return 0;
-    char list[10 * (FIX_NAME_MAX + 2) + 64]; /* room for ten names, never cut */
+    char list[10 * (4 * FIX_NAME_MAX + 2) + 64]; /* ten names, escaped (4 bytes a byte at most) */
     size_t n = 0;
     for (int i = 0; i < f->ncases && i < 10; i++)
-        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", f->names[i]);
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "",
+                              cli_esc(f->names[i]).s);
     if (f->ncases > 10)
         snprintf(list + n, sizeof list - n, ", ... (%d more)", f->ncases - 10);
     cli_usage_error(CMD, "%s holds %d cases: name one with --case NAME (%s)", o->file,

@@ -1107,7 +1107,7 @@ Test(fixture_reader, escapes_every_byte_outside_printable_ascii)
     for (int i = 1; i < 256; i++)
         all[i - 1] = (char)i;
     all[255] = '\0';
-    fix_esc(out, sizeof out, all);
+    fc_esc_line(out, sizeof out, all);
     for (const char *q = out; *q; q++)
         cr_assert(*q >= 0x20 && *q <= 0x7e, "byte 0x%02x at %td", (unsigned char)*q, q - out);
     cr_expect(strstr(out, "\\x01\\x02") && strstr(out, "\\t\\n\\x0b\\x0c\\r") &&
@@ -1115,11 +1115,11 @@ Test(fixture_reader, escapes_every_byte_outside_printable_ascii)
               !strcmp(out + strlen(out) - 4, "\\xff"), "%s", out);
     /* Cut before an escape, never inside one. */
     char small[6];
-    fix_esc(small, sizeof small, "ab\ncd");
+    fc_esc_line(small, sizeof small, "ab\ncd");
     cr_expect_str_eq(small, "ab\\nc");
-    fix_esc(small, 5, "ab\ncd");
+    fc_esc_line(small, 5, "ab\ncd");
     cr_expect_str_eq(small, "ab\\n");
-    fix_esc(small, 4, "ab\ncd");
+    fc_esc_line(small, 4, "ab\ncd");
     cr_expect_str_eq(small, "ab");
 }
 
