@@ -172,7 +172,8 @@ static const bmask *meta_get(layer_meta *meta, const fix_case *c, fc_err *err)
 
 /* A designed p-round case as `export` writes it (ci/export.h): float16 or bfloat16, gate_check
  * "p-round", named "<dtype>@design". Its outputs are judged as the gate judges its designed
- * run: by p-round's rule, not H1/H2 (judge_case.designed), whatever produced them. */
+ * run: under the gates but H2 (judge_case.designed), then by p-round's rule, whatever
+ * produced them. */
 static int pround_design(const fix_case *c)
 {
     const char *at = strrchr(c->name, '@');

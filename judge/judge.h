@@ -37,7 +37,7 @@ typedef struct judge_case {
     const float *q, *k, *v;
     const double *out, *lse; /* the float64 oracle; lse -inf marks a row with no allowed key */
     int designed; /* inputs built for an exactness check (p-round's design), not drawn from a
-                   * distribution: H1 and H2 do not apply (rep_inputs.designed) */
+                   * distribution: H2 does not apply (rep_inputs.designed) */
 } judge_case;
 
 /* Test hooks: a deliberately broken kernel or builder, to prove the gates catch it. */

@@ -489,10 +489,9 @@ fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
     gate_h4(in, v);
     if (!v->unscaled) {
         measure(in, &t, v);
-        if (!in->designed) {
-            gate_h1(in, &t, v);
+        gate_h1(in, &t, v);
+        if (!in->designed)
             gate_h2(&t, v);
-        }
     }
     gate_h5(in, &t, v);
     gate_h7(in, v);

@@ -129,8 +129,10 @@ typedef struct rep_inputs {
                                         * Required with sinks: empty rows' LSE is the sink */
     int designed;                      /* inputs built for an exactness check, not drawn from a
                                         * distribution (p-round's design, whose rounding errors
-                                        * add up on purpose past 2x the baseline's): H1 and H2
-                                        * are not run; the check's own rule judges distance */
+                                        * add up on purpose: the NMSE of a correct rounding can
+                                        * pass 2^2 x the baseline's): H2 is not run; H1 is (its
+                                        * max-error bound holds there, ratios <= 0.24 measured),
+                                        * and the check's own rule judges the rounding */
 } rep_inputs;
 
 #define REP_WHY_LEN 256

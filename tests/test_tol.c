@@ -739,27 +739,32 @@ Test(gates, h5_names_the_worst_row_not_the_first)
     cr_expect(v.lse_ratio > 39 && v.lse_ratio < 41, "ratio %g", v.lse_ratio);
 }
 
-/* Designed inputs (p-round's) are judged by their check's own rule: H1 and H2 are not run, the
- * metrics are still measured, the other gates run as always. */
-Test(gates, designed_inputs_skip_h1_and_h2_only)
+/* Designed inputs (p-round's) skip H2 alone: their rounding errors add up on purpose, so a
+ * correct output's NMSE can pass 2^2 x the baseline's while its largest error stays within
+ * H1's bound. Here the baseline is off in one element, the output by 1.5x that everywhere. */
+Test(gates, designed_inputs_skip_h2_only)
 {
     tcase c;
     clean_case(&c, FC_F16);
-    c.o[0] += 0.25f; /* far past H1's bound */
+    for (int i = 0; i < 2 * DV; i++) {
+        c.o_lp[i] = (float)c.o_gold[i];
+        c.o[i] = (float)(c.o_gold[i] + 1.5 * E_LP);
+    }
+    c.o_lp[0] = (float)(c.o_gold[0] + E_LP);
     rep_inputs in = inputs_of(&c);
     rep_verdict v = judge_inputs("not designed", &in);
-    cr_expect_str_eq(first_gate_name(&v), "H1");
+    cr_expect_str_eq(first_gate_name(&v), "H2", "%s", rep_verdict_reason(&v));
+    cr_expect_eq(v.gate[REP_H1], REP_PASS, "H1 %d", (int)v.gate[REP_H1]);
     in.designed = 1;
     v = judge_inputs("designed", &in);
     cr_expect(v.pass, "designed: %s", rep_verdict_reason(&v));
-    cr_expect(v.gate[REP_H1] == REP_NOT_RUN && v.gate[REP_H2] == REP_NOT_RUN, "H1/H2 ran");
-    cr_expect(v.gate[REP_H3] == REP_PASS && v.gate[REP_H5] == REP_PASS, "H3/H5 not run");
-    cr_expect(v.max_err > 0.2, "metrics not measured: max_err %g", v.max_err);
-    c.o[1] = NAN; /* H3 still judges */
+    cr_expect(v.gate[REP_H1] == REP_PASS && v.gate[REP_H2] == REP_NOT_RUN, "H1 %d H2 %d",
+              (int)v.gate[REP_H1], (int)v.gate[REP_H2]);
+    c.o[1] += 0.25f; /* past H1's bound: designed or not, H1 fails it */
     in = inputs_of(&c);
     in.designed = 1;
-    v = judge_inputs("designed with a NaN", &in);
-    cr_expect_str_eq(first_gate_name(&v), "H3");
+    v = judge_inputs("designed, far off", &in);
+    cr_expect_str_eq(first_gate_name(&v), "H1");
 }
 
 Test(gates, without_a_tested_lse_h5_is_not_run_and_the_rest_judge_o_alone)

@@ -30,10 +30,12 @@
  * the same way as a second model, and an output passes by either one (pr_judge).
  *
  * The case's main row is the usual tolerance run on the case's own inputs; the designed run is
- * judged by this check alone. Not by H1/H2: its rounding errors add up on purpose, and the
- * tiled rounding can sit past twice the baseline's error (which rounds the normalised P, whose
- * errors cancel): kernel 2 on the quick bf16 100x300 design has NMSE 5.7e-5 against H2's
- * ceiling 2.6e-5. `check` judges an exported design the same way (judge_case.designed).
+ * judged under the gates but H2, then by this rule. Not by H2: its rounding errors add up on
+ * purpose, and the tiled rounding's NMSE can pass 2^2 x the baseline's (which rounds the
+ * normalised P, whose errors cancel): kernel 2 on the default bf16 100x300 design has NMSE
+ * 5.7e-5 against H2's ceiling 2.6e-5. H1 holds (its max-error bound; ratios 0.13-0.24 for
+ * tiled, eager and fp32 P on the four designs), so an output wrong where this rule does not
+ * look still fails. `check` judges an exported design the same way (judge_case.designed).
  */
 #include <math.h>
 #include <stdio.h>
@@ -310,12 +312,14 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
     }
     const attn_problem *p = &fc.prob;
     judge_case jc = fix_judge_case(&fc), dc = fix_judge_case(&dfc);
+    dc.designed = 1;
     fc_status st = FC_OK;
-    if (judge_bufs_alloc(&b, &jc, &e)) {
+    float *d_lp = malloc(sizeof(float) * (attn_o_elems(p) + 1)); /* the design's baseline */
+    if (!d_lp || judge_bufs_alloc(&b, &jc, &e)) {
         st = fc_errf(err, FC_ENOMEM, "out of memory for the p-round inputs");
         goto done;
     }
-    if (judge_baseline(&jc, b.o_lp, &e) ||
+    if (judge_baseline(&jc, b.o_lp, &e) || judge_baseline(&dc, d_lp, &e) ||
         judge_build_mask(&op->run, &bm, c->builder, p->mask, &p->seq, c->gp.qb, c->gp.kb, &e)) {
         st = gate_case_error(c, op, rows, e.msg, err);
         goto done;
@@ -337,11 +341,25 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
             judge_row_fail_check(row, CHECK, "designed run: %s", e.msg);
             continue;
         }
+        rep_verdict dv; /* the designed run under the gates but H2, as check judges a design */
+        int gp = judge_given(&dc, b.o, b.lse, NULL, d_lp, &dv, &e);
+        if (gp < 0) {
+            rep_row_set_error(row, e.msg);
+            continue;
+        }
+        if (!gp && !dv.outside) {
+            judge_row_fail_check(row, CHECK, "designed run: %s", rep_verdict_reason(&dv));
+            continue;
+        }
         char msg[REP_WHY_LEN];
-        if (gate_pround_judge(&dc, b.o, msg, sizeof msg) != 1)
+        int r = gate_pround_judge(&dc, b.o, msg, sizeof msg);
+        if (r < 0) /* out of memory: no verdict on the kernel */
+            rep_row_set_error(row, msg);
+        else if (r == 0)
             judge_row_fail_check(row, CHECK, "%s", msg);
     }
 done:
+    free(d_lp);
     bmask_free(&bm);
     judge_bufs_free(&b);
     fix_case_free(&fc);

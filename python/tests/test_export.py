@@ -245,10 +245,16 @@ def test_p_round_design_judges_a_producers_rounding_of_p(tmp_path):
         for model in ("tiled", "eager", "fp32"):
             add_tested(f, design[0], model, _designed_output(c, model).astype(np.float32),
                        producer=f"P {model}")
+        # Right rounding, wrong rows: every 16th query row set to 7. p-round's rule looks at some
+        # elements only; H1 still judges every one on a design (only H2 is set aside).
+        wrong = _designed_output(c, "tiled").astype(np.float32)
+        wrong[:, :, 1::16, :] = 7.0
+        add_tested(f, design[0], "wrongrows", wrong, producer="right P, wrong rows")
         rc, text, err = run("check", f, "--report", str(tmp_path / "rep"))
         assert rc == 1, text + err
         lines = {m: [ln for ln in text.splitlines() if f"@design tested/{m} " in ln][0]
-                 for m in ("tiled", "eager", "fp32")}
+                 for m in ("tiled", "eager", "fp32", "wrongrows")}
+        assert lines["wrongrows"].startswith("FAIL") and "H1" in lines["wrongrows"], text
         assert lines["tiled"].startswith("PASS"), lines["tiled"]
         assert lines["eager"].startswith("PASS"), lines["eager"]
         assert lines["fp32"].startswith("FAIL") and "p-round: " in lines["fp32"], lines["fp32"]
