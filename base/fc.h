@@ -37,7 +37,6 @@ void fc_fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(p
 
 typedef enum fc_dtype { FC_F32 = 0, FC_F16 = 1, FC_BF16 = 2 } fc_dtype;
 
-/* "float32", "float16", "bfloat16" (the fixture spellings). */
 /* src as one line of printable ASCII in dst: backslash as \\, newline, tab and carriage return
  * as \n, \t, \r, any other byte outside printable ASCII as \xNN (non-ASCII too: a message is
  * plain ASCII whatever a file holds). Always terminated; cut before an escape that would not
@@ -46,6 +45,7 @@ typedef enum fc_dtype { FC_F32 = 0, FC_F16 = 1, FC_BF16 = 2 } fc_dtype;
  * (reports/rep_esc.c escapes for JSON, XML, CSV and Markdown, each its own way, onto a FILE.) */
 void fc_esc_line(char *dst, size_t cap, const char *src);
 
+/* "float32", "float16", "bfloat16" (the fixture spellings). */
 const char *fc_dtype_name(fc_dtype dt);
 /* Parses the fixture spellings; returns FC_EINVAL for anything else. */
 fc_status fc_dtype_parse(const char *s, fc_dtype *out);

@@ -208,7 +208,8 @@ int gate_judge_run(const judge_run_in *in, rep_row *row)
     int pass = judge_run(&run, row);
     if (in->verdict)
         *in->verdict = v;
-    if (!pass && row->outcome == REP_ROW_FAIL) { /* a verdict, not an error: diagnose it */
+    /* A verdict, not an error: diagnose it; not without the baseline's bounds (unscaled). */
+    if (!pass && row->outcome == REP_ROW_FAIL && !v.unscaled) {
         /* A smaller budget than check's: a broken kernel fails hundreds of rows in one run,
          * and a sample of the failing rows names the bug as well as all of them would. */
         diag_in d = {.jc = in->jc, .o = in->o, .lse = in->lse, .v = &v, .bm = in->bm,

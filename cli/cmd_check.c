@@ -103,7 +103,7 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
            !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP" : "PASS", path,
            cli_esc(c->name).s, fc_dtype_name(c->dtype), mask, c->prob.scale, terms);
     if (!r->passed || skipped) {
-        printf(": %s\n", r->detail);
+        printf(": %s\n", cli_esc(r->detail).s);
         return;
     }
     printf(": out %.1e lse %.1e", r->out_err, r->lse_err);
@@ -248,8 +248,8 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
         judge_run_in in = {.jo = &jo, .backend = o->be, .jc = &jc, .bm = masks[i],
                            .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
         int pass = gate_judge_run(&in, &row); /* the gate's run: gates, then the diagnosis */
-        if (jc.designed && row.outcome == REP_ROW_PASS)
-            pass = pround_rule(&jc, b.o, &row);
+        if (jc.designed && (row.outcome == REP_ROW_PASS || row.outcome == REP_ROW_OUTSIDE))
+            pass = pround_rule(&jc, b.o, &row) == 1 ? pass : 0;
         if (i == 1) { /* the fresh build's outputs, for the shared run to equal */
             memcpy(of, b.o, sizeof(float) * no);
             memcpy(lf, b.lse, sizeof(float) * nl);
@@ -260,7 +260,7 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
                 attn_row_where(at, sizeof at, &c->prob, rr, -1);
                 judge_row_fail_check(&row, "layout", "layer %s: row %s with the shared block "
                                      "mask differs from a fresh build (stale metadata?)",
-                                     c->name, at);
+                                     cli_esc(c->name).s, at);
                 pass = 0;
             }
         }
@@ -271,7 +271,9 @@ static void check_kernel(const char *path, const fix_case *c, const opts *o, lay
             *skipped = row.outcome == REP_ROW_SKIP ? 1 : 2;
             fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s: %s", (int)o->kernel,
                    gpu_backend_name(o->be), row.reason);
-            break;
+            if (row.outcome == REP_ROW_SKIP)
+                break; /* the kernel refuses the case: no other mask will run it either */
+            continue; /* outside: the other masks' runs and the layout comparison still judge */
         }
         r->passed = 0;
         fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s with the %s: %s%s%s",
@@ -372,7 +374,7 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
             fc_fmt(detail, sizeof detail, "passes the gates (H1 ratio %.3g%s%s)", v.h1_ratio,
                    tt->lse ? "" : "; no LSE stored, H5 not run",
                    tt->out_rerun ? "; rerun bitwise equal" : "");
-        else if (pass == 0 && v.first_fail >= 0 && v.first_fail != REP_H1) {
+        else if (pass == 0 && v.first_fail >= 0 && v.first_fail != REP_H1 && !v.unscaled) {
             char at[112];
             attn_row_where(at, sizeof at, &c->prob, v.worst_row, (int64_t)v.worst_col);
             fc_fmt(detail, sizeof detail, "%s; largest |err| %.3g at %s", row.reason, v.max_err,
@@ -390,7 +392,8 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
         if (bm[0]) /* the producer's block mask, as judge_tested found it */
             printf("    its block mask (%dx%d): %s\n", (int)tt->bm.q_block_size,
                    (int)tt->bm.kv_block_size, bm);
-        if (pass == 0 && !v.pass) { /* which rows fail, and which bug explains them */
+        if (pass == 0 && !v.pass && !v.unscaled) { /* which rows fail, which bug explains them
+                                                     * (not without a baseline's bounds) */
             diag_in in = {.jc = &jc, .o = tt->out, .lse = tt->lse, .v = &v,
                           .bm = tt->has_bmask ? &tt->bm : NULL, .prev = prev};
             diag_explain(&in, &row, stdout, "    ");
@@ -494,10 +497,24 @@ static int window_edges(const fix_file *f, int i, int strict, tally *t)
     for (int j = 0; ok == 2 && j < 2 && !bad; j++) {
         char why[64];
         if (!same_layout(&w.prob, &e[j].prob, why, sizeof why)) {
-            fprintf(stderr, "flexcheck check: %s: case %s%s is not case %s with another window "
-                    "(%s): its window-edge outputs cannot be compared\n", f->path,
-                    cli_esc(w.name).s, sfx[j], cli_esc(w.name).s, why);
+            char msg[REP_WHY_LEN];
+            fc_fmt(msg, sizeof msg, "%s: case %s%s is not case %s with another window (%s): "
+                   "its window-edge outputs cannot be compared", f->path, cli_esc(w.name).s,
+                   sfx[j], cli_esc(w.name).s, why);
+            fprintf(stderr, "flexcheck check: %s\n", msg);
             bad = 1;
+            /* The file is rejected: its outputs under test are not judged whole, so their
+             * rows say so instead of standing as passed. */
+            for (int k = 0; k < w.ntested; k++) {
+                rep_row *row = kept_row(t, f->path, &w, w.tested[k].label);
+                if (!row || row->outcome == REP_ROW_ERROR)
+                    continue;
+                rep_outcome was = row->outcome;
+                rep_row_set_error(row, msg);
+                t->tested_passed -= was == REP_ROW_PASS;
+                t->tested_outside -= was == REP_ROW_OUTSIDE && !strict;
+                t->tested_failed += was == REP_ROW_PASS || (was == REP_ROW_OUTSIDE && !strict);
+            }
         }
     }
     for (int k = 0; ok == 2 && !bad && k < w.ntested; k++) {
@@ -531,7 +548,8 @@ static int window_edges(const fix_file *f, int i, int strict, tally *t)
     return bad ? 2 : 0;
 }
 
-/* Checks every case of an already validated file. Returns 0, or 2 if a read failed anyway. */
+/* Checks every case of an already validated file. Returns 0, or 2 if a read failed anyway or
+ * a window-edge triple is malformed (the file is then counted as rejected). */
 static int check_cases(const fix_file *f, const opts *o, tally *t)
 {
     layer_meta meta; /* a layout file's shared metadata, across its layers in order */

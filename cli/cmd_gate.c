@@ -404,7 +404,7 @@ int cmd_gate(int argc, char **argv)
         printf("gate: %zu rows from %d cases in %.1f s: %zu passed, %zu failed, %zu skipped",
                flat.n, n, elapsed, flat.n - failed - skipped - outside, failed, skipped);
         if (outside)
-            printf(", %zu outside the contract (not judged; --strict fails them)", outside);
+            printf(", %zu outside the contract (H1/H2 not run; --strict fails them)", outside);
         printf("; report in %s/\n", g.report_dir);
         fflush(stdout);
         rc = failed || hard ? CLI_FAIL : CLI_PASS;

@@ -235,11 +235,11 @@ static int confirm_oracle(const repro_opts *ro, const fix_case *c)
     fix_check_result r;
     fc_err err;
     if (fix_check_case(c, FIX_BACKEND_REF, 0, &r, &err))
-        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, err.msg);
+        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, cli_esc(ro->name).s, err.msg);
     if (!r.oracle_ok)
         return cli_usage_error(CMD, "%s: case %s: the stored out/lse are not the float64 oracle "
                                "of its inputs, so nothing can be judged against them: %s",
-                               ro->file, ro->name, r.detail);
+                               ro->file, cli_esc(ro->name).s, r.detail);
     return CLI_PASS;
 }
 
@@ -289,7 +289,7 @@ static int pick_bmask(const repro_opts *ro, const fix_case *c, const fix_tested 
         return cli_usage_error(CMD, "--builder '%s': unknown builder", ro->builder_s);
     if (bmask_build(built, b, c->prob.mask, &c->prob.seq, c->q_block_size, c->kv_block_size,
                     &err))
-        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, err.msg);
+        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, cli_esc(ro->name).s, err.msg);
     *bm = built;
     *name = bmask_builder_name(b);
     return CLI_PASS;
@@ -326,8 +326,8 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         if (!strcmp(c->tested[i].label, ro->label))
             tt = &c->tested[i];
     if (ro->label && !tt)
-        return cli_usage_error(CMD, "%s: case %s has no output tested/%s", ro->file, ro->name,
-                               ro->label);
+        return cli_usage_error(CMD, "%s: case %s has no output tested/%s", ro->file,
+                               cli_esc(ro->name).s, ro->label);
     size_t asked = (size_t)-1;
     if (ro->row_s && parse_row(ro->row_s, &c->prob, &asked))
         return CLI_BADINPUT;
@@ -360,7 +360,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         out_lse = tt->lse;
         if (judge_baseline(&jc, o_lp, &err) ||
             judge_given(&jc, tt->out, tt->lse, tt->out_rerun, o_lp, &v, &err) < 0) {
-            cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, err.msg);
+            cli_usage_error(CMD, "%s: case %s: %s", ro->file, cli_esc(ro->name).s, err.msg);
             goto done;
         }
     } else {
@@ -369,7 +369,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         rep_row row;
         memset(&row, 0, sizeof row);
         if (judge_case_run(&jo, be, &jc, bm, &row, o, lse, &v) < 0) {
-            cli_usage_error(CMD, "%s: case %s: %s", ro->file, ro->name, row.reason);
+            cli_usage_error(CMD, "%s: case %s: %s", ro->file, cli_esc(ro->name).s, row.reason);
             goto done;
         }
     }
@@ -413,7 +413,7 @@ static int pick_case(const fix_file *f, const repro_opts *o)
     if (o->name) {
         int i = fix_find_case(f, o->name);
         if (i < 0)
-            cli_usage_error(CMD, "%s: no case named '%s'", o->file, o->name);
+            cli_usage_error(CMD, "%s: no case named '%s'", o->file, cli_esc(o->name).s);
         return i;
     }
     if (f->ncases == 1)
@@ -468,7 +468,7 @@ static int repro_file(void *arg, cli_iso_chan *ch)
     if (o->dtype_s && j->dt != c.dtype) {
         /* Another precision: the oracle is recomputed from the rounded inputs. */
         if (change_dtype(&c, j->dt, &err))
-            rc = cli_usage_error(CMD, "%s: case %s: %s", o->file, o->name, err.msg);
+            rc = cli_usage_error(CMD, "%s: case %s: %s", o->file, cli_esc(o->name).s, err.msg);
         else
             rc = run(o, &c, has_prev ? &prev : NULL, j->be);
     } else {

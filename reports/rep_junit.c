@@ -40,7 +40,7 @@ static int case_state(const rep_row *const *r, size_t n, int strict, const rep_r
 {
     *first = r[0];
     size_t skipped = 0;
-    for (size_t i = 0; i < n; i++) /* outside the contract: not judged, shown as skipped */
+    for (size_t i = 0; i < n; i++) /* outside the contract (H1/H2 not run): shown as skipped */
         skipped += r[i]->outcome == REP_ROW_SKIP || r[i]->outcome == REP_ROW_OUTSIDE;
     for (size_t i = 0; i < n; i++)
         if (r[i]->outcome == REP_ROW_FAIL ||

@@ -185,7 +185,7 @@ fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err)
     if (s.outside)
         write_listed(f, rows, n, LIST_OUTSIDE,
                      strict ? "Outside the contract (failing: the run is --strict)"
-                            : "Outside the contract (not judged)");
+                            : "Outside the contract (H1 and H2 not run)");
     write_axis(f, &s, &s.by_lk, "Max error against Lk", "Lk");
     write_axis(f, &s, &s.by_w, "Max error against W", "W");
     write_pairs(f, &s);

@@ -119,7 +119,6 @@ const char *rep_outcome_name(rep_outcome o)
     return "?";
 }
 
-
 void rep_row_set_verdict(rep_row *row, const rep_verdict *v)
 {
     static const char state_char[] = {[REP_NOT_RUN] = '-', [REP_PASS] = 'P', [REP_FAIL] = 'F'};

@@ -575,7 +575,7 @@ static void pr_output(const fix_case *fc, int model, float *o)
 {
     const attn_problem *p = &fc->prob;
     seq_view sv = seq_info_view(&p->seq);
-    float *pk = malloc(sizeof(float) * (size_t)p->seq.lk + 1);
+    float *pk = malloc(sizeof(float) * ((size_t)p->seq.lk + 1));
     cr_assert(pk);
     for (int32_t b = 0; b < p->seq.batch; b++)
         for (int32_t h = 0; h < p->hq; h++) {

@@ -764,7 +764,7 @@ Test(report, outside_contract_rows_are_counted_apart_in_every_format)
         memcpy(rows[i].gates, "-PPPPP-", REP_NGATES + 1);
         rep_set_str(rows[i].reason, sizeof rows[i].reason, "pass");
     }
-    rep_verdict v = {.dtype = FC_F16, .outside = 1};
+    rep_verdict v = {.dtype = FC_F16, .unscaled = 1, .outside = 1, .first_fail = -1};
     rep_set_str(v.outside_why, sizeof v.outside_why, "outside-contract: the float16 baseline "
                 "overflows");
     rep_row_set_verdict(&rows[1], &v);
@@ -776,7 +776,7 @@ Test(report, outside_contract_rows_are_counted_apart_in_every_format)
     cr_expect(strstr(md, "**PASS**: 2 rows, 1 pass, 0 fail, 0 error, 0 skipped, 1 outside the "
                          "contract."), "%s", md);
     cr_expect(strstr(md, "| float16 | emu | 2 | 1 | 0 | 0 | 0 | 1 |"), "%s", md);
-    cr_expect(strstr(md, "## Outside the contract (not judged)\n") &&
+    cr_expect(strstr(md, "## Outside the contract (H1 and H2 not run)\n") &&
                   strstr(md, "| m5-case-1 | float16 | emu |  | outside-contract | outside-contract:"),
               "%s", md);
     free(md);
@@ -850,4 +850,35 @@ Test(report, a_report_directory_is_checked_before_any_work)
     snprintf(path, sizeof path, "%s/plain/sub", tmpdir);
     cr_expect_eq(rep_dir_check(path, &err), FC_EIO);
     cr_expect(strstr(err.msg, "is not a directory"), "%s", err.msg);
+}
+
+/* A row whose baseline overflowed but which failed another gate (H3 here) is a failure, yet
+ * nothing was measured against the baseline: the H1 statistics and the soft-signal counts
+ * leave it out instead of counting its missing ratio as infinitely bad. */
+Test(summary, an_unscaled_failing_row_stays_out_of_the_h1_statistics)
+{
+    rep_row rows[2];
+    memset(rows, 0, sizeof rows);
+    for (int i = 0; i < 2; i++) {
+        snprintf(rows[i].case_id, sizeof rows[i].case_id, "m5-case-%d", i);
+        rep_set_str(rows[i].backend, sizeof rows[i].backend, "emu");
+        rows[i].dtype = FC_F16;
+        rows[i].outcome = REP_ROW_PASS;
+        rows[i].h1_ratio = 0.5;
+        memcpy(rows[i].gates, "-PPPPP-", REP_NGATES + 1);
+    }
+    rep_verdict v = {.dtype = FC_F16, .unscaled = 1, .first_fail = REP_H3,
+                     .gate = {[REP_H3] = REP_FAIL, [REP_H4] = REP_PASS}};
+    rep_set_str(v.why[REP_H3], sizeof v.why[REP_H3], "O is NaN at row 0 col 0");
+    rep_row_set_verdict(&rows[1], &v);
+    cr_assert_eq(rows[1].outcome, REP_ROW_FAIL);
+    cr_assert_str_eq(rows[1].gates, "-FP----");
+    make_tmpdir();
+    fc_err err = {{0}};
+    rep_set set = {.rows = rows, .n = 2, .checks = test_checks, .nchecks = 2};
+    cr_assert_eq(rep_write_all(tmpdir, &set, &err), FC_OK, "%s", err.msg);
+    char *md = slurp(tmpdir, REP_FILE_MD);
+    cr_expect(strstr(md, "| float16 | emu | 2 | 1 | 1 | 0 | 0 | 0 | 0.5 | 0.5 | 0.5 | 0 | 0 |"),
+              "%s", md);
+    free(md);
 }

@@ -258,8 +258,10 @@ fc_status gate_pround_case(const gate_case *c, fix_case *out, fc_err *err)
         st = fc_errf(err, FC_EINVAL, "p-round: too few score candidates");
     if (!st) {
         pr_inputs(out, cand, c->gp.seed, out->q, out->k, out->v);
-        out->prob.scale = 1.0;                 /* the designed scores are the softmax's */
-        out->prob.terms = (score_terms){0, NULL}; /* inputs as they stand (sinks stay owned) */
+        out->prob.scale = 1.0; /* the designed scores are the softmax's inputs as they stand */
+        out->prob.terms = (score_terms){0, NULL};
+        free(out->sinks); /* no sinks dataset in an exported design the oracle never saw */
+        out->sinks = NULL;
         st = ref_attention_f64(&out->prob, out->q, out->k, out->v, out->out, out->lse, err);
     }
     free(cand);
