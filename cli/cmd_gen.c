@@ -307,6 +307,21 @@ int cmd_gen(int argc, char **argv)
         .unknown = "unexpected argument '%s' (--help)",
         .exit_status = "exit status: 0 written, 2 bad input or the file could not be written.",
     };
+    /* A set's cases are fixed: the options that describe one --case would be ignored by --set.
+     * The first one given, looked up before cli_parse moves the arguments. */
+    static const char *const set_opts[] = {"set", "out-dir", "force", "help", "max-memory",
+                                           "max-work"};
+    const char *case_opt = NULL;
+    for (int i = 1; i < argc && !case_opt; i++) {
+        if (strncmp(argv[i], "--", 2) || !argv[i][2])
+            continue;
+        size_t len = strcspn(argv[i] + 2, "="), k = 0;
+        for (; k < sizeof set_opts / sizeof set_opts[0]; k++)
+            if (strlen(set_opts[k]) == len && !strncmp(argv[i] + 2, set_opts[k], len))
+                break;
+        if (k == sizeof set_opts / sizeof set_opts[0])
+            case_opt = argv[i];
+    }
     int nops, rc = cli_parse(&spec, argc, argv, &nops);
     if (rc != CLI_GO)
         return rc;
@@ -321,6 +336,9 @@ int cmd_gen(int argc, char **argv)
                                o.out ? o.out : o.layout,
                                o.out ? "a set is written to --out-dir DIR"
                                      : "a layout file is a --case");
+    if (o.set && case_opt)
+        return cli_usage_error(CMD, "%.*s with --set: a set's cases are fixed (the options "
+                               "describe one --case)", (int)strcspn(case_opt, "="), case_opt);
     o.gp.budget = (fix_budget){o.max_memory, o.max_work};
     if (o.is_case && finish_case(&o))
         return CLI_BADINPUT;

@@ -242,7 +242,9 @@ static int halves(family fam)
 
 /* Whether dividing d's config value by div keeps the model's formula exactly: a whole result
  * of at least 2 (a window or chunk of one position says nothing of the pattern), even where the
- * conversion halves it. */
+ * conversion halves it. Today's halving configs are powers of two (ModernBERT 128,
+ * embeddinggemma 512), so an exact divisor leaving 2 or more is always even and the evenness
+ * test cannot fail; it guards a layout added later with another value. */
 static int divisor_works(const layout_def *d, int32_t div)
 {
     if (div < 1 || d->config_value % div != 0)

@@ -238,3 +238,19 @@ Test(cli_layout, gen_numbers_are_decimal_only)
             dir);
     cr_expect_eq(r.status, 0, "the largest seed: %s", r.err);
 }
+
+/* gen --set writes the committed set as it is: an option describing one --case is refused, not
+ * ignored (README: gen refuses what it would ignore). */
+Test(cli_layout, gen_set_refuses_case_options)
+{
+    static const char *const opts[] = {"--lq 5", "--causal", "--layers 3", "--scale-div 2",
+                                       "--seed 7", "--dtype float16"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        run_out r;
+        run_cli(&r, "gen --set small --out-dir %s %s", dir, opts[i]);
+        char want[64];
+        snprintf(want, sizeof want, "%.*s with --set: a set's cases are fixed",
+                 (int)strcspn(opts[i], " "), opts[i]);
+        expect_refused(&r, opts[i], want);
+    }
+}

@@ -659,7 +659,11 @@ def _rewrite(path: str):
     """An h5py.File on a temporary file in path's folder: a copy of path when it exists, else a
     new file. Moved over path (os.replace, atomic) when the block finishes; removed on any
     failure, leaving path as it was. A symlink is resolved first: os.replace on the link would
-    replace the link by a file and leave the file it names as it was."""
+    replace the link by a file and leave the file it names as it was. A link to nothing is
+    refused, as the C writer refuses it (writing through it would create a file elsewhere)."""
+    if os.path.islink(path) and not os.path.exists(path):
+        raise ValueError(f"{path}: a symbolic link to nothing: not written through; point it "
+                         f"at a file or remove it")
     path = os.path.realpath(path)
     folder = os.path.dirname(path)
     exists = os.path.exists(path)
@@ -760,8 +764,9 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
                              "q_block_size": np.int64(_block_size(q_block_size, "q_block_size")),
                              "kv_block_size": np.int64(_block_size(kv_block_size, "kv_block_size")),
                              "generator": _text(generator or GENERATOR, "generator", TEXT_MAX)}
-    if seed is not None:
-        attrs["seed"] = np.int64(_int_arg(seed, "seed", INT64_MIN, INT64_MAX))
+    if seed is not None:  # any int64 or uint64, kept exactly (as the C writer stores it)
+        s = _int_arg(seed, "seed", INT64_MIN, 2**64 - 1)
+        attrs["seed"] = np.int64(s) if s <= INT64_MAX else np.uint64(s)
     bm = _block_mask(block_mask, "block_mask", grid,
                      (int(attrs["q_block_size"]), int(attrs["kv_block_size"])))
     if layout is not None:

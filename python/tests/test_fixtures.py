@@ -78,6 +78,18 @@ def test_dense_case_layout(h5):
             np.testing.assert_array_equal(g[name][()], x)
 
 
+def test_a_uint64_seed_is_kept_exactly(h5):
+    # The C reader keeps any int64 or uint64 seed exactly (docs/fixtures.md): a seed above
+    # INT64_MAX, such as one a C generator wrote, is written back as uint64 and read the same.
+    q, k, v = qkv()
+    for seed in (2**63, 2**64 - 1, -(2**63), 7):
+        write_case(h5, "c", q, k, v, seed=seed, overwrite=True)
+        with h5py.File(h5, "r") as f:
+            a = f["cases/c"].attrs["seed"]
+            assert int(a) == seed and a.dtype == (np.uint64 if seed > 2**63 - 1 else np.int64)
+        assert read_case(h5, "c").seed == seed
+
+
 def test_defaults_and_bool_causal(h5):
     q, k, v = qkv(d=16)
     write_case(h5, "c", q, k, v)
@@ -294,7 +306,8 @@ WRITE_REFUSALS = [
      r"q_block_size = 100: must be a power of two"),
     ("kv block 8", lambda a: {**a, "kv_block_size": 8},
      r"kv_block_size = 8: must be in \[16, 256\]"),
-    ("seed", lambda a: {**a, "seed": 2**63}, r"seed = 9223372036854775808"),
+    ("seed", lambda a: {**a, "seed": 2**64}, r"seed = 18446744073709551616"),
+    ("seed negative", lambda a: {**a, "seed": -(2**63) - 1}, r"seed = -9223372036854775809"),
     ("name /", lambda a: {**a, "name": "a/b"}, r"name 'a/b': not a valid group name"),
     ("name empty", lambda a: {**a, "name": ""}, r"name: must be a non-empty string"),
     ("name long", lambda a: {**a, "name": "x" * 128},
@@ -542,6 +555,12 @@ def test_writes_through_a_symlink_update_the_file_it_names(tmp_path):
     assert list(read_case(str(target), "a").tested) == ["t"]
     assert sorted(os.listdir(tmp_path / "data")) == ["f.h5"]
     assert sorted(os.listdir(tmp_path / "links")) == ["link.h5"]
+    # A link to nothing is refused (as the C writer refuses it) and stays as it was.
+    dangling = tmp_path / "links" / "dangling.h5"
+    os.symlink(os.path.join("..", "data", "missing.h5"), dangling)
+    with pytest.raises(ValueError, match="a symbolic link to nothing"):
+        write_case(str(dangling), "a", q, k, v)
+    assert os.path.islink(dangling) and not (tmp_path / "data" / "missing.h5").exists()
 
 
 def _umask():
@@ -676,14 +695,15 @@ def test_block_mask_counts_and_ids(tmp_path, name, bm, message):
     assert snapshot(tmp_path) == before
 
 
-REFUSED_VALUES = [b for b in BLOCK_VALUES if b[2] and b[1]["kv_indices"].shape[-1] <= 4]
+REFUSED_VALUES = [b for b in BLOCK_VALUES if b[2]]
+ACCEPTED_VALUES = [b for b in BLOCK_VALUES if not b[2]]
 
 
 @pytest.mark.parametrize("name,bm,message", REFUSED_VALUES, ids=[b[0] for b in REFUSED_VALUES])
 def test_the_c_reader_refuses_the_same_block_ids(tmp_path, flexbin, name, bm, message):
     """The refusals above are the C reader's: the same mask put in the file with h5py makes
-    `flexcheck fill` name the same dataset, index and value. (Widths past NKB are left out:
-    the C reader refuses them unread until it takes any width, as the contract does.)"""
+    `flexcheck fill` name the same dataset, index and value (rows wider than NKB included: both
+    sides take any width)."""
     path = str(tmp_path / "f.h5")
     q, k, v = qkv(b=1, hq=2, hkv=1, lq=40, lk=50)
     with pytest.raises(ValueError) as refused:
@@ -697,7 +717,22 @@ def test_the_c_reader_refuses_the_same_block_ids(tmp_path, flexbin, name, bm, me
             if key.endswith(("blocks", "indices")):
                 g.create_dataset(key, data=val.astype(np.int32))
     rc, out, err = run(flexbin, "fill", path, "--out", str(tmp_path / "filled.h5"))
-    assert rc == 2 and f"/cases/c/block_mask: {named}: " in err, out + err
+    assert rc == 2 and f"/cases/c/block_mask: {named}" in err, out + err
+
+
+@pytest.mark.parametrize("name,bm,message", ACCEPTED_VALUES, ids=[b[0] for b in ACCEPTED_VALUES])
+def test_the_c_reader_accepts_the_same_block_masks(tmp_path, flexbin, name, bm, message):
+    """What Python writes, the C reader takes (rows wider than NKB included): fill reads it,
+    and check judges the mask (these masks are well formed, not sound for the dense case)."""
+    path = str(tmp_path / "f.h5")
+    q, k, v = qkv(b=1, hq=2, hkv=1, lq=40, lk=50)
+    write_case(path, "c", q, k, v, block_mask=bm)
+    filled = str(tmp_path / "filled.h5")
+    rc, out, err = run(flexbin, "fill", path, "--out", filled)
+    assert rc == 0, out + err
+    rc, out, err = run(flexbin, "check", filled)
+    assert rc in (0, 1) and "1 files, 0 rejected" in out, out + err
+    assert "block mask sound" in out or "block_mask is not sound" in out, out + err
 
 
 # ---- add_tested ----
