@@ -154,7 +154,8 @@ static int read_sinks_file(gen_opts *o)
 }
 
 /* The layout's own refusals (name, --layers, --scale-div) before anything is drawn, and mask
- * options it would replace on some layer. */
+ * options or score terms it would replace on some layer (fix_gen_layer_params: a model's own
+ * cap and scale are the layer's; --softcap and --scale stand only where the model has none). */
 static int check_layout(const gen_opts *o)
 {
     layout_layer layers[LAYOUT_MAX_LAYERS];
@@ -163,6 +164,16 @@ static int check_layout(const gen_opts *o)
     if (layout_get(o->layout, o->layers, o->scale_div, layers, LAYOUT_MAX_LAYERS, &n, &err) ||
         layout_check_mask(o->layout, layers, 0, n, &o->gp.mask, &err))
         return cli_usage_error(CMD, "%s", err.msg);
+    for (int32_t i = 0; i < n; i++) {
+        if (o->gp.scale > 0 && layers[i].scale > 0 && layers[i].scale != o->gp.scale)
+            return cli_usage_error(CMD, "--scale %g with --layout %s: the layout sets the scale "
+                                   "(layer %d has %g)", o->gp.scale, o->layout, (int)i,
+                                   layers[i].scale);
+        if (o->gp.softcap > 0 && layers[i].softcap > 0 && layers[i].softcap != o->gp.softcap)
+            return cli_usage_error(CMD, "--softcap %g with --layout %s: the layout sets the "
+                                   "soft-cap (layer %d has %g)", o->gp.softcap, o->layout,
+                                   (int)i, layers[i].softcap);
+    }
     return 0;
 }
 
@@ -284,9 +295,10 @@ int cmd_gen(int argc, char **argv)
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.max_work),
         CLI_STR("layout", "NAME", "a layout file: the case through every layer of NAME, each\n"
                 "with the layer's mask (instead of --causal, --window and --chunk)\n"
-                "and the model's soft-cap, scale and sinks where it has them (they\n"
-                "replace --softcap and --scale; layer i draws its sinks from the\n"
-                "--sinks seed (default 0) + i)", &o.layout),
+                "and the model's soft-cap, scale and sinks where it has them\n"
+                "(--softcap and --scale stand for the layers that have none; other\n"
+                "values are refused; layer i draws its sinks from the --sinks seed\n"
+                "(default 0) + i)", &o.layout),
         {.name = "layers", .arg = "N",
          .help = "with --layout: first N layers (default and at most the model's)",
          .kind = CLI_K_I32, .dst = &o.layers, .lo = 1, .hi = LAYOUT_MAX_LAYERS,

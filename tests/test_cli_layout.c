@@ -254,3 +254,26 @@ Test(cli_layout, gen_set_refuses_case_options)
         expect_refused(&r, opts[i], want);
     }
 }
+
+/* A model's own scale and soft-cap are its layers': gen --layout refuses another --scale or
+ * --softcap where the model has one (Gemma 3 scales by 256^-0.5, Gemma 2 caps at 50) instead of
+ * replacing it silently, and keeps them for a model without (Mistral has neither). */
+Test(cli_layout, gen_layout_refuses_a_scale_or_cap_the_model_sets)
+{
+    run_out r;
+    run_cli(&r, "gen --case --out %s/g.h5 --lq 16 --d 16 --layout gemma3 --layers 2 --scale 0.3",
+            dir);
+    expect_refused(&r, "gemma3 --scale 0.3",
+                   "--scale 0.3 with --layout gemma3: the layout sets the scale (layer 0 has "
+                   "0.0625)");
+    run_cli(&r, "gen --case --out %s/g.h5 --lq 16 --d 16 --layout gemma2 --layers 2 "
+            "--softcap 30", dir);
+    expect_refused(&r, "gemma2 --softcap 30", "--softcap 30 with --layout gemma2: the layout "
+                   "sets the soft-cap (layer 0 has 50)");
+    run_cli(&r, "gen --case --out %s/g.h5 --lq 16 --d 16 --layout gemma3 --layers 2 "
+            "--scale 0.0625", dir);
+    cr_expect_eq(r.status, 0, "the model's own scale: %s", r.err);
+    run_cli(&r, "gen --case --out %s/m.h5 --lq 16 --d 16 --layout mistral --layers 2 "
+            "--scale 0.3 --softcap 20", dir);
+    cr_expect_eq(r.status, 0, "a model without either keeps them: %s", r.err);
+}
