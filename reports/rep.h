@@ -193,6 +193,10 @@ typedef fc_status (*rep_writer)(FILE *f, const rep_set *set, fc_err *err);
  * write (not a regular file, or not starting as flexcheck starts it) is refused, never
  * replaced: an input or someone's own summary.md in the directory survives. */
 fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err);
+/* The rename rep_write_all moves each finished file into place with (rename(3)); a test hook,
+ * so the failure of one rename midway can be shown to leave no temporary and say how much of
+ * the set is the new run's (nothing else provokes it once the directory is checked). */
+extern int (*rep_rename)(const char *from, const char *to);
 /* dir created if missing, its report files checked as rep_write_all does, and shown writable
  * (a probe file made and removed): for commands to refuse a report directory before any work
  * rather than after it. */

@@ -14,6 +14,8 @@
 
 #include "reports/rep_internal.h"
 
+int (*rep_rename)(const char *from, const char *to) = rename;
+
 /* The set's files, each with what flexcheck writes at its start: a file of one of these names
  * that does not begin so (an input named rows.csv, someone's own summary.md) is not a previous
  * report, and is never replaced. */
@@ -189,7 +191,7 @@ fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err)
             break;
         }
         snprintf(final, cap, "%s/%s", dir, files[i].name);
-        if (rename(tmp[i], final) != 0)
+        if (rep_rename(tmp[i], final) != 0)
             st = fc_errf(err, FC_EIO, "report %s: renaming %s into place failed (%s): %zu of "
                          "%d files are this run's, the rest the previous run's", dir,
                          files[i].name, strerror(errno), renamed, (int)NFILES);

@@ -9,6 +9,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -803,16 +804,41 @@ static int hidden_entries(const char *dir)
     return n;
 }
 
-/* The set is written as a unit: a set that cannot be written whole (summary.md is now a
- * directory, which is refused before any temporary is made; a rename failing later for another
- * reason takes the same path out) leaves every previous file as it was and no temporary file;
- * a successful write leaves none either. */
+/* The set is written as a unit: a set that cannot be written whole leaves every previous file
+ * as it was and no temporary file; a successful write leaves none either. Refused up front: a
+ * directory under a report file's name. Failing midway: the third rename, after two of the new
+ * files are in place, which the message counts. */
+static int renames;
+static int rename_fails_third(const char *from, const char *to)
+{
+    return ++renames == 3 ? (errno = EACCES, -1) : rename(from, to);
+}
+
 Test(report, the_set_is_written_as_a_unit_and_leaves_no_temporary)
 {
     make_tmpdir();
     write_report(tmpdir);
     cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries after a successful write");
     char *json_before = slurp(tmpdir, REP_FILE_JSON), *csv_before = slurp(tmpdir, REP_FILE_CSV);
+    rep_row rows[NROWS];
+    make_rows(rows);
+    rows[0].max_err = 42; /* this run's rows differ from the previous run's */
+    fc_err err = {{0}};
+    renames = 0;
+    rep_rename = rename_fails_third;
+    fc_status st = rep_write_all(tmpdir, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err);
+    rep_rename = rename;
+    cr_expect_eq(st, FC_EIO);
+    cr_expect(strstr(err.msg, "renaming rows.csv into place failed") &&
+                  strstr(err.msg, "2 of 5 files are this run's"), "%s", err.msg);
+    char *csv_after = slurp(tmpdir, REP_FILE_CSV);
+    cr_expect_str_eq(csv_after, csv_before, "rows.csv (not renamed) changed");
+    cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries left after a failed rename");
+    free(csv_after);
+    char *json_after = slurp(tmpdir, REP_FILE_JSON);
+    cr_expect(strcmp(json_after, json_before), "rows.json (renamed) is still the previous one");
+    free(json_after);
+
     char path[512];
     snprintf(path, sizeof path, "%s/%s", tmpdir, REP_FILE_MD);
     cr_assert_eq(unlink(path), 0);
@@ -821,18 +847,14 @@ Test(report, the_set_is_written_as_a_unit_and_leaves_no_temporary)
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fclose(f);
-    rep_row rows[NROWS];
-    make_rows(rows);
-    rows[0].max_err = 42; /* this run's rows differ from the previous run's */
-    fc_err err = {{0}};
+    json_before = (free(json_before), slurp(tmpdir, REP_FILE_JSON));
     cr_expect_eq(rep_write_all(tmpdir, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err),
                  FC_EINVAL);
     cr_expect(strstr(err.msg, "summary.md is not a regular file; not replaced"), "%s", err.msg);
-    char *json_after = slurp(tmpdir, REP_FILE_JSON), *csv_after = slurp(tmpdir, REP_FILE_CSV);
+    json_after = slurp(tmpdir, REP_FILE_JSON);
     cr_expect_str_eq(json_after, json_before, "rows.json changed");
-    cr_expect_str_eq(csv_after, csv_before, "rows.csv changed");
-    cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries left after a failed write");
-    free(json_before), free(csv_before), free(json_after), free(csv_after);
+    cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries left after a refused write");
+    free(json_before), free(csv_before), free(json_after);
 }
 
 Test(report, a_report_directory_is_checked_before_any_work)
