@@ -128,10 +128,10 @@ static int parse(int argc, char **argv, opts *o)
     o->scale_div = 1;
     o->builder = BMASK_DIRECT;
     const cli_opt table[] = {
-        {.name = "lq", .arg = "N", .help = "query length (dense, default 1024)",
-         .kind = CLI_K_I32, .dst = &o->lq, .lo = 0, .hi = MASK_MAX_LEN, .seen = &o->lq_set},
-        {.name = "lk", .arg = "N", .help = "key length (dense, default Lq)", .kind = CLI_K_I32,
-         .dst = &o->lk, .lo = 0, .hi = MASK_MAX_LEN, .seen = &o->lk_set},
+        CLI_INT_SEEN("lq", "N", "query length (dense, default 1024)", &o->lq, 0, MASK_MAX_LEN,
+                     &o->lq_set),
+        CLI_INT_SEEN("lk", "N", "key length (dense, default Lq)", &o->lk, 0, MASK_MAX_LEN,
+                     &o->lk_set),
         CLI_FN("cu-q", "LIST", "packed sequences: query offsets, e.g. --cu-q 0,100,101\n"
                "(with --cu-k, same length; instead of --lq and --lk)", parse_cu, &o->cu_q),
         CLI_FN("cu-k", "LIST", "packed sequences: key offsets, e.g. --cu-k 0,100,612",
@@ -143,13 +143,12 @@ static int parse(int argc, char **argv, opts *o)
         CLI_MASK_OPTS(&o->m),
         CLI_STR("layout", "NAME", "take the mask of a model layer instead of --causal,\n"
                 "--window and --chunk (with --layer)", &o->layout),
-        {.name = "layer", .arg = "I", .help = "with --layout: which layer (required with it)",
-         .kind = CLI_K_I32, .dst = &o->layer, .lo = 0, .hi = LAYOUT_MAX_LAYERS - 1,
-         .seen = &o->layer_set},
-        {.name = "scale-div", .arg = "N",
-         .help = "with --layout: divide the config window/chunk by N (default 1)",
-         .kind = CLI_K_I32, .dst = &o->scale_div, .lo = 1, .hi = 1 << 20,
-         .seen = &o->scale_div_set},
+        CLI_INT_SEEN("layer", "I",
+                     "with --layout: which layer (required with it)",
+                     &o->layer, 0, LAYOUT_MAX_LAYERS - 1, &o->layer_set),
+        CLI_INT_SEEN("scale-div", "N",
+                     "with --layout: divide the config window/chunk by N (default 1)",
+                     &o->scale_div, 1, 1 << 20, &o->scale_div_set),
         CLI_FN("builder", "B", "slow | direct | superset | superset-trim (default direct)",
                parse_builder, &o->builder),
         {.name = "diff", .arg = "B", .help = "compare with builder B; exit 1 if they differ",

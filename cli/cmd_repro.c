@@ -42,9 +42,9 @@ static int parse(int argc, char **argv, repro_opts *o)
         CLI_STR("case", "NAME", "the case to tell (required when FILE holds more than one)",
                 &o->name),
         CLI_STR("backend", "B", "emu (default) or gpu", &o->backend_s),
-        {.name = "kernel", .arg = "K", .help = "kernel version, 1 or 2 (default 2)",
-         .kind = CLI_K_I32, .dst = &o->kernel, .lo = 1, .hi = GPU_MAX_KERNEL,
-         .seen = &o->kernel_given},
+        CLI_INT_SEEN("kernel", "K",
+                     "kernel version, 1 or 2 (default 2)",
+                     &o->kernel, 1, GPU_MAX_KERNEL, &o->kernel_given),
         CLI_STR("builder", "B", "slow | direct | superset | superset-trim; default: the block\n"
                 "mask stored in the case, else direct", &o->builder_s),
         CLI_STR("dtype", "T", "float32 | float16 | bfloat16: rerun in another precision (inputs\n"

@@ -47,6 +47,10 @@ typedef struct cli_opt {
 /* Table rows, one macro per kind. */
 #define CLI_FLAG(name, help, dst, value) {name, NULL, help, CLI_K_FLAG, dst, value, 0, NULL, NULL}
 #define CLI_INT(name, arg, help, dst, lo, hi) {name, arg, help, CLI_K_I32, dst, lo, hi, NULL, NULL}
+/* An int whose presence matters (an option refused beside another, a default derived when
+ * absent): *seen is set to 1 when it is given. */
+#define CLI_INT_SEEN(name, arg, help, dst, lo, hi, seen)                                       \
+    {name, arg, help, CLI_K_I32, dst, lo, hi, NULL, seen}
 #define CLI_STR(name, arg, help, dst) {name, arg, help, CLI_K_STR, dst, 0, 0, NULL, NULL}
 #define CLI_FN(name, arg, help, fn, dst) {name, arg, help, CLI_K_FN, dst, 0, 0, fn, NULL}
 /* The mask options, driven by mask_param_table (masks/params.h): --<opt> for every entry, a
