@@ -7,6 +7,7 @@
  * is never overwritten without --force, and a failed run leaves no file behind.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ typedef struct gen_opts {
     fix_gen_params gp;
     const char *set, *out, *out_dir, *layout;
     int is_case, force;
-    int b_set, lq_set, lk_set, hkv_set, dv_set, layers_set, scale_div_set; /* given */
+    int b_set, lq_set, lk_set, hkv_set, dv_set, layers_set, scale_div_set, softcap_set; /* given */
     int32_t nk, layers, scale_div;
     size_t max_memory, max_work; /* the case's budget (0: the defaults) */
     const char *sinks_file;      /* --sinks FILE, read once Hq is known */
@@ -164,12 +165,14 @@ static int check_layout(const gen_opts *o)
     if (layout_get(o->layout, o->layers, o->scale_div, layers, LAYOUT_MAX_LAYERS, &n, &err) ||
         layout_check_mask(o->layout, layers, 0, n, &o->gp.mask, &err))
         return cli_usage_error(CMD, "%s", err.msg);
-    for (int32_t i = 0; i < n; i++) {
-        if (o->gp.scale > 0 && layers[i].scale > 0 && layers[i].scale != o->gp.scale)
+    for (int32_t i = 0; i < n; i++) { /* the same to 1e-6: a value printed with %g is one */
+        if (o->gp.scale > 0 && layers[i].scale > 0 &&
+            !(fabs(layers[i].scale - o->gp.scale) <= 1e-6 * layers[i].scale))
             return cli_usage_error(CMD, "--scale %g with --layout %s: the layout sets the scale "
                                    "(layer %d has %g)", o->gp.scale, o->layout, (int)i,
                                    layers[i].scale);
-        if (o->gp.softcap > 0 && layers[i].softcap > 0 && layers[i].softcap != o->gp.softcap)
+        if (o->softcap_set && layers[i].softcap > 0 &&
+            !(fabs(layers[i].softcap - o->gp.softcap) <= 1e-6 * layers[i].softcap))
             return cli_usage_error(CMD, "--softcap %g with --layout %s: the layout sets the "
                                    "soft-cap (layer %d has %g)", o->gp.softcap, o->layout,
                                    (int)i, layers[i].softcap);
@@ -283,8 +286,8 @@ int cmd_gen(int argc, char **argv)
                parse_packed_k, &o),
         CLI_FN("scale", "S", "softmax scale (default 1/sqrt(D))", parse_scale, &gp->scale),
         CLI_FN("seed", "N", "PRNG seed (default 0)", parse_seed, &gp->seed),
-        CLI_FN(score_term_table[TERM_SOFTCAP].opt, "C", score_term_table[TERM_SOFTCAP].help,
-               parse_softcap, &gp->softcap),
+        {score_term_table[TERM_SOFTCAP].opt, "C", score_term_table[TERM_SOFTCAP].help, CLI_K_FN,
+         &gp->softcap, 0, 0, parse_softcap, &o.softcap_set}, /* --softcap 0 (off) is given too */
         CLI_FN(score_term_table[TERM_SINKS].opt, "SEED|FILE", score_term_table[TERM_SINKS].help,
                parse_sinks, &o),
         CLI_FLAG("no-block-mask", "do not store the slow builder's block mask", &gp->with_bmask,
@@ -319,18 +322,23 @@ int cmd_gen(int argc, char **argv)
     };
     /* A set's cases are fixed: the options that describe one --case would be ignored by --set.
      * The first one given, looked up before cli_parse moves the arguments. */
-    static const char *const set_opts[] = {"set", "out-dir", "force", "help", "max-memory",
-                                           "max-work"};
+    static const struct {
+        const char *name;
+        int value; /* takes one: the next argument is it unless written --name=VALUE */
+    } set_opts[] = {{"set", 1}, {"out-dir", 1}, {"force", 0}, {"help", 0}};
+    const size_t nset = sizeof set_opts / sizeof set_opts[0];
     const char *case_opt = NULL;
     for (int i = 1; i < argc && !case_opt; i++) {
         if (strncmp(argv[i], "--", 2) || !argv[i][2])
             continue;
         size_t len = strcspn(argv[i] + 2, "="), k = 0;
-        for (; k < sizeof set_opts / sizeof set_opts[0]; k++)
-            if (strlen(set_opts[k]) == len && !strncmp(argv[i] + 2, set_opts[k], len))
+        for (; k < nset; k++)
+            if (strlen(set_opts[k].name) == len && !strncmp(argv[i] + 2, set_opts[k].name, len))
                 break;
-        if (k == sizeof set_opts / sizeof set_opts[0])
+        if (k == nset)
             case_opt = argv[i];
+        else if (set_opts[k].value && !argv[i][2 + len])
+            i++; /* its value, whatever it looks like */
     }
     int nops, rc = cli_parse(&spec, argc, argv, &nops);
     if (rc != CLI_GO)

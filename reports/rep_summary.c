@@ -136,7 +136,8 @@ static fc_status make_axis(const rep_row *rows, size_t n, const rep_summary *s, 
         return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!rep_row_judged(&rows[i]) || (by_window && rows[i].mask.sliding_window <= 0))
+        if (!rep_row_judged(&rows[i]) || !h1_ran(&rows[i]) ||
+            (by_window && rows[i].mask.sliding_window <= 0))
             continue;
         a->vals[m++] = by_window ? rows[i].mask.sliding_window : rows[i].lk;
     }

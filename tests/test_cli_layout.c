@@ -244,7 +244,7 @@ Test(cli_layout, gen_numbers_are_decimal_only)
 Test(cli_layout, gen_set_refuses_case_options)
 {
     static const char *const opts[] = {"--lq 5", "--causal", "--layers 3", "--scale-div 2",
-                                       "--seed 7", "--dtype float16"};
+                                       "--seed 7", "--dtype float16", "--max-memory 1G"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
         run_out r;
         run_cli(&r, "gen --set small --out-dir %s %s", dir, opts[i]);
@@ -253,6 +253,10 @@ Test(cli_layout, gen_set_refuses_case_options)
                  (int)strcspn(opts[i], " "), opts[i]);
         expect_refused(&r, opts[i], want);
     }
+    /* A value that looks like an option is the value: --out-dir --odd names a directory. */
+    run_out r;
+    run_cli(&r, "gen --set small --out-dir --odd");
+    expect_refused(&r, "--out-dir --odd", "the directory --odd does not exist");
 }
 
 /* A model's own scale and soft-cap are its layers': gen --layout refuses another --scale or
@@ -270,6 +274,12 @@ Test(cli_layout, gen_layout_refuses_a_scale_or_cap_the_model_sets)
             "--softcap 30", dir);
     expect_refused(&r, "gemma2 --softcap 30", "--softcap 30 with --layout gemma2: the layout "
                    "sets the soft-cap (layer 0 has 50)");
+    run_cli(&r, "gen --case --out %s/g.h5 --lq 16 --d 16 --layout gemma2 --layers 2 --softcap 0",
+            dir); /* 0 is "off": given, it is refused too, not replaced by 50 */
+    expect_refused(&r, "gemma2 --softcap 0", "--softcap 0 with --layout gemma2");
+    run_cli(&r, "gen --case --out %s/g27.h5 --lq 16 --d 16 --layout gemma2-27b --layers 2 "
+            "--scale 0.0833333", dir); /* 1/12 as the refusal prints it (%g) is accepted */
+    cr_expect_eq(r.status, 0, "1/12 to six digits: %s", r.err);
     run_cli(&r, "gen --case --out %s/g.h5 --lq 16 --d 16 --layout gemma3 --layers 2 "
             "--scale 0.0625", dir);
     cr_expect_eq(r.status, 0, "the model's own scale: %s", r.err);

@@ -765,6 +765,11 @@ Test(gates, designed_inputs_skip_h2_only)
     in.designed = 1;
     v = judge_inputs("designed, far off", &in);
     cr_expect_str_eq(first_gate_name(&v), "H1");
+    c.o[2] = NAN; /* and H3 still comes first */
+    in = inputs_of(&c);
+    in.designed = 1;
+    v = judge_inputs("designed with a NaN", &in);
+    cr_expect_str_eq(first_gate_name(&v), "H3");
 }
 
 Test(gates, without_a_tested_lse_h5_is_not_run_and_the_rest_judge_o_alone)
