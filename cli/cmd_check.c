@@ -455,7 +455,7 @@ static size_t same_output_row(const fix_case *w, const fix_tested *tw, const fix
 /* e is w with another window: the same shapes and sequences, so that a row of one is the same
  * row of the other. A file whose W-1 / W+1 cases are not is no window-edge triple; comparing its
  * outputs row by row would read past the smaller one. */
-static int same_layout(const attn_problem *w, const attn_problem *e, char *why, size_t cap)
+static int same_shapes(const attn_problem *w, const attn_problem *e, char *why, size_t cap)
 {
     const seq_info *a = &w->seq, *b = &e->seq;
     const struct {
@@ -499,7 +499,7 @@ static int window_edges(const fix_file *f, int i, int strict, tally *t)
         ;
     for (int j = 0; ok == 2 && j < 2 && !bad; j++) {
         char why[64];
-        if (!same_layout(&w.prob, &e[j].prob, why, sizeof why)) {
+        if (!same_shapes(&w.prob, &e[j].prob, why, sizeof why)) {
             char msg[REP_WHY_LEN];
             fc_fmt(msg, sizeof msg, "%s: case %s%s is not case %s with another window (%s): "
                    "its window-edge outputs cannot be compared", f->path, cli_esc(w.name).s,

@@ -309,6 +309,7 @@ int cmd_gen(int argc, char **argv)
                      "with --layout: divide the config window/chunk by N (default 1)",
                      &o.scale_div, 1, 1 << 20, &o.scale_div_set),
     };
+    cli_given given = {0};
     const cli_spec spec = {
         .cmd = CMD,
         .usage = "usage: flexcheck gen --set small --out-dir DIR [--force]\n"
@@ -319,27 +320,8 @@ int cmd_gen(int argc, char **argv)
         .nopts = sizeof opts / sizeof opts[0],
         .unknown = "unexpected argument '%s' (--help)",
         .exit_status = "exit status: 0 written, 2 bad input or the file could not be written.",
+        .given = &given,
     };
-    /* A set's cases are fixed: the options that describe one --case would be ignored by --set.
-     * The first one given, looked up before cli_parse moves the arguments. */
-    static const struct {
-        const char *name;
-        int value; /* takes one: the next argument is it unless written --name=VALUE */
-    } set_opts[] = {{"set", 1}, {"out-dir", 1}, {"force", 0}, {"help", 0}};
-    const size_t nset = sizeof set_opts / sizeof set_opts[0];
-    const char *case_opt = NULL;
-    for (int i = 1; i < argc && !case_opt; i++) {
-        if (strncmp(argv[i], "--", 2) || !argv[i][2])
-            continue;
-        size_t len = strcspn(argv[i] + 2, "="), k = 0;
-        for (; k < nset; k++)
-            if (strlen(set_opts[k].name) == len && !strncmp(argv[i] + 2, set_opts[k].name, len))
-                break;
-        if (k == nset)
-            case_opt = argv[i];
-        else if (set_opts[k].value && !argv[i][2 + len])
-            i++; /* its value, whatever it looks like */
-    }
     int nops, rc = cli_parse(&spec, argc, argv, &nops);
     if (rc != CLI_GO)
         return rc;
@@ -354,9 +336,16 @@ int cmd_gen(int argc, char **argv)
                                o.out ? o.out : o.layout,
                                o.out ? "a set is written to --out-dir DIR"
                                      : "a layout file is a --case");
-    if (o.set && case_opt)
-        return cli_usage_error(CMD, "%.*s with --set: a set's cases are fixed (the options "
-                               "describe one --case)", (int)strcspn(case_opt, "="), case_opt);
+    /* A set's cases are fixed: an option that describes one --case would be ignored. */
+    static const char *const set_opts[] = {"set", "out-dir", "force"};
+    for (int g = 0; o.set && g < given.n; g++) {
+        size_t k = 0;
+        while (k < sizeof set_opts / sizeof set_opts[0] && strcmp(given.name[g], set_opts[k]))
+            k++;
+        if (k == sizeof set_opts / sizeof set_opts[0])
+            return cli_usage_error(CMD, "--%s with --set: a set's cases are fixed (the options "
+                                   "describe one --case)", given.name[g]);
+    }
     o.gp.budget = (fix_budget){o.max_memory, o.max_work};
     if (o.is_case && finish_case(&o))
         return CLI_BADINPUT;

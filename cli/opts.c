@@ -11,7 +11,7 @@
 #include "masks/params.h"
 
 /* Options of one command after CLI_MASK_OPTS rows are expanded (gen has about 30). */
-#define CLI_MAX_OPTS 64
+#define CLI_MAX_OPTS CLI_GIVEN_MAX
 /* getopt_long's `val` of option k is CLI_VAL0 + k: clear of 1 (an operand), '?' and ':'. */
 #define CLI_VAL0 256
 /* The help column: option names wider than this put their help on the next line. */
@@ -242,6 +242,13 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *noperands)
         int rc = store(s, &r[k], r[k].arg ? optarg : NULL);
         if (rc < 0)
             return CLI_BADINPUT;
+        if (s->given) { /* each name once: at most one entry per resolved option */
+            int seen = 0;
+            for (int g = 0; g < s->given->n && !seen; g++)
+                seen = s->given->name[g] == r[k].name;
+            if (!seen)
+                s->given->name[s->given->n++] = r[k].name;
+        }
         if (rc > 0) {
             *noperands = nops;
             return CLI_GO;

@@ -73,7 +73,18 @@ typedef struct cli_spec {
      * command keeps the wording it always had) */
     const char *unknown;
     const char *exit_status; /* the closing line, "exit status: 0 ..., 2 bad input." */
+    struct cli_given *given; /* if not NULL, the options the parse stored (cli_given) */
 } cli_spec;
+
+/* The options a parse stored, each once, in the order first given: their names without the
+ * dashes (the table's strings). For a command whose modes take different options (gen --set
+ * takes none of --case's): what was given, read by the parser that knows which arguments are
+ * values. */
+#define CLI_GIVEN_MAX 64
+typedef struct cli_given {
+    const char *name[CLI_GIVEN_MAX];
+    int n;
+} cli_given;
 
 #define CLI_ANY (-1)
 /* cli_parse's answer when the command should go on (any other value is its exit status). */
