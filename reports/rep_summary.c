@@ -67,12 +67,12 @@ static int cmp_group(const void *a, const void *b)
     return group_cmp(x->dtype, x->backend, y->dtype, y->backend);
 }
 
-/* The row was measured against the baseline and H1 run on it: not so a judged row of a case
- * outside the contract that failed on another gate (its H1 gate '-', metrics NaN), which the
- * statistics below leave out rather than count as infinitely bad. */
-static int h1_ran(const rep_row *r)
+/* A judged row measured against the baseline, H1 run on it: not so a row of a case outside the
+ * contract that failed on another gate (its H1 gate '-', metrics NaN), which the statistics
+ * below leave out rather than count as infinitely bad. */
+static int measured(const rep_row *r)
 {
-    return r->gates[REP_H1] != '-';
+    return rep_row_judged(r) && r->gates[REP_H1] != '-';
 }
 
 static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_err *err)
@@ -105,9 +105,9 @@ static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_e
             g->pass++;
         else
             g->fail++;
-        if (rep_tol_for(r->dtype, &t, NULL) == FC_OK) { /* NaN: not measured (no scale) */
-            g->s1_flags += !isnan(r->s1) && !(r->s1 <= t.s1_max);
-            g->s2_flags += !isnan(r->s2) && !(r->s2 <= t.s2_max);
+        if (measured(r) && rep_tol_for(r->dtype, &t, NULL) == FC_OK) {
+            g->s1_flags += !(r->s1 <= t.s1_max);
+            g->s2_flags += !(r->s2 <= t.s2_max);
         }
     }
     for (size_t k = 0; k < s->ngroups; k++) {
@@ -116,8 +116,8 @@ static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_e
         if (!g->h1)
             return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
         size_t m = 0;
-        for (size_t i = 0; i < n; i++) /* rows whose H1 ran: not one whose baseline overflowed */
-            if (rep_row_judged(&rows[i]) && in_group(g, &rows[i]) && h1_ran(&rows[i]))
+        for (size_t i = 0; i < n; i++)
+            if (measured(&rows[i]) && in_group(g, &rows[i]))
                 g->h1[m++] = isnan(rows[i].h1_ratio) ? INFINITY : rows[i].h1_ratio;
         qsort(g->h1, m, sizeof *g->h1, cmp_double);
         g->h1_median = median_of(g->h1, m);
@@ -136,8 +136,7 @@ static fc_status make_axis(const rep_row *rows, size_t n, const rep_summary *s, 
         return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!rep_row_judged(&rows[i]) || !h1_ran(&rows[i]) ||
-            (by_window && rows[i].mask.sliding_window <= 0))
+        if (!measured(&rows[i]) || (by_window && rows[i].mask.sliding_window <= 0))
             continue;
         a->vals[m++] = by_window ? rows[i].mask.sliding_window : rows[i].lk;
     }
@@ -155,7 +154,7 @@ static fc_status make_axis(const rep_row *rows, size_t n, const rep_summary *s, 
         a->cell[c] = NAN;
     for (size_t i = 0; i < n; i++) {
         const rep_row *r = &rows[i];
-        if (!rep_row_judged(r) || !h1_ran(r) || (by_window && r->mask.sliding_window <= 0))
+        if (!measured(r) || (by_window && r->mask.sliding_window <= 0))
             continue;
         int32_t key = by_window ? r->mask.sliding_window : r->lk;
         const int32_t *hit = bsearch(&key, a->vals, a->nvals, sizeof *a->vals, cmp_i32);
@@ -208,7 +207,7 @@ static fc_status make_pairs(const rep_row *rows, size_t n, rep_summary *s, fc_er
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        if (rep_row_judged(&rows[i]) && h1_ran(&rows[i]))
+        if (measured(&rows[i]))
             by[m++] = &rows[i];
     qsort(by, m, sizeof *by, cmp_pairing);
 
