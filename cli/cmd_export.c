@@ -57,35 +57,32 @@ int cmd_export(int argc, char **argv)
         return rc;
     if (!out)
         return cli_usage_error(CMD, "--out DIR is required (--help)");
-    int made = mkdir(out, 0777) == 0; /* removed again if nothing is selected */
-    if (!made && errno != EEXIST) {
-        if (errno != ENOENT)
-            return cli_usage_error(CMD, "%s: cannot create: %s", out, strerror(errno));
+    gate_case *all;
+    int nall;
+    fc_err err;
+    if (gate_matrix((gate_size)size, (uint64_t)seed, &all, &nall, NULL, &err))
+        return cli_usage_error(CMD, "%s", err.msg);
+    int n = cli_select_cases(CMD, all, nall, gate_size_name((gate_size)size), filter, shard, 1);
+    if (n == 0) { /* the message is out */
+        free(all);
+        return CLI_BADINPUT;
+    }
+    /* Made once there are cases to write, so bad input leaves no empty directory behind. */
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        int e = errno;
+        free(all);
+        if (e != ENOENT)
+            return cli_usage_error(CMD, "%s: cannot create: %s", out, strerror(e));
         char parent[1024]; /* one level is made, not a path of them: say which is missing */
         snprintf(parent, sizeof parent, "%s", out);
-        size_t n = strlen(parent);
-        while (n > 1 && parent[n - 1] == '/')
-            parent[--n] = '\0';
+        size_t len = strlen(parent);
+        while (len > 1 && parent[len - 1] == '/')
+            parent[--len] = '\0';
         char *slash = strrchr(parent, '/');
         if (slash)
             *(slash == parent ? slash + 1 : slash) = '\0';
         return cli_usage_error(CMD, "%s: cannot create it: the directory %s does not exist", out,
                                slash ? parent : ".");
-    }
-    gate_case *all;
-    int nall;
-    fc_err err;
-    if (gate_matrix((gate_size)size, (uint64_t)seed, &all, &nall, NULL, &err)) {
-        if (made)
-            rmdir(out);
-        return cli_usage_error(CMD, "%s", err.msg);
-    }
-    int n = cli_select_cases(CMD, all, nall, gate_size_name((gate_size)size), filter, shard, 1);
-    if (n == 0) { /* the message is out */
-        if (made)
-            rmdir(out);
-        free(all);
-        return CLI_BADINPUT;
     }
     gate_export_stats st = {0};
     rc = CLI_PASS;
