@@ -2080,6 +2080,20 @@ Test(fixture_reader, reads_a_file_image_from_memory_like_a_file)
 
 /* ---- budgets: a small file may declare a case no machine can judge ---- */
 
+/* Case 0 of file p read under a memory budget of max_bytes: the status, its message in err. */
+static fc_status read_budgeted(const char *p, uint64_t max_bytes, fc_err *err)
+{
+    fix_file ff;
+    cr_assert_eq(fix_open(p, &ff, err), FC_OK, "%s", err->msg);
+    ff.budget.max_bytes = max_bytes;
+    fix_case c;
+    fc_status st = fix_read_case(&ff, 0, &c, err);
+    if (st == FC_OK)
+        fix_case_free(&c);
+    fix_close(&ff);
+    return st;
+}
+
 /* q, k, v, out and lse declared for Lq = Lk = 2^21 but never written (HDF5 allocates nothing,
  * the file stays a few KB): the reader refuses on the work budget from the shapes alone, before
  * any value is read or any buffer allocated; without the block mask, which no longer fits. */
@@ -2102,15 +2116,10 @@ Test(fixture_reader, a_case_over_the_budget_is_refused_before_reading_values)
                     "of 16 GiB: raise it with --max-memory");
     /* With the memory budget raised past that, the work budget refuses it: 2 heads x 2^21 x
      * 2^21 x (4 + 4) multiply-adds = 2^46 = 7.04e13. */
-    fix_file ff;
     fc_err err;
-    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
-    ff.budget.max_bytes = (uint64_t)1 << 50;
-    fix_case c;
-    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect_eq(read_budgeted(p, (uint64_t)1 << 50, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, "need about 7.04e+13 multiply-adds, over the work budget of "
                               "1.1e+12: raise it with --max-work"), "%s", err.msg);
-    fix_close(&ff);
 }
 
 /* Empty sequences are legal, as many as a file holds: R is bounded by the memory budget, not
@@ -2144,17 +2153,12 @@ Test(fixture_reader, counts_packed_sequences_in_the_memory_budget)
     BROKEN("cuhuge.h5", FC_F32, 1,
            (put_ds(f, C0 "/cu_seqlens_q", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, NULL),
             put_ds(f, C0 "/cu_seqlens_k", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, NULL)));
-    fix_file ff;
     fc_err err;
-    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
-    ff.budget.max_bytes = (uint64_t)1 << 30;
-    fix_case c;
-    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect_eq(read_budgeted(p, (uint64_t)1 << 30, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, C0 "/cu_seqlens_q: 134217728 packed sequences (about 8 GiB) brings "
                               "the case to about 8") &&
                   strstr(err.msg, "over the memory budget of 1 GiB: raise it with --max-memory"),
               "%s", err.msg);
-    fix_close(&ff);
 }
 
 /* Block masks of any width (engine dumps pad their rows): ceil(24 / 16) = 2 kv blocks in rows
@@ -2226,16 +2230,11 @@ Test(fixture_reader, counts_a_wide_block_mask_in_the_memory_budget)
     BROKEN("bmhuge.h5", FC_F32, 0,
            (put_ds(f, BM "/kv_indices", H5T_STD_I32LE, H5T_NATIVE_INT32, 4, id, NULL),
             put_ds(f, BM "/full_kv_indices", H5T_STD_I32LE, H5T_NATIVE_INT32, 4, id, NULL)));
-    fix_file ff;
     fc_err err;
-    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
-    ff.budget.max_bytes = (uint64_t)1 << 30;
-    fix_case c;
-    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect_eq(read_budgeted(p, (uint64_t)1 << 30, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, BM ": a block mask of 2 rows of 67108864 ids (about 1 GiB) brings "
                               "the case to about 1") &&
                   strstr(err.msg, "over the memory budget of 1 GiB"), "%s", err.msg);
-    fix_close(&ff);
 }
 
 /* Any number of outputs under test (there was a limit of 64), each counted in the memory
@@ -2256,32 +2255,20 @@ Test(fixture_reader, reads_any_number_of_outputs_under_test_within_the_budget)
     cr_expect_str_eq(c.tested[69].label, "e069");
     uint64_t need = attn_case_cost(&c.prob, c.q_block_size, c.kv_block_size).bytes;
     fix_case_free(&c);
-    fix_file ff;
     fc_err err;
-    cr_assert_eq(fix_open(p, &ff, &err), FC_OK, "%s", err.msg);
-    ff.budget.max_bytes = need + 4096;
-    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect_eq(read_budgeted(p, need + 4096, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, C0 "/tested") && strstr(err.msg, "over the memory budget"), "%s",
               err.msg);
     /* The least budget that reads the case, found by bisection: one byte less fails on the
      * last thing counted, the last output's own data, so every output is counted. */
     uint64_t lo = need, hi = need + ((uint64_t)1 << 20);
-    ff.budget.max_bytes = hi;
-    cr_assert_eq(fix_read_case(&ff, 0, &c, &err), FC_OK, "%s", err.msg);
-    fix_case_free(&c);
+    cr_assert_eq(read_budgeted(p, hi, &err), FC_OK, "%s", err.msg);
     while (hi - lo > 1) {
-        ff.budget.max_bytes = lo + (hi - lo) / 2;
-        if (fix_read_case(&ff, 0, &c, &err) == FC_OK) {
-            hi = ff.budget.max_bytes;
-            fix_case_free(&c);
-        } else {
-            lo = ff.budget.max_bytes;
-        }
+        uint64_t mid = lo + (hi - lo) / 2;
+        *(read_budgeted(p, mid, &err) == FC_OK ? &hi : &lo) = mid;
     }
-    ff.budget.max_bytes = lo;
-    cr_expect_eq(fix_read_case(&ff, 0, &c, &err), FC_EINVAL);
+    cr_expect_eq(read_budgeted(p, lo, &err), FC_EINVAL);
     cr_expect(strstr(err.msg, C0 "/tested/e069/"), "the last output not counted: %s", err.msg);
-    fix_close(&ff);
 }
 
 /* A block mask wider than the kv blocks, the case's and a producer's: check runs the kernel with
