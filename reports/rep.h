@@ -37,8 +37,8 @@ typedef enum rep_outcome {
     REP_ROW_ERROR = 2,
     REP_ROW_SKIP = 3,
     REP_ROW_OUTSIDE = 4, /* outside the contract (docs/tolerance.md): the baseline overflowed,
-                          * so the row cannot be judged; counted apart, never a kernel failure
-                          * unless the run is --strict */
+                          * so H1/H2 have no scale, and nothing that ran failed; counted apart,
+                          * never a kernel failure unless the run is --strict */
 } rep_outcome;
 
 /* One report row. No pointers, so rows copy and sort freely (and suit Criterion parameters).
