@@ -222,6 +222,45 @@ Test(fill, refuses_an_invalid_file_and_writes_nothing)
     fix_case_free(&gen[1]);
 }
 
+/* A case that already holds out/lse keeps them only if they are our oracle's: one whose out was
+ * replaced by zeros and one huge element (what made `check` pass before) is refused, naming the
+ * case, and nothing is written, in place or not. */
+Test(fill, refuses_a_stored_oracle_it_does_not_reproduce_and_writes_nothing)
+{
+    const char *in = path_of("garbage.h5"), *out = path_of("never2.h5");
+    fix_case gen[2];
+    write_two(in, gen);
+    static const char *const names[1] = {"/cases/a_dense"};
+    strip(in, names, 1); /* a_dense to be filled, b_packed keeps its (now garbage) oracle */
+    hid_t f = H5Fopen(in, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "/cases/b_packed/out", H5P_DEFAULT);
+    size_t n = attn_o_elems(&gen[1].prob);
+    double *o = calloc(n, sizeof *o);
+    o[n - 1] = 1e308;
+    cr_assert(d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, o) >= 0);
+    H5Dclose(d);
+    H5Fclose(f);
+    free(o);
+    long n0;
+    char *before = slurp(in, &n0);
+    fix_fill_result r;
+    fc_err err;
+    cr_expect_eq(fix_fill(in, out, 0, NULL, &r, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "garbage.h5") && strstr(err.msg, "/cases/b_packed") &&
+                  strstr(err.msg, "not the float64 oracle of its inputs") &&
+                  strstr(err.msg, "beyond max|v|"), "%s", err.msg);
+    cr_expect(access(out, F_OK) != 0, "an output was written");
+    cr_expect_eq(fix_fill(in, NULL, 0, NULL, &r, &err), FC_EINVAL);
+    long n1;
+    char *after = slurp(in, &n1);
+    cr_expect(n0 == n1 && memcmp(before, after, (size_t)n0) == 0, "input modified");
+    cr_expect_eq(temporaries(), 0);
+    free(before);
+    free(after);
+    fix_case_free(&gen[0]);
+    fix_case_free(&gen[1]);
+}
+
 /* Files in dir/sub whose name contains ".tmp-". */
 static int temporaries_in(const char *sub)
 {

@@ -1759,6 +1759,90 @@ Test(fixture_check, fails_an_output_off_by_one_part_in_a_billion)
     cr_assert(!r.passed && strstr(r.detail, "out at (b, h, q, d) = (0, 0, 1, 3)"), "%s", r.detail);
 }
 
+/* The stored oracle of a generated case, replaced by `what`, held to our reference in memory. */
+typedef enum { ZEROS_ONE_HUGE_OUT, NEGATED_ONE_HUGE_OUT, ZEROS_ONE_HUGE_LSE } garbage;
+
+static fix_check_result check_garbage(fix_gen_params gp, garbage what, size_t at, double huge)
+{
+    fix_case c;
+    fc_err err;
+    cr_assert_eq(fix_gen_case(&gp, &c, &err), FC_OK, "%s", err.msg);
+    size_t no = attn_o_elems(&c.prob), nl = attn_lse_elems(&c.prob);
+    for (size_t i = 0; i < no && what != ZEROS_ONE_HUGE_LSE; i++)
+        c.out[i] = what == ZEROS_ONE_HUGE_OUT ? 0 : -c.out[i];
+    for (size_t i = 0; i < nl && what == ZEROS_ONE_HUGE_LSE; i++)
+        c.lse[i] = 0;
+    (what == ZEROS_ONE_HUGE_LSE ? c.lse : c.out)[at] = huge;
+    fix_check_result r;
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 0, &r, &err), FC_OK, "%s", err.msg);
+    fix_case_free(&c);
+    return r;
+}
+
+/* A stored out of zeros (or negated) with one element >= ~9e307 passed: the comparison's scale
+ * came from the stored values, whose max made every denominator infinite. The scale is ours now,
+ * and such a value is refused before any comparison: no attention output can exceed max|v|. */
+Test(fixture_check, refuses_a_stored_out_of_garbage_with_one_huge_element)
+{
+    static const garbage kinds[] = {ZEROS_ONE_HUGE_OUT, NEGATED_ONE_HUGE_OUT};
+    static const double huge[] = {9e307, 1.7976931348623157e308, 1e30};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t h = 0; h < 3; h++) {
+            fix_check_result r = check_garbage(base_params(FC_F32, 0), kinds[k], 5, huge[h]);
+            cr_expect(!r.passed && !r.oracle_ok, "kind %zu, %g: passed", k, huge[h]);
+            cr_expect(strstr(r.detail, "out at (b, h, q, d) = (0, 0, 1, 1): stored ") &&
+                          strstr(r.detail, "beyond max|v|"),
+                      "kind %zu, %g: %s", k, huge[h], r.detail);
+        }
+}
+
+Test(fixture_check, refuses_a_stored_lse_of_garbage_with_one_huge_element)
+{
+    static const double huge[] = {9e307, -1.7976931348623157e308, 1e30};
+    for (size_t h = 0; h < 3; h++) {
+        fix_check_result r = check_garbage(base_params(FC_F32, 0), ZEROS_ONE_HUGE_LSE, 3, huge[h]);
+        cr_expect(!r.passed && !r.oracle_ok, "%g: passed", huge[h]);
+        cr_expect(strstr(r.detail, "lse at (b, h, q) = (0, 0, 3): stored ") &&
+                      strstr(r.detail, "beyond the"),
+                  "%g: %s", huge[h], r.detail);
+    }
+}
+
+/* The bounds hold whatever the mask and the score terms: the generator's own oracles pass them on
+ * dense, packed, windowed, soft-capped and sink cases (sinks that dominate their rows included),
+ * and an element one part in 1e6 past max|v| is named. */
+Test(fixture_check, the_bounds_pass_every_true_oracle_and_name_a_value_past_them)
+{
+    static const struct {
+        int packed, window, sinks;
+        double softcap;
+    } cases[] = {{0, 0, 0, 0}, {1, 0, 0, 0}, {0, 5, 0, 0}, {1, 3, 1, 0}, {0, 0, 0, 0.5},
+                 {1, 0, 1, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fix_gen_params gp = base_params(FC_F16, cases[i].packed);
+        gp.mask.sliding_window = cases[i].window;
+        gp.softcap = cases[i].softcap;
+        gp.sinks = cases[i].sinks;
+        gp.sinks_seed = 5;
+        fix_case c;
+        fc_err err;
+        cr_assert_eq(fix_gen_case(&gp, &c, &err), FC_OK, "%s", err.msg);
+        fix_check_result r;
+        cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 0, &r, &err), FC_OK, "%s", err.msg);
+        cr_expect(r.passed && r.oracle_ok, "case %zu: %s", i, r.detail);
+        /* max|v| of (b, kv head 0, column 2), then row 0 of query head 1 (same kv head) past it */
+        float vm = 0;
+        for (int32_t j = 0; j < c.prob.seq.lk; j++)
+            vm = fmaxf(vm, fabsf(c.v[(size_t)j * 4 + 2]));
+        c.out[(size_t)c.prob.seq.lq * 4 + 2] = vm * (1 + 1e-6);
+        cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 0, &r, &err), FC_OK, "%s", err.msg);
+        cr_expect(!r.passed && strstr(r.detail, "out at (b, h, q, d) = (0, 1, 0, 2)") &&
+                      strstr(r.detail, "beyond max|v|"),
+                  "case %zu: %s", i, r.detail);
+        fix_case_free(&c);
+    }
+}
+
 Test(fixture_check, fails_a_nan_in_the_stored_lse)
 {
     const char *p = write_base("nanlse.h5", FC_F32, 0);
