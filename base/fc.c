@@ -24,7 +24,7 @@ void fc_fmt(char *dst, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-void fc_esc_line(char *dst, size_t cap, const char *src)
+static void esc(char *dst, size_t cap, const char *src, int keep_backslash)
 {
     static const char hex[] = "0123456789abcdef";
     if (!cap)
@@ -32,7 +32,7 @@ void fc_esc_line(char *dst, size_t cap, const char *src)
     size_t n = 0;
     for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
         char e[5] = {(char)*p, 0};
-        if (*p == '\\' || *p == '\n' || *p == '\t' || *p == '\r') {
+        if ((*p == '\\' && !keep_backslash) || *p == '\n' || *p == '\t' || *p == '\r') {
             e[0] = '\\';
             e[1] = *p == '\\' ? '\\' : *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
         } else if (*p < 0x20 || *p > 0x7e) {
@@ -48,6 +48,16 @@ void fc_esc_line(char *dst, size_t cap, const char *src)
         n += len;
     }
     dst[n] = '\0';
+}
+
+void fc_esc_line(char *dst, size_t cap, const char *src)
+{
+    esc(dst, cap, src, 0);
+}
+
+void fc_esc_ctrl(char *dst, size_t cap, const char *src)
+{
+    esc(dst, cap, src, 1);
 }
 
 static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};

@@ -44,6 +44,11 @@ typedef enum fc_dtype { FC_F32 = 0, FC_F16 = 1, FC_BF16 = 2 } fc_dtype;
  * message or forge a line of their own (a case named "c0\nPASS"). dst and src may not overlap.
  * (reports/rep_esc.c escapes for JSON, XML, CSV and Markdown, each its own way, onto a FILE.) */
 void fc_esc_line(char *dst, size_t cap, const char *src);
+/* The same escapes with the backslash left as it is: for a whole message about to be printed,
+ * which may already hold names escaped by fc_esc_line (it leaves them unchanged) and may hold
+ * a value nobody escaped (a command-line argument quoted in an error), so that no raw control
+ * character ever reaches a terminal or a log. */
+void fc_esc_ctrl(char *dst, size_t cap, const char *src);
 
 /* "float32", "float16", "bfloat16" (the fixture spellings). */
 const char *fc_dtype_name(fc_dtype dt);

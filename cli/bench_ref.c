@@ -106,7 +106,7 @@ static int time_ref(const attn_problem *p, const bench_data *b, double *secs)
     fc_status st = ref_attention_f32(p, b->q, b->k, b->v, b->o, b->lse, &err);
     *secs = fc_now_s() - t0;
     if (st) {
-        fprintf(stderr, "flexcheck %s: reference failed: %s\n", CMD, err.msg);
+        cli_say(CMD, "reference failed: %s", err.msg);
         return -1;
     }
     return 0;
@@ -119,12 +119,12 @@ static int run_cfg(const bench_cfg *c, int32_t reps)
     fc_err err = {{0}};
     bench_data b;
     if (seq_init_dense(&p.seq, 1, c->l, c->l, &err)) {
-        fprintf(stderr, "flexcheck %s: %s\n", CMD, err.msg);
+        cli_say(CMD, "%s", err.msg);
         return CLI_BADINPUT;
     }
     if (alloc_data(&b, c->l, c->d)) {
         attn_problem_free(&p);
-        fprintf(stderr, "flexcheck %s: out of memory at L = %d, D = %d\n", CMD, (int)c->l,
+        cli_say(CMD, "out of memory at L = %d, D = %d", (int)c->l,
                 (int)c->d);
         return CLI_FAIL;
     }

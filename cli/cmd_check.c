@@ -100,7 +100,7 @@ static void print_case(const char *path, const fix_case *c, const fix_check_resu
     terms_text(terms, sizeof terms, &c->prob.terms, c->prob.hq, MASK_TEXT_LABEL_EQ);
     /* The stored scale too: 1/sqrt(D) or not, it is the case's (and a common bug's) */
     printf("%s %s %s %s %s scale=%.6g%s",
-           !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP" : "PASS", path,
+           !r->passed ? "FAIL" : skipped == 2 ? "OUTSIDE" : skipped ? "SKIP" : "PASS", cli_esc(path).s,
            cli_esc(c->name).s, fc_dtype_name(c->dtype), mask, c->prob.scale, terms);
     if (!r->passed || skipped) {
         printf(": %s\n", r->detail); /* its sources escape what came from the file */
@@ -387,7 +387,7 @@ static void check_tested(const char *path, const fix_case *c, const mask_params 
         }
         printf("%s %s %s tested/%s %s (%s, out stored as %s): %s\n",
                pass == 1 ? "PASS" : pass == 2 ? "OUTSIDE" : "FAIL",
-               path, cli_esc(c->name).s, cli_esc(tt->label).s, fc_dtype_name(c->dtype),
+               cli_esc(path).s, cli_esc(c->name).s, cli_esc(tt->label).s, fc_dtype_name(c->dtype),
                cli_esc(tt->producer).s, cli_esc(tt->encoding).s, cli_esc(detail).s);
         for (int g = 0; pass == 0 && g < REP_NGATES; g++) /* every other failed gate too */
             if (v.gate[g] == REP_FAIL && g != v.first_fail)
@@ -502,9 +502,9 @@ static int window_edges(const fix_file *f, int i, int strict, tally *t)
         if (!same_shapes(&w.prob, &e[j].prob, why, sizeof why)) {
             char msg[REP_WHY_LEN];
             fc_fmt(msg, sizeof msg, "%s: case %s%s is not case %s with another window (%s): "
-                   "its window-edge outputs cannot be compared", f->path, cli_esc(w.name).s,
+                   "its window-edge outputs cannot be compared", cli_esc(f->path).s, cli_esc(w.name).s,
                    sfx[j], cli_esc(w.name).s, why);
-            fprintf(stderr, "flexcheck check: %s\n", msg);
+            cli_say("check", "%s", msg);
             bad = 1;
             /* The file is rejected: its outputs under test are not judged whole, so their
              * rows say so instead of standing as passed. */
@@ -536,7 +536,7 @@ static int window_edges(const fix_file *f, int i, int strict, tally *t)
             judge_row_fail_check(row, "window-edge", "row %s: allowed keys differ between W and "
                                  "%s, yet the outputs are identical", at, sfx[j] + 1);
             printf("FAIL %s %s tested/%s: window-edge: row %s: allowed keys differ between W and "
-                   "%s (case %s%s), yet the outputs are identical\n", f->path, cli_esc(w.name).s,
+                   "%s (case %s%s), yet the outputs are identical\n", cli_esc(f->path).s, cli_esc(w.name).s,
                    cli_esc(tw->label).s, at, sfx[j] + 1, cli_esc(w.name).s, sfx[j]);
             if (was == REP_ROW_PASS || (was == REP_ROW_OUTSIDE && !strict)) {
                 t->tested_passed -= was == REP_ROW_PASS;
@@ -568,7 +568,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
         fix_check_result r;
         fc_err err;
         if (fix_read_case(f, i, &c, &err)) {
-            fprintf(stderr, "flexcheck check: %s\n", err.msg);
+            cli_say("check", "%s", err.msg);
             meta_free(&meta);
             return 2;
         }
@@ -605,7 +605,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
     }
     if (meta.rebuilds) /* meta_free below forgets the count */
         printf("layout %s: %s's layers ran through one shared metadata object: %d block-mask "
-               "build%s\n", cli_esc(f->layout).s, f->path, meta.rebuilds,
+               "build%s\n", cli_esc(f->layout).s, cli_esc(f->path).s, meta.rebuilds,
                meta.rebuilds == 1 ? "" : "s");
     meta_free(&meta);
     return bad;
@@ -614,7 +614,7 @@ static int check_cases(const fix_file *f, const opts *o, tally *t)
 /* A file that could not be checked: one line on stderr and an error row. */
 static void reject(const char *path, const char *msg, tally *t)
 {
-    fprintf(stderr, "flexcheck check: %s\n", msg);
+    cli_say("check", "%s", msg);
     t->rejected++;
     rep_row row;
     row_of(&row, path, NULL, "file");
@@ -641,7 +641,7 @@ static void check_file(const char *path, const opts *o, tally *t)
     }
     cli_iso_set_phase(CLI_ISO_JUDGING); /* read whole: a crash now is not the file's */
     if (o->only_case && fix_find_case(&f, o->only_case) < 0) {
-        fc_fmt(err.msg, sizeof err.msg, "%s: no case named '%s'", path, o->only_case);
+        fc_fmt(err.msg, sizeof err.msg, "%s: no case named '%s'", cli_esc(path).s, cli_esc(o->only_case).s);
         reject(path, err.msg, t);
     } else if (check_cases(&f, o, t)) {
         t->rejected++;
@@ -689,7 +689,7 @@ static void check_file_isolated(const char *path, const opts *o, tally *t)
     fc_err err;
     if (cli_isolated(&o->iso, check_file_child, &job, &res, &err)) {
         t->files++;
-        fc_fmt(err.msg + strlen(err.msg), sizeof err.msg - strlen(err.msg), " (%s)", path);
+        fc_fmt(err.msg + strlen(err.msg), sizeof err.msg - strlen(err.msg), " (%s)", cli_esc(path).s);
         reject(path, err.msg, t);
         return;
     }
@@ -709,7 +709,7 @@ static void check_file_isolated(const char *path, const opts *o, tally *t)
         char msg[REP_WHY_LEN];
         cli_iso_describe(&o->iso, path, &res, msg, sizeof msg);
         if (whole && c.rejected) /* the file is counted once */
-            fprintf(stderr, "flexcheck check: %s\n", msg);
+            cli_say("check", "%s", msg);
         else
             reject(path, msg, t);
     }
@@ -828,7 +828,7 @@ int cmd_check(int argc, char **argv)
         else if (rep_write_all(o.report_dir, &set, &err))
             rc = cli_usage_error(CMD, "%s", err.msg);
         else
-            printf("report: %s/%s (%zu rows)\n", o.report_dir, REP_FILE_MD, t.nrows);
+            printf("report: %s/%s (%zu rows)\n", cli_esc(o.report_dir).s, REP_FILE_MD, t.nrows);
     }
     free(t.rows);
     return rc;

@@ -30,11 +30,11 @@ static int fill_file(void *arg, cli_iso_chan *ch)
         return cli_usage_error(CMD, "%s", cli_iso_errmsg(st, err.msg, msg, sizeof msg));
     }
     if (j->in_place && r.filled == 0)
-        printf("fill: %s: %d cases, every one already has out/lse: nothing written\n", j->in,
-               r.cases);
+        printf("fill: %s: %d cases, every one already has out/lse: nothing written\n",
+               cli_esc(j->in).s, r.cases);
     else
-        printf("fill: %s: %d cases, %d filled, %d already had out/lse -> %s\n", j->in, r.cases,
-               r.filled, r.had_oracle, j->out ? j->out : j->in);
+        printf("fill: %s: %d cases, %d filled, %d already had out/lse -> %s\n", cli_esc(j->in).s,
+               r.cases, r.filled, r.had_oracle, cli_esc(j->out ? j->out : j->in).s);
     return CLI_PASS;
 }
 

@@ -97,7 +97,7 @@ static int pick_backends(const gate_cfg *g, gate_opts *o)
         else if (g->backend) /* asked for by name: say it cannot run */
             return cli_usage_error(CMD, "--backend %s: %s", g->backend, err.msg), -1;
         else
-            fprintf(stderr, "flexcheck gate: gpu backend skipped: %s\n", err.msg);
+            cli_say("gate", "gpu backend skipped: %s", err.msg);
     }
     return 0;
 }
@@ -237,7 +237,7 @@ static int run_all(const gate_case *cases, int n, const gate_opts *opts, int job
     pthread_t *th = calloc((size_t)jobs, sizeof *th);
     if (!rs.errs || !rs.st || !th) {
         free(rs.errs), free(rs.st), free(th);
-        fprintf(stderr, "flexcheck gate: out of memory\n");
+        cli_say("gate", "out of memory");
         return -1;
     }
     pthread_mutex_init(&rs.mu, NULL);
@@ -269,7 +269,7 @@ static int run_all(const gate_case *cases, int n, const gate_opts *opts, int job
     int hard = 0;
     for (int i = 0; i < n; i++)
         if (rs.st[i]) {
-            fprintf(stderr, "flexcheck gate: %s: %s\n", cases[i].id, rs.errs[i].msg);
+            cli_say("gate", "%s: %s", cases[i].id, rs.errs[i].msg);
             hard = 1;
         }
     pthread_mutex_destroy(&rs.mu);
@@ -330,8 +330,8 @@ int cmd_gate(int argc, char **argv)
         free(all);
         return CLI_BADINPUT;
     }
-    fprintf(stderr, "flexcheck gate: %s matrix, seed %llu, shard %d/%d: %d cases on %s%s "
-            "(kernel %d)%s\n", gate_size_name((gate_size)g.size), (unsigned long long)g.seed,
+    cli_say("gate", "%s matrix, seed %llu, shard %d/%d: %d cases on %s%s "
+            "(kernel %d)%s", gate_size_name((gate_size)g.size), (unsigned long long)g.seed,
             (int)g.shard[0], (int)g.shard[1], n, gpu_backend_name(opts.backends[0]),
             opts.nbackends > 1 ? "+gpu" : "", g.kernel,
             dropped ? "; some M1 factor pairs exceed this size's work budget" : "");
@@ -348,8 +348,8 @@ int cmd_gate(int argc, char **argv)
         int done = 0;
         for (int i = 0; i < n; i++)
             done += rows[i].n > 0;
-        fprintf(stderr, "flexcheck gate: stopped by %s after %d of %d cases: no report written%s%s"
-                "%s\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", done, n,
+        cli_say("gate", "stopped by %s after %d of %d cases: no report written%s%s"
+                "%s", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", done, n,
                 made ? "" : ", the previous one in ", made ? "" : g.report_dir,
                 made ? "" : "/ is untouched");
         remove_made(g.report_dir, made);
@@ -389,7 +389,7 @@ int cmd_gate(int argc, char **argv)
     rep_set set = {.rows = flat.v, .n = flat.n, .checks = checks, .run = &run};
     set.nchecks = gate_check_report_list(checks);
     if (hard < 0) {
-        fprintf(stderr, "flexcheck gate: out of memory\n");
+        cli_say("gate", "out of memory");
         remove_made(g.report_dir, made);
         rc = CLI_BADINPUT;
     } else {
@@ -405,11 +405,11 @@ int cmd_gate(int argc, char **argv)
                flat.n, n, elapsed, flat.n - failed - skipped - outside, failed, skipped);
         if (outside)
             printf(", %zu outside the contract (H1/H2 not run; --strict fails them)", outside);
-        printf("; report in %s/\n", g.report_dir);
+        printf("; report in %s/\n", cli_esc(g.report_dir).s);
         fflush(stdout);
         rc = failed || hard ? CLI_FAIL : CLI_PASS;
         if (rep_write_all(g.report_dir, &set, &err)) {
-            fprintf(stderr, "flexcheck gate: the report could not be written: %s\n", err.msg);
+            cli_say("gate", "the report could not be written: %s", err.msg);
             remove_made(g.report_dir, made);
             rc = CLI_BADINPUT;
         }

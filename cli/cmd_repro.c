@@ -299,7 +299,7 @@ static void print_header(const repro_opts *ro, const fix_case *c, const bmask *b
                          const char *bm_name)
 {
     const attn_problem *p = &c->prob;
-    printf("case %s of %s\n", cli_esc(ro->name).s, ro->file);
+    printf("case %s of %s\n", cli_esc(ro->name).s, cli_esc(ro->file).s);
     printf("  B %d, Hq %d, Hkv %d, Lq %d, Lk %d, D %d, Dv %d, scale %g, %s%s\n",
            (int)p->seq.batch, (int)p->hq, (int)p->hkv, (int)p->seq.lq, (int)p->seq.lk, (int)p->d,
            (int)p->dv, p->scale, fc_dtype_name(c->dtype), p->seq.packed ? ", packed" : "");
@@ -353,7 +353,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
     fc_err err;
     const float *out = o, *out_lse = lse;
     if (tt) {
-        printf("  output under test: tested/%s by %s (out stored as %s%s%s)\n", tt->label,
+        printf("  output under test: tested/%s by %s (out stored as %s%s%s)\n", cli_esc(tt->label).s,
                cli_esc(tt->producer).s, tt->encoding, tt->lse ? ", with LSE" : ", no LSE",
                tt->out_rerun ? ", with a rerun" : "");
         out = tt->out;
@@ -385,9 +385,9 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         printf("\n");
         diag_explain(&in, NULL, stdout, "");
     }
-    printf("\nrerun: flexcheck repro %s --case %s", ro->file, cli_esc(ro->name).s);
+    printf("\nrerun: flexcheck repro %s --case %s", cli_esc(ro->file).s, cli_esc(ro->name).s);
     if (tt)
-        printf(" --tested %s", tt->label);
+        printf(" --tested %s", cli_esc(tt->label).s);
     else
         printf(" --backend %s --kernel %d", gpu_backend_name(be), (int)ro->kernel);
     if (ro->builder_s)

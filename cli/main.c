@@ -72,6 +72,5 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "flexcheck: unknown command '%s' (flexcheck --help lists them)\n", argv[1]);
-    return CLI_BADINPUT;
+    return cli_usage_error(NULL, "unknown command '%s' (flexcheck --help lists them)", argv[1]);
 }

@@ -23,14 +23,45 @@ static int unknown(const cli_spec *s, const char *arg)
     return cli_usage_error(s->cmd, s->unknown ? s->unknown : "unknown option '%s'", arg);
 }
 
+/* The one way a message line reaches stderr: formatted whole, then every raw control character
+ * escaped (fc_esc_ctrl), so a value quoted from the command line (--case $'a\nFAKE') or a path
+ * cannot split the line or steer a terminal, and names fc_esc_line already escaped stay as
+ * they are. */
+static void err_line(const char *cmd, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
+    char *msg = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    char *out = msg ? malloc(4 * (size_t)n + 1) : NULL;
+    if (!out) { /* nothing left to format with: say so rather than print unescaped text */
+        fprintf(stderr, "flexcheck%s%s: out of memory while reporting an error\n", cmd ? " " : "",
+                cmd ? cmd : "");
+        free(msg);
+        return;
+    }
+    vsnprintf(msg, (size_t)n + 1, fmt, ap);
+    fc_esc_ctrl(out, 4 * (size_t)n + 1, msg);
+    fprintf(stderr, "flexcheck%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", out);
+    free(msg);
+    free(out);
+}
+
+void cli_say(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err_line(cmd, fmt, ap);
+    va_end(ap);
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "flexcheck %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    err_line(cmd, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return CLI_BADINPUT;
 }
 

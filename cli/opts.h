@@ -102,7 +102,11 @@ void cli_print_help(const cli_spec *s, FILE *f);
  * exclude each other, and CLI_BADINPUT. */
 int cli_exclusive(const char *cmd, const char *a, int a_given, const char *b, int b_given);
 
-/* Prints "flexcheck <cmd>: <message>" to stderr and returns CLI_BADINPUT. */
+/* Prints one line "flexcheck <cmd>: <message>" ("flexcheck: <message>" when cmd is NULL) to
+ * stderr, every raw control character of it escaped (fc_esc_ctrl): every message line of the
+ * command goes through here. */
+void cli_say(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* cli_say, then CLI_BADINPUT. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The most parts --shard divides a matrix into (the full one has under 1000 cases). */
