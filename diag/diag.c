@@ -65,17 +65,8 @@ void diag_report_free(diag_report *r)
 
 /* ---- the match rule of diag.h --------------------------------------------------------- */
 
-typedef struct bounds {
-    int degenerate;
-    double h1;                 /* c * e_lp_max + floor */
-    double deg_atol, deg_rtol; /* element-wise H1 */
-    double lse_atol, lse_rtol; /* H5 */
-} bounds;
-
-/* Does the tested row (o [dv], lse or NULL) match the reference row (g [dv], gl)? Written
- * `!(x <= limit)` so NaN never matches. */
-static int row_matches(const bounds *bd, const float *o, const float *lse, const double *g,
-                       double gl, size_t dv)
+int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, const double *g,
+                     double gl, size_t dv)
 {
     if (gl == -INFINITY) { /* no allowed key: exactly 0 and -inf, as H4 */
         for (size_t x = 0; x < dv; x++)
@@ -135,13 +126,13 @@ static fc_status check_in(const diag_in *in, fc_err *err)
     return FC_OK;
 }
 
-static fc_status bounds_of(const rep_verdict *v, bounds *bd, fc_err *err)
+static fc_status bounds_of(const rep_verdict *v, diag_bounds *bd, fc_err *err)
 {
     rep_tol t;
     fc_status st = rep_tol_for(v->dtype, &t, err);
     if (st)
         return st;
-    *bd = (bounds){v->degenerate, v->c * v->e_lp_max + v->floor, v->deg_atol, v->deg_rtol,
+    *bd = (diag_bounds){v->degenerate, v->c * v->e_lp_max + v->floor, v->deg_atol, v->deg_rtol,
                    t.lse_atol, t.lse_rtol};
     return FC_OK;
 }
@@ -151,7 +142,7 @@ static fc_status bounds_of(const rep_verdict *v, bounds *bd, fc_err *err)
 /* Scratch of one examination: the truth's and a hypothesis's key sets, a reference row. */
 typedef struct exam {
     const diag_in *in;
-    const bounds *bd;
+    const diag_bounds *bd;
     diag_alt truth;
     diag_alt *alts;   /* [nalts]: the hypotheses that apply */
     size_t *hyp_of;   /* [nalts]: their index in diag_hyps */
@@ -211,7 +202,7 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
         if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
                         e->hkeys, e->oref, &lse, err))
             return -1;
-        int match = row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv);
+        int match = diag_row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv);
         if (!a->ntries || match)
             return a->ntries ? 0 : match;
     }
@@ -220,7 +211,7 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
         if (ref_row_online_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
                                e->hkeys, e->tiles, nt, a->rescale, e->oref, &lse, err))
             return -1;
-        if (row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv))
+        if (diag_row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv))
             return 1;
     }
     return 0;
@@ -269,7 +260,7 @@ static void sort_findings(diag_report *r, size_t *idx)
 }
 
 /* The hypotheses that apply, their findings (empty), and the scratch. */
-static fc_status exam_init(exam *e, const diag_in *in, const bounds *bd, diag_report *r,
+static fc_status exam_init(exam *e, const diag_in *in, const diag_bounds *bd, diag_report *r,
                            fc_err *err)
 {
     const attn_problem *p = in->jc->prob;
@@ -316,7 +307,7 @@ static void exam_free(exam *e)
 fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
 {
     *out = NULL;
-    bounds bd;
+    diag_bounds bd;
     fc_status st = check_in(in, err);
     if (!st)
         st = bounds_of(in->v, &bd, err);
@@ -344,7 +335,7 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
             if (rows_add(&r->nonfinite, p, (int32_t)(row / lq / (size_t)p->hq),
                          (int32_t)(row / lq % (size_t)p->hq), (int32_t)(row % lq)))
                 st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
-        } else if (!row_matches(&bd, o, lse, jc->out + row * dv, jc->lse[row], dv)) {
+        } else if (!diag_row_matches(&bd, o, lse, jc->out + row * dv, jc->lse[row], dv)) {
             r->failing++;
             failing[nfail++] = row;
         }

@@ -14,6 +14,20 @@
 #include "diag/diag.h"
 #include "ref/ref.h"
 
+/* The bounds of diag.h's match rule, the truth verdict's. */
+typedef struct diag_bounds {
+    int degenerate;
+    double h1;                 /* c * e_lp_max + floor */
+    double deg_atol, deg_rtol; /* element-wise H1 */
+    double lse_atol, lse_rtol; /* H5 */
+} diag_bounds;
+
+/* Does the tested row (o [dv], lse or NULL) MATCH the reference row (g [dv], gl), as diag.h
+ * defines it? Every comparison written `!(x <= limit)`, so a NaN anywhere (tested or reference)
+ * never matches: a diagnosis never credits a hypothesis with a row it cannot judge. */
+int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, const double *g,
+                     double gl, size_t dv);
+
 /* One row being examined, as a key-set function sees it. */
 typedef struct diag_key {
     const diag_in *in;

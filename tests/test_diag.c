@@ -1084,3 +1084,34 @@ Test(diag_input, without_an_lse_only_the_output_is_compared)
     tcase_free(&c);
 }
 
+
+/* The match rule never lets a NaN match, wherever it sits: in the tested row, its LSE, the
+ * reference row or the reference LSE, under either bound (a comparison written `x > limit`
+ * instead would credit a hypothesis with a row nobody can judge). A clean row within the bounds
+ * matches, so each refusal is the NaN's doing. */
+Test(match_rule, a_nan_anywhere_never_matches)
+{
+    const float o[3] = {0.5f, -0.25f, 1.0f}, lse = 2.0f;
+    const double g[3] = {0.5, -0.25, 1.0}, gl = 2.0;
+    for (int degenerate = 0; degenerate <= 1; degenerate++) {
+        diag_bounds bd = {degenerate, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3};
+        cr_assert(diag_row_matches(&bd, o, &lse, g, gl, 3), "the clean row must match");
+        cr_assert(diag_row_matches(&bd, o, NULL, g, gl, 3), "the clean row without LSE");
+        for (int where = 0; where < 4; where++)
+            for (int x = 0; x < 3; x++) {
+                float to[3], tl = lse;
+                double tg[3], tgl = gl;
+                memcpy(to, o, sizeof to);
+                memcpy(tg, g, sizeof tg);
+                switch (where) {
+                case 0: to[x] = NAN; break;
+                case 1: tg[x] = NAN; break;
+                case 2: tl = NAN; break;
+                case 3: tgl = NAN; break;
+                }
+                cr_expect(!diag_row_matches(&bd, to, &tl, tg, tgl, 3),
+                          "degenerate %d: a NaN at place %d (element %d) matched", degenerate,
+                          where, x);
+            }
+    }
+}

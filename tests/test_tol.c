@@ -724,6 +724,23 @@ Test(h7, identical_reruns_pass_and_one_flipped_bit_fails)
     }
 }
 
+/* A NaN or infinite LSE on a row with keys fails H5 as well as H3 (its distance to LSE_gold is
+ * never within the bound), while lse_err, a metric, stays over the finite pairs. Without this,
+ * H5's verdict never saw a NaN and a comparison that lets one pass went unnoticed. */
+Test(gates, a_non_finite_lse_fails_h5_too_and_leaves_lse_err_finite)
+{
+    static const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (size_t k = 0; k < 3; k++) {
+        tcase c;
+        clean_case(&c, FC_F16);
+        c.lse[1] = bad[k];
+        rep_verdict v = judge("non-finite LSE", &c);
+        cr_expect_eq(v.gate[REP_H3], REP_FAIL, "%g: H3 %d", bad[k], (int)v.gate[REP_H3]);
+        cr_expect_eq(v.gate[REP_H5], REP_FAIL, "%g: H5 %d", bad[k], (int)v.gate[REP_H5]);
+        cr_expect(isfinite(v.lse_err) && v.lse_err < 1e-3, "%g: lse_err %g", bad[k], v.lse_err);
+    }
+}
+
 /* H5 names the row furthest past its bound, as H1 names its worst element: the first failing
  * row may be a near miss that sends whoever reproduces it to the wrong place. */
 Test(gates, h5_names_the_worst_row_not_the_first)
