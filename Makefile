@@ -6,7 +6,7 @@
 #   make bench    run the benchmarks (ratios, never pass/fail)
 #   make clean    remove build/
 #
-# Layout: every .c directly under base/ masks/ ref/ judge/ diag/ fixtures/ reports/ ci/ ci/checks/ goes into build/libflexcheck.a,
+# Layout: every .c directly under base/ masks/ ref/ judge/ diag/ fixtures/ reports/ check/ ci/ ci/checks/ goes into build/libflexcheck.a,
 # cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. A
 # module with rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
 # Warnings are errors when CI=true.
@@ -37,7 +37,8 @@ WARN     += -Werror
 endif
 OPT      ?= -O2 -g
 # One include root: every include names its module (#include "masks/mask.h"), so each include
-# line shows its arrow (base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures, ci <- cli).
+# line shows its arrow (base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures <- check,
+# ci <- cli).
 # FC_DEFINES: extra -D options for a variant build of the same source (its own BUILD folder),
 # e.g. kernel 2 with 128-row query tiles: make BUILD=build-bq128 FC_DEFINES=-DV2_BQ_MAX=128
 # (kernel 2's others: V2_STAGES=2 double-buffers K/V, V2_MIN_BLOCKS=3 asks ptxas for 3 blocks
@@ -50,12 +51,15 @@ OPT      ?= -O2 -g
 FC_DEFINES ?=
 CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L $(FC_DEFINES)
 DEFINES_STAMP := $(BUILD)/fc-defines
-CFLAGS   = -std=c11 $(WARN) $(OPT) $(PKG_CFLAGS)
-CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PKG_CFLAGS)
+# Position-independent, symbols hidden unless marked: every object also goes into
+# build/libflexcheck.so, which exports the public API alone (include/flexcheck.h).
+PIC      := -fPIC -fvisibility=hidden
+CFLAGS   = -std=c11 $(WARN) $(OPT) $(PIC) $(PKG_CFLAGS)
+CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PIC) $(PKG_CFLAGS)
 # hdf5's .pc names no high-level library; its -L directory holds libhdf5_hl.
 LDLIBS   = -lhdf5_hl $(PKG_LIBS) -lboost_context -lstdc++ -lpthread -lm
 
-LIB_SRCS  := $(wildcard base/*.c masks/*.c ref/*.c judge/*.c diag/*.c fixtures/*.c reports/*.c ci/*.c ci/checks/*.c)
+LIB_SRCS  := $(wildcard base/*.c masks/*.c ref/*.c judge/*.c diag/*.c fixtures/*.c reports/*.c check/*.c ci/*.c ci/checks/*.c api/*.c)
 CLI_SRCS  := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 
@@ -64,11 +68,12 @@ CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
 LIB := $(BUILD)/libflexcheck.a
+SHLIB := $(BUILD)/libflexcheck.so
 BIN := $(BUILD)/flexcheck
 DEPS_STAMP := $(BUILD)/.deps-installed
 
 .PHONY: all test gate bench clean deps
-all: $(BIN)
+all: $(BIN) $(SHLIB)
 
 # Modules append C++ objects to EXTRA_LIB_OBJS and phony test steps to TEST_STEPS. Included
 # after `all` (the default goal) and the names above, which their rules may use.
@@ -94,9 +99,11 @@ COMMIT_STAMP := $(BUILD)/commit
 $(COMMIT_STAMP): FORCE
 	@mkdir -p $(@D)
 	@echo '$(FC_COMMIT)' | cmp -s - $@ 2>/dev/null || echo '$(FC_COMMIT)' > $@
+# The stamp holds the code-generation flags too (PIC): objects built without them cannot go into
+# the shared library, so a change rebuilds everything.
 $(DEFINES_STAMP): FORCE
 	@mkdir -p $(@D)
-	@echo '$(FC_DEFINES)' | cmp -s - $@ 2>/dev/null || echo '$(FC_DEFINES)' > $@
+	@echo '$(FC_DEFINES) $(PIC)' | cmp -s - $@ 2>/dev/null || echo '$(FC_DEFINES) $(PIC)' > $@
 $(BUILD)/obj/base/version.o: $(COMMIT_STAMP)
 $(BUILD)/obj/base/version.o: CPPFLAGS += -DFLEXCHECK_COMMIT='"$(FC_COMMIT)"'
 
@@ -111,13 +118,20 @@ $(LIB): $(LIB_OBJS) $(EXTRA_LIB_OBJS)
 $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS)
 
+# The shared library of the public API (include/flexcheck.h, for Python's ctypes and any C
+# caller): the whole static library inside, only the flexcheck_* calls exported (the version
+# script), versioned by symbol version (FLEXCHECK_1) and flexcheck_api_version().
+$(SHLIB): $(LIB) include/flexcheck.map
+	$(CC) -shared -o $@ -Wl,-soname,libflexcheck.so -Wl,--version-script=include/flexcheck.map \
+	    -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive -Wl,-z,defs $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(LIB) $(DEFINES_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
 
 # Tests run with single-threaded OpenBLAS so results never depend on the thread count.
 # Each suite runs even if an earlier one failed; the target fails if any did.
-test: $(BIN) $(TEST_BINS) $(TEST_STEPS)
+test: $(BIN) $(SHLIB) $(TEST_BINS) $(TEST_STEPS)
 	@fail=0; for t in $(TEST_BINS); do \
 	    echo "== $$t"; \
 	    OPENBLAS_NUM_THREADS=1 FLEXCHECK_BIN=$(BIN) $$t --jobs 2 || fail=1; \

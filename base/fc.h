@@ -50,6 +50,20 @@ void fc_esc_line(char *dst, size_t cap, const char *src);
  * character ever reaches a terminal or a log. */
 void fc_esc_ctrl(char *dst, size_t cap, const char *src);
 
+/* fc_esc_line into a buffer that lives to the end of the full expression that calls it, for
+ * printf: printf("case %s of %s\n", fc_esc(c->name).s, fc_esc(path).s). Room for a whole path
+ * (PATH_MAX) escaped. */
+typedef struct fc_esc_buf {
+    char s[4096];
+} fc_esc_buf;
+
+static inline fc_esc_buf fc_esc(const char *s)
+{
+    fc_esc_buf b;
+    fc_esc_line(b.s, sizeof b.s, s);
+    return b;
+}
+
 /* "float32", "float16", "bfloat16" (the fixture spellings). */
 const char *fc_dtype_name(fc_dtype dt);
 /* Parses the fixture spellings; returns FC_EINVAL for anything else. */

@@ -1,9 +1,11 @@
 /*
  * lowp.c - float16 / bfloat16 conversions by bit manipulation (lowp.h). Portable C11: no
- * _Float16, no __bf16, no F16C, so the same rounding runs on every host the gate runs on.
+ * _Float16, no __bf16, no F16C, so the same rounding runs on every host the gate runs on
+ * (fc_round's fast path is inline in lowp.h).
  * tests/test_lowp.c checks every 16-bit pattern and the float32 edge cases against
  * independently computed nearest values.
  */
+#include <math.h>
 #include <string.h>
 
 #include "base/lowp.h"
@@ -95,7 +97,7 @@ float fc_bf16_to_f32(uint16_t h)
     return bits_f32(u);
 }
 
-float fc_round(float x, fc_dtype dt)
+float fc_round_slow(float x, fc_dtype dt)
 {
     switch (dt) {
     case FC_F16:
@@ -114,4 +116,15 @@ int fc_representable(float x, fc_dtype dt)
         return 1;
     float r = fc_round(x, dt);
     return f32_bits(r) == f32_bits(x);
+}
+
+double fc_ulp(double x, fc_dtype dt)
+{
+    int mant = dt == FC_F16 ? 10 : dt == FC_BF16 ? 7 : 23;
+    int e;
+    frexp(fabs(x), &e); /* |x| = m 2^e, m in [0.5, 1) */
+    int emin = dt == FC_F16 ? -13 : -125; /* exponent e of the smallest normal value */
+    if (x == 0.0 || e < emin)
+        e = emin;
+    return ldexp(1.0, e - 1 - mant);
 }

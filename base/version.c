@@ -16,3 +16,8 @@ const char *fc_commit(void)
 {
     return FLEXCHECK_COMMIT;
 }
+
+const char *fc_version_line(void)
+{
+    return FC_VERSION " (commit " FLEXCHECK_COMMIT ")";
+}

@@ -18,6 +18,8 @@ const char *fc_version(void);
  * to base/version.c alone, so a new commit rebuilds one object), or "unknown" when the tree
  * was not a git checkout. */
 const char *fc_commit(void);
+/* "0.1.0 (commit abc1234)": both in one constant string. */
+const char *fc_version_line(void);
 
 #ifdef __cplusplus
 }

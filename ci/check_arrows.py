@@ -6,10 +6,13 @@
 #   python3 ci/check_arrows.py --root DIR check another tree (the tests use temporary ones)
 #
 # Arrows allowed (a module may include only those below it):
-#   base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures, ci (the gate) <- cli
+#   base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures <- check (the file-checking
+#   layer: what `check` does), ci (the gate) <- api (the public C API, include/flexcheck.h:
+#   libflexcheck.so) <- cli
 # Reference and kernels never include each other; verdicts (reports) never include their
 # producers; the diagnosis (diag) reads verdicts and recomputes references but never runs a
-# kernel (no gpu); nothing includes cli. tests/ may include anything; nothing else includes tests/.
+# kernel (no gpu); the file-checking layer (check) and the gate (ci) stand side by side and never
+# include each other (what both need lives below them, in judge/ and diag/); nothing includes cli. tests/ may include anything; nothing else includes tests/.
 #
 # What it does, on every tracked .c .h .cu .cuh .cc file (`git ls-files` when DIR is the top of
 # a git checkout, else a walk of DIR that skips hidden folders, build/, build-*/ and virtualenvs):
@@ -43,8 +46,13 @@ ALLOWED = {
     "judge": ["base", "masks", "ref", "gpu", "reports"],
     "diag": ["base", "masks", "ref", "reports", "judge"],
     "fixtures": ["base", "masks", "ref", "gpu", "reports", "judge", "diag"],
+    "check": ["base", "masks", "ref", "gpu", "reports", "judge", "diag", "fixtures"],
     "ci": ["base", "masks", "ref", "gpu", "reports", "judge", "diag", "fixtures"],
-    "cli": ["base", "masks", "ref", "gpu", "reports", "judge", "diag", "fixtures", "ci"],
+    "include": [],  # the public header (include/flexcheck.h): system headers only
+    "api": ["base", "masks", "ref", "gpu", "reports", "judge", "diag", "fixtures", "check", "ci",
+            "include"],
+    "cli": ["base", "masks", "ref", "gpu", "reports", "judge", "diag", "fixtures", "check", "ci",
+            "include", "api"],
     "tests": None,
 }
 IGNORED_TOP = {".ci"}

@@ -43,14 +43,11 @@ const gate_check *gate_check_find(const char *name);
  * returns how many were written. */
 size_t gate_check_report_list(rep_check *out);
 
-/* p-round (ci/checks/pround.c) for outputs that are not our runs (`export`, `check`): the
- * designed case of p-round case c, a float16 or bfloat16 case with c's shapes, sequences and
- * mask whose q, k, v make P's rounding show, scale 1, no score terms, and its float64 oracle;
- * and the check's rule on an output o of such a case: 1 pass, 0 fail, -1 out of memory, -2 the
- * case is not such a design (msg says why; either of FlexAttention's roundings of P passes,
- * docs/tolerance.md). */
+/* p-round's design for `export` (ci/checks/pround.c): the designed case of p-round case c, a
+ * float16 or bfloat16 case with c's shapes, sequences and mask whose q, k, v make P's rounding
+ * show, scale 1, no score terms, and its float64 oracle. Its rule is judge_pround
+ * (judge/exact.h). */
 fc_status gate_pround_case(const gate_case *c, fix_case *out, fc_err *err);
-int gate_pround_judge(const judge_case *jc, const float *o, char *msg, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -208,13 +208,7 @@ int gate_judge_run(const judge_run_in *in, rep_row *row)
     int pass = judge_run(&run, row);
     if (in->verdict)
         *in->verdict = v;
-    /* A verdict, not an error: diagnose it; not without the baseline's bounds (unscaled). */
-    if (!pass && row->outcome == REP_ROW_FAIL && !v.unscaled) {
-        /* A smaller budget than check's: a broken kernel fails hundreds of rows in one run,
-         * and a sample of the failing rows names the bug as well as all of them would. */
-        diag_in d = {.jc = in->jc, .o = in->o, .lse = in->lse, .v = &v, .bm = in->bm,
-                     .budget = GATE_DIAG_BUDGET};
-        diag_explain(&d, row, NULL, NULL);
-    }
+    if (!pass)
+        diag_after_run(in, &v, row);
     return pass;
 }

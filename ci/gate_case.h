@@ -44,11 +44,8 @@ void gate_setup_free(gate_setup *s);
  * rows. */
 rep_row *gate_main_row(const gate_case *c, const gate_opts *op, int i, gate_setup *s,
                        gate_rows *rows, const char *suffix, const char *builder);
-/* The diagnosis's work budget for one failed gate row (multiply-adds): about 0.1 s. */
-#define GATE_DIAG_BUDGET ((uint64_t)1 << 27)
-
-/* judge_run, and a failed row's diagnosis (diag/: which bug explains its failing rows, with
- * the block mask it ran with) in row->explained. What every check's judged run calls. */
+/* judge_run, and a failed row's diagnosis (diag_after_run: which bug explains its failing rows,
+ * with the block mask it ran with) in row->explained. What every check's judged run calls. */
 int gate_judge_run(const judge_run_in *in, rep_row *row);
 
 /* Position of row i (= (b*Hq + h)*Lq + tq) along the query axis. */

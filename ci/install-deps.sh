@@ -9,8 +9,9 @@ set -eu
 # (python/), run by Debian's python3; python3-h5py and python3-numpy: that package's needs.
 # libjansson-dev: the JSON parser `flexcheck report merge` reads rows.json with; python3-yaml:
 # the test that runs ci/examples/github-actions.yml's merge step (tests/python/). libsleef-dev:
-# the vectorised expf of the fp32 reference's softmax (ref/ref_vec.c).
-PKGS="build-essential pkg-config libopenblas-dev libsleef-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev libjansson-dev python3-pytest python3-h5py python3-numpy python3-yaml"
+# the vectorised expf of the fp32 reference's softmax (ref/ref_vec.c). python3-pip and
+# python3-setuptools: the test that `pip install ./python` brings libflexcheck.so along.
+PKGS="build-essential pkg-config libopenblas-dev libsleef-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev libjansson-dev python3-pytest python3-h5py python3-numpy python3-yaml python3-pip python3-setuptools"
 
 missing=""
 for p in $PKGS; do

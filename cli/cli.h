@@ -42,23 +42,10 @@ struct gate_case;
 int cli_select_cases(const char *cmd, struct gate_case *all, int nall, const char *matrix,
                      const char *filter, const int32_t shard[2], int say_why);
 
-/* A name or text read from a file, escaped to stay on its line (fc_esc_line): a case named
- * "x\nPASS ..." must not print a verdict line of its own. The buffer lives to the end of the
- * full expression that calls it: printf("case %s\n", cli_esc(c->name).s). */
-typedef struct cli_esc_buf {
-    char s[1024];
-} cli_esc_buf;
-
-static inline cli_esc_buf cli_esc(const char *s)
-{
-    cli_esc_buf b;
-    fc_esc_line(b.s, sizeof b.s, s);
-    return b;
-}
-
 /* 'flexcheck bench <what>' parts, one file each (cli/bench_<what>.c). */
 int bench_blockmask(int argc, char **argv);
 int bench_ref(int argc, char **argv);
 int bench_kernel(int argc, char **argv);
+int bench_judge(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const bench_part parts[] = {
     {"blockmask", bench_blockmask, "direct block-mask builder per listed block, beside slow"},
     {"ref", bench_ref, "reference attention GFLOP/s vs plain sgemm of the same sizes"},
     {"kernel", bench_kernel, "kernel time next to the fp32 reference (emu: CPU throughput)"},
+    {"judge", bench_judge, "judging one output in process next to the float64 oracle alone"},
 };
 #define NPARTS (sizeof parts / sizeof parts[0])
 

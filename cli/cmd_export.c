@@ -96,7 +96,7 @@ int cmd_export(int argc, char **argv)
     }
     printf("export: %s matrix, seed %d, shard %d/%d: %d files, %d fixture cases, %.1f MiB in %s\n",
            gate_size_name((gate_size)size), (int)seed, (int)shard[0], (int)shard[1], st.files,
-           st.cases, (double)st.bytes / (1 << 20), cli_esc(out).s);
+           st.cases, (double)st.bytes / (1 << 20), fc_esc(out).s);
     free(all);
     return rc;
 }

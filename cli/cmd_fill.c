@@ -31,10 +31,10 @@ static int fill_file(void *arg, cli_iso_chan *ch)
     }
     if (j->in_place && r.filled == 0)
         printf("fill: %s: %d cases, every one already has out/lse: nothing written\n",
-               cli_esc(j->in).s, r.cases);
+               fc_esc(j->in).s, r.cases);
     else
-        printf("fill: %s: %d cases, %d filled, %d already had out/lse -> %s\n", cli_esc(j->in).s,
-               r.cases, r.filled, r.had_oracle, cli_esc(j->out ? j->out : j->in).s);
+        printf("fill: %s: %d cases, %d filled, %d already had out/lse -> %s\n", fc_esc(j->in).s,
+               r.cases, r.filled, r.had_oracle, fc_esc(j->out ? j->out : j->in).s);
     return CLI_PASS;
 }
 

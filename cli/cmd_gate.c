@@ -405,7 +405,7 @@ int cmd_gate(int argc, char **argv)
                flat.n, n, elapsed, flat.n - failed - skipped - outside, failed, skipped);
         if (outside)
             printf(", %zu outside the contract (H1/H2 not run; --strict fails them)", outside);
-        printf("; report in %s/\n", cli_esc(g.report_dir).s);
+        printf("; report in %s/\n", fc_esc(g.report_dir).s);
         fflush(stdout);
         rc = failed || hard ? CLI_FAIL : CLI_PASS;
         if (rep_write_all(g.report_dir, &set, &err)) {

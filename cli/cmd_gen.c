@@ -237,7 +237,7 @@ static int run(const gen_opts *o)
         else
             st = fix_gen_file(o->out, &o->gp, 1, o->force, &err);
         if (!st)
-            printf("wrote %s\n", cli_esc(o->out).s);
+            printf("wrote %s\n", fc_esc(o->out).s);
     }
     if (st)
         return cli_usage_error(CMD, "%s", err.msg);

@@ -102,7 +102,7 @@ static int merge(char **dirs, int n, const char *out_dir, int force)
         else
             printf("report merge: %d reports, %zu rows: %zu passed, %zu failed, %zu skipped%s; "
                    "report in %s/\n", n, merged.n, merged.n - failed - skipped - outside, failed,
-                   skipped, also, cli_esc(out_dir).s);
+                   skipped, also, fc_esc(out_dir).s);
         rc = rc ? rc : failed ? CLI_FAIL : CLI_PASS;
     }
     for (int k = 0; k < n; k++)

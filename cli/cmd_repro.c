@@ -235,11 +235,11 @@ static int confirm_oracle(const repro_opts *ro, const fix_case *c)
     fix_check_result r;
     fc_err err;
     if (fix_check_case(c, FIX_BACKEND_REF, 0, &r, &err))
-        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, cli_esc(ro->name).s, err.msg);
+        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, fc_esc(ro->name).s, err.msg);
     if (!r.oracle_ok)
         return cli_usage_error(CMD, "%s: case %s: the stored out/lse are not the float64 oracle "
                                "of its inputs, so nothing can be judged against them: %s",
-                               ro->file, cli_esc(ro->name).s, r.detail);
+                               ro->file, fc_esc(ro->name).s, r.detail);
     return CLI_PASS;
 }
 
@@ -289,7 +289,7 @@ static int pick_bmask(const repro_opts *ro, const fix_case *c, const fix_tested 
         return cli_usage_error(CMD, "--builder '%s': unknown builder", ro->builder_s);
     if (bmask_build(built, b, c->prob.mask, &c->prob.seq, c->q_block_size, c->kv_block_size,
                     &err))
-        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, cli_esc(ro->name).s, err.msg);
+        return cli_usage_error(CMD, "%s: case %s: %s", ro->file, fc_esc(ro->name).s, err.msg);
     *bm = built;
     *name = bmask_builder_name(b);
     return CLI_PASS;
@@ -299,7 +299,7 @@ static void print_header(const repro_opts *ro, const fix_case *c, const bmask *b
                          const char *bm_name)
 {
     const attn_problem *p = &c->prob;
-    printf("case %s of %s\n", cli_esc(ro->name).s, cli_esc(ro->file).s);
+    printf("case %s of %s\n", fc_esc(ro->name).s, fc_esc(ro->file).s);
     printf("  B %d, Hq %d, Hkv %d, Lq %d, Lk %d, D %d, Dv %d, scale %g, %s%s\n",
            (int)p->seq.batch, (int)p->hq, (int)p->hkv, (int)p->seq.lq, (int)p->seq.lk, (int)p->d,
            (int)p->dv, p->scale, fc_dtype_name(c->dtype), p->seq.packed ? ", packed" : "");
@@ -327,7 +327,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
             tt = &c->tested[i];
     if (ro->label && !tt)
         return cli_usage_error(CMD, "%s: case %s has no output tested/%s", ro->file,
-                               cli_esc(ro->name).s, ro->label);
+                               fc_esc(ro->name).s, ro->label);
     size_t asked = (size_t)-1;
     if (ro->row_s && parse_row(ro->row_s, &c->prob, &asked))
         return CLI_BADINPUT;
@@ -353,14 +353,14 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
     fc_err err;
     const float *out = o, *out_lse = lse;
     if (tt) {
-        printf("  output under test: tested/%s by %s (out stored as %s%s%s)\n", cli_esc(tt->label).s,
-               cli_esc(tt->producer).s, tt->encoding, tt->lse ? ", with LSE" : ", no LSE",
+        printf("  output under test: tested/%s by %s (out stored as %s%s%s)\n", fc_esc(tt->label).s,
+               fc_esc(tt->producer).s, tt->encoding, tt->lse ? ", with LSE" : ", no LSE",
                tt->out_rerun ? ", with a rerun" : "");
         out = tt->out;
         out_lse = tt->lse;
         if (judge_baseline(&jc, o_lp, &err) ||
             judge_given(&jc, tt->out, tt->lse, tt->out_rerun, o_lp, &v, &err) < 0) {
-            cli_usage_error(CMD, "%s: case %s: %s", ro->file, cli_esc(ro->name).s, err.msg);
+            cli_usage_error(CMD, "%s: case %s: %s", ro->file, fc_esc(ro->name).s, err.msg);
             goto done;
         }
     } else {
@@ -369,7 +369,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         rep_row row;
         memset(&row, 0, sizeof row);
         if (judge_case_run(&jo, be, &jc, bm, &row, o, lse, &v) < 0) {
-            cli_usage_error(CMD, "%s: case %s: %s", ro->file, cli_esc(ro->name).s, row.reason);
+            cli_usage_error(CMD, "%s: case %s: %s", ro->file, fc_esc(ro->name).s, row.reason);
             goto done;
         }
     }
@@ -385,9 +385,9 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         printf("\n");
         diag_explain(&in, NULL, stdout, "");
     }
-    printf("\nrerun: flexcheck repro %s --case %s", cli_esc(ro->file).s, cli_esc(ro->name).s);
+    printf("\nrerun: flexcheck repro %s --case %s", fc_esc(ro->file).s, fc_esc(ro->name).s);
     if (tt)
-        printf(" --tested %s", cli_esc(tt->label).s);
+        printf(" --tested %s", fc_esc(tt->label).s);
     else
         printf(" --backend %s --kernel %d", gpu_backend_name(be), (int)ro->kernel);
     if (ro->builder_s)
@@ -413,7 +413,7 @@ static int pick_case(const fix_file *f, const repro_opts *o)
     if (o->name) {
         int i = fix_find_case(f, o->name);
         if (i < 0)
-            cli_usage_error(CMD, "%s: no case named '%s'", o->file, cli_esc(o->name).s);
+            cli_usage_error(CMD, "%s: no case named '%s'", o->file, fc_esc(o->name).s);
         return i;
     }
     if (f->ncases == 1)
@@ -422,7 +422,7 @@ static int pick_case(const fix_file *f, const repro_opts *o)
     size_t n = 0;
     for (int i = 0; i < f->ncases && i < 10; i++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "",
-                              cli_esc(f->names[i]).s);
+                              fc_esc(f->names[i]).s);
     if (f->ncases > 10)
         snprintf(list + n, sizeof list - n, ", ... (%d more)", f->ncases - 10);
     cli_usage_error(CMD, "%s holds %d cases: name one with --case NAME (%s)", o->file,
@@ -468,7 +468,7 @@ static int repro_file(void *arg, cli_iso_chan *ch)
     if (o->dtype_s && j->dt != c.dtype) {
         /* Another precision: the oracle is recomputed from the rounded inputs. */
         if (change_dtype(&c, j->dt, &err))
-            rc = cli_usage_error(CMD, "%s: case %s: %s", o->file, cli_esc(o->name).s, err.msg);
+            rc = cli_usage_error(CMD, "%s: case %s: %s", o->file, fc_esc(o->name).s, err.msg);
         else
             rc = run(o, &c, has_prev ? &prev : NULL, j->be);
     } else {

@@ -136,6 +136,17 @@ void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_proble
  * A diagnosis that cannot run says so in both places instead. */
 void diag_explain(const diag_in *in, rep_row *row, FILE *f, const char *indent);
 
+/* The diagnosis's work budget for a failed kernel run (multiply-adds, about 0.1 s): a broken
+ * kernel fails hundreds of rows in one run, and a sample of the failing rows names the bug as
+ * well as all of them would. */
+#define DIAG_RUN_BUDGET ((uint64_t)1 << 27)
+
+/* After a judged kernel run (judge_run, judge/judge.h: in, its verdict v and its row): a failed
+ * row diagnosed into row->explained with the block mask it ran with, under DIAG_RUN_BUDGET; not
+ * without the baseline's bounds (v->unscaled). Nothing is printed. What the gate's checks and
+ * `check --backend` call after every run. */
+void diag_after_run(const judge_run_in *in, const rep_verdict *v, rep_row *row);
+
 /* One range as printed: "(0, 1, 40..43)" or "(0, 1, 40)", plus ", sequence S position(s) P.."
  * for a packed batch. Always terminated. */
 void diag_range_text(char *buf, size_t cap, const attn_problem *p, const diag_range *r);

@@ -15,7 +15,7 @@ EMU_STAMP  := $(BUILD)/.deps-installed
 EMU_LIB    := $(BUILD)/libflexcheck.a
 EMU_HDRS   := $(wildcard $(EMU_DIR)/*.h $(EMU_DIR)/include/*.h $(EMUT_DIR)/*.h)
 # No fp contraction: g++ must not fuse what the kernel author did not write as fmaf.
-EMU_CXXFLAGS = -std=c++17 $(WARN) $(OPT) -ffp-contract=off
+EMU_CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PIC) -ffp-contract=off
 # The emulated kernels use the CPU's fma instruction when the build machine (x86-64) has one:
 # without it every fmaf() a kernel writes is a call into libm that also pushes the kernel's
 # values out of registers, and the fp32 paths spend much of their time there (kernel 1 dense
@@ -168,7 +168,7 @@ ifneq ($(NVCC_BIN),)
 $(BUILD)/nvcc/%.o: %.cu $(EMU_HDRS) $(GPU_HDRS) $(DEFINES_STAMP)
 	@mkdir -p $(@D)
 	@echo "$(NVCC_BIN) -c $< (sm_80, sm_90)"
-	@$(NVCC_BIN) -std=c++17 $(CPPFLAGS) $(NVCC_ARCH) -Xptxas -v -c $< -o $@ 2> $@.log || { cat $@.log; exit 1; }
+	@$(NVCC_BIN) -std=c++17 $(CPPFLAGS) $(NVCC_ARCH) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $@.log || { cat $@.log; exit 1; }
 	@grep -E "Compiling entry|registers|spill" $@.log | sed -e "s/ptxas info *: //" | c++filt > $@.res
 
 emu-nvcc: $(NVCC_OBJS)

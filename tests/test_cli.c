@@ -724,7 +724,7 @@ Test(cli, bench_says_an_option_goes_after_a_part_and_names_the_parts)
         {"bench --quick", "unknown option '--quick' for bench: options go after a part"},
         {"bench all --quick", "unknown option '--quick' for bench: options go after a part"},
         {"bench all ref", "all takes no options: 'ref'"},
-        {"bench nope", "unknown part 'nope' (one of blockmask, ref, kernel, all)"},
+        {"bench nope", "unknown part 'nope' (one of blockmask, ref, kernel, judge, all)"},
     };
     run_out r;
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
@@ -733,7 +733,7 @@ Test(cli, bench_says_an_option_goes_after_a_part_and_names_the_parts)
                       !r.out[0], "%s: status %d: %s", lines[i][0], r.status, r.err);
     }
     run_cli(&r, "bench --quick");
-    cr_expect(strstr(r.err, "(PART one of blockmask, ref, kernel)"), "%s", r.err);
+    cr_expect(strstr(r.err, "(PART one of blockmask, ref, kernel, judge)"), "%s", r.err);
 }
 
 /* ---- README's synopses ---- */

@@ -16,6 +16,7 @@
 #include "ci/gate.h"
 #include "ci/gate_run.h"
 #include "base/lowp.h"
+#include "judge/exact.h"
 
 static gate_case *matrix(gate_size size, int *n, int *dropped)
 {
@@ -638,7 +639,7 @@ Test(pround, either_flexattention_rounding_passes_and_nothing_else)
             for (int model = PR_TILED; model <= PR_MIXED; model++) {
                 pr_output(&fc, model, o);
                 char msg[REP_WHY_LEN] = "";
-                int got = gate_pround_judge(&jc, o, msg, sizeof msg);
+                int got = judge_pround(&jc, o, msg, sizeof msg);
                 int want = model == PR_TILED || model == PR_EAGER;
                 cr_expect_eq(got, want, "%s, %s P: %s", cases[i].id, names[model], msg);
             }

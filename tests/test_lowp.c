@@ -282,6 +282,44 @@ Test(lowp, nan_stays_nan_with_its_sign_and_becomes_quiet)
     }
 }
 
+/* fc_round's inline fast path (lowp.h) against the conversions it stands for: the same bits,
+ * NaNs included, for every sign and exponent with every value of the 16 low mantissa bits (where
+ * every rounding decision lies) under five patterns of the 7 high ones, and for every mantissa
+ * of the exponents where the fast path starts and stops (float16's 2^-14 and 65520). (Every
+ * float32 pattern passes too; that sweep takes a minute.) */
+static void compare_round(uint32_t u, uint64_t bad[2], uint32_t first[2])
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    float h = fc_f16_to_f32(fc_f32_to_f16(x)), b = fc_bf16_to_f32(fc_f32_to_bf16(x));
+    if (bits(fc_round(x, FC_F16)) != bits(h) && !bad[0]++)
+        first[0] = u;
+    if (bits(fc_round(x, FC_BF16)) != bits(b) && !bad[1]++)
+        first[1] = u;
+}
+
+Test(lowp, fc_round_is_the_conversions_round_trip)
+{
+    static const uint32_t hi[] = {0x00, 0x01, 0x3e, 0x55, 0x7f};
+    static const uint32_t edge_exp[] = {112, 113, 114, 141, 142, 143};
+    uint64_t bad[2] = {0, 0};
+    uint32_t first[2] = {0, 0};
+    for (uint32_t s = 0; s < 2; s++)
+        for (uint32_t e = 0; e < 256; e++) {
+            for (size_t h = 0; h < sizeof hi / sizeof hi[0]; h++)
+                for (uint32_t lo = 0; lo < 0x10000u; lo++)
+                    compare_round(s << 31 | e << 23 | hi[h] << 16 | lo, bad, first);
+            for (size_t k = 0; k < sizeof edge_exp / sizeof edge_exp[0]; k++)
+                if (e == edge_exp[k])
+                    for (uint32_t m = 0; m < 0x800000u; m++)
+                        compare_round(s << 31 | e << 23 | m, bad, first);
+        }
+    cr_assert(!bad[0], "float16: %llu patterns differ, the first 0x%08x",
+              (unsigned long long)bad[0], first[0]);
+    cr_assert(!bad[1], "bfloat16: %llu patterns differ, the first 0x%08x",
+              (unsigned long long)bad[1], first[1]);
+}
+
 Test(lowp, round_and_representable_agree_with_the_conversions)
 {
     static const struct {

@@ -6,15 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/lowp.h"
 #include "ci/checks.h"
 #include "ci/gate_case.h"
+#include "judge/exact.h"
 
 #define CHECK "window-edge"
 
-
-static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
-                               fc_err *err)
+static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, fc_err *err)
 {
     mask_params m[3] = {c->gp.mask, c->gp.mask, c->gp.mask};
     m[0].sliding_window -= 1;
@@ -30,7 +28,6 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
             return st;
         }
     size_t nrows = judge_rows(&s[1].jc);
-    seq_view v = seq_info_view(&s[1].fc.prob.seq);
     fc_status st = FC_OK;
     for (int i = 0; i < op->nbackends && !st; i++) {
         rep_row *row = gate_main_row(c, op, i, &s[1], rows, NULL, NULL);
@@ -46,24 +43,16 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
                 judge_row_fail_check(row, CHECK, "%s run: %s", name, e.msg);
                 continue;
             }
-            size_t expected = 0;
-            for (size_t r = 0; r < nrows; r++) {
-                int32_t lo0, hi0, lo1, hi1, tq = gate_row_tq(&s[1].fc, r);
-                mask_token_range(m[1], v, tq, &lo0, &hi0);
-                mask_token_range(m[j], v, tq, &lo1, &hi1);
-                if ((lo0 < hi0 || lo1 < hi1) && (lo0 != lo1 || hi0 != hi1)) {
-                    expected++;
-                    if (judge_row_identical(&s[1].jc, r, s[1].b.o, s[1].b.lse, s[j].b.o,
-                                            s[j].b.lse)) {
-                        char at[112];
-                        attn_row_where(at, sizeof at, s[1].jc.prob, r, -1);
-                        judge_row_fail_check(row, CHECK,
-                                            "row %s: allowed keys [%d,%d) under W but "
-                                            "[%d,%d) under %s, yet output and LSE are identical",
-                                            at, lo0, hi0, lo1, hi1, name);
-                        break;
-                    }
-                }
+            size_t expected, r;
+            int32_t k[4];
+            r = judge_window_edge(&s[1].jc, m[1], m[j], s[1].b.o, s[1].b.lse, s[j].b.o,
+                                  s[j].b.lse, &expected, k);
+            if (r < nrows) {
+                char at[112];
+                attn_row_where(at, sizeof at, s[1].jc.prob, r, -1);
+                judge_row_fail_check(row, CHECK, "row %s: allowed keys [%d,%d) under W but "
+                                     "[%d,%d) under %s, yet output and LSE are identical", at,
+                                     k[0], k[1], k[2], k[3], name);
             }
             if (expected == 0)
                 judge_row_fail_check(row, CHECK, "no row's allowed set changes between W "

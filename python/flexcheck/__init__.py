@@ -2,9 +2,12 @@
 
 The gate itself, and the float64 oracle, are the C command `flexcheck`; this package writes
 the files it reads: an engine's q/k/v (write_case), what the engine's kernel produced from them
-(add_tested), and reads them back (read_case, list_cases). See python/README.md.
+(add_tested), and reads them back (read_case, list_cases); and asks, in process, whether an
+output is right (judge, assert_attention_close: flexcheck's verdict through libflexcheck.so).
+See python/README.md.
 """
 from ._version import __version__
+from .judging import Verdict, assert_attention_close, judge
 from .fixtures import (
     DTYPES,
     SCHEMA,
@@ -28,10 +31,13 @@ __all__ = [
     "SCHEMAS",
     "Case",
     "Tested",
+    "Verdict",
     "__version__",
     "add_tested",
+    "assert_attention_close",
     "bfloat16_bits",
     "bfloat16_to_float32",
+    "judge",
     "list_cases",
     "read_case",
     "round_to",

@@ -1,0 +1,533 @@
+/*
+ * flexcheck.c - the public C API (include/flexcheck.h) over check's own judging of an output
+ * (check/check.h: chk_judge_output, chk_result_print): the problem handle is validated the way
+ * the fixture reader validates a case, the float64 oracle and the same-precision baseline are
+ * computed from the inputs, and the verdict keeps everything the accessors return. No global
+ * state: every call works on its handles alone.
+ */
+#define _GNU_SOURCE /* open_memstream */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/lowp.h"
+#include "base/version.h"
+#include "check/check.h"
+#include "include/flexcheck.h"
+#include "ref/ref.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+_Static_assert(FLEXCHECK_NGATES == REP_NGATES, "the public gates are the policy's");
+_Static_assert((int)FLEXCHECK_GATE_NOT_RUN == (int)REP_NOT_RUN &&
+                   (int)FLEXCHECK_GATE_PASS == (int)REP_PASS &&
+                   (int)FLEXCHECK_GATE_FAIL == (int)REP_FAIL,
+               "gate states are passed through as they are");
+
+struct flexcheck_problem {
+    int shaped;
+    int32_t b, hq, hkv, lq, lk, d, dv;
+    fc_dtype dtype;
+    mask_params mask;
+    double scale, softcap;
+    float *sinks;
+    size_t nsinks;
+    int32_t *cu_q, *cu_k;
+    size_t ncu;
+    char err[sizeof(((fc_err *)0)->msg)];
+};
+
+typedef struct finding {
+    char title[DIAG_TITLE_LEN];
+    size_t rows;
+} finding;
+
+struct flexcheck_verdict {
+    chk_result res;
+    char *text, *diagnosis;
+    int32_t worst[4];
+    double worst_err;
+    finding *findings;
+    size_t nfindings;
+};
+
+/* ---- messages ---- */
+
+static flexcheck_status fail(flexcheck_problem *p, flexcheck_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static flexcheck_status fail(flexcheck_problem *p, flexcheck_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err, sizeof p->err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static flexcheck_status ok(flexcheck_problem *p)
+{
+    p->err[0] = '\0';
+    return FLEXCHECK_OK;
+}
+
+static flexcheck_status of_fc(fc_status st)
+{
+    return st == FC_ENOMEM ? FLEXCHECK_ENOMEM : st == FC_EUNSUP ? FLEXCHECK_EUNSUP
+                                                                 : FLEXCHECK_EINVAL;
+}
+
+EXPORT int flexcheck_api_version(void)
+{
+    return FLEXCHECK_API_VERSION;
+}
+
+EXPORT const char *flexcheck_version(void)
+{
+    return fc_version_line();
+}
+
+/* ---- the problem ---- */
+
+EXPORT flexcheck_problem *flexcheck_problem_new(void)
+{
+    flexcheck_problem *p = calloc(1, sizeof *p);
+    if (p)
+        p->dtype = FC_F32;
+    return p;
+}
+
+EXPORT void flexcheck_problem_free(flexcheck_problem *p)
+{
+    if (!p)
+        return;
+    free(p->sinks);
+    free(p->cu_q);
+    free(p->cu_k);
+    free(p);
+}
+
+EXPORT const char *flexcheck_problem_errmsg(const flexcheck_problem *p)
+{
+    return p ? p->err : "no problem handle (NULL)";
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_shape(flexcheck_problem *p, int32_t b, int32_t hq,
+                                                    int32_t hkv, int32_t lq, int32_t lk,
+                                                    int32_t d, int32_t dv)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    const struct {
+        const char *name;
+        int32_t v, lo;
+    } f[] = {{"B", b, 1}, {"Hq", hq, 1}, {"Hkv", hkv, 1}, {"Lq", lq, 0},
+             {"Lk", lk, 0}, {"D", d, 1},  {"Dv", dv, 1}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < f[i].lo)
+            return fail(p, FLEXCHECK_EINVAL, "set_shape: %s = %d, must be at least %d", f[i].name,
+                        (int)f[i].v, (int)f[i].lo);
+    if (hq % hkv)
+        return fail(p, FLEXCHECK_EINVAL, "set_shape: Hq = %d is not a multiple of Hkv = %d",
+                    (int)hq, (int)hkv);
+    *p = (flexcheck_problem){.shaped = 1, .b = b, .hq = hq, .hkv = hkv, .lq = lq, .lk = lk,
+                             .d = d, .dv = dv, .dtype = p->dtype, .mask = p->mask,
+                             .scale = p->scale, .softcap = p->softcap, .sinks = p->sinks,
+                             .nsinks = p->nsinks, .cu_q = p->cu_q, .cu_k = p->cu_k,
+                             .ncu = p->ncu};
+    return ok(p);
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_dtype(flexcheck_problem *p, const char *dtype)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (!dtype || fc_dtype_parse(dtype, &p->dtype))
+        return fail(p, FLEXCHECK_EINVAL, "set_dtype: '%s': float32, float16 or bfloat16",
+                    dtype ? fc_esc(dtype).s : "(NULL)");
+    return ok(p);
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_mask(flexcheck_problem *p, int causal,
+                                                   int32_t window, int32_t chunk)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (causal != 0 && causal != 1)
+        return fail(p, FLEXCHECK_EINVAL, "set_mask: causal = %d, must be 0 or 1", causal);
+    if (window < 0 || chunk < 0)
+        return fail(p, FLEXCHECK_EINVAL, "set_mask: %s = %d, must be >= 0 (0 = off)",
+                    window < 0 ? "window" : "chunk", (int)(window < 0 ? window : chunk));
+    p->mask = (mask_params){.causal = causal, .sliding_window = window, .chunk_size = chunk};
+    return ok(p);
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_scale(flexcheck_problem *p, double scale)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (!(isfinite(scale) && scale >= 0))
+        return fail(p, FLEXCHECK_EINVAL, "set_scale: %g, must be finite and > 0 (0: 1/sqrt(D))",
+                    scale);
+    p->scale = scale;
+    return ok(p);
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_softcap(flexcheck_problem *p, double softcap)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (!(isfinite(softcap) && softcap >= 0))
+        return fail(p, FLEXCHECK_EINVAL, "set_softcap: %g, must be finite and > 0 (0: off)",
+                    softcap);
+    p->softcap = softcap;
+    return ok(p);
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_sinks(flexcheck_problem *p, const float *sinks,
+                                                    size_t n)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (!sinks != !n)
+        return fail(p, FLEXCHECK_EINVAL, "set_sinks: %s", sinks ? "n = 0 with sinks given"
+                                                                  : "sinks NULL with n > 0");
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(sinks[i]))
+            return fail(p, FLEXCHECK_EINVAL, "set_sinks: sinks[%zu] = %g is not finite", i,
+                        (double)sinks[i]);
+    float *c = NULL;
+    if (n && !(c = malloc(n * sizeof *c)))
+        return fail(p, FLEXCHECK_ENOMEM, "set_sinks: out of memory");
+    if (n)
+        memcpy(c, sinks, n * sizeof *c);
+    free(p->sinks);
+    p->sinks = c;
+    p->nsinks = n;
+    return ok(p);
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const int32_t *cu_q,
+                                                     const int32_t *cu_k, size_t n)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (!n && !cu_q && !cu_k) {
+        free(p->cu_q);
+        free(p->cu_k);
+        p->cu_q = p->cu_k = NULL;
+        p->ncu = 0;
+        return ok(p);
+    }
+    if (!cu_q || !cu_k || n < 2 || n - 1 > (size_t)INT32_MAX)
+        return fail(p, FLEXCHECK_EINVAL, "set_packed: cu_seqlens_q and cu_seqlens_k need R + 1 "
+                    ">= 2 entries each (n = %zu%s)", n, !cu_q || !cu_k ? ", an array NULL" : "");
+    int32_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return fail(p, FLEXCHECK_ENOMEM, "set_packed: out of memory");
+    }
+    memcpy(a, cu_q, n * sizeof *a);
+    memcpy(b, cu_k, n * sizeof *b);
+    free(p->cu_q);
+    free(p->cu_k);
+    p->cu_q = a;
+    p->cu_k = b;
+    p->ncu = n;
+    return ok(p);
+}
+
+/* ---- judging ---- */
+
+/* The problem as the library's own attn_problem (its seq_info owned), held to attn_problem_check
+ * and terms_check as the fixture reader holds a case. */
+static flexcheck_status build(flexcheck_problem *p, attn_problem *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!p->shaped)
+        return fail(p, FLEXCHECK_EINVAL, "no shape: call flexcheck_problem_set_shape first");
+    fc_err err;
+    fc_status st;
+    if (p->ncu) {
+        if (p->b != 1)
+            return fail(p, FLEXCHECK_EINVAL, "a packed batch needs B = 1 (B = %d)", (int)p->b);
+        int32_t r = (int32_t)(p->ncu - 1);
+        if (p->cu_q[r] != p->lq || p->cu_k[r] != p->lk)
+            return fail(p, FLEXCHECK_EINVAL, "cu_seqlens end at %d and %d, not at Lq = %d and "
+                        "Lk = %d", (int)p->cu_q[r], (int)p->cu_k[r], (int)p->lq, (int)p->lk);
+        st = seq_init_packed(&a->seq, r, p->cu_q, p->cu_k, &err);
+    } else {
+        st = seq_init_dense(&a->seq, p->b, p->lq, p->lk, &err);
+    }
+    if (st)
+        return fail(p, of_fc(st), "%s", err.msg);
+    a->hq = p->hq;
+    a->hkv = p->hkv;
+    a->d = p->d;
+    a->dv = p->dv;
+    a->scale = p->scale > 0 ? p->scale : 1.0 / sqrt((double)p->d);
+    a->mask = p->mask;
+    a->terms = (score_terms){p->softcap, p->sinks};
+    if (p->sinks && p->nsinks != (size_t)p->hq)
+        st = fc_errf(&err, FC_EINVAL, "sinks: %zu values for Hq = %d heads", p->nsinks,
+                     (int)p->hq);
+    if (!st)
+        st = attn_problem_check(a, &err);
+    if (!st)
+        st = terms_check(&a->terms, a->hq, &err);
+    if (st) {
+        attn_problem_free(a);
+        return fail(p, of_fc(st), "%s", err.msg);
+    }
+    return FLEXCHECK_OK;
+}
+
+/* An input array: not NULL, n elements exactly, finite values representable in dt. */
+static flexcheck_status check_input(flexcheck_problem *p, const char *name, const float *x,
+                                    size_t n, size_t want, fc_dtype dt)
+{
+    if (!x && want)
+        return fail(p, FLEXCHECK_EINVAL, "%s is NULL", name);
+    if (n != want)
+        return fail(p, FLEXCHECK_EINVAL, "%s has %zu elements; the problem's shape needs %zu", name,
+                    n, want);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || !fc_representable(x[i], dt))
+            return fail(p, FLEXCHECK_EINVAL, "%s[%zu] = %.9g is %s", name, i, (double)x[i],
+                        isfinite(x[i]) ? "not representable in the problem's dtype"
+                                       : "not finite");
+    return FLEXCHECK_OK;
+}
+
+/* What f wrote into its memory stream, as a string it owns (NULL when out of memory). */
+static char *printed(void (*fn)(FILE *, const void *), const void *arg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    fn(f, arg);
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+typedef struct print_args {
+    const chk_result *res;
+    const judge_case *jc;
+} print_args;
+
+static void print_text(FILE *f, const void *arg)
+{
+    const print_args *a = arg;
+    chk_result_print(f, a->res, &(chk_who){NULL, "output", NULL, NULL, NULL}, a->jc);
+}
+
+static void print_diag(FILE *f, const void *arg)
+{
+    const print_args *a = arg;
+    if (a->res->diag)
+        diag_print(f, a->res->diag, a->jc->prob, "");
+    else if (a->res->diag_error[0])
+        fprintf(f, "diagnosis: not run: %s\n", a->res->diag_error);
+}
+
+/* The verdict's accessible parts, once the judging is done. */
+static flexcheck_status keep(flexcheck_problem *p, flexcheck_verdict *vd, const judge_case *jc)
+{
+    const rep_verdict *v = &vd->res.v;
+    const attn_problem *a = jc->prob;
+    vd->worst_err = -1;
+    if (vd->res.outcome != CHK_NOT_JUDGED && (v->compared || v->nan_count || v->inf_count)) {
+        size_t r = v->worst_row, lq = (size_t)a->seq.lq;
+        vd->worst[0] = (int32_t)(r / lq / (size_t)a->hq);
+        vd->worst[1] = (int32_t)(r / lq % (size_t)a->hq);
+        vd->worst[2] = (int32_t)(r % lq);
+        vd->worst[3] = (int32_t)v->worst_col;
+        vd->worst_err = v->max_err;
+    }
+    const diag_report *d = vd->res.diag;
+    if (d && d->nexplaining) {
+        if (!(vd->findings = calloc(d->nexplaining, sizeof *vd->findings)))
+            return fail(p, FLEXCHECK_ENOMEM, "out of memory for the verdict");
+        for (size_t i = 0; i < d->nexplaining; i++) {
+            snprintf(vd->findings[i].title, sizeof vd->findings[i].title, "%s",
+                     d->findings[i].title);
+            vd->findings[i].rows = d->findings[i].rows.count;
+        }
+        vd->nfindings = d->nexplaining;
+    }
+    print_args pa = {&vd->res, jc};
+    if (!(vd->text = printed(print_text, &pa)) || !(vd->diagnosis = printed(print_diag, &pa)))
+        return fail(p, FLEXCHECK_ENOMEM, "out of memory for the verdict's text");
+    return FLEXCHECK_OK;
+}
+
+EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, size_t nq,
+                                        const float *k, size_t nk, const float *v, size_t nv,
+                                        const float *out, size_t nout, const float *lse,
+                                        size_t nlse, flexcheck_verdict **verdict)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (!verdict)
+        return fail(p, FLEXCHECK_EINVAL, "verdict (the result pointer) is NULL");
+    *verdict = NULL;
+    attn_problem a;
+    flexcheck_status st = build(p, &a);
+    if (st)
+        return st;
+    size_t no = attn_o_elems(&a), nl = attn_lse_elems(&a);
+    if ((st = check_input(p, "q", q, nq, attn_q_elems(&a), p->dtype)) ||
+        (st = check_input(p, "k", k, nk, attn_k_elems(&a), p->dtype)) ||
+        (st = check_input(p, "v", v, nv, attn_v_elems(&a), p->dtype))) {
+        attn_problem_free(&a);
+        return st;
+    }
+    if ((!out && no) || nout != no || (lse && nlse != nl) || (!lse && nlse)) {
+        st = fail(p, FLEXCHECK_EINVAL, "%s has %zu elements%s; the problem's shape needs %zu",
+                  nout != no || (!out && no) ? "out" : "lse", nout != no || (!out && no) ? nout : nlse,
+                  (!out && no) || (!lse && nlse) ? " and is NULL" : "",
+                  nout != no || (!out && no) ? no : nl);
+        attn_problem_free(&a);
+        return st;
+    }
+    double *o64 = malloc(sizeof(double) * (no + 1)), *l64 = malloc(sizeof(double) * (nl + 1));
+    float *o_lp = malloc(sizeof(float) * (no + 1));
+    flexcheck_verdict *vd = calloc(1, sizeof *vd);
+    fc_err err;
+    fc_status fs;
+    judge_case jc = {.prob = &a, .dtype = p->dtype, .q = q, .k = k, .v = v, .out = o64,
+                     .lse = l64};
+    if (!o64 || !l64 || !o_lp || !vd) {
+        st = fail(p, FLEXCHECK_ENOMEM, "out of memory for the oracle of %zu outputs", no);
+    } else if ((fs = ref_attention_f64(&a, q, k, v, o64, l64, &err)) ||
+               (fs = judge_baseline(&jc, o_lp, &err))) {
+        st = fail(p, of_fc(fs), "%s", err.msg);
+    } else {
+        chk_result *res = &vd->res;
+        memset(&res->row, 0, sizeof res->row);
+        rep_set_str(res->row.case_id, sizeof res->row.case_id, "judge");
+        judge_row_problem(&res->row, &a, p->dtype);
+        chk_output_in in = {.o = out, .lse = lse};
+        chk_judge_output(&jc, o_lp, &in, res);
+        st = keep(p, vd, &jc);
+    }
+    if (st == FLEXCHECK_OK) {
+        *verdict = vd;
+        ok(p);
+    } else {
+        flexcheck_verdict_free(vd);
+    }
+    free(o64);
+    free(l64);
+    free(o_lp);
+    attn_problem_free(&a);
+    return st;
+}
+
+EXPORT void flexcheck_verdict_free(flexcheck_verdict *v)
+{
+    if (!v)
+        return;
+    chk_result_free(&v->res);
+    free(v->text);
+    free(v->diagnosis);
+    free(v->findings);
+    free(v);
+}
+
+/* ---- the verdict ---- */
+
+EXPORT flexcheck_outcome flexcheck_verdict_outcome(const flexcheck_verdict *v)
+{
+    return v && v->res.outcome == CHK_PASSED    ? FLEXCHECK_PASS
+           : v && v->res.outcome == CHK_OUTSIDE ? FLEXCHECK_OUTSIDE
+                                                : FLEXCHECK_FAIL;
+}
+
+EXPORT flexcheck_gate_state flexcheck_verdict_gate(const flexcheck_verdict *v, int i,
+                                                   const char **name, const char **title,
+                                                   const char **reason)
+{
+    /* Index i is gate H(i+1); reports/tol.h keeps them in evaluation order. */
+    static const rep_gate by_number[FLEXCHECK_NGATES] = {REP_H1, REP_H2, REP_H3, REP_H4,
+                                                          REP_H5, REP_H6, REP_H7};
+    int in = v && i >= 0 && i < FLEXCHECK_NGATES;
+    rep_gate g = in ? by_number[i] : REP_H1;
+    if (name)
+        *name = in ? rep_gate_name(g) : "?";
+    if (title)
+        *title = in ? rep_gate_title(g) : "?";
+    if (reason)
+        *reason = in ? v->res.v.why[g] : "";
+    return in ? (flexcheck_gate_state)v->res.v.gate[g] : FLEXCHECK_GATE_NOT_RUN;
+}
+
+EXPORT const char *flexcheck_verdict_reason(const flexcheck_verdict *v)
+{
+    if (!v || v->res.outcome == CHK_PASSED)
+        return "";
+    return v->res.row.reason;
+}
+
+EXPORT double flexcheck_verdict_worst(const flexcheck_verdict *v, int32_t coords[4])
+{
+    if (!v)
+        return -1;
+    if (coords)
+        memcpy(coords, v->worst, sizeof v->worst);
+    return v->worst_err;
+}
+
+EXPORT double flexcheck_verdict_metric(const flexcheck_verdict *v, const char *name)
+{
+    if (!v || !name)
+        return NAN;
+    const rep_verdict *r = &v->res.v;
+    const struct {
+        const char *name;
+        double x;
+    } m[] = {{"max_err", r->max_err}, {"mean_err", r->mean_err}, {"rmse", r->rmse},
+             {"nmse", r->nmse},       {"e_lp_max", r->e_lp_max}, {"h1_ratio", r->h1_ratio},
+             {"floor", r->floor},     {"lse_err", r->lse_err},   {"s1", r->s1},
+             {"s2", r->s2}};
+    if (v->res.outcome == CHK_NOT_JUDGED || (r->unscaled && strcmp(name, "lse_err")))
+        return NAN; /* not judged, or outside the contract: nothing but the LSE measured */
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (!strcmp(name, m[i].name))
+            return m[i].x;
+    return NAN;
+}
+
+EXPORT const char *flexcheck_verdict_diagnosis(const flexcheck_verdict *v)
+{
+    return v && v->diagnosis ? v->diagnosis : "";
+}
+
+EXPORT size_t flexcheck_verdict_nfindings(const flexcheck_verdict *v)
+{
+    return v ? v->nfindings : 0;
+}
+
+EXPORT const char *flexcheck_verdict_finding(const flexcheck_verdict *v, size_t i, size_t *rows)
+{
+    if (!v || i >= v->nfindings) {
+        if (rows)
+            *rows = 0;
+        return NULL;
+    }
+    if (rows)
+        *rows = v->findings[i].rows;
+    return v->findings[i].title;
+}
+
+EXPORT const char *flexcheck_verdict_text(const flexcheck_verdict *v)
+{
+    return v && v->text ? v->text : "";
+}

@@ -1,0 +1,328 @@
+/*
+ * output.c - outputs other producers stored (tested/<label>), judged (check.h): under the gates
+ * against the case's confirmed oracle, the producer's own block mask against the case's mask,
+ * p-round's rule on a designed case, the diagnosis of a failure; and the window-edge rule across
+ * an exported triple's outputs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check/check_internal.h"
+#include "judge/exact.h"
+
+int chk_pround_design(const fix_case *c)
+{
+    const char *at = strrchr(c->name, '@');
+    return !strcmp(c->gate_check, "p-round") && at && !strcmp(at, "@design") &&
+           (c->dtype == FC_F16 || c->dtype == FC_BF16);
+}
+
+/* The producer's own block mask against the case's mask, as one line into text: 1 when it drops
+ * or leaks keys. */
+static int producer_bmask(const judge_case *jc, const bmask *bm, char *text, size_t cap)
+{
+    bmask_defects d;
+    fc_err err;
+    if (bmask_find_defects(bm, jc->prob->mask, &jc->prob->seq, &d, &err)) {
+        fc_fmt(text, cap, "cannot be checked: %s", err.msg);
+        return 0;
+    }
+    bmask_defects_text(text, cap, bm, &d);
+    return d.dropped || d.leaked;
+}
+
+/* The outcome of the gates and the checks that follow them; detail and the diagnosis after. */
+static chk_outcome judge_it(const judge_case *jc, const float *o_lp, const chk_output_in *in,
+                            chk_result *res)
+{
+    rep_row *row = &res->row;
+    if (in->not_judged) {
+        rep_row_set_error(row, in->not_judged);
+        return CHK_NOT_JUDGED;
+    }
+    fc_err err;
+    int pass = judge_given(jc, in->o, in->lse, in->o_rerun, o_lp, &res->v, &err);
+    if (pass < 0) {
+        rep_row_set_error(row, err.msg);
+        return CHK_NOT_JUDGED;
+    }
+    rep_row_set_verdict(row, &res->v);
+    if (in->bm) {
+        res->bm_qb = in->bm->q_block_size;
+        res->bm_kb = in->bm->kv_block_size;
+    }
+    if (in->bm && producer_bmask(jc, in->bm, res->bm_text, sizeof res->bm_text)) {
+        judge_row_fail_check(row, "block-mask", "the producer's block mask is %s", res->bm_text);
+        return CHK_FAILED;
+    }
+    if (jc->designed && (row->outcome == REP_ROW_PASS || row->outcome == REP_ROW_OUTSIDE)) {
+        char msg[REP_WHY_LEN];
+        int r = judge_pround(jc, in->o, msg, sizeof msg);
+        if (r < 0) {
+            rep_row_set_error(row, msg);
+            return CHK_NOT_JUDGED;
+        }
+        if (r == 0) {
+            judge_row_fail_check(row, "p-round", "%s", msg);
+            return CHK_FAILED;
+        }
+    }
+    if (res->v.outside)
+        return in->strict ? CHK_FAILED : CHK_OUTSIDE;
+    return pass ? CHK_PASSED : CHK_FAILED;
+}
+
+void chk_judge_output(const judge_case *jc, const float *o_lp, const chk_output_in *in,
+                      chk_result *res)
+{
+    memset(&res->v, 0, sizeof res->v);
+    res->bm_text[0] = res->diag_error[0] = '\0';
+    res->bm_qb = res->bm_kb = 0;
+    res->diag = NULL;
+    chk_outcome oc = res->outcome = judge_it(jc, o_lp, in, res);
+    const rep_verdict *v = &res->v;
+    rep_row *row = &res->row;
+    if (oc == CHK_OUTSIDE || v->outside || oc == CHK_NOT_JUDGED) {
+        fc_fmt(res->detail, sizeof res->detail, "%s", row->reason);
+    } else if (oc == CHK_PASSED) {
+        fc_fmt(res->detail, sizeof res->detail, "passes the gates (H1 ratio %.3g%s%s)",
+               v->h1_ratio, in->lse ? "" : "; no LSE stored, H5 not run",
+               in->o_rerun ? "; rerun bitwise equal" : "");
+    } else if (v->first_fail >= 0 && v->first_fail != REP_H1 && !v->unscaled) {
+        char at[112];
+        attn_row_where(at, sizeof at, jc->prob, v->worst_row, (int64_t)v->worst_col);
+        fc_fmt(res->detail, sizeof res->detail, "%s; largest |err| %.3g at %s", row->reason,
+               v->max_err, at);
+    } else {
+        fc_fmt(res->detail, sizeof res->detail, "%s", row->reason);
+    }
+    /* Which rows fail, which bug explains them: not without a baseline's bounds (unscaled). */
+    if (oc == CHK_FAILED && !v->pass && !v->unscaled) {
+        diag_in d = {.jc = jc, .o = in->o, .lse = in->lse, .v = v, .bm = in->bm,
+                     .prev = in->prev, .budget = in->diag_budget};
+        fc_err err;
+        if (diag_run(&d, &res->diag, &err)) {
+            res->diag = NULL;
+            fc_fmt(res->diag_error, sizeof res->diag_error, "%s", err.msg);
+            fc_fmt(row->explained, sizeof row->explained, "diagnosis not run: %s", err.msg);
+        } else {
+            diag_summary(row->explained, sizeof row->explained, res->diag, jc->prob);
+        }
+    }
+}
+
+void chk_result_free(chk_result *res)
+{
+    diag_report_free(res->diag);
+    res->diag = NULL;
+}
+
+void chk_result_print(FILE *f, const chk_result *res, const chk_who *who, const judge_case *jc)
+{
+    const rep_verdict *v = &res->v;
+    chk_outcome oc = res->outcome;
+    const char *verdict = oc == CHK_PASSED ? "PASS" : oc == CHK_OUTSIDE ? "OUTSIDE" : "FAIL";
+    if (who->where)
+        fprintf(f, "%s %s %s tested/%s %s (%s, out stored as %s): %s\n", verdict,
+                fc_esc(who->where).s, fc_esc(who->name).s, fc_esc(who->label).s,
+                fc_dtype_name(jc->dtype), fc_esc(who->producer).s, fc_esc(who->encoding).s,
+                fc_esc(res->detail).s);
+    else /* judged in process (include/flexcheck.h): no file, label or stored encoding */
+        fprintf(f, "%s %s %s: %s\n", verdict, fc_esc(who->name).s, fc_dtype_name(jc->dtype),
+                fc_esc(res->detail).s);
+    for (int g = 0; oc == CHK_FAILED && g < REP_NGATES; g++) /* every other failed gate too */
+        if (v->gate[g] == REP_FAIL && g != v->first_fail)
+            fprintf(f, "    also %s\n", v->why[g]); /* the gates' own words and numbers */
+    if (res->bm_text[0])
+        fprintf(f, "    its block mask (%dx%d): %s\n", (int)res->bm_qb, (int)res->bm_kb,
+                res->bm_text); /* bmask_defects_text's words and numbers */
+    if (res->diag)
+        diag_print(f, res->diag, jc->prob, "    ");
+    else if (res->diag_error[0])
+        fprintf(f, "    diagnosis: not run: %s\n", fc_esc(res->diag_error).s);
+}
+
+/* ---- the outputs under test of a case ---- */
+
+void chk_case_outputs(const char *path, const fix_case *c, const mask_params *prev,
+                      int oracle_ok, const chk_opts *o, chk_tally *t, const chk_emitter *e)
+{
+    judge_case jc = fix_judge_case(c);
+    jc.designed = chk_pround_design(c);
+    float *o_lp = malloc(sizeof(float) * (attn_o_elems(&c->prob) + 1));
+    fc_err err;
+    char why[REP_WHY_LEN] = "";
+    if (!oracle_ok)
+        fc_fmt(why, sizeof why, "not judged: the stored out/lse are not what our float64 "
+               "oracle computes from the inputs (see the case's line)");
+    else if (!o_lp)
+        fc_fmt(why, sizeof why, "not judged: out of memory");
+    else if (judge_baseline(&jc, o_lp, &err))
+        fc_fmt(why, sizeof why, "not judged: baseline: %s", err.msg);
+    for (int i = 0; i < c->ntested; i++) {
+        const fix_tested *tt = &c->tested[i];
+        chk_result res;
+        chk_row_of(&res.row, path, c, "tested");
+        char be[REP_NAME_LEN];
+        snprintf(be, sizeof be, "tested/%s", tt->label);
+        rep_set_str(res.row.backend, sizeof res.row.backend, be);
+        rep_set_str(res.row.builder, sizeof res.row.builder, tt->has_bmask ? "producer's" : "-");
+        rep_set_str(res.row.producer, sizeof res.row.producer, tt->producer);
+        chk_output_in in = {.o = tt->out, .lse = tt->lse, .o_rerun = tt->out_rerun,
+                            .bm = tt->has_bmask ? &tt->bm : NULL, .prev = prev,
+                            .not_judged = why[0] ? why : NULL, .strict = o->strict};
+        chk_judge_output(&jc, o_lp, &in, &res);
+        t->tested++;
+        t->tested_passed += res.outcome == CHK_PASSED;
+        t->tested_outside += res.outcome == CHK_OUTSIDE;
+        t->tested_failed += res.outcome == CHK_FAILED || res.outcome == CHK_NOT_JUDGED;
+        chk_item it = {.kind = CHK_ITEM_OUTPUT, .path = path, .c = c, .tt = tt, .res = &res,
+                       .jc = &jc};
+        chk_emit(e, &it);
+        chk_tally_keep(t, &res.row);
+        chk_result_free(&res);
+    }
+    free(o_lp);
+}
+
+/* ---- exactness across exported cases: window edges ----
+ * An exported window-edge case comes as three fixture cases, "<dt>", "<dt>@W-1" and "<dt>@W+1"
+ * (ci/export.h). A producer that stored an output under the same label in all three is held to
+ * the window-edge rule (judge/exact.h): wherever a row's allowed keys differ between W and
+ * W +- 1, its outputs (O, and the LSE when both have one) must differ too. */
+
+/* The kept report row of (case c, label), or NULL (rows dropped for memory). */
+static rep_row *kept_row(chk_tally *t, const char *path, const fix_case *c, const char *label)
+{
+    rep_row key;
+    chk_row_of(&key, path, c, "tested");
+    char be[REP_NAME_LEN];
+    snprintf(be, sizeof be, "tested/%s", label);
+    for (size_t i = t->nrows; i-- > 0;)
+        if (!strcmp(t->rows[i].case_id, key.case_id) && !strcmp(t->rows[i].backend, be))
+            return &t->rows[i];
+    return NULL;
+}
+
+static const fix_tested *tested_of(const fix_case *c, const char *label)
+{
+    for (int i = 0; i < c->ntested; i++)
+        if (!strcmp(c->tested[i].label, label))
+            return &c->tested[i];
+    return NULL;
+}
+
+/* e is w with another window: the same shapes and sequences, so that a row of one is the same
+ * row of the other. A file whose W-1 / W+1 cases are not is no window-edge triple; comparing its
+ * outputs row by row would read past the smaller one. */
+static int same_shapes(const attn_problem *w, const attn_problem *e, char *why, size_t cap)
+{
+    const seq_info *a = &w->seq, *b = &e->seq;
+    const struct {
+        const char *what;
+        int32_t x, y;
+    } f[] = {{"B", a->batch, b->batch}, {"sequences", a->nseq, b->nseq}, {"Lq", a->lq, b->lq},
+             {"Lk", a->lk, b->lk},      {"packed", a->packed, b->packed}, {"Hq", w->hq, e->hq},
+             {"Hkv", w->hkv, e->hkv},   {"D", w->d, e->d},               {"Dv", w->dv, e->dv}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (f[k].x != f[k].y) {
+            fc_fmt(why, cap, "%s %d vs %d", f[k].what, (int)f[k].y, (int)f[k].x);
+            return 0;
+        }
+    size_t n = (size_t)a->nseq + 1;
+    if (a->packed && (memcmp(a->cu_q, b->cu_q, n * sizeof *a->cu_q) ||
+                      memcmp(a->cu_k, b->cu_k, n * sizeof *a->cu_k))) {
+        fc_fmt(why, cap, "other cu_seqlens");
+        return 0;
+    }
+    return 1;
+}
+
+/* A row judged before turned into an error or a failure: the counts follow it. */
+static void recount(chk_tally *t, rep_outcome was, int strict)
+{
+    t->tested_passed -= was == REP_ROW_PASS;
+    t->tested_outside -= was == REP_ROW_OUTSIDE && !strict;
+    t->tested_failed += was == REP_ROW_PASS || (was == REP_ROW_OUTSIDE && !strict);
+}
+
+/* The triple is malformed: the file is rejected, and its outputs under test are not judged whole,
+ * so their rows say so instead of standing as passed. */
+static void malformed(const fix_file *f, const fix_case *w, const char *sfx, const char *why,
+                      const chk_opts *o, chk_tally *t, const chk_emitter *e)
+{
+    char msg[REP_WHY_LEN];
+    fc_fmt(msg, sizeof msg, "%s: case %s%s is not case %s with another window (%s): its "
+           "window-edge outputs cannot be compared", fc_esc(f->path).s, fc_esc(w->name).s, sfx,
+           fc_esc(w->name).s, why);
+    chk_item it = {.kind = CHK_ITEM_REJECT, .path = f->path, .text = msg};
+    chk_emit(e, &it);
+    for (int k = 0; k < w->ntested; k++) {
+        rep_row *row = kept_row(t, f->path, w, w->tested[k].label);
+        if (!row || row->outcome == REP_ROW_ERROR)
+            continue;
+        rep_outcome was = row->outcome;
+        rep_row_set_error(row, msg);
+        recount(t, was, o->strict);
+    }
+}
+
+int chk_window_edges(const fix_file *f, int i, const chk_opts *o, chk_tally *t,
+                     const chk_emitter *e)
+{
+    static const char *const sfx[2] = {"@W-1", "@W+1"};
+    int ix[2];
+    char name[FIX_NAME_MAX + 8];
+    for (int j = 0; j < 2; j++) {
+        snprintf(name, sizeof name, "%s%s", f->names[i], sfx[j]);
+        if ((ix[j] = fix_find_case(f, name)) < 0)
+            return 0;
+    }
+    fix_case w, ed[2];
+    fc_err err;
+    if (fix_read_case(f, i, &w, &err))
+        return 0;
+    int ok = 0, bad = 0;
+    for (; ok < 2 && !fix_read_case(f, ix[ok], &ed[ok], &err); ok++)
+        ;
+    for (int j = 0; ok == 2 && j < 2 && !bad; j++) {
+        char why[64];
+        if (!same_shapes(&w.prob, &ed[j].prob, why, sizeof why)) {
+            malformed(f, &w, sfx[j], why, o, t, e);
+            bad = 1;
+        }
+    }
+    judge_case jc = fix_judge_case(&w);
+    size_t n = judge_rows(&jc);
+    for (int k = 0; ok == 2 && !bad && k < w.ntested; k++) {
+        const fix_tested *tw = &w.tested[k];
+        rep_row *row = kept_row(t, f->path, &w, tw->label);
+        for (int j = 0; j < 2 && row; j++) {
+            const fix_tested *te = tested_of(&ed[j], tw->label);
+            if (!te)
+                continue;
+            size_t r = judge_window_edge(&jc, w.prob.mask, ed[j].prob.mask, tw->out, tw->lse,
+                                         te->out, te->lse, NULL, NULL);
+            if (r == n)
+                continue;
+            char at[112], text[REP_WHY_LEN];
+            attn_row_where(at, sizeof at, &w.prob, r, -1);
+            rep_outcome was = row->outcome;
+            fc_fmt(text, sizeof text, "row %s: allowed keys differ between W and %s (case "
+                   "%s%s), yet the outputs are identical", at, sfx[j] + 1, fc_esc(w.name).s,
+                   sfx[j]);
+            judge_row_fail_check(row, "window-edge", "row %s: allowed keys differ between W and "
+                                 "%s, yet the outputs are identical", at, sfx[j] + 1);
+            chk_item it = {.kind = CHK_ITEM_EDGE, .path = f->path, .c = &w, .tt = tw,
+                           .text = text};
+            chk_emit(e, &it);
+            if (was == REP_ROW_PASS || (was == REP_ROW_OUTSIDE && !o->strict))
+                recount(t, was, 0);
+        }
+    }
+    for (int j = 0; j < ok; j++)
+        fix_case_free(&ed[j]);
+    fix_case_free(&w);
+    return bad ? 2 : 0;
+}

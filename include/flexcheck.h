@@ -1,0 +1,149 @@
+/*
+ * flexcheck.h - the public C API of libflexcheck.so: is this attention output right? Describe
+ * the problem (shapes, dtype, mask, score terms, packed sequences), hand over q, k, v and an
+ * output (and optionally its LSE), and get flexcheck's verdict: the float64 oracle computed from
+ * the inputs, the gates of docs/tolerance.md against the same-precision baseline, the worst
+ * element, and for a failure the diagnosis (which known bug explains the failing rows). It is
+ * the code `flexcheck check` runs on an output stored in a fixture file (check/check.h).
+ *
+ *   flexcheck_problem *p = flexcheck_problem_new();
+ *   flexcheck_problem_set_shape(p, 1, 8, 2, 1024, 1024, 64, 64);   // B, Hq, Hkv, Lq, Lk, D, Dv
+ *   flexcheck_problem_set_dtype(p, "float16");
+ *   flexcheck_problem_set_mask(p, 1, 256, 0);                      // causal, window, chunk
+ *   flexcheck_verdict *v;
+ *   if (flexcheck_judge(p, q, nq, k, nk, v_, nv, out, nout, lse, nlse, &v) != FLEXCHECK_OK)
+ *       fprintf(stderr, "%s\n", flexcheck_problem_errmsg(p));
+ *   else { puts(flexcheck_verdict_text(v)); ok = flexcheck_verdict_outcome(v) == FLEXCHECK_PASS;
+ *          flexcheck_verdict_free(v); }
+ *   flexcheck_problem_free(p);
+ *
+ * Conventions (SQLite's and zstd's): opaque handles made and freed by the library; every call
+ * returns a status and leaves a message in the problem handle (flexcheck_problem_errmsg); no
+ * global state, so threads may judge concurrently with handles of their own (a handle is not
+ * to be shared between threads without a lock); nothing aborts, nothing reads past the counts
+ * given. The ABI is kept by adding calls, never by changing one; FLEXCHECK_API_VERSION counts
+ * the additions, and flexcheck_api_version() says what the loaded library has.
+ *
+ * Arrays are float32, row-major (C order), in the layouts of docs/fixtures.md: q [B, Hq, Lq, D],
+ * k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out [B, Hq, Lq, Dv], lse [B, Hq, Lq] (natural log).
+ * Each comes with its element count, which must be exactly the problem's. q, k and v must hold
+ * finite values exactly representable in the problem's dtype (bfloat16 and float16 values widen
+ * to float32 exactly); the output may hold anything (NaN and infinities are what H3 judges).
+ */
+#ifndef FLEXCHECK_H
+#define FLEXCHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The calls this header declares: 1 = the first set. */
+#define FLEXCHECK_API_VERSION 1
+
+typedef enum flexcheck_status {
+    FLEXCHECK_OK = 0,
+    FLEXCHECK_EINVAL = 1, /* a bad argument; the message names it and its value */
+    FLEXCHECK_ENOMEM = 2, /* out of memory */
+    FLEXCHECK_EUNSUP = 3, /* a configuration this library does not judge */
+    FLEXCHECK_EINTERNAL = 4 /* a fault of flexcheck's own: please report it */
+} flexcheck_status;
+
+/* The API version of the library loaded (FLEXCHECK_API_VERSION of its build), and flexcheck's
+ * version and commit ("0.x (commit abc1234)"). */
+int flexcheck_api_version(void);
+const char *flexcheck_version(void);
+
+/* ---- the problem ---- */
+
+typedef struct flexcheck_problem flexcheck_problem;
+
+/* A problem with no shape yet (dtype float32, no mask, scale 1/sqrt(D), no score terms, dense
+ * batch); NULL only when out of memory. */
+flexcheck_problem *flexcheck_problem_new(void);
+void flexcheck_problem_free(flexcheck_problem *p);
+/* The message of the last call on p that did not return FLEXCHECK_OK ("" when none). Valid until
+ * the next call on p. */
+const char *flexcheck_problem_errmsg(const flexcheck_problem *p);
+
+/* Every count >= 1 (Lq, Lk >= 0), Hq a multiple of Hkv, D and Dv at most 1024. */
+flexcheck_status flexcheck_problem_set_shape(flexcheck_problem *p, int32_t b, int32_t hq,
+                                             int32_t hkv, int32_t lq, int32_t lk, int32_t d,
+                                             int32_t dv);
+/* "float32", "float16" or "bfloat16": the precision the kernel ran in. */
+flexcheck_status flexcheck_problem_set_dtype(flexcheck_problem *p, const char *dtype);
+/* causal 0 or 1; window 0 off, else W (allowed iff |p_q - p_k| < W); chunk 0 off, else C
+ * (docs/semantics.md). Bottom-right alignment per sequence. */
+flexcheck_status flexcheck_problem_set_mask(flexcheck_problem *p, int causal, int32_t window,
+                                            int32_t chunk);
+/* The softmax scale, finite and > 0; 0 restores 1/sqrt(D). */
+flexcheck_status flexcheck_problem_set_scale(flexcheck_problem *p, double scale);
+/* Logit soft-cap c > 0 (c * tanh(s / c) on the scaled score, before the mask); 0 off. */
+flexcheck_status flexcheck_problem_set_softcap(flexcheck_problem *p, double softcap);
+/* Per-head sink logits, n == Hq finite values (copied); sinks NULL (n 0) removes them. */
+flexcheck_status flexcheck_problem_set_sinks(flexcheck_problem *p, const float *sinks, size_t n);
+/* A packed batch (B must be 1): cu_seqlens_q and cu_seqlens_k, n = R + 1 entries each (copied),
+ * starting at 0, non-decreasing, ending at Lq resp. Lk. NULL (n 0) makes the batch dense again. */
+flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const int32_t *cu_q,
+                                              const int32_t *cu_k, size_t n);
+
+/* ---- the verdict ---- */
+
+typedef struct flexcheck_verdict flexcheck_verdict;
+
+/* Judges out (and lse, which may be NULL: the LSE gate is then not run) as the output of problem
+ * p on inputs q, k, v (counts in elements). FLEXCHECK_OK with *verdict set (free it with
+ * flexcheck_verdict_free) whenever the output could be judged, whatever the verdict; any other
+ * status leaves *verdict NULL and a message in p. */
+flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, size_t nq, const float *k,
+                                 size_t nk, const float *v, size_t nv, const float *out,
+                                 size_t nout, const float *lse, size_t nlse,
+                                 flexcheck_verdict **verdict);
+void flexcheck_verdict_free(flexcheck_verdict *v);
+
+typedef enum flexcheck_outcome {
+    FLEXCHECK_FAIL = 0,
+    FLEXCHECK_PASS = 1,
+    FLEXCHECK_OUTSIDE = 2 /* outside the contract: the baseline overflowed, H1/H2 not run */
+} flexcheck_outcome;
+flexcheck_outcome flexcheck_verdict_outcome(const flexcheck_verdict *v);
+
+/* The hard gates H1..H7 of docs/tolerance.md, as indices 0..FLEXCHECK_NGATES-1. */
+#define FLEXCHECK_NGATES 7
+typedef enum flexcheck_gate_state {
+    FLEXCHECK_GATE_NOT_RUN = 0, /* no evidence for it (H5 without an LSE, H6, H7 here) */
+    FLEXCHECK_GATE_PASS = 1,
+    FLEXCHECK_GATE_FAIL = 2
+} flexcheck_gate_state;
+/* Gate i's state; *name ("H1"), *title ("max ratio") and *reason ("" unless it failed) when
+ * not NULL. FLEXCHECK_GATE_NOT_RUN for an i out of range, with *name "?". */
+flexcheck_gate_state flexcheck_verdict_gate(const flexcheck_verdict *v, int i, const char **name,
+                                            const char **title, const char **reason);
+/* The first failing gate or exactness check and why ("" when the output passed). */
+const char *flexcheck_verdict_reason(const flexcheck_verdict *v);
+
+/* The element with the largest |out - oracle| (a NaN the worst): its (b, h, q, d) into
+ * coords[4], the error returned (NaN for a NaN element; -1 when there is no element). */
+double flexcheck_verdict_worst(const flexcheck_verdict *v, int32_t coords[4]);
+/* A measured figure by name: "max_err", "mean_err", "rmse", "nmse", "e_lp_max", "h1_ratio",
+ * "floor", "lse_err", "s1", "s2"; NaN for another name or a figure not measured. */
+double flexcheck_verdict_metric(const flexcheck_verdict *v, const char *name);
+
+/* The diagnosis of a failed output: its lines as check prints them ("" when none ran), and its
+ * findings (hypotheses that explain at least one failing row), each with its title ("window W+1
+ * (256 -> 257)") and the number of failing rows it explains. */
+const char *flexcheck_verdict_diagnosis(const flexcheck_verdict *v);
+size_t flexcheck_verdict_nfindings(const flexcheck_verdict *v);
+const char *flexcheck_verdict_finding(const flexcheck_verdict *v, size_t i, size_t *rows);
+
+/* Everything check prints for this output: the verdict line, every other failed gate, the
+ * diagnosis. */
+const char *flexcheck_verdict_text(const flexcheck_verdict *v);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,67 @@
+"""`pip install ./python` brings libflexcheck.so along (python/setup.py), so that
+flexcheck.judge works from an installed package; and it says what to do when it cannot. Uses
+Debian's pip (python3 -m pip install --target, no network: --no-build-isolation --no-deps) on
+copies of the package next to a copy of the built library. Skipped without pip or the library.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.dirname(HERE)  # python/
+LIB = os.path.join(os.path.dirname(PKG), "build", "libflexcheck.so")
+
+
+def pip_ok():
+    r = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True)
+    return r.returncode == 0
+
+
+pytestmark = [pytest.mark.skipif(not pip_ok(), reason="no pip for this python3"),
+              pytest.mark.skipif(not os.path.isfile(LIB), reason=f"{LIB} not built")]
+
+
+def install(root, target, env=None):
+    shutil.copytree(PKG, os.path.join(root, "python"),
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tests"))
+    return subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation",
+                           "--no-deps", "--target", target, os.path.join(root, "python")],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {}), PIP_DISABLE_PIP_VERSION_CHECK="1"))
+
+
+def test_the_installed_package_judges_with_the_library_it_brought(tmp_path):
+    root, site = str(tmp_path / "checkout"), str(tmp_path / "site")
+    os.makedirs(os.path.join(root, "build"))
+    shutil.copy2(LIB, os.path.join(root, "build", "libflexcheck.so"))
+    r = install(root, site)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lib = os.path.join(site, "flexcheck", "_lib", "libflexcheck.so")
+    assert os.path.isfile(lib)
+    code = ("import numpy as np, flexcheck; from flexcheck.judging import _load;"
+            "q = np.ones((1, 1, 4, 8), np.float16);"
+            "v = flexcheck.judge(q, q, q, q, causal=True);"
+            "print(_load()._name, v.outcome)")
+    env = {k: v for k, v in os.environ.items() if k not in ("FLEXCHECK_LIB", "PYTHONPATH")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(tmp_path), env=dict(env, PYTHONPATH=site))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [lib, "pass"], out.stdout
+
+
+def test_outside_a_checkout_without_the_library_it_says_what_to_do(tmp_path):
+    root, site = str(tmp_path / "elsewhere"), str(tmp_path / "site")
+    os.makedirs(root)
+    r = install(root, site)
+    assert r.returncode != 0
+    assert "libflexcheck.so is not built and this is not a flexcheck checkout" in r.stderr + \
+        r.stdout, r.stderr
+    assert "FLEXCHECK_NO_LIB=1" in r.stderr + r.stdout
+    again = str(tmp_path / "again")
+    os.makedirs(again)
+    r = install(again, site, {"FLEXCHECK_NO_LIB": "1"})
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(os.path.join(site, "flexcheck", "_lib"))

@@ -1,0 +1,341 @@
+/*
+ * test_api.c - the public C API (include/flexcheck.h) as a caller sees it, linked against
+ * build/libflexcheck.so: a correct output passes and one computed with a window one too wide
+ * fails with "window W+1" named; every bad argument is a status and a message naming it, with no
+ * verdict; handles used from several threads at once give the same verdicts. Its expected
+ * outputs come from a brute-force float64 attention written here from docs/semantics.md
+ * (bottom-right alignment per sequence, causal, window, sinks), not from flexcheck's oracle.
+ * `make test` also runs this suite under ASan/UBSan (api/module.mk), wrong counts included.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/lowp.h"
+#include "include/flexcheck.h"
+
+/* The test problem: one batch entry or a packed batch of three sequences, Hq 4, Hkv 2, D 16. */
+enum { HQ = 4, HKV = 2, D = 16, LQ = 40, LK = 48 };
+
+typedef struct brute {
+    int causal, window, packed, sinks;
+    int32_t cu_q[4], cu_k[4]; /* packed: three sequences */
+    float q[HQ * LQ * D], k[HKV * LK * D], v[HKV * LK * D], sink[HQ];
+    float o[HQ * LQ * D], lse[HQ * LQ];
+} brute;
+
+static float draw(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return fc_round((float)(((*s >> 8) & 0xFFFF) / 32768.0 - 1.0), FC_F16);
+}
+
+/* Inputs drawn from seed, float16 values. */
+static void inputs(brute *t, unsigned seed)
+{
+    for (size_t i = 0; i < sizeof t->q / sizeof *t->q; i++)
+        t->q[i] = draw(&seed);
+    for (size_t i = 0; i < sizeof t->k / sizeof *t->k; i++)
+        t->k[i] = draw(&seed);
+    for (size_t i = 0; i < sizeof t->v / sizeof *t->v; i++)
+        t->v[i] = draw(&seed);
+    for (int h = 0; h < HQ; h++)
+        t->sink[h] = fc_round(2.0f * draw(&seed), FC_F16);
+    static const int32_t cq[4] = {0, 10, 10, LQ}, ck[4] = {0, 12, 20, LK};
+    memcpy(t->cu_q, cq, sizeof cq);
+    memcpy(t->cu_k, ck, sizeof ck);
+}
+
+/* Attention of docs/semantics.md in float64, window w, written out loop by loop. */
+static void attend(brute *t, int w)
+{
+    int nseq = t->packed ? 3 : 1;
+    for (int h = 0; h < HQ; h++)
+        for (int s = 0; s < nseq; s++) {
+            int q0 = t->packed ? t->cu_q[s] : 0, q1 = t->packed ? t->cu_q[s + 1] : LQ;
+            int k0 = t->packed ? t->cu_k[s] : 0, k1 = t->packed ? t->cu_k[s + 1] : LK;
+            for (int i = q0; i < q1; i++) {
+                long pq = (i - q0) + (k1 - k0) - (q1 - q0); /* bottom-right */
+                const float *qr = t->q + ((size_t)h * LQ + i) * D;
+                double sc[LK], m = t->sinks ? t->sink[h] : -INFINITY;
+                int any = 0;
+                for (int j = k0; j < k1; j++) {
+                    long pk = j - k0;
+                    int ok = (!t->causal || pk <= pq) && (!w || labs(pq - pk) < w);
+                    sc[j] = -INFINITY;
+                    if (!ok)
+                        continue;
+                    const float *kr = t->k + ((size_t)(h / (HQ / HKV)) * LK + j) * D;
+                    double dot = 0;
+                    for (int d = 0; d < D; d++)
+                        dot += (double)qr[d] * kr[d];
+                    sc[j] = dot / sqrt((double)D);
+                    m = fmax(m, sc[j]);
+                    any = 1;
+                }
+                double l = t->sinks ? exp(t->sink[h] - m) : 0, acc[D] = {0};
+                for (int j = k0; j < k1; j++) {
+                    if (sc[j] == -INFINITY)
+                        continue;
+                    double p = exp(sc[j] - m);
+                    l += p;
+                    const float *vr = t->v + ((size_t)(h / (HQ / HKV)) * LK + j) * D;
+                    for (int d = 0; d < D; d++)
+                        acc[d] += p * vr[d];
+                }
+                for (int d = 0; d < D; d++)
+                    t->o[((size_t)h * LQ + i) * D + d] =
+                        any ? fc_round((float)(acc[d] / l), FC_F16) : 0.0f;
+                t->lse[(size_t)h * LQ + i] =
+                    any || t->sinks ? (float)(m + log(l)) : -INFINITY;
+            }
+        }
+}
+
+static flexcheck_problem *problem_of(const brute *t, int window)
+{
+    flexcheck_problem *p = flexcheck_problem_new();
+    cr_assert(p);
+    cr_assert_eq(flexcheck_problem_set_shape(p, 1, HQ, HKV, LQ, LK, D, D), FLEXCHECK_OK, "%s",
+                 flexcheck_problem_errmsg(p));
+    cr_assert_eq(flexcheck_problem_set_dtype(p, "float16"), FLEXCHECK_OK);
+    cr_assert_eq(flexcheck_problem_set_mask(p, t->causal, window, 0), FLEXCHECK_OK);
+    if (t->packed)
+        cr_assert_eq(flexcheck_problem_set_packed(p, t->cu_q, t->cu_k, 4), FLEXCHECK_OK, "%s",
+                     flexcheck_problem_errmsg(p));
+    if (t->sinks)
+        cr_assert_eq(flexcheck_problem_set_sinks(p, t->sink, HQ), FLEXCHECK_OK);
+    return p;
+}
+
+static flexcheck_status judge(flexcheck_problem *p, const brute *t, flexcheck_verdict **v)
+{
+    return flexcheck_judge(p, t->q, HQ * LQ * D, t->k, HKV * LK * D, t->v, HKV * LK * D, t->o,
+                           HQ * LQ * D, t->lse, HQ * LQ, v);
+}
+
+Test(api, reports_its_version)
+{
+    cr_expect_eq(flexcheck_api_version(), FLEXCHECK_API_VERSION);
+    cr_expect(strstr(flexcheck_version(), "(commit ") != NULL, "%s", flexcheck_version());
+}
+
+/* Dense and packed, with and without sinks: the brute-force output passes; the same computed
+ * with W + 1 fails, first on H1, its diagnosis naming the window one too wide for every failing
+ * row, the worst element inside the problem. */
+Test(api, passes_a_right_output_and_names_a_window_one_too_wide)
+{
+    static const struct {
+        int packed, sinks;
+    } cases[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        brute *t = calloc(1, sizeof *t);
+        inputs(t, 7 + (unsigned)c);
+        t->causal = 1;
+        t->packed = cases[c].packed;
+        t->sinks = cases[c].sinks;
+        attend(t, 6);
+        flexcheck_problem *p = problem_of(t, 6);
+        flexcheck_verdict *v = NULL;
+        cr_assert_eq(judge(p, t, &v), FLEXCHECK_OK, "case %zu: %s", c, flexcheck_problem_errmsg(p));
+        cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_PASS, "case %zu: %s", c,
+                     flexcheck_verdict_text(v));
+        cr_expect(strncmp(flexcheck_verdict_text(v), "PASS output float16: ", 21) == 0, "%s",
+                  flexcheck_verdict_text(v));
+        cr_expect_str_empty(flexcheck_verdict_diagnosis(v));
+        flexcheck_verdict_free(v);
+
+        attend(t, 7);
+        cr_assert_eq(judge(p, t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+        cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_FAIL, "case %zu", c);
+        const char *name;
+        cr_expect_eq(flexcheck_verdict_gate(v, 0, &name, NULL, NULL), FLEXCHECK_GATE_FAIL);
+        cr_expect_str_eq(name, "H1");
+        cr_expect(strncmp(flexcheck_verdict_reason(v), "H1 max ratio", 12) == 0, "%s",
+                  flexcheck_verdict_reason(v));
+        size_t rows = 0;
+        const char *f0 = flexcheck_verdict_finding(v, 0, &rows);
+        cr_expect(f0 && strstr(f0, "window W+1 (6 -> 7)"), "case %zu: %s", c,
+                  flexcheck_verdict_text(v));
+        cr_expect(strstr(flexcheck_verdict_diagnosis(v), "explained by window W+1 (6 -> 7)"),
+                  "%s", flexcheck_verdict_diagnosis(v));
+        int32_t w[4];
+        double err = flexcheck_verdict_worst(v, w);
+        cr_expect(err > 0 && w[0] == 0 && w[1] >= 0 && w[1] < HQ && w[2] >= 0 && w[2] < LQ &&
+                      w[3] >= 0 && w[3] < D,
+                  "worst %g at (%d, %d, %d, %d)", err, w[0], w[1], w[2], w[3]);
+        cr_expect(flexcheck_verdict_metric(v, "h1_ratio") > 1);
+        cr_expect(isnan(flexcheck_verdict_metric(v, "no such figure")));
+        flexcheck_verdict_free(v);
+        flexcheck_problem_free(p);
+        free(t);
+    }
+}
+
+/* Every bad argument: a status, a message naming it, no verdict, and nothing read past the
+ * counts given (the ASan run of this suite holds the library to that). */
+typedef enum {
+    COUNT_Q_SHORT, COUNT_K_LONG, COUNT_V_ZERO, COUNT_OUT_SHORT, COUNT_LSE_LONG, NULL_Q, NULL_OUT,
+    NOT_F16, NAN_K, NO_SHAPE, LSE_COUNT_NO_LSE
+} bad_call;
+
+Test(api, refuses_each_bad_argument_naming_it)
+{
+    static const struct {
+        bad_call what;
+        const char *says;
+    } cases[] = {
+        {COUNT_Q_SHORT, "q has 2559 elements; the problem's shape needs 2560"},
+        {COUNT_K_LONG, "k has 1537 elements"},
+        {COUNT_V_ZERO, "v has 0 elements"},
+        {COUNT_OUT_SHORT, "out has 2559 elements"},
+        {COUNT_LSE_LONG, "lse has 161 elements"},
+        {NULL_Q, "q is NULL"},
+        {NULL_OUT, "out has 2560 elements and is NULL"},
+        {NOT_F16, "q[5] = 0.100000001 is not representable in the problem's dtype"},
+        {NAN_K, "k[3] = nan is not finite"},
+        {NO_SHAPE, "no shape: call flexcheck_problem_set_shape first"},
+        {LSE_COUNT_NO_LSE, "lse has 160 elements and is NULL"},
+    };
+    brute *t = calloc(1, sizeof *t);
+    inputs(t, 3);
+    attend(t, 0);
+    size_t nq = HQ * LQ * D, nk = HKV * LK * D, no = HQ * LQ * D, nl = HQ * LQ;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t cq = nq, ck = nk, cv = nk, co = no, cl = nl;
+        switch (cases[c].what) {
+        case COUNT_Q_SHORT: cq--; break;
+        case COUNT_K_LONG: ck++; break;
+        case COUNT_V_ZERO: cv = 0; break;
+        case COUNT_OUT_SHORT: co--; break;
+        case COUNT_LSE_LONG: cl++; break;
+        default: break;
+        }
+        /* Each buffer exactly as long as the count given: a read past it is an ASan report. */
+        float *q = calloc(cq + !cq, sizeof *q), *k = calloc(ck, sizeof *k);
+        float *v = calloc(cv + !cv, sizeof *v), *o = calloc(co, sizeof *o);
+        float *l = calloc(cl, sizeof *l);
+        memcpy(q, t->q, (cq < nq ? cq : nq) * sizeof *q);
+        memcpy(k, t->k, (ck < nk ? ck : nk) * sizeof *k);
+        memcpy(v, t->v, (cv < nk ? cv : nk) * sizeof *v);
+        memcpy(o, t->o, (co < no ? co : no) * sizeof *o);
+        memcpy(l, t->lse, (cl < nl ? cl : nl) * sizeof *l);
+        flexcheck_problem *p = cases[c].what == NO_SHAPE ? flexcheck_problem_new()
+                                                          : problem_of(t, 0);
+        const float *qp = q, *op = o, *lp = l;
+        switch (cases[c].what) {
+        case NULL_Q: qp = NULL; break;
+        case NULL_OUT: op = NULL; break;
+        case NOT_F16: q[5] = 0.1f; break;
+        case NAN_K: k[3] = NAN; break;
+        case LSE_COUNT_NO_LSE: lp = NULL; break;
+        default: break;
+        }
+        flexcheck_verdict *vd = (flexcheck_verdict *)&cases; /* must come back NULL */
+        flexcheck_status st = flexcheck_judge(p, qp, cq, k, ck, v, cv, op, co, lp, cl, &vd);
+        cr_expect_eq(st, FLEXCHECK_EINVAL, "case %zu: status %d", c, (int)st);
+        cr_expect_null(vd, "case %zu: a verdict came back", c);
+        cr_expect(strstr(flexcheck_problem_errmsg(p), cases[c].says), "case %zu: '%s'", c,
+                  flexcheck_problem_errmsg(p));
+        flexcheck_problem_free(p);
+        free(q);
+        free(k);
+        free(v);
+        free(o);
+        free(l);
+    }
+    free(t);
+}
+
+Test(api, refuses_a_bad_problem_naming_the_field)
+{
+    flexcheck_problem *p = flexcheck_problem_new();
+    cr_expect_eq(flexcheck_problem_set_shape(p, 1, 3, 2, 8, 8, 16, 16), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "Hq = 3 is not a multiple of Hkv = 2"));
+    cr_expect_eq(flexcheck_problem_set_shape(p, 0, 2, 2, 8, 8, 16, 16), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "B = 0, must be at least 1"));
+    cr_expect_eq(flexcheck_problem_set_dtype(p, "float8\n"), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "'float8\\n': float32, float16 or bfloat16"),
+              "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_problem_set_mask(p, 2, 0, 0), FLEXCHECK_EINVAL);
+    cr_expect_eq(flexcheck_problem_set_mask(p, 1, -4, 0), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "window = -4"));
+    cr_expect_eq(flexcheck_problem_set_scale(p, NAN), FLEXCHECK_EINVAL);
+    cr_expect_eq(flexcheck_problem_set_softcap(p, -1), FLEXCHECK_EINVAL);
+    float s[2] = {1, INFINITY};
+    cr_expect_eq(flexcheck_problem_set_sinks(p, s, 2), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "sinks[1] = inf is not finite"));
+    int32_t cu[2] = {0, 8};
+    cr_expect_eq(flexcheck_problem_set_packed(p, cu, NULL, 2), FLEXCHECK_EINVAL);
+    /* a packed batch whose offsets end short of Lq is refused at judge time, named */
+    cr_assert_eq(flexcheck_problem_set_shape(p, 1, 2, 2, 8, 8, 16, 16), FLEXCHECK_OK);
+    int32_t cq[2] = {0, 7}, ck[2] = {0, 8};
+    cr_assert_eq(flexcheck_problem_set_packed(p, cq, ck, 2), FLEXCHECK_OK);
+    float x[2 * 8 * 16] = {0}, lse[16] = {0};
+    flexcheck_verdict *v;
+    cr_expect_eq(flexcheck_judge(p, x, 256, x, 256, x, 256, x, 256, lse, 16, &v),
+                 FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "cu_seqlens end at 7 and 8, not at Lq = 8"),
+              "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_problem_set_sinks(p, s, 1), FLEXCHECK_OK);
+    cr_expect_eq(flexcheck_problem_set_packed(p, NULL, NULL, 0), FLEXCHECK_OK);
+    cr_expect_eq(flexcheck_judge(p, x, 256, x, 256, x, 256, x, 256, lse, 16, &v),
+                 FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "sinks: 1 values for Hq = 2 heads"), "%s",
+              flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_judge(NULL, x, 256, x, 256, x, 256, x, 256, lse, 16, &v),
+                 FLEXCHECK_EINVAL);
+    flexcheck_problem_free(p);
+    flexcheck_problem_free(NULL);
+    flexcheck_verdict_free(NULL);
+    cr_expect_eq(flexcheck_verdict_outcome(NULL), FLEXCHECK_FAIL);
+}
+
+/* No global state: threads judging at once, each with its own handles, get what one thread
+ * alone gets, byte for byte. */
+typedef struct job {
+    const brute *t;
+    int window;
+    char *text;
+} job;
+
+static void *judge_job(void *arg)
+{
+    job *j = arg;
+    flexcheck_problem *p = problem_of(j->t, j->window);
+    flexcheck_verdict *v = NULL;
+    if (judge(p, j->t, &v) == FLEXCHECK_OK)
+        j->text = strdup(flexcheck_verdict_text(v));
+    flexcheck_verdict_free(v);
+    flexcheck_problem_free(p);
+    return NULL;
+}
+
+Test(api, threads_judging_at_once_agree_with_one_alone)
+{
+    brute *t = calloc(1, sizeof *t);
+    inputs(t, 11);
+    t->causal = 1;
+    attend(t, 7); /* judged as window 6 (fails, diagnosed) and as 7 (passes) */
+    job alone[2] = {{t, 6, NULL}, {t, 7, NULL}}, many[8];
+    for (int i = 0; i < 2; i++)
+        judge_job(&alone[i]);
+    cr_assert(alone[0].text && alone[1].text);
+    cr_assert(strncmp(alone[0].text, "FAIL", 4) == 0 && strncmp(alone[1].text, "PASS", 4) == 0);
+    pthread_t tid[8];
+    for (int i = 0; i < 8; i++) {
+        many[i] = (job){t, 6 + i % 2, NULL};
+        cr_assert_eq(pthread_create(&tid[i], NULL, judge_job, &many[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(tid[i], NULL);
+        cr_expect(many[i].text && !strcmp(many[i].text, alone[i % 2].text), "thread %d", i);
+        free(many[i].text);
+    }
+    free(alone[0].text);
+    free(alone[1].text);
+    free(t);
+}
