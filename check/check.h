@@ -36,6 +36,9 @@ typedef struct chk_opts {
     int32_t kernel;
     int strict;                /* outside-contract rows fail */
     int quiet;                 /* items of passing cases and outputs are not emitted */
+    const char *const *labels; /* nlabels > 0: only outputs under test whose label matches one of
+                                * these shell patterns (fnmatch) are judged and counted */
+    int nlabels;
     fix_budget budget;         /* what a case may cost (zeros: the defaults) */
     void (*on_read)(void);     /* NULL, or called once the file is read and validated whole */
     /* NULL, or the message a file's rejection says for status st (the CLI's isolation tells an
@@ -95,6 +98,9 @@ typedef struct chk_result {
     diag_report *diag;             /* the diagnosis of a failed output (NULL: none ran) */
     char diag_error[REP_WHY_LEN];  /* why the diagnosis could not run ("" when it did) */
 } chk_result;
+
+/* 1 when o selects the output under test labelled `label` (chk_opts.labels). */
+int chk_label_selected(const chk_opts *o, const char *label);
 
 /* Judges one output of case jc (o_lp: jc's same-precision baseline) under the gates, the
  * producer's block mask against the case's mask, p-round's rule on a designed case, and

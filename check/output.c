@@ -4,12 +4,21 @@
  * p-round's rule on a designed case, the diagnosis of a failure; and the window-edge rule across
  * an exported triple's outputs.
  */
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check/check_internal.h"
 #include "judge/exact.h"
+
+int chk_label_selected(const chk_opts *o, const char *label)
+{
+    for (int i = 0; i < o->nlabels; i++)
+        if (!fnmatch(o->labels[i], label, 0))
+            return 1;
+    return o->nlabels == 0;
+}
 
 int chk_pround_design(const fix_case *c)
 {
@@ -162,6 +171,8 @@ void chk_case_outputs(const char *path, const fix_case *c, const mask_params *pr
         fc_fmt(why, sizeof why, "not judged: baseline: %s", err.msg);
     for (int i = 0; i < c->ntested; i++) {
         const fix_tested *tt = &c->tested[i];
+        if (!chk_label_selected(o, tt->label))
+            continue;
         chk_result res;
         chk_row_of(&res.row, path, c, "tested");
         char be[REP_NAME_LEN];
@@ -259,6 +270,8 @@ static void malformed(const fix_file *f, const fix_case *w, const char *sfx, con
     chk_item it = {.kind = CHK_ITEM_REJECT, .path = f->path, .text = msg};
     chk_emit(e, &it);
     for (int k = 0; k < w->ntested; k++) {
+        if (!chk_label_selected(o, w->tested[k].label))
+            continue;
         rep_row *row = kept_row(t, f->path, w, w->tested[k].label);
         if (!row || row->outcome == REP_ROW_ERROR)
             continue;
@@ -297,6 +310,8 @@ int chk_window_edges(const fix_file *f, int i, const chk_opts *o, chk_tally *t,
     size_t n = judge_rows(&jc);
     for (int k = 0; ok == 2 && !bad && k < w.ntested; k++) {
         const fix_tested *tw = &w.tested[k];
+        if (!chk_label_selected(o, tw->label))
+            continue;
         rep_row *row = kept_row(t, f->path, &w, tw->label);
         for (int j = 0; j < 2 && row; j++) {
             const fix_tested *te = tested_of(&ed[j], tw->label);

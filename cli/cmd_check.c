@@ -19,8 +19,11 @@
 
 static const char *const CMD = "check";
 
+#define MAX_LABELS 64
+
 typedef struct opts {
     chk_opts c;             /* what each file's check does */
+    const char *labels[MAX_LABELS]; /* --tested, repeatable */
     const char *report_dir; /* NULL: no report files */
     cli_iso iso;            /* each file in a child under this limit (cli/isolate.h) */
 } opts;
@@ -111,6 +114,40 @@ static int parse_backend(const char *cmd, const char *opt, const char *v, void *
     return 0;
 }
 
+/* --tested PATTERN, repeatable: the patterns accumulate (o->c.labels points at o->labels). */
+static int parse_label(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    opts *o = dst;
+    if (!v[0])
+        return cli_usage_error(cmd, "%s: an empty pattern selects nothing", opt), -1;
+    if (o->c.nlabels == MAX_LABELS)
+        return cli_usage_error(cmd, "%s: at most %d patterns", opt, MAX_LABELS), -1;
+    o->labels[o->c.nlabels++] = v;
+    return 0;
+}
+
+/* The summary: the cases' own checks (the oracle confirmed, block masks, our kernel) apart from
+ * the verdicts on the outputs under test. */
+static void print_summary(const chk_tally *t, const chk_opts *o)
+{
+    printf("check: %d files, %d rejected; %d cases: ", t->files, t->rejected, t->cases);
+    if (o->kernel_backend)
+        printf("oracle confirmed and kernel %d on %s passed in %d, failed in %d", (int)o->kernel,
+               gpu_backend_name(o->be), t->passed, t->failed);
+    else
+        printf("oracle confirmed in %d, not in %d", t->passed, t->failed);
+    if (t->skipped)
+        printf(", %d skipped (the kernel refuses their configuration)", t->skipped);
+    if (t->outside)
+        printf(", %d outside the contract", t->outside);
+    if (t->tested || o->nlabels)
+        printf("; %d outputs under test%s: %d passed, %d failed", t->tested,
+               o->nlabels ? " selected by --tested" : "", t->tested_passed, t->tested_failed);
+    if (t->tested_outside)
+        printf(", %d outside the contract", t->tested_outside);
+    printf("\n");
+}
+
 int cmd_check(int argc, char **argv)
 {
     opts o = {.c = {.be = GPU_BACKEND_EMU, .kernel = GPU_DEFAULT_KERNEL, .on_read = mark_read,
@@ -124,6 +161,8 @@ int cmd_check(int argc, char **argv)
         CLI_FLAG("exact-blocks", "a stored block mask must equal the slow builder's (as sets)",
                  &o.c.exact_blocks, 1),
         CLI_STR("case", "NAME", "only the case NAME of each file", &o.c.only_case),
+        CLI_FN("tested", "LABEL", "only the outputs under test labelled LABEL (a shell pattern:\n"
+               "'torch-*'); repeatable, an output matching any is judged", parse_label, &o),
         CLI_FLAG("quiet", "print failures and the summary only", &o.c.quiet, 1),
         CLI_FLAG("strict", "rows outside the contract (docs/tolerance.md) fail, and so does a\n"
                  "run in which the kernel judged no case", &o.c.strict, 1),
@@ -150,7 +189,8 @@ int cmd_check(int argc, char **argv)
     const cli_spec spec = {
         .cmd = CMD,
         .usage = "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
-                 "[--case NAME] [--quiet] [--strict] [--report DIR] [--max-memory BYTES] "
+                 "[--case NAME] [--tested LABEL]... [--quiet] [--strict] [--report DIR] "
+                 "[--max-memory BYTES] "
                  "[--max-work N] FILE...\n",
         .intro = intro,
         .opts = table,
@@ -167,23 +207,19 @@ int cmd_check(int argc, char **argv)
     fc_err derr;
     if (o.report_dir && rep_dir_check(o.report_dir, &derr)) /* before any work, not after it */
         return cli_usage_error(CMD, "%s", derr.msg);
+    o.c.labels = o.labels;
     o.iso.data_limit = o.c.kernel_backend && o.c.be == GPU_BACKEND_CUDA;
     o.c.budget = cli_iso_budget(&o.iso);
     chk_tally t = {0};
     for (int i = 1; i <= nfiles; i++) /* cli_parse moved the files to argv[1..nfiles] */
         check_file_isolated(argv[i], &o, &t);
-    printf("check: %d files, %d rejected; %d cases, %d passed, %d failed", t.files, t.rejected,
-           t.cases, t.passed, t.failed);
-    if (t.skipped)
-        printf(", %d skipped (the kernel refuses their configuration)", t.skipped);
-    if (t.outside)
-        printf(", %d outside the contract", t.outside);
-    if (t.tested)
-        printf("; %d outputs under test, %d passed, %d failed", t.tested, t.tested_passed,
-               t.tested_failed);
-    if (t.tested_outside)
-        printf(", %d outside the contract", t.tested_outside);
-    printf("\n");
+    print_summary(&t, &o.c);
+    if (o.c.nlabels && t.tested == 0) { /* a selection that selects nothing is a mistake */
+        chk_tally_free(&t);
+        return cli_usage_error(CMD, "--tested: no output under test of the %d file%s matches %s%s",
+                               t.files, t.files == 1 ? "" : "s", o.labels[0],
+                               o.c.nlabels > 1 ? " or the other patterns" : "");
+    }
     /* A run whose every case the kernel refused judged nothing: say so; --strict fails it. */
     int nothing = o.c.kernel_backend && t.cases > 0 && t.skipped + t.outside == t.cases &&
                   t.tested == 0;

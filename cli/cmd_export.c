@@ -92,7 +92,8 @@ int cmd_export(int argc, char **argv)
             break;
         }
         if ((i + 1) % 25 == 0 || i + 1 == n)
-            fprintf(stderr, "export: %d/%d cases written\n", i + 1, n);
+            fprintf(stderr, "export: %d/%d files written (%d fixture cases so far)\n", i + 1, n,
+                    st.cases);
     }
     printf("export: %s matrix, seed %d, shard %d/%d: %d files, %d fixture cases, %.1f MiB in %s\n",
            gate_size_name((gate_size)size), (int)seed, (int)shard[0], (int)shard[1], st.files,

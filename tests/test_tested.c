@@ -218,7 +218,7 @@ Test(tested, an_engine_dump_is_judged_and_each_defect_named_by_row)
     int rc = run_check(p, out, sizeof out, errs, sizeof errs);
     cr_expect_eq(rc, 1, "a failing tested output exits 1:\n%s\n%s", out, errs);
     cr_log_info("check of the engine dump:\n%s", out);
-    cr_expect(strstr(out, "3 outputs under test, 1 passed, 2 failed"), "summary:\n%s", out);
+    cr_expect(strstr(out, "3 outputs under test: 1 passed, 2 failed"), "summary:\n%s", out);
 
     line_of(out, "engine-ok", ln, sizeof ln);
     cr_expect(!strncmp(ln, "PASS ", 5) && strstr(ln, "rerun bitwise equal") &&

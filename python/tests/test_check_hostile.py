@@ -45,9 +45,9 @@ def test_a_window_edge_neighbour_of_another_shape_is_refused_not_read_past(tmp_p
     assert len(lines) == 1, err
     assert "case w@W-1 is not case w with another window (Lq 8 vs 64)" in lines[0], err
     # The rejected file's output under test is an error row, not a pass.
-    assert "3 outputs under test, 2 passed, 1 failed" in text, text
+    assert "3 outputs under test: 2 passed, 1 failed" in text, text
     rc, text, err = run("check", f, "--strict")
-    assert rc == 2 and "3 outputs under test, 2 passed, 1 failed" in text, text + err
+    assert rc == 2 and "3 outputs under test: 2 passed, 1 failed" in text, text + err
 
 
 def test_an_outside_case_still_fails_the_window_edge_check(tmp_path):
@@ -62,16 +62,16 @@ def test_an_outside_case_still_fails_the_window_edge_check(tmp_path):
     rc, text, err = run("check", f)
     assert rc == 1, text + err
     assert "window-edge: row" in text and "outside the contract" in text, text
-    assert "3 outputs under test, 0 passed, 1 failed, 2 outside the contract" in text, text
+    assert "3 outputs under test: 0 passed, 1 failed, 2 outside the contract" in text, text
     # --strict: every outside output fails, the window-edge one counted once.
     rc, text, err = run("check", f, "--strict")
     assert rc == 1 and "window-edge: row" in text, text + err
-    assert "3 outputs under test, 0 passed, 3 failed" in text, text
+    assert "3 outputs under test: 0 passed, 3 failed" in text, text
 
 
 def test_names_from_the_file_stay_on_their_line(tmp_path):
     f = gen(tmp_path / "n.h5", "--lq", "16", "--d", "16", "--causal")
-    forged = "x\ncheck: 9 files, 0 rejected; 9 cases, 9 passed, 0 failed\nPASS"
+    forged = "x\ncheck: 9 files, 0 rejected; 9 cases: oracle confirmed in 9, not in 0\nPASS"
     with h5py.File(f, "a") as h:
         h.move("cases/c0001", "cases/" + forged)
     c = read_case(f, forged)

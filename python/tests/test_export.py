@@ -82,7 +82,7 @@ def test_window_edge_outputs_are_paired(tmp_path):
     fill_correct(f)
     rc, text, err = run("check", f)
     assert rc == 0, text + err
-    assert "3 outputs under test, 3 passed, 0 failed" in text, text
+    assert "3 outputs under test: 3 passed, 0 failed" in text, text
 
     # A producer that ignores the window change: its W+1 output is its W output.
     w = read_case(f, "float32")

@@ -406,7 +406,7 @@ def test_flexcheck_checks_what_the_runner_stored(tmp_path, cases_file):
     assert r.stdout.count(f"PASS {cases_file}") == 6, r.stdout  # 3 cases + 3 outputs
     assert r.stdout.count(f"tested/{label}") == 3
     assert r.stdout.count("its block mask") == 3 and "sound" in r.stdout
-    assert "3 outputs under test, 3 passed, 0 failed" in r.stdout
+    assert "3 outputs under test: 3 passed, 0 failed" in r.stdout
 
 
 # ---- score terms (docs/semantics.md section 7) ----
@@ -502,4 +502,4 @@ def test_flexcheck_checks_the_runner_on_score_terms(tmp_path, terms_file):
     assert r.returncode == 0, r.stdout + r.stderr
     label = tf.default_label(torch.__version__, "cpu", False)
     assert r.stdout.count(f"tested/{label}") == 3
-    assert "3 outputs under test, 3 passed, 0 failed" in r.stdout
+    assert "3 outputs under test: 3 passed, 0 failed" in r.stdout
