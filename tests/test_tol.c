@@ -931,9 +931,11 @@ Test(edges, unusable_references_are_input_errors)
 }
 
 /* A baseline that overflowed where O_gold is finite leaves H1 and H2 without a scale: they are
- * not run. The gates that need no baseline are, over what the baseline held: nothing at all
- * judges the overflowed element or its row's LSE; a failure elsewhere fails the case; without
- * one the case is outside the contract (docs/tolerance.md), never a kernel failure. */
+ * not run. The gates that need no baseline are: H3 on O over what the baseline held (nothing
+ * judges the overflowed element), H3 and H5 on every row's LSE (its bound needs no baseline: an
+ * LSE of -inf where the truth is finite fails whatever the baseline did); a failure fails the
+ * case; without one the case is outside the contract (docs/tolerance.md), never a kernel
+ * failure. */
 Test(edges, an_overflowed_baseline_is_outside_the_contract)
 {
     tcase c;
@@ -941,7 +943,6 @@ Test(edges, an_overflowed_baseline_is_outside_the_contract)
     c.o_lp[4] = INFINITY; /* row 1, column 0: gold 0.75 */
     c.o[4] = NAN;         /* the kernel's value where the baseline overflowed: not judged */
     c.o[5] = 9.0f;        /* nor the rest of that row against a scale it does not have */
-    c.lse[1] = INFINITY;  /* nor that row's LSE */
     rep_inputs in = inputs_of(&c);
     rep_verdict v;
     fc_err err;
@@ -977,6 +978,8 @@ Test(edges, an_overflowed_baseline_is_outside_the_contract)
         {"an empty row not exactly 0", "H4"},
         {"an LSE far off in a row the baseline held", "H5"},
         {"a rerun that differs", "H7"},
+        {"an LSE of -inf where the truth is finite, in the row the baseline lost", "H3"},
+        {"an LSE far off in the row the baseline lost", "H5"},
     };
     float rerun[ROWS * DV];
     for (size_t k = 0; k < sizeof fails / sizeof fails[0]; k++) {
@@ -992,6 +995,8 @@ Test(edges, an_overflowed_baseline_is_outside_the_contract)
             rerun[0] = nextafterf(rerun[0], 2.0f);
             in.o_rerun = rerun;
             break;
+        case 5: f.lse[1] = -INFINITY; break;
+        case 6: f.lse[1] += 1.0f; break;
         }
         cr_assert_eq(rep_evaluate(&in, &v, &err), FC_OK, "%s: %s", fails[k].name, err.msg);
         cr_expect(!v.pass && !v.outside && v.unscaled, "%s: pass %d outside %d", fails[k].name,
@@ -1028,4 +1033,47 @@ Test(tables, constants_are_those_of_the_page)
     for (int g = 0; g < REP_NGATES; g++)
         cr_expect(strcmp(rep_gate_name((rep_gate)g), "?") && strcmp(rep_gate_title((rep_gate)g), "?"),
                   "gate %d has no name or title", g);
+}
+
+/* With sinks, an empty row's LSE is the head's sink: a finite value a kernel computes like any
+ * LSE (m + log(l), often through base 2), held to H5's bound, not to equality (H5 allowed 3.5e-3
+ * on that same value while H4 demanded every bit). Its O stays exactly 0. */
+Test(gates, a_sink_rows_lse_is_held_to_h5s_bound)
+{
+    attn_problem p;
+    memset(&p, 0, sizeof p);
+    fc_err err;
+    cr_assert_eq(seq_init_dense(&p.seq, 1, ROWS, 4, &err), FC_OK);
+    p.hq = p.hkv = 1;
+    p.d = p.dv = DV;
+    p.scale = 0.5;
+    float sink = 2.5f;
+    p.terms.sinks = &sink;
+    static const struct {
+        double off; /* LSE - sink */
+        int pass;
+    } cases[] = {{0, 1}, {1.25e-3, 1}, {-3.4e-3, 1}, {3.6e-3, 0}, {-5e-3, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tcase c;
+        clean_case(&c, FC_F16);
+        c.lse_gold[2] = sink;
+        c.lse[2] = (float)(sink + cases[k].off);
+        rep_inputs in = inputs_of(&c);
+        in.prob = &p;
+        rep_verdict v = judge_inputs("sink row", &in);
+        cr_expect_eq(v.gate[REP_H4], cases[k].pass ? REP_PASS : REP_FAIL, "off %g: %s",
+                     cases[k].off, rep_verdict_reason(&v));
+        if (!cases[k].pass)
+            cr_expect(strstr(v.why[REP_H4], "not the sink 2.5 within H5's bound"), "%s",
+                      v.why[REP_H4]);
+    }
+    tcase c; /* the output must still be exactly 0 */
+    clean_case(&c, FC_F16);
+    c.lse_gold[2] = c.lse[2] = sink;
+    c.o[2 * DV + 1] = 1e-6f;
+    rep_inputs in = inputs_of(&c);
+    in.prob = &p;
+    rep_verdict v = judge_inputs("sink row, O not 0", &in);
+    cr_expect_eq(v.gate[REP_H4], REP_FAIL);
+    seq_free(&p.seq);
 }
