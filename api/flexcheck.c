@@ -351,16 +351,20 @@ static flexcheck_status keep(flexcheck_problem *p, flexcheck_verdict *vd, const 
         vd->worst[3] = (int32_t)v->worst_col;
         vd->worst_err = v->max_err;
     }
+    /* The findings are the causes the diagnosis claims (whole, then per head), never its
+     * partial fits. */
     const diag_report *d = vd->res.diag;
     if (d && d->nexplaining) {
         if (!(vd->findings = calloc(d->nexplaining, sizeof *vd->findings)))
             return fail(p, FLEXCHECK_ENOMEM, "out of memory for the verdict");
         for (size_t i = 0; i < d->nexplaining; i++) {
-            snprintf(vd->findings[i].title, sizeof vd->findings[i].title, "%s",
-                     d->findings[i].title);
-            vd->findings[i].rows = d->findings[i].rows.count;
+            const diag_finding *x = &d->findings[i];
+            if (i >= d->ncauses && !x->ngroups)
+                continue;
+            finding *y = &vd->findings[vd->nfindings++];
+            snprintf(y->title, sizeof y->title, "%s", x->title);
+            y->rows = i < d->ncauses ? x->rows.count : x->group_rows.count;
         }
-        vd->nfindings = d->nexplaining;
     }
     print_args pa = {&vd->res, jc};
     if (!(vd->text = printed(print_text, &pa)) || !(vd->diagnosis = printed(print_diag, &pa)))

@@ -84,6 +84,7 @@ typedef struct chk_output_in {
     const char *not_judged;         /* non-NULL: not judged, for this reason (an error row) */
     int strict;                     /* outside the contract fails */
     uint64_t diag_budget;           /* the diagnosis's work (0: DIAG_BUDGET) */
+    fc_dtype out_dtype;             /* the type out was stored in (float32 for float64 too) */
 } chk_output_in;
 
 #define CHK_DETAIL_LEN (REP_WHY_LEN + 160)

@@ -109,7 +109,7 @@ void chk_judge_output(const judge_case *jc, const float *o_lp, const chk_output_
     /* Which rows fail, which bug explains them: not without a baseline's bounds (unscaled). */
     if (oc == CHK_FAILED && !v->pass && !v->unscaled) {
         diag_in d = {.jc = jc, .o = in->o, .lse = in->lse, .v = v, .bm = in->bm,
-                     .prev = in->prev, .budget = in->diag_budget};
+                     .prev = in->prev, .budget = in->diag_budget, .out_dtype = in->out_dtype};
         fc_err err;
         if (diag_run(&d, &res->diag, &err)) {
             res->diag = NULL;
@@ -180,9 +180,13 @@ void chk_case_outputs(const char *path, const fix_case *c, const mask_params *pr
         rep_set_str(res.row.backend, sizeof res.row.backend, be);
         rep_set_str(res.row.builder, sizeof res.row.builder, tt->has_bmask ? "producer's" : "-");
         rep_set_str(res.row.producer, sizeof res.row.producer, tt->producer);
+        fc_dtype stored = FC_F32; /* float32 and float64 alike: finer than any case's dtype */
+        if (fc_dtype_parse(tt->encoding, &stored))
+            stored = FC_F32;
         chk_output_in in = {.o = tt->out, .lse = tt->lse, .o_rerun = tt->out_rerun,
                             .bm = tt->has_bmask ? &tt->bm : NULL, .prev = prev,
-                            .not_judged = why[0] ? why : NULL, .strict = o->strict};
+                            .not_judged = why[0] ? why : NULL, .strict = o->strict,
+                            .out_dtype = stored};
         chk_judge_output(&jc, o_lp, &in, &res);
         t->tested++;
         t->tested_passed += res.outcome == CHK_PASSED;

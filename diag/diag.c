@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/lowp.h"
 #include "diag/diag_internal.h"
 #include "ref/ref.h"
 
@@ -57,8 +58,11 @@ void diag_report_free(diag_report *r)
         return;
     rows_free(&r->nonfinite);
     rows_free(&r->unexplained);
-    for (size_t i = 0; i < r->nfindings; i++)
+    rows_free(&r->skipped);
+    for (size_t i = 0; i < r->nfindings; i++) {
         rows_free(&r->findings[i].rows);
+        rows_free(&r->findings[i].group_rows);
+    }
     free(r->findings);
     free(r);
 }
@@ -73,6 +77,14 @@ int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, co
             if (!(o[x] == 0.0f))
                 return 0;
         return !lse || *lse == -INFINITY;
+    }
+    if (bd->row_sq > 0) { /* H2 only: the row's squared error against its share */
+        double sq = 0;
+        for (size_t x = 0; x < dv; x++)
+            sq += ((double)o[x] - g[x]) * ((double)o[x] - g[x]);
+        if (!(sq <= bd->row_sq))
+            return 0;
+        return !lse || fabs((double)*lse - gl) <= bd->lse_atol + bd->lse_rtol * fabs(gl);
     }
     for (size_t x = 0; x < dv; x++) {
         double lim = bd->degenerate ? bd->deg_atol + bd->deg_rtol * fabs(g[x]) : bd->h1;
@@ -132,8 +144,9 @@ static fc_status bounds_of(const rep_verdict *v, diag_bounds *bd, fc_err *err)
     fc_status st = rep_tol_for(v->dtype, &t, err);
     if (st)
         return st;
-    *bd = (diag_bounds){v->degenerate, v->c * v->e_lp_max + v->floor, v->deg_atol, v->deg_rtol,
-                   t.lse_atol, t.lse_rtol};
+    *bd = (diag_bounds){.degenerate = v->degenerate, .h1 = v->c * v->e_lp_max + v->floor,
+                        .deg_atol = v->deg_atol, .deg_rtol = v->deg_rtol,
+                        .lse_atol = t.lse_atol, .lse_rtol = t.lse_rtol};
     return FC_OK;
 }
 
@@ -176,6 +189,8 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     const attn_problem *p = jc->prob;
     diag_key k = key_of(e, a, row);
     size_t lk = (size_t)p->seq.lk, d = (size_t)p->d, dv = (size_t)p->dv;
+    if (a->only_empty && jc->lse[row] != -INFINITY)
+        return 0; /* the bug leaves rows with keys as they are */
     a->keys(a, &k, e->hkeys);
     int32_t hk = a->kv_head(p, k.h);
     double sink_count = a->sink_count_of ? a->sink_count_of(a, &k) : a->sink_count;
@@ -183,28 +198,46 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     int truth = memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
                 hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 &&
                 a->round_scores == FC_F32 && a->softcap == p->terms.softcap &&
-                a->sink_mul == 1.0 && sink_count == 1.0 && a->sink_value == 0.0;
+                a->sink_mul == 1.0 && sink_count == 1.0 && a->sink_value == 0.0 &&
+                a->softmax_dt == FC_F32 && a->lse_round == FC_F32 && !a->lse_free;
     if (truth && !a->ntries)
         return 0;
     size_t kv = ((size_t)k.b * (size_t)p->hkv + (size_t)hk) * lk;
     const float *kk = lk ? jc->k + kv * d : NULL, *vv = lk ? jc->v + kv * dv : NULL;
     double lse;
-    ref_row_rule rule = {a->scale, a->round_scores, a->softcap,
-                         terms_sink(&p->terms, k.h) * a->sink_mul, sink_count, a->masked_score,
-                         a->sink_value};
+    ref_row_rule rule = {.scale = a->scale, .round_scores = a->round_scores,
+                         .softcap = a->softcap, .sink = terms_sink(&p->terms, k.h) * a->sink_mul,
+                         .sink_count = sink_count, .masked_score = a->masked_score,
+                         .sink_value = a->sink_value, .softmax_dt = a->softmax_dt};
     const float *o = e->in->o + row * dv, *ol = e->in->lse ? e->in->lse + row : NULL;
+    if (a->lse_free) { /* any finite LSE: only O is compared */
+        if (ol && !isfinite(*ol))
+            return 0;
+        ol = NULL;
+    }
     /* An online softmax's bug: the same keys and rule computed right come first (unless they
      * are the truth's, which a failing row never matches). A row they already match is not the
      * rescale's doing (it is the block mask's, whose keys these are), so a row whose max never
      * rises is never credited here. Then each of the alternative's tries (tile widths, visit
      * orders: the kernel's own are unknown); a row matching any of them is explained. */
     if (!truth) {
-        if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
-                        e->hkeys, e->oref, &lse, err))
-            return -1;
-        int match = diag_row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv);
-        if (!a->ntries || match)
-            return a->ntries ? 0 : match;
+        /* a softmax in the input type: its sum rounded once, then after every add */
+        for (int seq = 0; seq < (a->softmax_dt != FC_F32 ? 2 : 1); seq++) {
+            rule.softmax_seq_sum = seq;
+            if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
+                            e->hkeys, e->oref, &lse, err))
+                return -1;
+            double pl = lse * a->lse_mul;
+            if (a->lse_round != FC_F32)
+                pl = (double)fc_round((float)pl, a->lse_round);
+            int match = diag_row_matches(e->bd, o, ol, e->oref, pl, dv);
+            if (match && !a->ntries)
+                return 1;
+            if (match)
+                return 0; /* the same keys computed right: not the rescale's doing */
+        }
+        if (!a->ntries)
+            return 0;
     }
     for (int t = 0; t < a->ntries; t++) {
         size_t nt = a->tiles(a, &k, t, e->tiles);
@@ -217,36 +250,119 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
     return 0;
 }
 
-/* Tries every applying hypothesis on one failing finite row. */
-static fc_status examine(exam *e, diag_report *r, size_t row, fc_err *err)
+/* Tries every applying hypothesis on one failing finite row; *hit[j] says which explain it. */
+static fc_status examine(exam *e, diag_report *r, size_t row, uint8_t *hit, fc_err *err)
 {
     const attn_problem *p = e->in->jc->prob;
     diag_key k = key_of(e, &e->truth, row);
     e->truth.keys(&e->truth, &k, e->tkeys);
-    int any = 0;
     for (size_t j = 0; j < e->nalts; j++) {
         int x = explains(e, &e->alts[j], row, err);
         if (x < 0)
             return FC_EINVAL;
+        hit[j] = (uint8_t)x;
         if (x && rows_add(&r->findings[j].rows, p, k.b, k.h, k.tq))
             return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
-        any |= x;
     }
-    if (!any && rows_add(&r->unexplained, p, k.b, k.h, k.tq))
-        return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
     return FC_OK;
 }
 
-/* Most rows first; ties in table order: an insertion sort on (count, table index idx[i]),
- * idx sorted alongside. */
+/* H2 alone failed (diag.h): the rows past their share of H2's allowed squared error,
+ * nmse_tol * sum O_gold^2 over the non-empty rows, into failing; bd matches by that share from
+ * now on. 0 rows when the verdict allows no error (a zero oracle). */
+static size_t h2_rows(const diag_in *in, diag_bounds *bd, diag_report *r, size_t *failing)
+{
+    const judge_case *jc = in->jc;
+    size_t dv = (size_t)jc->prob->dv, nrows = r->rows, n = 0, nonempty = 0;
+    double gold_sq = 0;
+    for (size_t row = 0; row < nrows; row++) {
+        if (jc->lse[row] == -INFINITY)
+            continue; /* H4's */
+        nonempty++;
+        for (size_t x = 0; x < dv; x++)
+            gold_sq += jc->out[row * dv + x] * jc->out[row * dv + x];
+    }
+    double share = nonempty ? in->v->nmse_tol * gold_sq / (double)nonempty : 0;
+    if (!(share > 0))
+        return 0;
+    r->h2_mode = 1;
+    r->h2_row_share = share;
+    bd->row_sq = share;
+    for (size_t row = 0; row < nrows; row++) {
+        const float *lse = in->lse ? in->lse + row : NULL;
+        if (jc->lse[row] != -INFINITY &&
+            !diag_row_matches(bd, in->o + row * dv, lse, jc->out + row * dv, jc->lse[row], dv))
+            failing[n++] = row;
+    }
+    r->failing = n;
+    return n;
+}
+
+/* What the report may claim (diag.h): whole causes (every examined row), and without one the
+ * heads whose every examined failing row one hypothesis explains (group causes, their rows in
+ * group_rows); the examined rows no cause covers go to unexplained. rows[i] is the i-th
+ * examined row, hits[i * nalts + j] whether hypothesis j explains it. */
+static fc_status classify(const exam *e, diag_report *r, const size_t *rows, const uint8_t *hits,
+                          fc_err *err)
+{
+    const attn_problem *p = e->in->jc->prob;
+    size_t na = e->nalts, lq = (size_t)p->seq.lq;
+    int whole = 0;
+    for (size_t j = 0; j < na; j++)
+        whole |= r->examined > 0 && r->findings[j].rows.count == r->examined;
+    /* heads are runs of consecutive examined rows (rows come in row order) */
+    for (size_t i0 = 0, i1; i0 < r->examined; i0 = i1) {
+        size_t head = rows[i0] / lq;
+        for (i1 = i0; i1 < r->examined && rows[i1] / lq == head; i1++)
+            ;
+        int covered = whole;
+        for (size_t j = 0; j < na && !whole; j++) {
+            size_t n = 0;
+            for (size_t i = i0; i < i1; i++)
+                n += hits[i * na + j];
+            if (n < i1 - i0)
+                continue;
+            covered = 1;
+            diag_finding *f = &r->findings[j];
+            f->ngroups++;
+            for (size_t i = i0; i < i1; i++)
+                if (rows_add(&f->group_rows, p, (int32_t)(rows[i] / lq / (size_t)p->hq),
+                             (int32_t)(rows[i] / lq % (size_t)p->hq), (int32_t)(rows[i] % lq)))
+                    return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+        }
+        for (size_t i = i0; i < i1 && !covered; i++)
+            if (rows_add(&r->unexplained, p, (int32_t)(rows[i] / lq / (size_t)p->hq),
+                         (int32_t)(rows[i] / lq % (size_t)p->hq), (int32_t)(rows[i] % lq)))
+                return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+    }
+    return FC_OK;
+}
+
+/* The order findings are reported in: whole causes, group causes, partial fits, then the rest. */
+static int rank(const diag_report *r, const diag_finding *f)
+{
+    return r->examined && f->rows.count == r->examined ? 3 : f->ngroups ? 2 : f->rows.count ? 1
+                                                                                            : 0;
+}
+
+/* By rank, then most rows (a group cause: most rows in its heads), ties in table order: an
+ * insertion sort on (rank, count, table index idx[i]), idx sorted alongside. */
+static int before(const diag_report *r, const diag_finding *a, size_t ia, const diag_finding *b,
+                  size_t ib)
+{
+    int ra = rank(r, a), rb = rank(r, b);
+    size_t ca = ra == 2 ? a->group_rows.count : a->rows.count;
+    size_t cb = rb == 2 ? b->group_rows.count : b->rows.count;
+    return ra != rb ? ra > rb : ca != cb ? ca > cb : ia < ib;
+}
+
 static void sort_findings(diag_report *r, size_t *idx)
 {
     size_t n = r->nfindings;
     for (size_t i = 1; i < n; i++) {
         diag_finding f = r->findings[i];
         size_t h = idx[i], j = i;
-        while (j > 0 && (r->findings[j - 1].rows.count < f.rows.count ||
-                         (r->findings[j - 1].rows.count == f.rows.count && idx[j - 1] > h))) {
+        while (j > 0 && before(r, &f, h, &r->findings[j - 1], idx[j - 1])) {
             r->findings[j] = r->findings[j - 1];
             idx[j] = idx[j - 1];
             j--;
@@ -254,9 +370,11 @@ static void sort_findings(diag_report *r, size_t *idx)
         r->findings[j] = f;
         idx[j] = h;
     }
-    r->nexplaining = 0;
+    r->nexplaining = r->ncauses = 0;
     while (r->nexplaining < n && r->findings[r->nexplaining].rows.count > 0)
         r->nexplaining++;
+    while (r->ncauses < n && rank(r, &r->findings[r->ncauses]) == 3)
+        r->ncauses++;
 }
 
 /* The hypotheses that apply, their findings (empty), and the scratch. */
@@ -318,6 +436,7 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
     size_t dv = (size_t)p->dv, lq = (size_t)p->seq.lq, nrows = attn_lse_elems(p);
     diag_report *r = calloc(1, sizeof *r);
     size_t *failing = malloc(sizeof(size_t) * (nrows + 1)), nfail = 0;
+    uint8_t *hits = NULL; /* [examined][nalts]: which hypotheses explain each examined row */
     exam e;
     memset(&e, 0, sizeof e);
     if (!r || !failing) {
@@ -340,30 +459,56 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
             failing[nfail++] = row;
         }
     }
+    /* H2 alone failed: no row is past the H1/H5 bounds, so the rows examined are those that
+     * carry the NMSE, each past its share of the squared error H2 allows. */
+    if (!st && r->failing == 0 && in->v->gate[REP_H2] == REP_FAIL)
+        nfail = h2_rows(in, &bd, r, failing);
     if (!st)
         st = exam_init(&e, in, &bd, r, err);
     if (st)
         goto done;
 
     /* The budget: each examined row costs about Lk * D per reference row a hypothesis
-     * computes: at most one, and an online softmax's one per try more. */
+     * computes: at most one (two for a softmax in the input type), and an online softmax's one
+     * per try more. */
     uint64_t units = 0;
     for (size_t j = 0; j < e.nalts; j++)
-        units += 1 + (uint64_t)e.alts[j].ntries;
+        units += 1 + (uint64_t)e.alts[j].ntries + (e.alts[j].softmax_dt != FC_F32);
     uint64_t per_row = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 1) * (uint64_t)p->d *
                        (units ? units : 1);
     uint64_t cap = r->budget / per_row > 0 ? r->budget / per_row : 1;
     r->examined = (uint64_t)nfail < cap ? nfail : (size_t)cap;
     r->not_examined = nfail - r->examined;
+    hits = calloc(r->examined * (e.nalts ? e.nalts : 1) + 1, 1);
+    size_t *picked = malloc(sizeof(size_t) * (r->examined + 1));
+    if (!hits || !picked) {
+        free(picked);
+        st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+        goto done;
+    }
     /* Past the budget, a sample spread evenly over the failing rows (every head and batch
-     * entry has its say), still in row order. */
-    for (size_t i = 0; i < r->examined && !st; i++)
-        st = examine(&e, r, failing[r->not_examined ? i * nfail / r->examined : i], err);
+     * entry has its say), still in row order; the rows left out are named, by range. */
+    for (size_t i = 0, next = 0; i < nfail && !st; i++) {
+        int take = next < r->examined && (r->not_examined ? next * nfail / r->examined : next) == i;
+        if (take) {
+            picked[next] = failing[i];
+            st = examine(&e, r, failing[i], hits + next * e.nalts, err);
+            next++;
+        } else if (rows_add(&r->skipped, p, (int32_t)(failing[i] / lq / (size_t)p->hq),
+                            (int32_t)(failing[i] / lq % (size_t)p->hq),
+                            (int32_t)(failing[i] % lq))) {
+            st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+        }
+    }
+    if (!st)
+        st = classify(&e, r, picked, hits, err);
+    free(picked);
     if (!st)
         sort_findings(r, e.hyp_of);
 done:
     exam_free(&e);
     free(failing);
+    free(hits);
     if (st)
         diag_report_free(r);
     else
@@ -408,6 +553,17 @@ static const char *plural(size_t n)
     return n == 1 ? "" : "s";
 }
 
+/* What "all N failing rows" leaves out: " examined (of M)" when the budget left rows out, and
+ * " with a finite output" when non-finite rows (H3's, never tried) fail too. */
+static void of_examined(char *buf, size_t cap, const diag_report *r)
+{
+    buf[0] = '\0';
+    fc_fmt(buf, cap, "%s%s", r->nonfinite.count ? " with a finite output" : "", "");
+    if (r->not_examined)
+        fc_fmt(buf + strlen(buf), cap - strlen(buf), " examined (of %zu)",
+               r->examined + r->not_examined);
+}
+
 void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_problem *p)
 {
     if (!cap)
@@ -420,21 +576,37 @@ void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_proble
                r->failing, r->failing == 1 ? " is" : "s are");
         return;
     }
-    if (r->nexplaining == 0) {
-        fc_fmt(buf, cap, "no hypothesis explains the %zu failing row%s", r->failing,
-               plural(r->failing));
+    char first[96], sample[64];
+    of_examined(sample, sizeof sample, r);
+    if (r->ncauses) {
+        const diag_finding *x = &r->findings[0];
+        diag_range_text(first, sizeof first, p, &x->rows.r[0]);
+        if (r->ncauses == 1)
+            fc_fmt(buf, cap, "%s: all %zu failing row%s%s, (b, h, q) = %s%s", x->title,
+                   r->examined, plural(r->examined), sample, first,
+                   x->rows.nranges > 1 ? " ..." : "");
+        else
+            fc_fmt(buf, cap, "one of %s; %s%s (indistinguishable here): all %zu failing rows%s, "
+                   "(b, h, q) = %s%s", x->title, r->findings[1].title,
+                   r->ncauses > 2 ? "; ..." : "", r->examined, sample, first,
+                   x->rows.nranges > 1 ? " ..." : "");
         return;
     }
-    /* A finding that covers a minority of the rows looked at may be a coincidence: say so. */
-    const diag_finding *x = &r->findings[0];
-    size_t seen = r->examined + r->nonfinite.count;
-    char first[96], sample[64] = "";
-    diag_range_text(first, sizeof first, p, &x->rows.r[0]);
-    if (r->not_examined)
-        fc_fmt(sample, sizeof sample, " examined (of %zu)", r->failing);
-    fc_fmt(buf, cap, "%s%s: %zu of %zu failing rows%s, (b, h, q) = %s%s",
-           2 * x->rows.count < seen ? "no hypothesis explains most rows; at best " : "",
-           x->title, x->rows.count, seen, sample, first, x->rows.nranges > 1 ? " ..." : "");
+    if (r->nexplaining && r->findings[0].ngroups) {
+        const diag_finding *x = &r->findings[0];
+        diag_range_text(first, sizeof first, p, &x->group_rows.r[0]);
+        fc_fmt(buf, cap, "in %zu head%s, %s: %zu of %zu failing rows%s, (b, h, q) = %s%s",
+               x->ngroups, plural(x->ngroups), x->title, x->group_rows.count, r->examined,
+               sample, first, x->group_rows.nranges > 1 ? " ..." : "");
+        return;
+    }
+    if (r->nexplaining)
+        fc_fmt(buf, cap, "no hypothesis explains all %zu failing rows%s (partial fits only, the "
+               "largest %s on %zu)", r->examined, sample, r->findings[0].title,
+               r->findings[0].rows.count);
+    else
+        fc_fmt(buf, cap, "no hypothesis explains the %zu failing row%s%s", r->examined,
+               plural(r->examined), sample);
 }
 
 void diag_explain(const diag_in *in, rep_row *row, FILE *f, const char *indent)
@@ -459,22 +631,56 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
 {
     if (!indent)
         indent = "";
-    if (r->failing == 0) {
-        fprintf(f, "%sdiagnosis: no failing rows (of %zu)\n", indent, r->rows);
+    if (r->failing == 0) { /* diag_explain runs on failed outputs: say what failed instead */
+        fprintf(f, "%sdiagnosis: every row is within the H1 and H5 bounds of the truth, and no "
+                   "row carries more than its share of H2's error: no row to examine\n",
+                indent);
         return;
     }
     fprintf(f, "%sdiagnosis: %zu of %zu rows failing (%zu non-finite), %zu examined under %zu "
-               "hypotheses", indent, r->failing, r->rows, r->nonfinite.count, r->examined,
+               "hypotheses\n", indent, r->failing, r->rows, r->nonfinite.count, r->examined,
             r->nfindings);
-    if (r->not_examined)
-        fprintf(f, ", %zu not examined (work budget %" PRIu64 " multiply-adds)", r->not_examined,
-                r->budget);
-    fputc('\n', f);
-    for (size_t i = 0; i < r->nexplaining; i++) {
-        const diag_finding *x = &r->findings[i];
-        fprintf(f, "%sexplained by %s: %zu of %zu failing rows: ", indent, x->title,
-                x->rows.count, r->failing);
+    if (r->h2_mode)
+        fprintf(f, "%sH2 alone failed: the rows examined are those whose squared error passes "
+                   "their share of H2's allowance (%.3g each), and a hypothesis explains a row "
+                   "whose squared error against it is within that share\n",
+                indent, r->h2_row_share);
+    char sample[64];
+    of_examined(sample, sizeof sample, r);
+    if (r->ncauses == 1) {
+        const diag_finding *x = &r->findings[0];
+        fprintf(f, "%sexplained by %s: all %zu failing row%s%s: ", indent, x->title, r->examined,
+                plural(r->examined), sample);
         print_ranges(f, &x->rows, p);
+        fputc('\n', f);
+    } else if (r->ncauses > 1) {
+        fprintf(f, "%sexplained by one of %zu hypotheses that give these rows the same output "
+                   "(indistinguishable here): ", indent, r->ncauses);
+        for (size_t i = 0; i < r->ncauses; i++)
+            fprintf(f, "%s%s", i ? "; " : "", r->findings[i].title);
+        fprintf(f, ": all %zu failing row%s%s: ", r->examined, plural(r->examined), sample);
+        print_ranges(f, &r->findings[0].rows, p);
+        fputc('\n', f);
+    }
+    size_t partial = 0;
+    for (size_t i = r->ncauses; i < r->nexplaining; i++) {
+        const diag_finding *x = &r->findings[i];
+        if (!x->ngroups) {
+            partial++;
+            continue;
+        }
+        fprintf(f, "%sexplained in %zu head%s by %s: all %zu failing row%s there: ", indent,
+                x->ngroups, plural(x->ngroups), x->title, x->group_rows.count,
+                plural(x->group_rows.count));
+        print_ranges(f, &x->group_rows, p);
+        fputc('\n', f);
+    }
+    if (partial) {
+        fprintf(f, "%spartial fits, no cause: ", indent);
+        for (size_t i = r->ncauses, n = 0; i < r->nexplaining; i++)
+            if (!r->findings[i].ngroups)
+                fprintf(f, "%s%s on %zu of %zu rows", n++ ? "; " : "", r->findings[i].title,
+                        r->findings[i].rows.count, r->examined);
         fputc('\n', f);
     }
     if (r->unexplained.count) {
@@ -488,6 +694,12 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
                 plural(r->nonfinite.count));
         print_ranges(f, &r->nonfinite, p);
         fputs(" (non-finite output: H3)\n", f);
+    }
+    if (r->skipped.count) {
+        fprintf(f, "%snot examined (work budget of %" PRIu64 " multiply-adds): %zu row%s: ",
+                indent, r->budget, r->skipped.count, plural(r->skipped.count));
+        print_ranges(f, &r->skipped, p);
+        fputc('\n', f);
     }
     if (r->nexplaining < r->nfindings) {
         fprintf(f, "%stried, explaining no row: ", indent);

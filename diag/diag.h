@@ -35,6 +35,17 @@
  *   order tried, and only where the same keys computed right do not match). A hypothesis that
  *   gives a row the truth's own keys, scale and kv head (and LSE) is the truth there and
  *   explains nothing, so coinciding hypotheses never invent rows.
+ * - H2 only: when no row fails against the truth's H1/H5 bounds but the verdict failed H2, the
+ *   rows examined are those carrying more than their share of H2's allowed squared error
+ *   (nmse_tol * sum O_gold^2 / non-empty rows), and a row matches a reference when its squared
+ *   error against it is within that share (and its LSE within H5's bound).
+ *
+ * What the report CLAIMS (the rest is evidence, never a finding): a hypothesis is the CAUSE
+ * when it explains every examined finite failing row; several that all do are reported together
+ * as indistinguishable on this output. Without a whole cause, a hypothesis that explains every
+ * failing row of a head (b, h) is the cause there (a GROUP cause, heads named). Hypotheses that
+ * explain some rows only are PARTIAL fits: one line, no claim. Rows no cause covers are "not
+ * explained"; rows past the work budget are "not examined", by range.
  *
  * Work: examining one row under one hypothesis costs about Lk * D multiply-adds; rows are
  * examined while failing rows x Lk x D x hypotheses stays within the budget (diag_in.budget,
@@ -75,6 +86,8 @@ typedef struct diag_in {
     const bmask *bm;         /* the block mask the producer ran with, or NULL */
     const mask_params *prev; /* the previous layer's mask (layout files), or NULL */
     uint64_t budget;         /* multiply-adds; 0: DIAG_BUDGET */
+    fc_dtype out_dtype;      /* the type the output was stored in (FC_F32 also for float64):
+                              * an LSE rounded to it is one hypothesis */
 } diag_in;
 
 /* Rows q0..q1 (inclusive) of head h of batch entry b. */
@@ -93,6 +106,9 @@ typedef struct diag_finding {
     const char *name;             /* the hypothesis's stable id ("window+1"), static */
     char title[DIAG_TITLE_LEN];   /* with this case's values: "window W+1 (16 -> 17)" */
     diag_rows rows;               /* the failing rows it explains */
+    diag_rows group_rows;         /* of those, the rows of heads whose every failing row it
+                                   * explains (a group cause; empty when it is a whole cause) */
+    size_t ngroups;               /* those heads */
 } diag_finding;
 
 typedef struct diag_report {
@@ -101,12 +117,17 @@ typedef struct diag_report {
     diag_rows nonfinite;   /* failing rows with NaN/inf (H3): never tried */
     size_t examined;       /* finite failing rows tried against the hypotheses */
     size_t not_examined;   /* finite failing rows past the budget */
+    diag_rows skipped;     /* those rows, by range */
+    int h2_mode;           /* no row failed the H1/H5 bounds: the rows carrying H2's error */
+    double h2_row_share;   /* then: the squared error each row is allowed */
     uint64_t budget;       /* the budget used */
     /* Every hypothesis that applied to the case, sorted by rows explained (most first; ties in
-     * the table's order). The first nexplaining explain at least one row. */
-    size_t nfindings, nexplaining;
+     * the table's order). The first nexplaining explain at least one row; of them the first
+     * ncauses explain every examined row (whole causes); findings with ngroups > 0 after them
+     * are group causes; the rest of the first nexplaining are partial fits. */
+    size_t nfindings, nexplaining, ncauses;
     diag_finding *findings;
-    diag_rows unexplained; /* examined rows no hypothesis explains */
+    diag_rows unexplained; /* examined rows no cause (whole or group) explains */
 } diag_report;
 
 /* Diagnoses in; *out receives a heap report (free with diag_report_free). FC_EINVAL for
@@ -115,20 +136,28 @@ typedef struct diag_report {
 fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err);
 void diag_report_free(diag_report *r);
 
-/* The report, one line per finding, each starting with indent:
- *   diagnosis: 5 of 192 rows failing (1 non-finite), 4 examined under 12 hypotheses
- *   explained by window W+1 (16 -> 17): 4 of 5 failing rows: (b, h, q) = (0, 1, 40..43)
+/* The report, each line starting with indent:
+ *   diagnosis: 7 of 192 rows failing (1 non-finite), 6 examined under 12 hypotheses
+ *   explained by window W+1 (16 -> 17): all 6 failing rows examined: (b, h, q) = (0, 1, 40..45)
+ * or, when several hypotheses give every failing row the same output,
+ *   explained by one of 2 hypotheses these rows cannot tell apart: A; B: all 6 failing rows ...
+ * or, without a whole cause, per head
+ *   explained in head (0, 1) by window W+1 (16 -> 17): all its 4 failing rows: (b, h, q) = ...
+ *   partial fits, no cause: window W-1 (16 -> 15) on 2 of 6 rows; ...
+ *   not explained: 2 rows: (b, h, q) = (0, 0, 60..61)
  *   not explained: 1 row: (b, h, q) = (0, 0, 90) (non-finite output: H3)
+ *   not examined (work budget of N multiply-adds): 9 rows: (b, h, q) = ...
  *   tried, explaining no row: window W-1 (16 -> 15); causal flipped (causal -> bidirectional); ...
  * p is the problem of the report's case (for packed batches ranges name the sequence and the
  * positions in it: "(0, 0, 40..43), sequence 2 positions 8..11"). */
 void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char *indent);
 
-/* One line for a report row: the finding that explains the most failing rows, with its count
- * and its first range ("window W+1 (16 -> 17): 4 of 5 failing rows, (b, h, q) = (0, 1,
- * 40..43)"), prefixed "no hypothesis explains most rows; at best " when it covers fewer than
- * half; "no hypothesis explains the N failing rows"; "all N failing rows are non-finite (H3):
- * no hypothesis tried"; or "" when no row fails. */
+/* One line for a report row, claiming only what diag_print claims: the whole cause with its
+ * count and first range ("window W+1 (16 -> 17): all 4 failing rows, (b, h, q) = (0, 1,
+ * 40..43)"), "one of A; B (indistinguishable here): all 4 failing rows, ...", a group cause
+ * ("in 2 heads, window W+1 (16 -> 17): 4 of 7 failing rows, ..."), "no hypothesis explains all N
+ * failing rows" (with the best partial fit's count), "all N failing rows are non-finite (H3):
+ * no hypothesis tried", or "" when no row fails. */
 void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_problem *p);
 
 /* The whole diagnosis of one failed output in one call: run, then the summary into

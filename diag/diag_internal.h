@@ -20,6 +20,8 @@ typedef struct diag_bounds {
     double h1;                 /* c * e_lp_max + floor */
     double deg_atol, deg_rtol; /* element-wise H1 */
     double lse_atol, lse_rtol; /* H5 */
+    double row_sq;             /* > 0 (H2 only, diag.h): a row matches when its squared error
+                                * is at most this, in place of the element bounds */
 } diag_bounds;
 
 /* Does the tested row (o [dv], lse or NULL) MATCH the reference row (g [dv], gl), as diag.h
@@ -71,6 +73,12 @@ struct diag_alt {
     size_t (*tiles)(const diag_alt *a, const diag_key *k, int t, int32_t *tiles);
     ref_rescale rescale;
     int32_t cu[4];     /* storage for a made-up view: cu_q = cu, cu_k = cu + 2 */
+    fc_dtype softmax_dt; /* FC_F32: the truth's softmax; else one in this type (ref.h), tried
+                          * with the sum rounded once and after every add */
+    fc_dtype lse_round;  /* FC_F32: the LSE as computed; else rounded to this type */
+    int lse_free;        /* the LSE is a fill value nobody can predict: any finite one */
+    int only_empty;      /* the bug changes only rows with no allowed key (the truth's O 0,
+                          * LSE -inf): it is tried on those alone */
 };
 
 /* A setup: 1 and *a filled when the hypothesis applies to the case and can differ from the

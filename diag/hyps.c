@@ -134,6 +134,48 @@ static void keys_masked_filled(const diag_alt *a, const diag_key *k, uint8_t *al
         allowed[tk] = allowed[tk] ? 1 : 2;
 }
 
+/* The last key of the row's sequence never attended (an exclusive end one short). */
+static void keys_drop_last(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    diag_keys_mask(a, k, allowed);
+    if (k->row.k1 > k->row.k0)
+        allowed[k->row.k1 - 1] = 0;
+}
+
+/* A row with no allowed key filled as a finite mask value does: every key of its sequence (or,
+ * keys_fill_all, of the whole key axis) with the same score, so O is the mean of their values;
+ * rows with keys as the truth. */
+static void keys_fill(const diag_alt *a, const diag_key *k, uint8_t *allowed, int32_t k0,
+                      int32_t k1)
+{
+    diag_keys_mask(a, k, allowed);
+    for (int32_t tk = k->row.k0; tk < k->row.k1; tk++)
+        if (allowed[tk])
+            return;
+    for (int32_t tk = k0; tk < k1; tk++)
+        allowed[tk] = 2;
+}
+
+static void keys_fill_sequence(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    keys_fill(a, k, allowed, k->row.k0, k->row.k1);
+}
+
+static void keys_fill_all(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    keys_fill(a, k, allowed, 0, k->p->seq.lk);
+}
+
+/* 1 iff some row has no allowed key (LSE_gold -inf): the masked-row fills can show there. */
+static int some_row_empty(const diag_in *in)
+{
+    size_t n = attn_lse_elems(in->jc->prob);
+    for (size_t r = 0; r < n; r++)
+        if (in->jc->lse[r] == -INFINITY)
+            return 1;
+    return 0;
+}
+
 /* GQA with the heads dealt round-robin (h % Hkv) instead of in groups. */
 static int32_t kv_modulo(const attn_problem *p, int32_t h)
 {
@@ -528,6 +570,92 @@ static int no_rescale_acc(const diag_in *in, diag_alt *a)
     return online_bug(in, a, REF_RESCALE_SUM, "accumulator not rescaled (the sum is)");
 }
 
+/* A softmax in the input type (JAX's softmax on bfloat16 logits, a kernel that keeps P and its
+ * sum in half precision): each weight, their sum and the normalised P rounded to it before P.V
+ * (ref.h's softmax_dt; diag.c tries the sum rounded once and after every add). Only float16 and
+ * bfloat16 cases. */
+static int softmax_lowp(const diag_in *in, diag_alt *a)
+{
+    if (in->jc->dtype == FC_F32)
+        return 0;
+    a->softmax_dt = in->jc->dtype;
+    fc_fmt(a->title, sizeof a->title, "softmax in %s (P and its sum rounded to the input type)",
+           fc_dtype_name(in->jc->dtype));
+    return 1;
+}
+
+/* Each sequence's last key dropped: an exclusive end computed one short (k1 - 1). */
+static int drop_last_key(const diag_in *in, diag_alt *a)
+{
+    if (in->jc->prob->seq.lk < 1)
+        return 0;
+    a->keys = keys_drop_last;
+    fc_fmt(a->title, sizeof a->title, "the last key of each sequence dropped (an end one short)");
+    return 1;
+}
+
+/* Fully masked rows filled with a finite value instead of -inf (JAX's finite mask fill): the
+ * row's softmax is uniform over the keys, O the mean of their values, the LSE the fill plus a
+ * log (a number nobody can predict: any finite LSE). Not with sinks (the sink would outweigh
+ * the fill). */
+static int masked_fill(const diag_in *in, diag_alt *a, int all)
+{
+    if (in->jc->prob->terms.sinks || !some_row_empty(in) || (all && !in->jc->prob->seq.packed))
+        return 0;
+    a->keys = all ? keys_fill_all : keys_fill_sequence;
+    a->only_empty = 1;
+    a->lse_free = 1;
+    fc_fmt(a->title, sizeof a->title, "fully masked rows give the mean of V over %s and a finite "
+           "LSE (a finite mask fill, not -inf)", all ? "every key of the batch" : "their sequence's "
+           "keys");
+    return 1;
+}
+
+static int masked_row_mean(const diag_in *in, diag_alt *a)
+{
+    return masked_fill(in, a, 0);
+}
+
+static int masked_row_mean_all(const diag_in *in, diag_alt *a)
+{
+    return masked_fill(in, a, 1);
+}
+
+/* Fully masked rows with O = 0 but a finite LSE (the fill's, not -inf). */
+static int masked_row_lse(const diag_in *in, diag_alt *a)
+{
+    if (!in->lse || in->jc->prob->terms.sinks || !some_row_empty(in))
+        return 0;
+    a->only_empty = 1;
+    a->lse_free = 1;
+    fc_fmt(a->title, sizeof a->title, "fully masked rows give O = 0 but a finite LSE (a finite "
+           "mask fill, not -inf)");
+    return 1;
+}
+
+/* The LSE rounded to a lower type and widened again (JAX returns its LSE in the input type). */
+static int lse_rounded_to(const diag_in *in, diag_alt *a, fc_dtype dt, const char *why)
+{
+    if (!in->lse || dt == FC_F32)
+        return 0;
+    a->lse_round = dt;
+    fc_fmt(a->title, sizeof a->title, "LSE rounded to %s (%s)", fc_dtype_name(dt), why);
+    return 1;
+}
+
+static int lse_rounded(const diag_in *in, diag_alt *a)
+{
+    return lse_rounded_to(in, a, in->jc->dtype, "the input type");
+}
+
+/* ... to the type the output was stored in, when that is another one. */
+static int lse_out_type(const diag_in *in, diag_alt *a)
+{
+    if (in->out_dtype == in->jc->dtype)
+        return 0;
+    return lse_rounded_to(in, a, in->out_dtype, "the output's type");
+}
+
 static int lse_log2(const diag_in *in, diag_alt *a)
 {
     if (!in->lse)
@@ -565,6 +693,13 @@ const diag_hyp diag_hyps[] = {
     {"gqa-modulo", gqa_modulo},
     {"packed-ignored", packed_ignored},
     {"scores-rounded", scores_rounded},
+    {"softmax-lowp", softmax_lowp},
+    {"drop-last-key", drop_last_key},
+    {"masked-row-mean", masked_row_mean},
+    {"masked-row-mean-all", masked_row_mean_all},
+    {"masked-row-lse", masked_row_lse},
+    {"lse-rounded", lse_rounded},
+    {"lse-out-type", lse_out_type},
     {"no-rescale", no_rescale},
     {"no-rescale-acc", no_rescale_acc},
     {"lse-log2", lse_log2},

@@ -132,8 +132,10 @@ double flexcheck_verdict_worst(const flexcheck_verdict *v, int32_t coords[4]);
 double flexcheck_verdict_metric(const flexcheck_verdict *v, const char *name);
 
 /* The diagnosis of a failed output: its lines as check prints them ("" when none ran), and its
- * findings (hypotheses that explain at least one failing row), each with its title ("window W+1
- * (256 -> 257)") and the number of failing rows it explains. */
+ * findings: the causes it claims, each with its title ("window W+1 (256 -> 257)") and the number
+ * of failing rows it explains: first the hypotheses that explain every failing row (several:
+ * the rows cannot tell them apart), then those that explain every failing row of some heads.
+ * Partial fits are in the text, never findings. */
 const char *flexcheck_verdict_diagnosis(const flexcheck_verdict *v);
 size_t flexcheck_verdict_nfindings(const flexcheck_verdict *v);
 const char *flexcheck_verdict_finding(const flexcheck_verdict *v, size_t i, size_t *rows);

@@ -80,6 +80,12 @@ typedef struct ref_row_rule {
                             * (finite); unused by the truth (0 there) */
     double sink_value;     /* every element of the sink's value vector: 0 (the truth: the
                             * sink weighs in the sum only) or what a kernel gave it */
+    fc_dtype softmax_dt;   /* FC_F32: the softmax in double (the truth); FC_F16 / FC_BF16: a
+                            * softmax in the input type: each p = e^(s - max) rounded to it,
+                            * their sum rounded to it (softmax_seq_sum: after every add, in key
+                            * order; else once at the end), each p / sum rounded to it, then
+                            * P.V in double; LSE max + log(sum) */
+    int softmax_seq_sum;
 } ref_row_rule;
 
 /* The problem's own rule for query head h: its scale, scores in double, its soft-cap, the

@@ -14,7 +14,7 @@
 ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h)
 {
     ref_row_rule r = {p->scale, FC_F32, p->terms.softcap, terms_sink(&p->terms, h), 1.0, 0.0,
-                      0.0};
+                      0.0, FC_F32, 0};
     return r;
 }
 
@@ -54,6 +54,8 @@ static fc_status row_args_check(const float *q, const float *k, const float *v, 
     if (!isfinite(rule->masked_score) || !isfinite(rule->sink_value))
         return fc_errf(err, FC_EINVAL, "reference row: masked_score = %g, sink_value = %g",
                        rule->masked_score, rule->sink_value);
+    if ((unsigned)rule->softmax_dt > FC_BF16)
+        return fc_errf(err, FC_EINVAL, "reference row: softmax_dt = %d", (int)rule->softmax_dt);
     return FC_OK;
 }
 
@@ -102,6 +104,41 @@ static void add_keys(const row_in *r, int32_t j0, int32_t j1, double shift, doub
     }
 }
 
+/* Pass 2 of a softmax in the input type (rule->softmax_dt, ref.h): the rounded weights, their
+ * rounded sum, the rounded normalised P times V. */
+static void add_keys_lowp(const row_in *r, int32_t lk, double mx, double *lse, double *o)
+{
+    const ref_row_rule *ru = r->rule;
+    fc_dtype dt = ru->softmax_dt;
+    size_t udv = (size_t)r->dv;
+    int sink = ru->sink_count > 0 && ru->sink > -INFINITY;
+    double es = sink ? fc_round((float)(ru->sink_count * exp(ru->sink - mx)), dt) : 0.0;
+    double sum = es;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t j = 0; j < lk; j++) {
+            int kind = r->allowed(r->ctx, j);
+            if (!kind)
+                continue;
+            double s = score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, ru, kind);
+            double e = fc_round((float)exp(s - mx), dt);
+            if (pass == 0) {
+                sum += e;
+                if (ru->softmax_seq_sum)
+                    sum = fc_round((float)sum, dt);
+                continue;
+            }
+            double p = fc_round((float)(e / sum), dt);
+            const float *vj = r->v + (size_t)j * udv;
+            for (size_t x = 0; x < udv; x++)
+                o[x] += p * (double)vj[x];
+        }
+        if (pass == 0)
+            sum = fc_round((float)sum, dt);
+    }
+    if (lse)
+        *lse = mx + log(sum);
+}
+
 fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk, int32_t d,
                       int32_t dv, const ref_row_rule *rule, ref_key_fn allowed, void *ctx,
                       double *o, double *lse, fc_err *err)
@@ -127,6 +164,10 @@ fc_status ref_row_f64(const float *q, const float *k, const float *v, int32_t lk
     }
     if (rule->sink > mx)
         mx = rule->sink;
+    if (rule->softmax_dt != FC_F32) {
+        add_keys_lowp(&r, lk, mx, lse, o);
+        return FC_OK;
+    }
     /* Pass 2: the same scores again, shifted by the max; the sink's term joins the sum, and
      * the output only with a sink_value (0: the truth). */
     double sum = rule->sink_count * exp(rule->sink - mx);

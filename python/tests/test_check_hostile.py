@@ -57,8 +57,9 @@ def test_an_outside_case_still_fails_the_window_edge_check(tmp_path):
     f = triple(tmp_path, [(32, 1), (32, 1), (32, 1)], "--scale", "100000")
     w = read_case(f, "w")
     for name in ("w", "w@W-1", "w@W+1"):
-        add_tested(f, name, "stuck", w.out.astype(np.float16), producer="stuck window",
-                   lse=w.lse.astype(np.float32))
+        # no LSE: W's LSE stored at W-1 and W+1 would fail H5 there (the LSE is judged whatever
+        # the baseline did), and this test is about the window-edge check alone
+        add_tested(f, name, "stuck", w.out.astype(np.float16), producer="stuck window")
     rc, text, err = run("check", f)
     assert rc == 1, text + err
     assert "window-edge: row" in text and "outside the contract" in text, text
