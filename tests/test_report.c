@@ -367,6 +367,124 @@ Test(report, csv_has_the_header_and_one_record_per_row)
     remove_tree(tmpdir);
 }
 
+/* Field k of the CSV record at rec, as written (quotes and all), into out; the end of the record
+ * (past its CRLF) is returned. */
+static const char *csv_raw_field(const char *rec, size_t k, char *out, size_t cap)
+{
+    size_t nf = 0, len = 0;
+    int quoted = 0;
+    const char *p = rec;
+    for (; *p; p++) {
+        if (!quoted && *p == '\r' && p[1] == '\n') {
+            p += 2;
+            break;
+        }
+        if (quoted && *p == '"' && p[1] == '"') {
+            if (nf == k && len + 2 < cap)
+                out[len++] = '"', out[len++] = '"';
+            p++;
+            continue;
+        }
+        if (*p == '"')
+            quoted = !quoted;
+        else if (!quoted && *p == ',') {
+            nf++;
+            continue;
+        }
+        if (nf == k && len + 1 < cap)
+            out[len++] = *p;
+    }
+    out[len] = 0;
+    return p;
+}
+
+/* The index of column `name` in the CSV header line at s. */
+static size_t csv_column(const char *s, const char *name)
+{
+    char cell[64];
+    for (size_t k = 0; k < 64; k++) {
+        csv_raw_field(s, k, cell, sizeof cell);
+        if (!strcmp(cell, name))
+            return k;
+    }
+    cr_assert_fail("no column %s in the header", name);
+    return 0;
+}
+
+/* rows.csv's text cells that a spreadsheet would run as a formula (= + - @, tab, CR first) get
+ * a leading ', and so does one that starts with ' (so one ' dropped gives the value back);
+ * numbers that start with '-' and the gates column (P, F and - only) are written as they are. */
+Test(report, csv_text_cells_that_would_start_a_formula_get_a_quote)
+{
+    static const struct {
+        const char *value, *cell; /* cell: as it must stand in the file */
+    } cases[] = {
+        {"=HYPERLINK(\"http://x.example\";\"open\")",
+         "\"'=HYPERLINK(\"\"http://x.example\"\";\"\"open\"\")\""},
+        {"=1+2", "'=1+2"},
+        {"@SUM(A1:A9)", "'@SUM(A1:A9)"},
+        {"+1", "'+1"},
+        {"-2+3", "'-2+3"},
+        {"-", "'-"},
+        {"\tcmd", "'\tcmd"},
+        {"\rcmd", "\"'\rcmd\""},
+        {"'quoted", "''quoted"},
+        {"a=b-c", "a=b-c"},
+        {" =x", " =x"},
+        {"plain", "plain"},
+    };
+    static const char *const text_cols[] = {"case_id", "group",  "builder", "backend",
+                                            "producer", "first_fail", "reason", "explained"};
+    for (size_t t = 0; t < sizeof text_cols / sizeof text_cols[0]; t++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            rep_row rows[NROWS];
+            make_rows(rows);
+            rep_row *r = &rows[0];
+            /* One text column takes the value; the numbers and gates below start with '-'. */
+            if (!strcmp(text_cols[t], "case_id"))
+                rep_set_str(r->case_id, sizeof r->case_id, cases[i].value);
+            else if (!strcmp(text_cols[t], "group"))
+                rep_set_str(r->group, sizeof r->group, cases[i].value);
+            else if (!strcmp(text_cols[t], "builder"))
+                rep_set_str(r->builder, sizeof r->builder, cases[i].value);
+            else if (!strcmp(text_cols[t], "backend"))
+                rep_set_str(r->backend, sizeof r->backend, cases[i].value);
+            else if (!strcmp(text_cols[t], "producer"))
+                rep_set_str(r->producer, sizeof r->producer, cases[i].value);
+            else if (!strcmp(text_cols[t], "first_fail"))
+                rep_set_str(r->first_fail, sizeof r->first_fail, cases[i].value);
+            else if (!strcmp(text_cols[t], "reason"))
+                rep_set_str(r->reason, sizeof r->reason, cases[i].value);
+            else
+                rep_set_str(r->explained, sizeof r->explained, cases[i].value);
+            r->mean_err = -0.0, r->lse_err = -INFINITY, r->s2 = -0.5, r->lq = -5;
+            memcpy(r->gates, "-PPPP--", REP_NGATES + 1);
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&buf, &len);
+            cr_assert(f, "open_memstream failed");
+            fc_err err = {{0}};
+            rep_set set = set_of(rows, 1);
+            cr_assert_eq(rep_write_csv(f, &set, &err), FC_OK, "%s", err.msg);
+            fclose(f);
+            const char *rec = csv_raw_field(buf, 0, (char[8]){0}, 8); /* past the header */
+            char cell[REP_WHY_LEN * 2 + 8];
+            csv_raw_field(rec, csv_column(buf, text_cols[t]), cell, sizeof cell);
+            cr_expect_str_eq(cell, cases[i].cell, "%s '%s': written %s", text_cols[t],
+                             cases[i].value, cell);
+            static const struct {
+                const char *col, *cell;
+            } as_is[] = {{"mean_err", "-0.0"}, {"lse_err", "-inf"}, {"s2", "-0.5"},
+                         {"lq", "-5"},        {"gates", "-PPPP--"}, {"dtype", "float32"}};
+            for (size_t k = 0; k < sizeof as_is / sizeof as_is[0]; k++) {
+                csv_raw_field(rec, csv_column(buf, as_is[k].col), cell, sizeof cell);
+                cr_expect_str_eq(cell, as_is[k].cell, "%s (%s '%s'): written %s", as_is[k].col,
+                                 text_cols[t], cases[i].value, cell);
+            }
+            free(buf);
+        }
+}
+
 Test(report, junit_has_one_testcase_per_case_id_and_counts_failures)
 {
     make_tmpdir();
