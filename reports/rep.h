@@ -161,15 +161,16 @@ fc_status rep_read_json(const char *path, rep_report *out, fc_err *err);
 void rep_report_free(rep_report *r);
 
 /* Every row of r (read from path, which the messages name) holds what flexcheck's writers can
- * produce: the shape, mask, terms, block sizes and kernel of a real case and run, and a verdict
+ * produce: the shape, mask, terms, block sizes and kernel (0, or the run's, at most
+ * max_kernel: GPU_MAX_KERNEL, which reports do not see) of a real case and run, and a verdict
  * that agrees with its gates and metrics (a pass has H1's ratio <= 1, ...; rep_read.c lists the
  * rules and where each comes from). FC_EINVAL with one line naming the file, the row and the
- * field otherwise. rep_merge holds each input to it before merging. */
-fc_status rep_report_check(const rep_report *r, const char *path, fc_err *err);
+ * field otherwise. `report merge` holds each input to it before merging. */
+fc_status rep_report_check(const rep_report *r, const char *path, int32_t max_kernel,
+                           fc_err *err);
 
 /* Merges n reports read back (each with run.dir set to the directory it came from) into *out,
- * freed with rep_report_free (also after an error). Each must pass rep_report_check (its file
- * named as run.dir/rows.json). They must belong together: the same matrix,
+ * freed with rep_report_free (also after an error). They must belong together: the same matrix,
  * version, commit, seed, filter and shard count N, and then either gate shards 1..N each once
  * (rows put back in the unsharded run's order) or check runs, none twice (rows in the order
  * given). The merged identity is what they share, shard 1/1, self's time, id and command line

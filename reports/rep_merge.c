@@ -239,14 +239,7 @@ fc_status rep_merge(const rep_report *in, size_t n, const rep_run *self, rep_rep
     if (!order)
         return fc_errf(err, FC_ENOMEM, "merge: out of memory");
     int shards = strcmp(in[0].run.matrix, "check") != 0;
-    fc_status st = FC_OK;
-    for (size_t k = 0; k < n && !st; k++) { /* no row a run could not have written is copied */
-        char path[REP_DIR_LEN + sizeof "/" REP_FILE_JSON];
-        snprintf(path, sizeof path, "%s/%s", in[k].run.dir, REP_FILE_JSON);
-        st = rep_report_check(&in[k], path, err);
-    }
-    if (!st)
-        st = check_shared(in, n, err);
+    fc_status st = check_shared(in, n, err);
     if (!st && shards)
         st = check_shards(in, n, order, err);
     for (size_t k = 0; !shards && k < n; k++)

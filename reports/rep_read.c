@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu.h"       /* GPU_MAX_KERNEL: the versions the CLI accepts */
 #include "masks/bmask.h"   /* bmask_block_size_ok: the block sizes the builders accept */
 #include "masks/problem.h" /* ATTN_MAX_HEADS, ATTN_MAX_HEAD_DIM, the mask and term limits */
 #include "reports/rep_internal.h"
@@ -358,8 +357,9 @@ fc_status rep_read_json(const char *path, rep_report *out, fc_err *err)
  * so it first holds every row to what the writers can produce, traced from where rows are made:
  * judge_row_problem (a validated attn_problem: attn_problem_check, mask_params_check,
  * terms_check), the block sizes of a fixture or the matrix (bmask_block_size_ok), the kernel
- * version the CLI took (1..GPU_MAX_KERNEL, or 0 where no kernel ran) and rep_row_set_verdict /
- * set_unjudged for the verdict (tol.c decides the gates). Anything else was edited or made by
+ * version the CLI took (1..max_kernel, the caller's GPU_MAX_KERNEL: reports know no kernels;
+ * 0 where no kernel ran, else the run's) and rep_row_set_verdict / set_unjudged for the verdict
+ * (tol.c decides the gates). Anything else was edited or made by
  * something that is not flexcheck, and a merged report must not pass it on as a measured row.
  *
  * Two kinds of rows (rep_row.c):
@@ -404,7 +404,7 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
 
 /* The shape, mask, terms, block sizes and kernel: what the case and the run decide. */
 static fc_status check_identity(const reader *r, size_t i, const rep_row *row,
-                                const rep_run *run, int measured)
+                                const rep_run *run, int32_t max_kernel, int measured)
 {
     char w[WHERE_LEN];
     fc_status st;
@@ -445,7 +445,7 @@ static fc_status check_identity(const reader *r, size_t i, const rep_row *row,
             return bad(r, row_field(w, sizeof w, i, blocks[k].name),
                        "%d: must be a power of two in [%d, %d]%s", (int)blocks[k].v,
                        BMASK_MIN_BLOCK, BMASK_MAX_BLOCK, shape ? "" : " (or 0: no case)");
-    if ((st = int_in(r, i, "kernel", row->kernel, 0, GPU_MAX_KERNEL)))
+    if ((st = int_in(r, i, "kernel", row->kernel, 0, max_kernel)))
         return st;
     if (row->kernel != 0 && row->kernel != run->kernel)
         return bad(r, row_field(w, sizeof w, i, "kernel"), "%d, but the run's kernel is %d",
@@ -565,12 +565,13 @@ static fc_status check_measured(const reader *r, size_t i, const rep_row *row)
     return FC_OK;
 }
 
-fc_status rep_report_check(const rep_report *rep, const char *path, fc_err *err)
+fc_status rep_report_check(const rep_report *rep, const char *path, int32_t max_kernel,
+                           fc_err *err)
 {
     reader r = {path, err};
-    if (rep->run.kernel < 0 || rep->run.kernel > GPU_MAX_KERNEL)
+    if (rep->run.kernel < 0 || rep->run.kernel > max_kernel)
         return bad(&r, "run.kernel", "%d is out of range [0, %d]", (int)rep->run.kernel,
-                   GPU_MAX_KERNEL);
+                   (int)max_kernel);
     for (size_t i = 0; i < rep->n; i++) {
         const rep_row *row = &rep->rows[i];
         char w[WHERE_LEN];
@@ -579,7 +580,7 @@ fc_status rep_report_check(const rep_report *rep, const char *path, fc_err *err)
                        "and - (one per gate, in rep_gate order)", row->gates, (int)REP_NGATES);
         int measured = row->outcome == REP_ROW_PASS || row->outcome == REP_ROW_FAIL ||
                        row->outcome == REP_ROW_OUTSIDE;
-        fc_status st = check_identity(&r, i, row, &rep->run, measured);
+        fc_status st = check_identity(&r, i, row, &rep->run, max_kernel, measured);
         if (!st)
             st = measured ? check_measured(&r, i, row) : check_unjudged(&r, i, row);
         if (st)
