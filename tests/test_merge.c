@@ -693,6 +693,74 @@ Test(refuse, a_shard_twice)
     expect_refused("r1 r2 r3 r2", "r2 and r2 are both shard 2/3", NULL);
 }
 
+/* A shard given twice is refused wherever the repeat stands, the last argument included, by
+ * either name; so is a check run given twice. (A duplicate check that skipped the last argument
+ * passed every other test here.) */
+Test(refuse, a_shard_twice_as_the_last_argument)
+{
+    write_shard("r1", shard_run(1, 3), 1, 3);
+    write_shard("r2", shard_run(2, 3), 2, 3);
+    write_shard("r3", shard_run(3, 3), 3, 3);
+    write_shard("again", shard_run(3, 3), 3, 3);
+    expect_refused("r1 r2 r3 r3", "r3 and r3 are both shard 3/3", NULL);
+    expect_refused("r3 r1 r2 r3", "r3 and r3 are both shard 3/3", NULL);
+    expect_refused("r1 r2 r3 r1", "r1 and r1 are both shard 1/3", NULL);
+    expect_refused("r2 r1 r3 r2", "r2 and r2 are both shard 2/3", NULL);
+    expect_refused("r1 r2 r3 again", "r3 and again are both shard 3/3", NULL);
+    expect_refused("r1 r2 again r3", "again and r3 are both shard 3/3", NULL);
+    rep_row rows[2];
+    rep_run a = base_run(), b = base_run();
+    for (rep_run *run = &a; run; run = run == &a ? &b : NULL) {
+        rep_set_str(run->matrix, sizeof run->matrix, "check");
+        run->seed = -1;
+        run->filter[0] = 0;
+    }
+    rep_set_str(b.id, sizeof b.id, "fedcba9876543210");
+    make_row(&rows[0], "dump-a.h5:layer07", FC_F16, 0);
+    make_row(&rows[1], "dump-b.h5:layer08", FC_F16, 1);
+    write_set("c1", &rows[0], 1, &a);
+    write_set("c2", &rows[1], 1, &b);
+    expect_refused("c1 c2 c1", "c1 and c1 hold the same run (id 0123456789abcdef", NULL);
+    expect_refused("c2 c1 c2", "c2 and c2 hold the same run (id fedcba9876543210", NULL);
+}
+
+/* A report that cannot be written (here: a file size limit, as a full disk would, SIGXFSZ
+ * ignored so that write() fails with EFBIG) is one line and exit 2, and leaves no report
+ * directory behind, not even the empty one check used to make before any work; the gate's
+ * likewise. */
+Test(refuse, a_report_that_cannot_be_written_leaves_no_directory, .timeout = 300)
+{
+    run_out r;
+    run_cli(&r, "gen --case --lq 8 --d 32 --qb 16 --kb 16 --out a.h5");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    static const char *const runs[] = {
+        "check --backend emu --report out/sub a.h5",
+        "gate --quick --filter '*-b1-1x1-none-*' --report-dir out/sub",
+    };
+    for (size_t k = 0; k < 2; k++) {
+        run_cli(&r, "--version"); /* run_cli's checks on FLEXCHECK_BIN */
+        const char *bin = getenv("FLEXCHECK_BIN");
+        char abs_bin[1024], cwd[512], cmd[4096];
+        if (bin[0] != '/') {
+            cr_assert(getcwd(cwd, sizeof cwd), "getcwd failed");
+            snprintf(abs_bin, sizeof abs_bin, "%s/%s", cwd, bin);
+            bin = abs_bin;
+        }
+        snprintf(cmd, sizeof cmd, "cd '%s' && (trap '' XFSZ; ulimit -f 4; OPENBLAS_NUM_THREADS=1 "
+                 "exec '%s' %s) >.stdout 2>.stderr", dir, bin, runs[k]);
+        int st = system(cmd);
+        cr_assert(st != -1 && WIFEXITED(st), "%s: did not exit", runs[k]);
+        read_into(".stderr", r.err, sizeof r.err);
+        cr_expect_eq(WEXITSTATUS(st), 2, "%s: status %d: %s", runs[k], WEXITSTATUS(st), r.err);
+        cr_expect(strstr(r.err, "File too large"), "%s: %s", runs[k], r.err);
+        char path[256];
+        snprintf(path, sizeof path, "%s/out", dir);
+        cr_expect(!exists(path), "%s: left %s", runs[k], path);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/out'", dir);
+        (void)!system(cmd);
+    }
+}
+
 Test(refuse, missing_shards)
 {
     write_shard("r1", shard_run(1, 4), 1, 4);
