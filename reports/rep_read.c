@@ -7,7 +7,10 @@
  *
  * The file may come from anywhere (a CI artifact): every value is checked for its type and
  * range, every string against the size of the field it goes into, and the totals against the
- * rows; the first thing wrong ends the read with one line naming the file and the field.
+ * rows; the first thing wrong ends the read with one line naming the file and the field. What
+ * a field's type admits is more than a run writes (Lq -5, a pass with an H1 ratio of 1e6):
+ * rep_report_check, below, holds the rows to what the writers produce, before a merge copies
+ * them; the reader alone stays faithful to the file (a round trip of any value).
  */
 #include <errno.h>
 #include <jansson.h>
