@@ -726,8 +726,10 @@ Test(refuse, a_shard_twice_as_the_last_argument)
 
 /* A report that cannot be written (here: a file size limit, as a full disk would, SIGXFSZ
  * ignored so that write() fails with EFBIG) is one line and exit 2, and leaves no report
- * directory behind, not even the empty one check used to make before any work; the gate's
- * likewise. */
+ * directory behind, not even the empty one check used to make before any work. (The gate
+ * writes through the same rep_write_all, whose failures test_report.c makes at every step; it
+ * is not run here, where leaks are checked: the emu keeps a worker per thread, fixtures/module.mk
+ * says.) */
 Test(refuse, a_report_that_cannot_be_written_leaves_no_directory, .timeout = 300)
 {
     run_out r;
@@ -735,7 +737,7 @@ Test(refuse, a_report_that_cannot_be_written_leaves_no_directory, .timeout = 300
     cr_assert_eq(r.status, 0, "%s", r.err);
     static const char *const runs[] = {
         "check --backend emu --report out/sub a.h5",
-        "gate --quick --filter '*-b1-1x1-none-*' --report-dir out/sub",
+        "check --report out/sub a.h5", /* the reference alone */
     };
     for (size_t k = 0; k < 2; k++) {
         run_cli(&r, "--version"); /* run_cli's checks on FLEXCHECK_BIN */
