@@ -5,7 +5,8 @@
  * inline SVG charts (no script, no external asset).
  *
  * rep_write_all() writes every file into a directory as one unit (a fresh directory beside it,
- * switched in with one rename), so a reader never sees half a report or a mix of two. The rep_write_* writers take an open FILE* (tests, stdout). Every format
+ * switched in with one rename), so a reader never sees half a report or a mix of two. The
+ * rep_write_* writers take an open FILE* (tests, stdout). Every format
  * names the run that made it (rep_run). rows.json holds everything the other files are written
  * from, so rep_read_json() reads a report set back and rep_merge() combines the shards of one
  * gate run, or several check runs, into one (`flexcheck report merge`).

@@ -1005,7 +1005,7 @@ Test(summary, an_unscaled_failing_row_stays_out_of_the_h1_statistics)
     free(md);
 }
 
-/* ---- the set as one unit (rep_file.c) --------------------------------------------------------- */
+/* ---- the set as one unit (rep_file.c) -------------------------------------------------------- */
 
 static int by_name(const void *a, const void *b)
 {
