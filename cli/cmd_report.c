@@ -1,8 +1,9 @@
 /*
  * cmd_report.c - 'flexcheck report merge DIR... --out DIR': one report set (every format) from
  * the report sets of the shards of a gate run (`gate --shard I/N` on N CI jobs), or of several
- * check runs. Each input's rows.json is read back (reports/rep_read.c), the inputs are checked
- * to belong together and merged (reports/rep_merge.c); anything wrong is one line naming the
+ * check runs. Each input's rows.json is read back and held to what a run writes
+ * (reports/rep_read.c, rep_report_check), the inputs are checked to belong together and merged
+ * (reports/rep_merge.c); anything wrong is one line naming the
  * directories or the file and the field, exit 2, and nothing is written.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "gpu/gpu.h" /* GPU_MAX_KERNEL: the kernel versions a row can name */
 #include "reports/rep.h"
 
 static const char *const MERGE = "report merge";
@@ -62,7 +64,9 @@ static int read_all(char **dirs, int n, rep_report *in)
         char path[REP_DIR_LEN + sizeof "/" REP_FILE_JSON];
         snprintf(path, sizeof path, "%s/%s", dirs[k], REP_FILE_JSON);
         fc_err err;
-        if (rep_read_json(path, &in[k], &err))
+        /* Read, then held to what a run writes: no impossible row is copied into the merge. */
+        if (rep_read_json(path, &in[k], &err) ||
+            rep_report_check(&in[k], path, GPU_MAX_KERNEL, &err))
             return cli_usage_error(MERGE, "%s", err.msg);
         rep_set_str(in[k].run.dir, sizeof in[k].run.dir, dirs[k]);
     }

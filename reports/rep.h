@@ -4,9 +4,9 @@
  * read: a Markdown summary, JSON and CSV rows, JUnit XML and one self-contained HTML page with
  * inline SVG charts (no script, no external asset).
  *
- * rep_write_all() writes every file into a directory (created if missing); each file is
- * written to a temporary name in that directory and renamed into place, so a reader never
- * sees half a report. The rep_write_* writers take an open FILE* (tests, stdout). Every format
+ * rep_write_all() writes every file into a directory as one unit (a fresh directory beside it,
+ * switched in with one rename), so a reader never sees half a report or a mix of two. The
+ * rep_write_* writers take an open FILE* (tests, stdout). Every format
  * names the run that made it (rep_run). rows.json holds everything the other files are written
  * from, so rep_read_json() reads a report set back and rep_merge() combines the shards of one
  * gate run, or several check runs, into one (`flexcheck report merge`).
@@ -160,6 +160,15 @@ typedef struct rep_report {
 fc_status rep_read_json(const char *path, rep_report *out, fc_err *err);
 void rep_report_free(rep_report *r);
 
+/* Every row of r (read from path, which the messages name) holds what flexcheck's writers can
+ * produce: the shape, mask, terms, block sizes and kernel (0, or the run's, at most
+ * max_kernel: GPU_MAX_KERNEL, which reports do not see) of a real case and run, and a verdict
+ * that agrees with its gates and metrics (a pass has H1's ratio <= 1, ...; rep_read.c lists the
+ * rules and where each comes from). FC_EINVAL with one line naming the file, the row and the
+ * field otherwise. `report merge` holds each input to it before merging. */
+fc_status rep_report_check(const rep_report *r, const char *path, int32_t max_kernel,
+                           fc_err *err);
+
 /* Merges n reports read back (each with run.dir set to the directory it came from) into *out,
  * freed with rep_report_free (also after an error). They must belong together: the same matrix,
  * version, commit, seed, filter and shard count N, and then either gate shards 1..N each once
@@ -187,20 +196,28 @@ typedef fc_status (*rep_writer)(FILE *f, const rep_set *set, fc_err *err);
 #define REP_FILE_JUNIT "junit.xml"
 #define REP_FILE_HTML "report.html"
 
-/* Every format into dir, as a unit: all files written to temporaries first, then renamed over
- * the previous set with SIGINT/SIGTERM held; a failure before the renames leaves the previous
- * set whole and no temporary behind. A file of one of those names that flexcheck did not
- * write (not a regular file, or not starting as flexcheck starts it) is refused, never
- * replaced: an input or someone's own summary.md in the directory survives. */
+/* Every format into dir, as one unit (rep_file.c says how): the set is written into a fresh
+ * directory beside dir and switched in with one rename, so a reader sees the previous set or
+ * this one, whole, whatever stops the writer (SIGKILL included); the next run clears what a
+ * stopped writer left. The other files dir holds are kept (hard-linked into the new set); a
+ * directory or special file in it, or a file under one of the set's names that flexcheck did
+ * not write (not a regular file, or not starting as flexcheck starts it: an input, someone's own
+ * summary.md), is refused, nothing replaced. Files and directories get the modes the umask
+ * allows (a replaced dir keeps its own). Missing parents are made, and removed again when the
+ * write fails: a failure leaves dir as it was and nothing of this run. */
 fc_status rep_write_all(const char *dir, const rep_set *set, fc_err *err);
-/* The rename rep_write_all moves each finished file into place with (rename(3)); a test hook,
- * so the failure of one rename midway can be shown to leave no temporary and say how much of
- * the set is the new run's (nothing else provokes it once the directory is checked). */
-extern int (*rep_rename)(const char *from, const char *to);
-/* dir created if missing, its report files checked as rep_write_all does, and shown writable
- * (a probe file made and removed): for commands to refuse a report directory before any work
- * rather than after it. */
+/* dir checked as rep_write_all will find it (what it holds, where it is), a stopped writer's
+ * leftovers cleared first, and its parent (or the nearest ancestor that exists) shown writable
+ * by a probe made and removed; nothing else is made: for commands to refuse a report directory
+ * before any work rather than after it, without leaving one behind. */
 fc_status rep_dir_check(const char *dir, fc_err *err);
+/* Test hooks. rep_write_step, when set, runs before each step of rep_write_all or rep_dir_check
+ * that changes the filesystem, numbered from 1 in each call; nonzero makes that step fail (EIO),
+ * and a test can raise SIGKILL from it to stop the writer there. rep_renameat2 is the
+ * renameat2(2) the switch uses (a test takes RENAME_EXCHANGE away with it). */
+extern int (*rep_write_step)(int step);
+extern int (*rep_renameat2)(int from_dir, const char *from, int to_dir, const char *to,
+                            unsigned flags);
 /* 1 iff the row counts as a gate failure (fail or error). */
 int rep_row_failed(const rep_row *row);
 /* The same for a run with --strict, where outside-contract rows fail too. */

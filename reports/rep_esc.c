@@ -83,19 +83,40 @@ void rep_put_xml(FILE *f, const char *s)
     }
 }
 
-void rep_put_csv(FILE *f, const char *s)
+/* The cell as RFC 4180 has it, after `lead` (a byte put before it, 0 for none). */
+static void put_csv_cell(FILE *f, char lead, const char *s)
 {
     if (!strpbrk(s, ",\"\r\n")) {
+        if (lead)
+            fputc(lead, f);
         fputs(s, f);
         return;
     }
     fputc('"', f);
+    if (lead)
+        fputc(lead, f);
     for (const char *p = s; *p; p++) {
         if (*p == '"')
             fputc('"', f);
         fputc(*p, f);
     }
     fputc('"', f);
+}
+
+void rep_put_csv(FILE *f, const char *s)
+{
+    put_csv_cell(f, 0, s);
+}
+
+/* A spreadsheet opening rows.csv takes a cell that starts with = + - @ (or a tab or CR, which
+ * some strip first) as a formula, and a case id, producer or reason can be anything a fixture
+ * file or a rows.json says (`=HYPERLINK(...)`, `@SUM(...)`): such a text cell gets a leading
+ * ' , which shows it as the text it is (OWASP's advice for CSV injection). A cell that already
+ * starts with ' gets one too, so the mapping stays one to one: a reader that wants the exact
+ * value drops one leading ' from a text cell that has one (rows.json holds it as it is). */
+void rep_put_csv_text(FILE *f, const char *s)
+{
+    put_csv_cell(f, s[0] && strchr("=+-@\t\r'", s[0]) ? '\'' : 0, s);
 }
 
 void rep_put_md(FILE *f, const char *s)

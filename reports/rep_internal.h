@@ -52,6 +52,9 @@ rep_val rep_col_value(const rep_col *c, const void *base, char *buf, size_t cap)
 void rep_put_json(FILE *f, const char *s);
 void rep_put_xml(FILE *f, const char *s);   /* text and attribute values (HTML too) */
 void rep_put_csv(FILE *f, const char *s);   /* quoted only when needed (RFC 4180) */
+/* rep_put_csv for a text cell: one starting with = + - @ TAB CR or ' gets a leading ' so that
+ * a spreadsheet never runs it as a formula (rep_esc.c says why and how to read it back). */
+void rep_put_csv_text(FILE *f, const char *s);
 void rep_put_md(FILE *f, const char *s);    /* inside a table cell */
 /* A short human number: %.3g, or "nan"/"inf", "-" for a missing value (NaN marks those). */
 void rep_fmt_num(char *buf, size_t cap, double x);

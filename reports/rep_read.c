@@ -7,7 +7,10 @@
  *
  * The file may come from anywhere (a CI artifact): every value is checked for its type and
  * range, every string against the size of the field it goes into, and the totals against the
- * rows; the first thing wrong ends the read with one line naming the file and the field.
+ * rows; the first thing wrong ends the read with one line naming the file and the field. What
+ * a field's type admits is more than a run writes (Lq -5, a pass with an H1 ratio of 1e6):
+ * rep_report_check, below, holds the rows to what the writers produce, before a merge copies
+ * them; the reader alone stays faithful to the file (a round trip of any value).
  */
 #include <errno.h>
 #include <jansson.h>
@@ -16,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "masks/bmask.h"   /* bmask_block_size_ok: the block sizes the builders accept */
+#include "masks/problem.h" /* ATTN_MAX_HEADS, ATTN_MAX_HEAD_DIM, the mask and term limits */
 #include "reports/rep_internal.h"
 
 /* Where a value is, as the messages name it: "rows[3].max_err", "run.merged[0].seed". */
@@ -347,6 +352,244 @@ fc_status rep_read_json(const char *path, rep_report *out, fc_err *err)
     fc_status st = get_root(&r, root, out);
     json_decref(root);
     return st;
+}
+
+/* ---- what a run can have written (rep_report_check) -----------------------------------------
+ *
+ * The reader above takes any value a field's type holds; a merge copies rows into a new report,
+ * so it first holds every row to what the writers can produce, traced from where rows are made:
+ * judge_row_problem (a validated attn_problem: attn_problem_check, mask_params_check,
+ * terms_check), the block sizes of a fixture or the matrix (bmask_block_size_ok), the kernel
+ * version the CLI took (1..max_kernel, the caller's GPU_MAX_KERNEL: reports know no kernels;
+ * 0 where no kernel ran, else the run's) and rep_row_set_verdict / set_unjudged for the verdict
+ * (tol.c decides the gates). Anything else was edited or made by
+ * something that is not flexcheck, and a merged report must not pass it on as a measured row.
+ *
+ * Two kinds of rows (rep_row.c):
+ * - measured (pass, fail, outside-contract): from rep_row_set_verdict. Its shape is a real
+ *   problem's. H3 and H4 always run. H1 runs unless the baseline overflowed (then H1 and H2
+ *   are "-" and every metric measured against the baseline is NaN; outside-contract rows are
+ *   exactly those without a failure); where H1 ran those metrics are numbers, and a passed H1
+ *   has h1_ratio <= 1 (it passed because max|err| <= its bound, and the ratio is that quotient,
+ *   or the largest element-wise one), a failed H1 a ratio that is not (<= 1 fails on NaN). A
+ *   passed H3 saw no NaN. A pass has every gate P or "-" (checked by the reader). A fail names
+ *   a gate that shows F and is the first F, or an exactness check (which may follow any gates).
+ * - skip and error: from set_unjudged, every metric NaN, counts 0, every gate "-". Its shape is
+ *   the case's when the case was set up, or unknown (0) when it could not be (a file that did not
+ *   read, a case the gate could not build): then b, Hq, Hkv, D, Dv and the block sizes are 0.
+ * Metrics are never negative (NaN aside; +inf is a ratio's x/0); counts fit the problem. */
+
+static const char gate_letters[] = "PF-";
+
+/* rows[i].name, as the messages name a field. */
+static const char *row_field(char *buf, size_t cap, size_t i, const char *name)
+{
+    snprintf(buf, cap, "rows[%zu].%s", i, name);
+    return buf;
+}
+
+/* v in [lo, hi], else the message. */
+static fc_status int_in(const reader *r, size_t i, const char *name, int64_t v, int64_t lo,
+                        int64_t hi)
+{
+    char w[WHERE_LEN];
+    if (v < lo || v > hi)
+        return bad(r, row_field(w, sizeof w, i, name), "%lld is out of range [%lld, %lld]",
+                   (long long)v, (long long)lo, (long long)hi);
+    return FC_OK;
+}
+
+/* a * b, or UINT64_MAX when it does not fit. */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
+/* The shape, mask, terms, block sizes and kernel: what the case and the run decide. */
+static fc_status check_identity(const reader *r, size_t i, const rep_row *row,
+                                const rep_run *run, int32_t max_kernel, int measured)
+{
+    char w[WHERE_LEN];
+    fc_status st;
+    if (!row->case_id[0])
+        return bad(r, row_field(w, sizeof w, i, "case_id"), "empty: every row names its case");
+    /* Unknown shape: a skip or error row of a case that could not be set up (all five 0). */
+    int shape = measured || row->b || row->hq || row->hkv || row->d || row->dv;
+    if (shape) {
+        if ((st = int_in(r, i, "b", row->b, 1, INT32_MAX)) ||
+            (st = int_in(r, i, "hq", row->hq, 1, ATTN_MAX_HEADS)) ||
+            (st = int_in(r, i, "hkv", row->hkv, 1, row->hq)) ||
+            (st = int_in(r, i, "d", row->d, 1, ATTN_MAX_HEAD_DIM)) ||
+            (st = int_in(r, i, "dv", row->dv, 1, ATTN_MAX_HEAD_DIM)))
+            return st;
+        if (row->hq % row->hkv != 0)
+            return bad(r, row_field(w, sizeof w, i, "hkv"), "Hq %d is not a multiple of Hkv %d",
+                       (int)row->hq, (int)row->hkv);
+    }
+    if ((st = int_in(r, i, "lq", row->lq, 0, MASK_MAX_LEN)) ||
+        (st = int_in(r, i, "lk", row->lk, 0, MASK_MAX_LEN)))
+        return st;
+    for (int k = 0; k < MASK_NPARAMS; k++)
+        if ((st = int_in(r, i, mask_param_table[k].opt, mask_param_get(&row->mask, k), 0,
+                         mask_param_table[k].max)))
+            return st;
+    if (!isfinite(row->softcap) || !(row->softcap >= 0 && row->softcap <= TERMS_MAX_SOFTCAP))
+        return bad(r, row_field(w, sizeof w, i, TERM_SOFTCAP_NAME),
+                   "%g: must be finite and in [0, %g] (0 = off)", row->softcap,
+                   TERMS_MAX_SOFTCAP);
+    if ((st = int_in(r, i, TERM_SINKS_NAME, row->sinks, 0, 1)))
+        return st;
+    const struct {
+        const char *name;
+        int32_t v;
+    } blocks[] = {{"q_block", row->q_block}, {"kv_block", row->kv_block}};
+    for (size_t k = 0; k < 2; k++)
+        if (!bmask_block_size_ok(blocks[k].v) && (shape || blocks[k].v != 0))
+            return bad(r, row_field(w, sizeof w, i, blocks[k].name),
+                       "%d: must be a power of two in [%d, %d]%s", (int)blocks[k].v,
+                       BMASK_MIN_BLOCK, BMASK_MAX_BLOCK, shape ? "" : " (or 0: no case)");
+    if ((st = int_in(r, i, "kernel", row->kernel, 0, max_kernel)))
+        return st;
+    if (row->kernel != 0 && row->kernel != run->kernel)
+        return bad(r, row_field(w, sizeof w, i, "kernel"), "%d, but the run's kernel is %d",
+                   (int)row->kernel, (int)run->kernel);
+    return FC_OK;
+}
+
+/* The metrics a verdict measures against the baseline (all but lse_err), in the column
+ * order. */
+static const struct {
+    const char *name;
+    size_t off;
+} scaled[] = {
+#define METRIC(f) {#f, offsetof(rep_row, f)}
+    METRIC(max_err), METRIC(mean_err), METRIC(rmse), METRIC(nmse), METRIC(e_lp_max),
+    METRIC(h1_ratio), METRIC(floor), METRIC(s1), METRIC(s2),
+#undef METRIC
+};
+
+static double metric(const rep_row *row, size_t off)
+{
+    double x;
+    memcpy(&x, (const char *)row + off, sizeof x);
+    return x;
+}
+
+/* A row nobody judged: set_unjudged's values. */
+static fc_status check_unjudged(const reader *r, size_t i, const rep_row *row)
+{
+    char w[WHERE_LEN];
+    const char *o = rep_outcome_name(row->outcome);
+    for (size_t k = 0; k < sizeof scaled / sizeof scaled[0]; k++)
+        if (!isnan(metric(row, scaled[k].off)))
+            return bad(r, row_field(w, sizeof w, i, scaled[k].name),
+                       "%g, yet the row is %s: nothing was measured (null)",
+                       metric(row, scaled[k].off), o);
+    if (!isnan(row->lse_err))
+        return bad(r, row_field(w, sizeof w, i, "lse_err"),
+                   "%g, yet the row is %s: nothing was measured (null)", row->lse_err, o);
+    const struct {
+        const char *name;
+        uint64_t v;
+    } zero[] = {{"nan_count", row->nan_count}, {"inf_count", row->inf_count},
+                {"empty_rows", row->empty_rows}, {"degenerate", (uint64_t)row->degenerate}};
+    for (size_t k = 0; k < sizeof zero / sizeof zero[0]; k++)
+        if (zero[k].v)
+            return bad(r, row_field(w, sizeof w, i, zero[k].name),
+                       "%llu, yet the row is %s: nothing was counted (0)",
+                       (unsigned long long)zero[k].v, o);
+    if (strspn(row->gates, "-") != REP_NGATES)
+        return bad(r, row_field(w, sizeof w, i, "gates"), "'%s', yet the row is %s: no gate "
+                   "ran (every one '-')", row->gates, o);
+    return FC_OK;
+}
+
+/* A measured row: its gates, metrics and counts as rep_row_set_verdict leaves them. */
+static fc_status check_measured(const reader *r, size_t i, const rep_row *row)
+{
+    char w[WHERE_LEN];
+    const char *g = row->gates, *o = rep_outcome_name(row->outcome);
+    for (int k = 0; k < REP_NGATES; k++)
+        if (g[k] == '-' && (k == REP_H3 || k == REP_H4))
+            return bad(r, row_field(w, sizeof w, i, "gates"), "'%s': %s not run in a %s row "
+                       "(it always runs)", g, rep_gate_name((rep_gate)k), o);
+    int h1 = g[REP_H1] != '-';
+    if (!h1 && g[REP_H2] != '-')
+        return bad(r, row_field(w, sizeof w, i, "gates"), "'%s': H2 ran without H1 (both "
+                   "need the baseline's scale)", g);
+    if (row->outcome == REP_ROW_PASS && !h1)
+        return bad(r, row_field(w, sizeof w, i, "gates"), "'%s': a pass with H1 not run", g);
+    if (row->outcome == REP_ROW_OUTSIDE && h1)
+        return bad(r, row_field(w, sizeof w, i, "gates"), "'%s': an outside-contract row with "
+                   "H1 run (it is outside because H1 has no scale)", g);
+    for (size_t k = 0; k < sizeof scaled / sizeof scaled[0]; k++) {
+        double x = metric(row, scaled[k].off);
+        if (h1 ? isnan(x) : !isnan(x))
+            return bad(r, row_field(w, sizeof w, i, scaled[k].name), "%g where H1 %s", x,
+                       h1 ? "ran (a number)" : "did not run (null: nothing was measured)");
+        if (!(isnan(x) || x >= 0))
+            return bad(r, row_field(w, sizeof w, i, scaled[k].name), "%g: must be >= 0", x);
+    }
+    if (!(row->lse_err >= 0))
+        return bad(r, row_field(w, sizeof w, i, "lse_err"), "%g: must be >= 0", row->lse_err);
+    if (g[REP_H1] == 'P' && !(row->h1_ratio <= 1))
+        return bad(r, row_field(w, sizeof w, i, "h1_ratio"), "%g, yet H1 passed (gates '%s'): "
+                   "a passed H1 has a ratio <= 1", row->h1_ratio, g);
+    if (g[REP_H1] == 'F' && row->h1_ratio <= 1)
+        return bad(r, row_field(w, sizeof w, i, "h1_ratio"), "%g, yet H1 failed (gates '%s'): "
+                   "a failed H1 has a ratio > 1", row->h1_ratio, g);
+    if (row->degenerate < 0 || row->degenerate > 1 || (row->degenerate && !h1))
+        return bad(r, row_field(w, sizeof w, i, "degenerate"), "%d: 0, or 1 where H1 ran",
+                   (int)row->degenerate);
+    if (g[REP_H3] == 'P' && row->nan_count)
+        return bad(r, row_field(w, sizeof w, i, "nan_count"), "%llu, yet H3 passed (gates "
+                   "'%s'): any NaN fails H3", (unsigned long long)row->nan_count, g);
+    /* Rows B * Hq * Lq; NaNs and infinities are counted in O and the LSE. */
+    uint64_t rows = mul_sat(mul_sat((uint64_t)row->b, (uint64_t)row->hq), (uint64_t)row->lq);
+    uint64_t elems = mul_sat(rows, (uint64_t)row->dv + 1);
+    const struct {
+        const char *name;
+        uint64_t v, max;
+    } counts[] = {{"nan_count", row->nan_count, elems},
+                  {"inf_count", row->inf_count, elems},
+                  {"empty_rows", row->empty_rows, rows}};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        if (counts[k].v > counts[k].max)
+            return bad(r, row_field(w, sizeof w, i, counts[k].name), "%llu: more than the "
+                       "%llu the case holds", (unsigned long long)counts[k].v,
+                       (unsigned long long)counts[k].max);
+    if (row->outcome == REP_ROW_FAIL) /* the reader saw that a fail names something */
+        for (int k = 0; k < REP_NGATES; k++)
+            if (!strcmp(row->first_fail, rep_gate_name((rep_gate)k)) &&
+                (g[k] != 'F' || strchr(g, 'F') != g + k))
+                return bad(r, row_field(w, sizeof w, i, "first_fail"), "%s, yet gates '%s' show "
+                           "%s", row->first_fail, g, g[k] != 'F' ? "it did not fail"
+                                                                 : "an earlier gate failed");
+    return FC_OK;
+}
+
+fc_status rep_report_check(const rep_report *rep, const char *path, int32_t max_kernel,
+                           fc_err *err)
+{
+    reader r = {path, err};
+    if (rep->run.kernel < 0 || rep->run.kernel > max_kernel)
+        return bad(&r, "run.kernel", "%d is out of range [0, %d]", (int)rep->run.kernel,
+                   (int)max_kernel);
+    for (size_t i = 0; i < rep->n; i++) {
+        const rep_row *row = &rep->rows[i];
+        char w[WHERE_LEN];
+        if (strlen(row->gates) != REP_NGATES || strspn(row->gates, gate_letters) != REP_NGATES)
+            return bad(&r, row_field(w, sizeof w, i, "gates"), "'%s': must be %d of P, F "
+                       "and - (one per gate, in rep_gate order)", row->gates, (int)REP_NGATES);
+        int measured = row->outcome == REP_ROW_PASS || row->outcome == REP_ROW_FAIL ||
+                       row->outcome == REP_ROW_OUTSIDE;
+        fc_status st = check_identity(&r, i, row, &rep->run, max_kernel, measured);
+        if (!st)
+            st = measured ? check_measured(&r, i, row) : check_unjudged(&r, i, row);
+        if (st)
+            return st;
+    }
+    return FC_OK;
 }
 
 void rep_report_free(rep_report *r)

@@ -240,7 +240,10 @@ static void write_shard(const char *name, rep_run run, int i, int n)
 {
     rep_row rows[2 * NCASES];
     run.shard_i = i, run.shard_n = n;
-    write_set(name, rows, shard_rows(rows, i, n), &run);
+    size_t nrows = shard_rows(rows, i, n);
+    for (size_t k = 0; k < nrows; k++) /* the rows ran the run's kernel */
+        rows[k].kernel = run.kernel;
+    write_set(name, rows, nrows, &run);
 }
 
 static void read_back(const char *name, rep_report *rep)
@@ -435,6 +438,26 @@ Test(merge, a_check_report_carries_its_run_identity)
     rep_report_free(&c);
 }
 
+/* Lq = 0 is a case `gen` makes and `check` judges (a pass: nothing to get wrong), so the merge's
+ * row checks take it: the lengths' range starts at 0 (attn_problem_check), the head counts' at
+ * 1. */
+Test(merge, a_check_run_of_an_empty_query_merges)
+{
+    run_out r;
+    run_cli(&r, "gen --case --lq 0 --d 32 --qb 16 --kb 16 --out empty.h5");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_cli(&r, "check --backend emu --report c0 empty.h5");
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    rep_report c;
+    read_back("c0", &c);
+    cr_assert_gt(c.n, 0, "no rows");
+    cr_expect(c.rows[0].lq == 0 && c.rows[0].outcome == REP_ROW_PASS, "lq %d, %s",
+              (int)c.rows[0].lq, rep_outcome_name(c.rows[0].outcome));
+    rep_report_free(&c);
+    run_cli(&r, "report merge c0 --out m");
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+}
+
 Test(merge, shards_given_in_any_order_come_back_in_case_order)
 {
     for (int i = 1; i <= 3; i++) {
@@ -461,6 +484,7 @@ Test(merge, a_failing_row_makes_the_merge_exit_1_and_totals_are_sums)
     size_t n = shard_rows(rows, 1, 2);
     rows[1].outcome = REP_ROW_FAIL;
     rep_set_str(rows[1].first_fail, sizeof rows[1].first_fail, "H3");
+    memcpy(rows[1].gates, "PFPPPP-", REP_NGATES + 1); /* H3 (the second gate) failed */
     rep_set_str(rows[1].reason, sizeof rows[1].reason, "H3 non-finite: planted");
     rep_row_set_skip(&rows[2], "planted skip");
     write_set("r1", rows, n, &run);
@@ -631,9 +655,13 @@ Test(merge, a_strict_runs_outside_rows_fail_its_merge)
             run.strict = strict;
             rep_row rows[2 * NCASES];
             size_t n = shard_rows(rows, i, 2);
-            if (i == 2) {
-                rows[0].outcome = REP_ROW_OUTSIDE;
-                rep_set_str(rows[0].reason, sizeof rows[0].reason, "outside-contract: test");
+            if (i == 2) { /* as rep_row_set_verdict leaves an outside-contract verdict */
+                rep_verdict ov = {.dtype = rows[0].dtype, .unscaled = 1, .outside = 1,
+                                  .first_fail = -1, .gate = {[REP_H3] = REP_PASS,
+                                                             [REP_H4] = REP_PASS}};
+                rep_set_str(ov.outside_why, sizeof ov.outside_why, "outside-contract: test");
+                rep_row_set_verdict(&rows[0], &ov);
+                cr_assert_eq(rows[0].outcome, REP_ROW_OUTSIDE);
             }
             write_set(i == 1 ? n1 : n2, rows, n, &run);
         }
@@ -663,6 +691,76 @@ Test(refuse, a_shard_twice)
     write_shard("again", shard_run(2, 3), 2, 3);
     expect_refused("r1 r2 again r3", "r2 and again are both shard 2/3", NULL);
     expect_refused("r1 r2 r3 r2", "r2 and r2 are both shard 2/3", NULL);
+}
+
+/* A shard given twice is refused wherever the repeat stands, the last argument included, by
+ * either name; so is a check run given twice. (A duplicate check that skipped the last argument
+ * passed every other test here.) */
+Test(refuse, a_shard_twice_as_the_last_argument)
+{
+    write_shard("r1", shard_run(1, 3), 1, 3);
+    write_shard("r2", shard_run(2, 3), 2, 3);
+    write_shard("r3", shard_run(3, 3), 3, 3);
+    write_shard("again", shard_run(3, 3), 3, 3);
+    expect_refused("r1 r2 r3 r3", "r3 and r3 are both shard 3/3", NULL);
+    expect_refused("r3 r1 r2 r3", "r3 and r3 are both shard 3/3", NULL);
+    expect_refused("r1 r2 r3 r1", "r1 and r1 are both shard 1/3", NULL);
+    expect_refused("r2 r1 r3 r2", "r2 and r2 are both shard 2/3", NULL);
+    expect_refused("r1 r2 r3 again", "r3 and again are both shard 3/3", NULL);
+    expect_refused("r1 r2 again r3", "again and r3 are both shard 3/3", NULL);
+    rep_row rows[2];
+    rep_run a = base_run(), b = base_run();
+    for (rep_run *run = &a; run; run = run == &a ? &b : NULL) {
+        rep_set_str(run->matrix, sizeof run->matrix, "check");
+        run->seed = -1;
+        run->filter[0] = 0;
+    }
+    rep_set_str(b.id, sizeof b.id, "fedcba9876543210");
+    make_row(&rows[0], "dump-a.h5:layer07", FC_F16, 0);
+    make_row(&rows[1], "dump-b.h5:layer08", FC_F16, 1);
+    write_set("c1", &rows[0], 1, &a);
+    write_set("c2", &rows[1], 1, &b);
+    expect_refused("c1 c2 c1", "c1 and c1 hold the same run (id 0123456789abcdef", NULL);
+    expect_refused("c2 c1 c2", "c2 and c2 hold the same run (id fedcba9876543210", NULL);
+}
+
+/* A report that cannot be written (here: a file size limit, as a full disk would, SIGXFSZ
+ * ignored so that write() fails with EFBIG) is one line and exit 2, and leaves no report
+ * directory behind, not even the empty one check used to make before any work. (The gate
+ * writes through the same rep_write_all, whose failures test_report.c makes at every step; it
+ * is not run here, where leaks are checked: the emu keeps a worker per thread, fixtures/module.mk
+ * says.) */
+Test(refuse, a_report_that_cannot_be_written_leaves_no_directory, .timeout = 300)
+{
+    run_out r;
+    run_cli(&r, "gen --case --lq 8 --d 32 --qb 16 --kb 16 --out a.h5");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    static const char *const runs[] = {
+        "check --backend emu --report out/sub a.h5",
+        "check --report out/sub a.h5", /* the reference alone */
+    };
+    for (size_t k = 0; k < 2; k++) {
+        run_cli(&r, "--version"); /* run_cli's checks on FLEXCHECK_BIN */
+        const char *bin = getenv("FLEXCHECK_BIN");
+        char abs_bin[1024], cwd[512], cmd[4096];
+        if (bin[0] != '/') {
+            cr_assert(getcwd(cwd, sizeof cwd), "getcwd failed");
+            snprintf(abs_bin, sizeof abs_bin, "%s/%s", cwd, bin);
+            bin = abs_bin;
+        }
+        snprintf(cmd, sizeof cmd, "cd '%s' && (trap '' XFSZ; ulimit -f 4; OPENBLAS_NUM_THREADS=1 "
+                 "exec '%s' %s) >.stdout 2>.stderr", dir, bin, runs[k]);
+        int st = system(cmd);
+        cr_assert(st != -1 && WIFEXITED(st), "%s: did not exit", runs[k]);
+        read_into(".stderr", r.err, sizeof r.err);
+        cr_expect_eq(WEXITSTATUS(st), 2, "%s: status %d: %s", runs[k], WEXITSTATUS(st), r.err);
+        cr_expect(strstr(r.err, "File too large"), "%s: %s", runs[k], r.err);
+        char path[256];
+        snprintf(path, sizeof path, "%s/out", dir);
+        cr_expect(!exists(path), "%s: left %s", runs[k], path);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/out'", dir);
+        (void)!system(cmd);
+    }
 }
 
 Test(refuse, missing_shards)
@@ -700,6 +798,198 @@ Test(refuse, bad_arguments)
               "%s", r.err);
     run_cli(&r, "report merge missing --out out");
     cr_expect(r.status == 2 && strstr(r.err, "missing/rows.json: cannot open"), "%s", r.err);
+}
+
+/* ---- rows no run can write ------------------------------------------------------------------- */
+
+/* The rows the table below edits, each as a writer leaves it. */
+static void base_row(rep_row *r, const char *base)
+{
+    make_row(r, "c1", FC_F16, 1); /* a pass: B 1, Hq 4, Hkv 2, Lq 65, Dv 32, kernel 2 */
+    if (!strcmp(base, "fail-h1") || !strcmp(base, "fail-check")) {
+        /* H1 failed (ratio 2); a failed exactness check names itself (lse_merge.c does so
+         * after any gates) */
+        r->outcome = REP_ROW_FAIL, r->h1_ratio = 2;
+        memcpy(r->gates, "PPPFPP-", REP_NGATES + 1);
+        rep_set_str(r->first_fail, sizeof r->first_fail, base[5] == 'h' ? "H1" : "lse-merge");
+        rep_set_str(r->reason, sizeof r->reason, "planted");
+    } else if (!strcmp(base, "fail-h3")) { /* NaNs in the output */
+        r->outcome = REP_ROW_FAIL, r->nan_count = 3;
+        memcpy(r->gates, "PFPPPP-", REP_NGATES + 1);
+        rep_set_str(r->first_fail, sizeof r->first_fail, "H3");
+        rep_set_str(r->reason, sizeof r->reason, "planted");
+    } else if (!strcmp(base, "fail-p-round")) { /* an exactness check failed, every gate P */
+        r->outcome = REP_ROW_FAIL;
+        rep_set_str(r->first_fail, sizeof r->first_fail, "p-round");
+        rep_set_str(r->reason, sizeof r->reason, "p-round: planted");
+    } else if (!strcmp(base, "outside")) { /* as rep_row_set_verdict leaves one */
+        rep_verdict ov = {.dtype = FC_F16, .unscaled = 1, .outside = 1, .first_fail = -1,
+                          .gate = {[REP_H3] = REP_PASS, [REP_H4] = REP_PASS}};
+        rep_set_str(ov.outside_why, sizeof ov.outside_why, "outside-contract: planted");
+        rep_row_set_verdict(r, &ov);
+    } else if (!strcmp(base, "skip")) {
+        rep_row_set_skip(r, "planted");
+    } else if (!strcmp(base, "file-error")) { /* check's row for a file it could not read */
+        memset(r, 0, sizeof *r);
+        rep_set_str(r->case_id, sizeof r->case_id, "broken.h5");
+        rep_set_str(r->group, sizeof r->group, "file");
+        rep_set_str(r->backend, sizeof r->backend, "-");
+        rep_row_set_error(r, "broken.h5: not an HDF5 file");
+    } else if (!strcmp(base, "gate-skip")) { /* the gate's row for a case it could not set up */
+        memset(r, 0, sizeof *r);
+        rep_set_str(r->case_id, sizeof r->case_id, "m2-paged");
+        rep_set_str(r->group, sizeof r->group, "M2");
+        rep_set_str(r->backend, sizeof r->backend, "emu");
+        rep_set_str(r->builder, sizeof r->builder, "direct");
+        r->kernel = 2, r->lq = 102, r->lk = 777;
+        rep_row_set_skip(r, "paged K/V: no paged path in kernel 1");
+    } else {
+        cr_assert(!strcmp(base, "pass"), "no base row '%s'", base);
+    }
+}
+
+/* Sets column `name` of r to `value`, read as its kind reads (a number, or the text). */
+static void set_col(rep_row *r, const char *name, const char *value)
+{
+    for (size_t c = 0; c < rep_ncols; c++) {
+        const rep_col *col = &rep_cols[c];
+        if (strcmp(col->name, name))
+            continue;
+        char *p = (char *)r + col->off;
+        if (col->kind == REP_COL_I32) {
+            int32_t x = (int32_t)strtol(value, NULL, 10);
+            memcpy(p, &x, sizeof x);
+        } else if (col->kind == REP_COL_U64) {
+            uint64_t x = strtoull(value, NULL, 10);
+            memcpy(p, &x, sizeof x);
+        } else if (col->kind == REP_COL_F64) {
+            double x = strtod(value, NULL);
+            memcpy(p, &x, sizeof x);
+        } else {
+            cr_assert(col->kind == REP_COL_STR || col->kind == REP_COL_GATE, "%s", name);
+            rep_set_str(p, col->size, value);
+        }
+        return;
+    }
+    cr_assert_fail("no column %s", name);
+}
+
+/* One field of one row changed to something no writer produces: `report merge` refuses it
+ * with one line naming the file, the row and the field, exit 2, nothing written. want NULL:
+ * a value a run does write, merged. Field by field: the shape (attn_problem_check's limits),
+ * mask and score terms (mask_params_check, terms_check), block sizes (bmask_block_size_ok),
+ * kernel (the CLI's 1..2, or 0), then the verdict against its gates and metrics. */
+Test(refuse, rows_no_run_can_write_naming_file_row_and_field)
+{
+    static const struct {
+        const char *base, *field, *value, *want;
+    } cases[] = {
+        {"pass", "b", "-1", "rows[1].b: -1 is out of range [1, 2147483647]"},
+        {"pass", "b", "0", "rows[1].b: 0 is out of range [1, 2147483647]"},
+        {"pass", "hq", "0", "rows[1].hq: 0 is out of range [1, 4096]"},
+        {"pass", "hq", "4097", "rows[1].hq: 4097 is out of range [1, 4096]"},
+        {"pass", "hkv", "3", "rows[1].hkv: Hq 4 is not a multiple of Hkv 3"},
+        {"pass", "hkv", "8", "rows[1].hkv: 8 is out of range [1, 4]"},
+        {"pass", "lq", "-5", "rows[1].lq: -5 is out of range [0, 268435456]"},
+        {"pass", "lk", "268435457", "rows[1].lk: 268435457 is out of range [0, 268435456]"},
+        {"pass", "d", "-3", "rows[1].d: -3 is out of range [1, 1024]"},
+        {"pass", "dv", "0", "rows[1].dv: 0 is out of range [1, 1024]"},
+        {"pass", "window", "-7", "rows[1].window: -7 is out of range [0, 2147483647]"},
+        {"pass", "chunk", "-1", "rows[1].chunk: -1 is out of range [0, 2147483647]"},
+        {"pass", "causal", "7", "rows[1].causal: 7 is out of range [0, 1]"},
+        {"pass", "softcap", "-50", "rows[1].softcap: -50: must be finite and in [0, 1e+06]"},
+        {"pass", "softcap", "inf", "rows[1].softcap: inf: must be finite"},
+        {"pass", "sinks", "2", "rows[1].sinks: 2 is out of range [0, 1]"},
+        {"pass", "q_block", "7", "rows[1].q_block: 7: must be a power of two in [16, 256]"},
+        {"pass", "kv_block", "512", "rows[1].kv_block: 512: must be a power of two"},
+        {"skip", "q_block", "0", "rows[1].q_block: 0: must be a power of two"},
+        {"pass", "kernel", "99", "rows[1].kernel: 99 is out of range [0, 2]"},
+        {"pass", "kernel", "1", "rows[1].kernel: 1, but the run's kernel is 2"},
+        {"pass", "case_id", "", "rows[1].case_id: empty"},
+        {"pass", "max_err", "-1", "rows[1].max_err: -1: must be >= 0"},
+        {"pass", "h1_ratio", "-1", "rows[1].h1_ratio: -1: must be >= 0"},
+        {"pass", "nmse", "-inf", "rows[1].nmse: -inf: must be >= 0"},
+        {"pass", "lse_err", "-1e-9", "rows[1].lse_err: -1e-09: must be >= 0"},
+        {"pass", "lse_err", "nan", "rows[1].lse_err: nan: must be >= 0"},
+        {"pass", "h1_ratio", "1e6", "rows[1].h1_ratio: 1e+06, yet H1 passed"},
+        {"pass", "h1_ratio", "1.0000000000000002", "rows[1].h1_ratio: 1, yet H1 passed"},
+        {"pass", "h1_ratio", "nan", "rows[1].h1_ratio: nan where H1 ran"},
+        {"pass", "s1", "nan", "rows[1].s1: nan where H1 ran"},
+        {"pass", "nan_count", "5", "rows[1].nan_count: 5, yet H3 passed"},
+        {"pass", "empty_rows", "261", "rows[1].empty_rows: 261: more than the 260 the case"},
+        {"pass", "inf_count", "8581", "rows[1].inf_count: 8581: more than the 8580 the case"},
+        {"pass", "degenerate", "2", "rows[1].degenerate: 2: 0, or 1 where H1 ran"},
+        {"pass", "gates", "PPPPPPX", "rows[1].gates: 'PPPPPPX': must be 7 of P, F and -"},
+        {"pass", "gates", "PPPPPP", "rows[1].gates: 'PPPPPP': must be 7 of P, F and -"},
+        {"pass", "gates", "P-PPPP-", "rows[1].gates: 'P-PPPP-': H3 not run in a pass row"},
+        {"pass", "gates", "PPP-PP-", "rows[1].gates: 'PPP-PP-': H2 ran without H1"},
+        {"pass", "gates", "PPP---P", "rows[1].gates: 'PPP---P': a pass with H1 not run"},
+        {"fail-h1", "h1_ratio", "0.25", "rows[1].h1_ratio: 0.25, yet H1 failed"},
+        {"fail-h1", "first_fail", "H2", "rows[1].first_fail: H2, yet gates 'PPPFPP-' show it "
+                                        "did not fail"},
+        {"fail-h1", "gates", "PFPFPP-", "rows[1].first_fail: H1, yet gates 'PFPFPP-' show an "
+                                        "earlier gate failed"},
+        {"outside", "gates", "-PPP---", "rows[1].gates: '-PPP---': an outside-contract row "
+                                        "with H1 run"},
+        {"outside", "max_err", "0.5", "rows[1].max_err: 0.5 where H1 did not run"},
+        {"outside", "degenerate", "1", "rows[1].degenerate: 1: 0, or 1 where H1 ran"},
+        {"skip", "max_err", "0.5", "rows[1].max_err: 0.5, yet the row is skip: nothing was "
+                                   "measured"},
+        {"skip", "lse_err", "0", "rows[1].lse_err: 0, yet the row is skip"},
+        {"skip", "nan_count", "1", "rows[1].nan_count: 1, yet the row is skip"},
+        {"file-error", "gates", "P------", "rows[1].gates: 'P------', yet the row is error"},
+        {"file-error", "hq", "4", "rows[1].b: 0 is out of range [1, 2147483647]"},
+        {"file-error", "softcap", "-1", "rows[1].softcap: -1: must be finite"},
+        /* What runs do write: merged. */
+        {"pass", "lq", "0", NULL}, /* `gen --lq 0` makes such a case; check judges it */
+        {"pass", "lk", "0", NULL},
+        {"pass", "h1_ratio", "1", NULL},
+        {"pass", "h1_ratio", "0", NULL},
+        {"pass", "degenerate", "1", NULL},
+        {"pass", "inf_count", "8580", NULL},   /* matched infinities pass H3 */
+        {"pass", "gates", "-PPP---", NULL},    /* H6, H2 (a design), H5, H7 not run */
+        {"pass", "softcap", "50", NULL},
+        {"pass", "kernel", "0", NULL},         /* a tested output: no kernel of ours ran */
+        {"fail-h1", "nmse", "inf", NULL},      /* a zero oracle with a nonzero output */
+        {"fail-h3", "inf_count", "2", NULL},
+        {"fail-h3", "gates", "PFPPPF-", NULL},  /* H5 failed too, after H3 */
+        {"fail-check", "reason", "lse-merge: even + odd kv tiles: H1", NULL},
+        {"fail-p-round", "h1_ratio", "0.5", NULL},
+        {"fail-p-round", "h1_ratio", "3", "rows[1].h1_ratio: 3, yet H1 passed"},
+        {"fail-h3", "first_fail", "H1", "rows[1].first_fail: H1, yet gates 'PFPPPP-' show it "
+                                        "did not fail"},
+        {"outside", "lse_err", "0.25", NULL},
+        {"skip", "lq", "65", NULL},
+        {"file-error", "case_id", "broken.h5", NULL},
+        {"gate-skip", "lq", "102", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rep_row rows[2];
+        make_row(&rows[0], "c0", FC_F32, 0);
+        base_row(&rows[1], cases[i].base);
+        set_col(&rows[1], cases[i].field, cases[i].value);
+        rep_run run = base_run();
+        write_set("bad", rows, 2, &run);
+        char what[96], out[64];
+        snprintf(what, sizeof what, "case %zu (%s, %s = '%s')", i, cases[i].base,
+                 cases[i].field, cases[i].value);
+        snprintf(out, sizeof out, "out%zu", i);
+        run_out r;
+        run_cli(&r, "report merge bad --out %s", out);
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", dir, out);
+        if (!cases[i].want) { /* merged: 0, or 1 for a failing row */
+            cr_expect(r.status == (rep_row_failed(&rows[1]) ? 1 : 0) && exists(path),
+                      "%s: status %d: %s", what, r.status, r.err);
+            continue;
+        }
+        cr_expect_eq(r.status, 2, "%s: status %d\n%s%s", what, r.status, r.out, r.err);
+        cr_expect(count_lines(r.err) == 1 &&
+                      strstr(r.err, "flexcheck report merge: bad/rows.json: field rows[1].") &&
+                      strstr(r.err, cases[i].want),
+                  "%s: want one line with '%s', got: %s", what, cases[i].want, r.err);
+        cr_expect(!exists(path), "%s: --out written anyway", what);
+    }
 }
 
 /* ---- hostile rows.json ---------------------------------------------------------------------- */

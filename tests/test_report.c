@@ -10,11 +10,15 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "reports/rep.h"
@@ -367,6 +371,124 @@ Test(report, csv_has_the_header_and_one_record_per_row)
     remove_tree(tmpdir);
 }
 
+/* Field k of the CSV record at rec, as written (quotes and all), into out; the end of the record
+ * (past its CRLF) is returned. */
+static const char *csv_raw_field(const char *rec, size_t k, char *out, size_t cap)
+{
+    size_t nf = 0, len = 0;
+    int quoted = 0;
+    const char *p = rec;
+    for (; *p; p++) {
+        if (!quoted && *p == '\r' && p[1] == '\n') {
+            p += 2;
+            break;
+        }
+        if (quoted && *p == '"' && p[1] == '"') {
+            if (nf == k && len + 2 < cap)
+                out[len++] = '"', out[len++] = '"';
+            p++;
+            continue;
+        }
+        if (*p == '"')
+            quoted = !quoted;
+        else if (!quoted && *p == ',') {
+            nf++;
+            continue;
+        }
+        if (nf == k && len + 1 < cap)
+            out[len++] = *p;
+    }
+    out[len] = 0;
+    return p;
+}
+
+/* The index of column `name` in the CSV header line at s. */
+static size_t csv_column(const char *s, const char *name)
+{
+    char cell[64];
+    for (size_t k = 0; k < 64; k++) {
+        csv_raw_field(s, k, cell, sizeof cell);
+        if (!strcmp(cell, name))
+            return k;
+    }
+    cr_assert_fail("no column %s in the header", name);
+    return 0;
+}
+
+/* rows.csv's text cells that a spreadsheet would run as a formula (= + - @, tab, CR first) get
+ * a leading ', and so does one that starts with ' (so one ' dropped gives the value back);
+ * numbers that start with '-' and the gates column (P, F and - only) are written as they are. */
+Test(report, csv_text_cells_that_would_start_a_formula_get_a_quote)
+{
+    static const struct {
+        const char *value, *cell; /* cell: as it must stand in the file */
+    } cases[] = {
+        {"=HYPERLINK(\"http://x.example\";\"open\")",
+         "\"'=HYPERLINK(\"\"http://x.example\"\";\"\"open\"\")\""},
+        {"=1+2", "'=1+2"},
+        {"@SUM(A1:A9)", "'@SUM(A1:A9)"},
+        {"+1", "'+1"},
+        {"-2+3", "'-2+3"},
+        {"-", "'-"},
+        {"\tcmd", "'\tcmd"},
+        {"\rcmd", "\"'\rcmd\""},
+        {"'quoted", "''quoted"},
+        {"a=b-c", "a=b-c"},
+        {" =x", " =x"},
+        {"plain", "plain"},
+    };
+    static const char *const text_cols[] = {"case_id", "group",  "builder", "backend",
+                                            "producer", "first_fail", "reason", "explained"};
+    for (size_t t = 0; t < sizeof text_cols / sizeof text_cols[0]; t++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            rep_row rows[NROWS];
+            make_rows(rows);
+            rep_row *r = &rows[0];
+            /* One text column takes the value; the numbers and gates below start with '-'. */
+            if (!strcmp(text_cols[t], "case_id"))
+                rep_set_str(r->case_id, sizeof r->case_id, cases[i].value);
+            else if (!strcmp(text_cols[t], "group"))
+                rep_set_str(r->group, sizeof r->group, cases[i].value);
+            else if (!strcmp(text_cols[t], "builder"))
+                rep_set_str(r->builder, sizeof r->builder, cases[i].value);
+            else if (!strcmp(text_cols[t], "backend"))
+                rep_set_str(r->backend, sizeof r->backend, cases[i].value);
+            else if (!strcmp(text_cols[t], "producer"))
+                rep_set_str(r->producer, sizeof r->producer, cases[i].value);
+            else if (!strcmp(text_cols[t], "first_fail"))
+                rep_set_str(r->first_fail, sizeof r->first_fail, cases[i].value);
+            else if (!strcmp(text_cols[t], "reason"))
+                rep_set_str(r->reason, sizeof r->reason, cases[i].value);
+            else
+                rep_set_str(r->explained, sizeof r->explained, cases[i].value);
+            r->mean_err = -0.0, r->lse_err = -INFINITY, r->s2 = -0.5, r->lq = -5;
+            memcpy(r->gates, "-PPPP--", REP_NGATES + 1);
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&buf, &len);
+            cr_assert(f, "open_memstream failed");
+            fc_err err = {{0}};
+            rep_set set = set_of(rows, 1);
+            cr_assert_eq(rep_write_csv(f, &set, &err), FC_OK, "%s", err.msg);
+            fclose(f);
+            const char *rec = csv_raw_field(buf, 0, (char[8]){0}, 8); /* past the header */
+            char cell[REP_WHY_LEN * 2 + 8];
+            csv_raw_field(rec, csv_column(buf, text_cols[t]), cell, sizeof cell);
+            cr_expect_str_eq(cell, cases[i].cell, "%s '%s': written %s", text_cols[t],
+                             cases[i].value, cell);
+            static const struct {
+                const char *col, *cell;
+            } as_is[] = {{"mean_err", "-0.0"}, {"lse_err", "-inf"}, {"s2", "-0.5"},
+                         {"lq", "-5"},        {"gates", "-PPPP--"}, {"dtype", "float32"}};
+            for (size_t k = 0; k < sizeof as_is / sizeof as_is[0]; k++) {
+                csv_raw_field(rec, csv_column(buf, as_is[k].col), cell, sizeof cell);
+                cr_expect_str_eq(cell, as_is[k].cell, "%s (%s '%s'): written %s", as_is[k].col,
+                                 text_cols[t], cases[i].value, cell);
+            }
+            free(buf);
+        }
+}
+
 Test(report, junit_has_one_testcase_per_case_id_and_counts_failures)
 {
     make_tmpdir();
@@ -466,7 +588,6 @@ Test(files, are_written_atomically_into_a_created_directory)
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", nested, names[i]);
         cr_expect(stat(path, &sb) == 0 && sb.st_size > 0, "%s: missing or empty", names[i]);
-        cr_expect_eq(sb.st_mode & 0777, 0644, "%s: mode %o", names[i], sb.st_mode & 0777);
     }
     DIR *d = opendir(nested);
     cr_assert(d, "%s: cannot list", nested);
@@ -804,41 +925,16 @@ static int hidden_entries(const char *dir)
     return n;
 }
 
-/* The set is written as a unit: a set that cannot be written whole leaves every previous file
- * as it was and no temporary file; a successful write leaves none either. Refused up front: a
- * directory under a report file's name. Failing midway: the third rename, after two of the new
- * files are in place, which the message counts. */
-static int renames;
-static int rename_fails_third(const char *from, const char *to)
-{
-    return ++renames == 3 ? (errno = EACCES, -1) : rename(from, to);
-}
-
-Test(report, the_set_is_written_as_a_unit_and_leaves_no_temporary)
+/* A directory under a report file's name is no previous report: refused, R as it was, no
+ * temporary. (Failing or stopping the writer midway: the tests of the files suite below.) */
+Test(report, a_directory_under_a_report_files_name_is_refused)
 {
     make_tmpdir();
     write_report(tmpdir);
     cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries after a successful write");
-    char *json_before = slurp(tmpdir, REP_FILE_JSON), *csv_before = slurp(tmpdir, REP_FILE_CSV);
     rep_row rows[NROWS];
     make_rows(rows);
-    rows[0].max_err = 42; /* this run's rows differ from the previous run's */
     fc_err err = {{0}};
-    renames = 0;
-    rep_rename = rename_fails_third;
-    fc_status st = rep_write_all(tmpdir, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err);
-    rep_rename = rename;
-    cr_expect_eq(st, FC_EIO);
-    cr_expect(strstr(err.msg, "renaming rows.csv into place failed") &&
-                  strstr(err.msg, "2 of 5 files are this run's"), "%s", err.msg);
-    char *csv_after = slurp(tmpdir, REP_FILE_CSV);
-    cr_expect_str_eq(csv_after, csv_before, "rows.csv (not renamed) changed");
-    cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries left after a failed rename");
-    free(csv_after);
-    char *json_after = slurp(tmpdir, REP_FILE_JSON);
-    cr_expect(strcmp(json_after, json_before), "rows.json (renamed) is still the previous one");
-    free(json_after);
-
     char path[512];
     snprintf(path, sizeof path, "%s/%s", tmpdir, REP_FILE_MD);
     cr_assert_eq(unlink(path), 0);
@@ -847,14 +943,15 @@ Test(report, the_set_is_written_as_a_unit_and_leaves_no_temporary)
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fclose(f);
-    json_before = (free(json_before), slurp(tmpdir, REP_FILE_JSON));
+    char *json_before = slurp(tmpdir, REP_FILE_JSON);
     cr_expect_eq(rep_write_all(tmpdir, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err),
                  FC_EINVAL);
     cr_expect(strstr(err.msg, "summary.md is not a regular file; not replaced"), "%s", err.msg);
-    json_after = slurp(tmpdir, REP_FILE_JSON);
+    char *json_after = slurp(tmpdir, REP_FILE_JSON);
     cr_expect_str_eq(json_after, json_before, "rows.json changed");
     cr_expect_eq(hidden_entries(tmpdir), 0, "temporaries left after a refused write");
-    free(json_before), free(csv_before), free(json_after);
+    free(json_before), free(json_after);
+    remove_tree(tmpdir);
 }
 
 Test(report, a_report_directory_is_checked_before_any_work)
@@ -864,7 +961,10 @@ Test(report, a_report_directory_is_checked_before_any_work)
     char path[512];
     snprintf(path, sizeof path, "%s/new/deeper", tmpdir);
     cr_expect_eq(rep_dir_check(path, &err), FC_OK, "%s", err.msg);
-    cr_expect_eq(hidden_entries(path), 0, "the probe was left behind");
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/new", tmpdir);
+    cr_expect(stat(path, &sb) != 0, "the check made %s (only a write makes it)", path);
+    cr_expect_eq(hidden_entries(tmpdir), 0, "the probe was left behind");
     snprintf(path, sizeof path, "%s/plain", tmpdir);
     FILE *f = fopen(path, "w");
     cr_assert(f);
@@ -903,4 +1003,532 @@ Test(summary, an_unscaled_failing_row_stays_out_of_the_h1_statistics)
     cr_expect(strstr(md, "| float16 | emu | 2 | 1 | 1 | 0 | 0 | 0 | 0.5 | 0.5 | 0.5 | 0 | 0 |"),
               "%s", md);
     free(md);
+}
+
+/* ---- the set as one unit (rep_file.c) -------------------------------------------------------- */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Everything a directory holds, hidden entries too, sorted: "name\n<size>\n<bytes>\n" per file,
+ * "name -> target\n" per symbolic link, "name/\n" per directory; NULL when dir is missing. Two
+ * directories hold the same set exactly when their texts are equal. */
+static char *dir_text(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    char *names[64];
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            cr_assert_lt(n, 64, "%s: too many entries", dir);
+            names[n++] = strdup(e->d_name);
+        }
+    closedir(d);
+    qsort(names, n, sizeof *names, by_name);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream failed");
+    for (size_t i = 0; i < n; i++) {
+        char path[512], target[256];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        cr_assert_eq(lstat(path, &sb), 0, "%s", path);
+        if (S_ISREG(sb.st_mode)) {
+            char *s = slurp(dir, names[i]);
+            fprintf(f, "%s\n%lld\n%s\n", names[i], (long long)sb.st_size, s);
+            free(s);
+        } else if (S_ISLNK(sb.st_mode)) {
+            ssize_t k = readlink(path, target, sizeof target - 1);
+            target[k < 0 ? 0 : k] = 0;
+            fprintf(f, "%s -> %s\n", names[i], target);
+        } else {
+            fprintf(f, "%s/\n", names[i]);
+        }
+        free(names[i]);
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Entries of dir, hidden ones included; their names into list. */
+static int entries(const char *dir, char *list, size_t cap)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    size_t len = 0;
+    list[0] = 0;
+    cr_assert(d, "%s", dir);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            n++;
+            len += (size_t)snprintf(list + len, len < cap ? cap - len : 0, "%s ", e->d_name);
+        }
+    closedir(d);
+    return n;
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+static void put_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The previous run's rows and this run's (one metric differs). */
+static void two_runs(rep_row prev[NROWS], rep_row next[NROWS])
+{
+    make_rows(prev);
+    make_rows(next);
+    next[0].max_err = 42;
+}
+
+static fc_status write_rows(const char *dir, const rep_row *rows)
+{
+    fc_err err = {{0}};
+    fc_status st = rep_write_all(dir, &(rep_set){rows, NROWS, test_checks, 2, &test_run}, &err);
+    cr_expect(st == FC_OK, "%s: %s", dir, err.msg);
+    return st;
+}
+
+/* r holding the set of rows and, beside it, a file and a symbolic link of someone's own, as a
+ * CI job's artifact directory might; the file's inode in *ino. */
+static void set_up(const char *r, const rep_row *rows, ino_t *ino)
+{
+    remove_tree(r);
+    cr_assert_eq(write_rows(r, rows), FC_OK);
+    put_file(r, "notes.txt", "kept across runs\n");
+    char path[512];
+    snprintf(path, sizeof path, "%s/latest", r);
+    cr_assert_eq(symlink(REP_FILE_MD, path), 0, "%s", path);
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/notes.txt", r);
+    cr_assert_eq(stat(path, &sb), 0);
+    *ino = sb.st_ino;
+}
+
+static int stop_at, stopped; /* the step rep_write_step acts at; set once it did */
+
+static int kill_at_step(int step)
+{
+    if (step == stop_at)
+        raise(SIGKILL);
+    return 0;
+}
+
+static int fail_at_step(int step)
+{
+    stopped |= step == stop_at;
+    return step == stop_at;
+}
+
+/* renameat2 where the filesystem has neither RENAME_EXCHANGE nor RENAME_NOREPLACE. */
+static int renameat2_without_flags(int from_dir, const char *from, int to_dir, const char *to,
+                                   unsigned flags)
+{
+    if (flags) {
+        errno = EINVAL;
+        return -1;
+    }
+    return renameat(from_dir, from, to_dir, to);
+}
+
+/* rep_write_all(dir, rows) in a child with hook set: its wait status. The child exits 0 when the
+ * write succeeded, 3 when it failed, 4 when the hook never acted (a fail_at_step past the
+ * last step). */
+static int write_in_child(const char *dir, const rep_row *rows, int (*hook)(int), int no_flags)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork");
+    if (pid == 0) {
+        rep_write_step = hook;
+        if (no_flags)
+            rep_renameat2 = renameat2_without_flags;
+        fc_err err;
+        fc_status st = rep_write_all(dir, &(rep_set){rows, NROWS, test_checks, 2, &test_run},
+                                     &err);
+        _exit(hook == fail_at_step && !stopped ? 4 : st == FC_OK ? 0 : 3);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid, "waitpid");
+    return status;
+}
+
+/* Killed (SIGKILL) before each step that changes the filesystem, one step further each time,
+ * until a writer finishes: R holds the previous set or the new one, each exactly (byte for byte,
+ * the user's file the same inode), never a mix; the next run's rep_dir_check leaves nothing
+ * else beside R. Again where the filesystem has no RENAME_EXCHANGE: there R may also be missing
+ * (between the two renames), and the next run puts the previous set back. */
+Test(files, a_writer_killed_at_any_step_leaves_the_previous_set_or_the_new_one, .timeout = 300)
+{
+    make_tmpdir();
+    rep_row prev[NROWS], next[NROWS];
+    two_runs(prev, next);
+    char ref[128], parent[128], r[160], list[1024];
+    ino_t ino;
+    snprintf(ref, sizeof ref, "%s/ref", tmpdir);
+    set_up(ref, prev, &ino);
+    char *want_prev = dir_text(ref);
+    set_up(ref, next, &ino);
+    char *want_next = dir_text(ref);
+    cr_assert(strcmp(want_prev, want_next), "the two runs' sets are the same");
+    snprintf(parent, sizeof parent, "%s/p", tmpdir);
+    cr_assert_eq(mkdir(parent, 0755), 0);
+    snprintf(r, sizeof r, "%s/R", parent);
+    for (int no_flags = 0; no_flags < 2; no_flags++) {
+        const char *how = no_flags ? "without RENAME_EXCHANGE" : "with RENAME_EXCHANGE";
+        int kills = 0;
+        for (stop_at = 1;; stop_at++) {
+            set_up(r, prev, &ino);
+            int status = write_in_child(r, next, kill_at_step, no_flags);
+            char *got = dir_text(r);
+            if (WIFEXITED(status)) { /* it finished before step stop_at: every step was tried */
+                cr_expect_eq(WEXITSTATUS(status), 0, "%s: the whole write failed", how);
+                cr_expect(got && !strcmp(got, want_next), "%s: R after a whole write:\n%s", how,
+                          got ? got : "(missing)");
+                free(got);
+                break;
+            }
+            cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s, step %d: "
+                      "status %#x", how, stop_at, status);
+            kills++;
+            int whole = got && (!strcmp(got, want_prev) || !strcmp(got, want_next));
+            cr_expect(whole || (no_flags && !got), "%s, killed at step %d: R holds %s", how,
+                      stop_at, got ? got : "nothing");
+            char path[512];
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/notes.txt", r);
+            cr_expect(!got || (stat(path, &sb) == 0 && sb.st_ino == ino), "%s, step %d: the "
+                      "user's file is not the same file", how, stop_at);
+            fc_err err = {{0}};
+            cr_expect_eq(rep_dir_check(r, &err), FC_OK, "%s, step %d: %s", how, stop_at, err.msg);
+            char *after = dir_text(r);
+            cr_expect(after && !strcmp(after, got ? got : want_prev), "%s, step %d: the next "
+                      "run made R %s", how, stop_at, after ? after : "missing");
+            cr_expect_eq(entries(parent, list, sizeof list), 1, "%s, step %d: beside R: %s", how,
+                         stop_at, list);
+            free(got);
+            free(after);
+        }
+        /* mkdir, five files, two links, mode, sync, the switch, the old set's seven entries and
+         * its rmdir: far more than 12 places to be stopped at. */
+        cr_expect_gt(kills, 12, "%s: stopped at %d steps only", how, kills);
+    }
+    free(want_prev);
+    free(want_next);
+    remove_tree(tmpdir);
+}
+
+/* A step that fails (each in turn, until the write runs out of steps): before the switch, the
+ * write fails, R is exactly the previous set and nothing of this run is left, not even the
+ * parent directories it made for a new R (a failed check --report or gate leaves no empty report
+ * directory); after it (taking the previous set apart), the write stands and the next run
+ * clears the rest. */
+Test(files, a_write_failing_at_any_step_leaves_the_previous_set_and_nothing_else, .timeout = 300)
+{
+    make_tmpdir();
+    rep_row prev[NROWS], next[NROWS];
+    two_runs(prev, next);
+    char ref[128], parent[128], r[160], fresh[192], list[1024];
+    ino_t ino;
+    snprintf(ref, sizeof ref, "%s/ref", tmpdir);
+    set_up(ref, prev, &ino);
+    char *want_prev = dir_text(ref);
+    set_up(ref, next, &ino);
+    char *want_next = dir_text(ref);
+    remove_tree(ref);
+    snprintf(parent, sizeof parent, "%s/p", tmpdir);
+    cr_assert_eq(mkdir(parent, 0755), 0);
+    snprintf(r, sizeof r, "%s/R", parent);
+    snprintf(fresh, sizeof fresh, "%s/q/a/b/R", tmpdir);
+    for (int no_flags = 0; no_flags < 2; no_flags++) {
+        int failed = 0;
+        for (stop_at = 1;; stop_at++) {
+            set_up(r, prev, &ino);
+            int status = write_in_child(r, next, fail_at_step, no_flags);
+            cr_assert(WIFEXITED(status), "step %d: status %#x", stop_at, status);
+            if (WEXITSTATUS(status) == 4)
+                break;
+            char *got = dir_text(r);
+            if (WEXITSTATUS(status) == 3) {
+                failed++;
+                cr_expect(got && !strcmp(got, want_prev), "step %d failed: R holds %s", stop_at,
+                          got ? got : "nothing");
+                cr_expect_eq(entries(parent, list, sizeof list), 1, "step %d failed: beside R: "
+                             "%s", stop_at, list);
+            } else {
+                cr_expect(got && !strcmp(got, want_next), "step %d failed after the switch: R "
+                          "holds %s", stop_at, got ? got : "nothing");
+                fc_err err = {{0}};
+                cr_expect_eq(rep_dir_check(r, &err), FC_OK, "%s", err.msg);
+                cr_expect_eq(entries(parent, list, sizeof list), 1, "step %d, after the next "
+                             "run: beside R: %s", stop_at, list);
+            }
+            free(got);
+        }
+        cr_expect_gt(failed, 8, "the write failed at %d steps only", failed);
+        /* A new R under parents that do not exist yet. */
+        for (stop_at = 1;; stop_at++) {
+            char q[160];
+            snprintf(q, sizeof q, "%s/q", tmpdir);
+            remove_tree(q);
+            int status = write_in_child(fresh, next, fail_at_step, no_flags);
+            cr_assert(WIFEXITED(status), "new R, step %d: status %#x", stop_at, status);
+            if (WEXITSTATUS(status) == 4)
+                break;
+            if (WEXITSTATUS(status) == 3)
+                cr_expect(!exists(q), "new R, step %d failed: %s was left", stop_at, q);
+            else
+                cr_expect(exists(fresh), "new R, step %d: written, yet missing", stop_at);
+        }
+    }
+    free(want_prev);
+    free(want_next);
+    remove_tree(tmpdir);
+}
+
+/* A file someone puts into R while a set is written (before each step in turn) is in R after
+ * it: linked into the new set, or moved back out of the previous one; never deleted. */
+static char late_dir[160];
+static int late_files, late_made[64];
+
+static int add_late_file(int step)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/late-%d.txt", late_dir, step);
+    FILE *f = step < 64 ? fopen(path, "w") : NULL; /* R may be missing for an instant */
+    if (f) {
+        fputs("late\n", f);
+        fclose(f);
+        late_made[step] = 1;
+        late_files++;
+    }
+    return 0;
+}
+
+Test(files, a_file_put_into_the_directory_during_the_write_is_kept)
+{
+    make_tmpdir();
+    rep_row prev[NROWS], next[NROWS];
+    two_runs(prev, next);
+    snprintf(late_dir, sizeof late_dir, "%s/R", tmpdir);
+    for (int no_flags = 0; no_flags < 2; no_flags++) {
+        ino_t ino;
+        set_up(late_dir, prev, &ino);
+        memset(late_made, 0, sizeof late_made);
+        late_files = 0;
+        int (*was)(int, const char *, int, const char *, unsigned) = rep_renameat2;
+        rep_write_step = add_late_file;
+        if (no_flags)
+            rep_renameat2 = renameat2_without_flags;
+        write_rows(late_dir, next);
+        rep_write_step = NULL;
+        rep_renameat2 = was;
+        cr_expect_gt(late_files, 12, "files put in at %d steps only", late_files);
+        for (int s = 0; s < 64; s++) {
+            char path[256];
+            snprintf(path, sizeof path, "%s/late-%d.txt", late_dir, s);
+            cr_expect(!late_made[s] || exists(path), "no_flags %d: late-%d.txt was lost",
+                      no_flags, s);
+        }
+        char list[2048];
+        cr_expect_eq(entries(tmpdir, list, sizeof list), 1, "beside R: %s", list);
+    }
+    remove_tree(tmpdir);
+}
+
+/* Leftovers of a writer whose PID is dead are cleared by the next run (its report files gone,
+ * a file of R's that it held a link to kept in R, a file only it held moved into R, a set moved
+ * aside put back as R); a live writer's are not: its PID alive, or its directory locked (a
+ * writer in another PID namespace), or this very process's; nor a name that only looks alike. */
+Test(files, the_next_run_clears_a_dead_writers_leftovers_and_no_live_ones)
+{
+    make_tmpdir();
+    rep_row prev[NROWS];
+    make_rows(prev);
+    char r[128], path[512], list[2048];
+    ino_t ino;
+    snprintf(r, sizeof r, "%s/R", tmpdir);
+    set_up(r, prev, &ino);
+    char *want = dir_text(r);
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t live = fork();
+    if (live == 0) {
+        pause();
+        _exit(0);
+    }
+    char locked[160];
+    snprintf(locked, sizeof locked, "%s/.R.rep-old.%ld.0000beef", tmpdir, (long)dead);
+    cr_assert_eq(mkdir(locked, 0755), 0);
+    pid_t locker = fork();
+    if (locker == 0) { /* holds the lock as a writer in another PID namespace would */
+        int fd = open(locked, O_RDONLY | O_DIRECTORY);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0 || write(ready[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    cr_assert_eq(read(ready[0], &c, 1), 1, "the locker did not start");
+    static const struct {
+        const char *fmt;
+        int pid; /* 0 dead, 1 live, 2 this process */
+        int cleared;
+    } left[] = {
+        {"%s/.R.rep-new.%ld.0000dead", 0, 1}, {"%s/.R.rep-new.%ld.0000f00d", 0, 1},
+        {"%s/.R.rep-new.%ld.0000a11e", 1, 0}, {"%s/.R.rep-new.%ld.0000c0de", 2, 0},
+        {"%s/.R.rep-new.%ld.notours", 0, 0},  {"%s/.S.rep-new.%ld.0000dead", 0, 0},
+    };
+    char names[6][160];
+    for (size_t i = 0; i < 6; i++) {
+        long pid = left[i].pid == 0 ? dead : left[i].pid == 1 ? live : getpid();
+        snprintf(names[i], sizeof names[i], left[i].fmt, tmpdir, pid);
+        cr_assert_eq(mkdir(names[i], 0755), 0, "%s", names[i]);
+        put_file(names[i], REP_FILE_MD, "# flexcheck tol"); /* cut short by the kill */
+    }
+    /* The first holds a link to R's notes.txt (carried over), the second a file of its own. */
+    char from[512];
+    snprintf(from, sizeof from, "%s/notes.txt", r);
+    snprintf(path, sizeof path, "%s/notes.txt", names[0]);
+    cr_assert_eq(link(from, path), 0);
+    put_file(names[1], "mine.txt", "only here\n");
+    fc_err err = {{0}};
+    cr_expect_eq(rep_dir_check(r, &err), FC_OK, "%s", err.msg);
+    for (size_t i = 0; i < 6; i++)
+        cr_expect_eq(exists(names[i]), !left[i].cleared, "%s: %s", names[i],
+                     left[i].cleared ? "left" : "cleared");
+    cr_expect(exists(locked), "a locked directory was cleared");
+    snprintf(path, sizeof path, "%s/mine.txt", r);
+    char *mine = exists(path) ? slurp(r, "mine.txt") : NULL;
+    cr_expect(mine && !strcmp(mine, "only here\n"), "mine.txt not moved into R");
+    free(mine);
+    cr_assert_eq(unlink(path), 0);
+    struct stat sb;
+    cr_expect(stat(from, &sb) == 0 && sb.st_ino == ino && sb.st_nlink == 1, "notes.txt");
+    char *got = dir_text(r);
+    cr_expect_str_eq(got, want, "R changed");
+    free(got);
+    /* Killed between the two renames of a filesystem without RENAME_EXCHANGE: R is missing,
+     * the previous set aside; the next run puts it back before anything else. */
+    char aside[160];
+    snprintf(aside, sizeof aside, "%s/.R.rep-old.%ld.00000001", tmpdir, (long)dead);
+    cr_assert_eq(rename(r, aside), 0);
+    cr_expect_eq(rep_dir_check(r, &err), FC_OK, "%s", err.msg);
+    got = dir_text(r);
+    cr_expect(got && !strcmp(got, want), "R not put back: %s", got ? got : "missing");
+    cr_expect(!exists(aside), "the set aside is still there");
+    free(got);
+    cr_expect_eq(entries(tmpdir, list, sizeof list), 1 + 4 + 1, "beside R: %s", list); /* R, four
+                                                                         * kept, the locked */
+    kill(live, SIGKILL);
+    kill(locker, SIGKILL);
+    waitpid(live, NULL, 0);
+    waitpid(locker, NULL, 0);
+    free(want);
+    remove_tree(tmpdir);
+}
+
+/* What a set cannot replace whole is refused before any work, R left as it was: a directory or
+ * a special file in R (only files are carried over), and names that cannot be renamed. A
+ * symbolic link is followed (the link stays); an older flexcheck's temporaries are dropped. */
+Test(files, a_directory_that_cannot_be_replaced_whole_is_refused_before_any_work)
+{
+    make_tmpdir();
+    rep_row prev[NROWS], next[NROWS];
+    two_runs(prev, next);
+    char r[128], path[512];
+    ino_t ino;
+    snprintf(r, sizeof r, "%s/R", tmpdir);
+    static const char *const what[] = {"a directory 'logs'", "a special file 'pipe'"};
+    for (int k = 0; k < 2; k++) {
+        set_up(r, prev, &ino);
+        snprintf(path, sizeof path, "%s/%s", r, k ? "pipe" : "logs");
+        cr_assert_eq(k ? mkfifo(path, 0644) : mkdir(path, 0755), 0, "%s", path);
+        char *before = dir_text(r);
+        fc_err err = {{0}};
+        cr_expect_eq(rep_dir_check(r, &err), FC_EINVAL, "%s: checked as fine", what[k]);
+        cr_expect(strstr(err.msg, what[k]) && strstr(err.msg, "move it or choose another "
+                                                              "directory"), "%s", err.msg);
+        cr_expect_eq(rep_write_all(r, &(rep_set){next, NROWS, test_checks, 2, &test_run}, &err),
+                     FC_EINVAL, "%s: written", what[k]);
+        char *after = dir_text(r);
+        cr_expect_str_eq(after, before, "%s: R changed", what[k]);
+        free(before), free(after);
+        remove(path);
+    }
+    static const char *const unnamed[] = {".", "..", "/", "x/..", "x/./"};
+    for (size_t k = 0; k < sizeof unnamed / sizeof unnamed[0]; k++) {
+        fc_err err = {{0}};
+        cr_expect_eq(rep_dir_check(unnamed[k], &err), FC_EINVAL, "'%s' accepted", unnamed[k]);
+        cr_expect(strstr(err.msg, "name the directory itself"), "%s", err.msg);
+    }
+    /* A link to R: R replaced, the link still a link to it. */
+    set_up(r, prev, &ino);
+    char link_path[160];
+    snprintf(link_path, sizeof link_path, "%s/current", tmpdir);
+    cr_assert_eq(symlink("R", link_path), 0);
+    put_file(r, ".rows.json.AbC123", "{\"run\"");    /* an older writer's, killed */
+    put_file(r, ".write-test.XyZ789", "");           /* and its probe */
+    write_rows(link_path, next);
+    struct stat sb;
+    cr_expect(lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode), "the link was replaced");
+    char list[1024];
+    cr_expect_eq(entries(r, list, sizeof list), 7, "R holds %s", list); /* 5 + notes, latest */
+    cr_expect(!strstr(list, ".rows.json.") && !strstr(list, ".write-test."), "%s", list);
+    remove_tree(tmpdir);
+}
+
+/* Nothing forces a mode: files get 0666 and directories 0777 less the umask (a umask 077 run's
+ * reports stay private), and a replaced R keeps the mode it had. */
+Test(files, take_their_modes_from_the_umask)
+{
+    make_tmpdir();
+    rep_row rows[NROWS];
+    make_rows(rows);
+    static const mode_t masks[] = {077, 022, 002, 027};
+    for (size_t k = 0; k < sizeof masks / sizeof masks[0]; k++) {
+        mode_t u = masks[k], was = umask(u);
+        char r[160], path[512];
+        snprintf(r, sizeof r, "%s/u%03o/new/R", tmpdir, (unsigned)u);
+        write_rows(r, rows);
+        write_rows(r, rows); /* replacing the set: the same modes */
+        umask(was);
+        struct stat sb;
+        cr_expect(stat(r, &sb) == 0 && (sb.st_mode & 07777) == (0777 & ~u), "umask %03o: R "
+                  "mode %o", (unsigned)u, (unsigned)(sb.st_mode & 07777));
+        snprintf(path, sizeof path, "%s/u%03o/new", tmpdir, (unsigned)u);
+        cr_expect(stat(path, &sb) == 0 && (sb.st_mode & 07777) == (0777 & ~u), "umask %03o: a "
+                  "parent made for R: mode %o", (unsigned)u, (unsigned)(sb.st_mode & 07777));
+        static const char *const names[] = {REP_FILE_MD, REP_FILE_JSON, REP_FILE_CSV,
+                                            REP_FILE_JUNIT, REP_FILE_HTML};
+        for (size_t i = 0; i < 5; i++) {
+            snprintf(path, sizeof path, "%s/%s", r, names[i]);
+            cr_expect(stat(path, &sb) == 0 && (sb.st_mode & 07777) == (0666 & ~u), "umask "
+                      "%03o: %s mode %o", (unsigned)u, names[i], (unsigned)(sb.st_mode & 07777));
+        }
+        cr_assert_eq(chmod(r, 0750), 0);
+        write_rows(r, rows);
+        cr_expect(stat(r, &sb) == 0 && (sb.st_mode & 07777) == 0750, "umask %03o: a replaced "
+                  "R's mode 0750 became %o", (unsigned)u, (unsigned)(sb.st_mode & 07777));
+    }
+    remove_tree(tmpdir);
 }
