@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "tests/test_tmpdir.h"
+#include "fixtures/fix.h"
 #include "masks/params.h"
 
 TEST_TMPDIR("clitest")
@@ -771,5 +772,27 @@ Test(cli, readme_synopses_name_every_option_of_gate_check_and_repro)
             cr_expect(found, "README's %s synopsis lacks --%s: %.*s", cmds[c], co->opts[k].name,
                       (int)len, line);
         }
+    }
+}
+
+/* ---- the default memory budget in --help (fixtures/fix.h, fix_default_case_bytes) ---- */
+
+/* Every --max-memory help says the figure the command takes by default on this machine, in a
+ * form --max-memory takes back: whole GiB as G, else whole MiB as M. */
+Test(cli, every_max_memory_help_names_this_machines_default)
+{
+    uint64_t d = fix_default_case_bytes(), gib = (uint64_t)1 << 30;
+    char want[64];
+    snprintf(want, sizeof want, "(default here %llu%s = ",
+             (unsigned long long)(d % gib ? d >> 20 : d / gib), d % gib ? "M" : "G");
+    static const char *const cmds[] = {"check", "repro", "fill", "gen"};
+    run_out r;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        run_cli(&r, "%s --help", cmds[i]);
+        const char *opt = strstr(r.out, "\n  --max-memory BYTES");
+        const char *next = opt ? strstr(opt + 1, "\n  --") : NULL;
+        const char *at = opt ? strstr(opt, want) : NULL;
+        cr_expect(at && next && at < next && !strstr(opt, "default 16G"),
+                  "%s --help: want '%s' under --max-memory:\n%s", cmds[i], want, r.out);
     }
 }

@@ -46,6 +46,7 @@ TestSuite(fixture_reader, .init = make_dir, .fini = remove_dir);
 TestSuite(fixture_writer, .init = make_dir, .fini = remove_dir);
 TestSuite(fixture_check, .init = make_dir, .fini = remove_dir);
 TestSuite(fixture_terms, .init = make_dir, .fini = remove_dir);
+TestSuite(fixture_budget, .init = make_dir, .fini = remove_dir);
 
 static const char *path_of(const char *name)
 {
@@ -2110,10 +2111,13 @@ Test(fixture_reader, a_case_over_the_budget_is_refused_before_reading_values)
     struct stat sb;
     cr_assert_eq(stat(p, &sb), 0);
     cr_expect_lt(sb.st_size, 1 << 20, "the file is small: %lld bytes", (long long)sb.st_size);
-    /* Block masks of (2^21 / 16)^2 tiles alone are beyond 16 GiB. */
+    /* Block masks of (2^21 / 16)^2 tiles alone are beyond 16 GiB, the most the default
+     * budget (this machine's, fix_default_case_bytes) can be. */
+    char budget[96];
+    snprintf(budget, sizeof budget, "over the memory budget of %.3g GiB: raise it with "
+             "--max-memory", (double)fix_default_case_bytes() / (1 << 30));
     expect_rejected(p, C0, "Lq 2097152, Lk 2097152, D 4, Dv 4 need about", "GiB (inputs, "
-                    "oracle, buffers, block masks, reference scratch), over the memory budget "
-                    "of 16 GiB: raise it with --max-memory");
+                    "oracle, buffers, block masks, reference scratch), ", budget);
     /* With the memory budget raised past that, the work budget refuses it: 2 heads x 2^21 x
      * 2^21 x (4 + 4) multiply-adds = 2^46 = 7.04e13. */
     fc_err err;
@@ -2497,4 +2501,95 @@ Test(fixture_cli, check_without_isolation_says_the_same)
     cr_expect_str_eq(out[0], out[1]);
     cr_expect_str_eq(errs[0], errs[1]);
     cr_expect_str_eq(csv[0], csv[1]);
+}
+
+/* ---- the default memory budget (fixtures/fix_budget.c) ----
+ * The lesser of 16 GiB and half of the memory the process can have (physical, or its cgroup's
+ * limit), in whole MiB, at least 512 MiB. Expected figures worked out by hand. */
+
+typedef struct default_case {
+    uint64_t phys, cgroup, want;
+} default_case;
+
+Test(fixture_budget, the_default_is_the_lesser_of_16_gib_and_half_the_memory)
+{
+    const uint64_t M = (uint64_t)1 << 20, G = (uint64_t)1 << 30;
+    static const default_case cases[] = {
+        {64 * ((uint64_t)1 << 30), 0, 16 * ((uint64_t)1 << 30)}, /* a large machine: 16 GiB */
+        {24 * ((uint64_t)1 << 30), 0, 12 * ((uint64_t)1 << 30)},
+        /* the CI machine's MemTotal, 24684084 kB: half is 12638251008 bytes, 12052.77 MiB */
+        {24684084ull * 1024, 0, 12052ull << 20},
+        {64 * ((uint64_t)1 << 30), 8 * ((uint64_t)1 << 30), 4 * ((uint64_t)1 << 30)}, /* cgroup */
+        {16 * ((uint64_t)1 << 30), 64 * ((uint64_t)1 << 30), 8 * ((uint64_t)1 << 30)},
+        {0, 0, 16 * ((uint64_t)1 << 30)},                     /* nothing known: 16 GiB */
+        {0, 6 * ((uint64_t)1 << 30), 3 * ((uint64_t)1 << 30)},
+        {512 * ((uint64_t)1 << 20), 0, 512 * ((uint64_t)1 << 20)}, /* never under 512 MiB */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t got = fix_default_case_bytes_of(cases[i].phys, cases[i].cgroup);
+        cr_expect_eq(got, cases[i].want, "case %zu (phys %.4g GiB, cgroup %.4g GiB): %llu, "
+                     "want %llu", i, (double)cases[i].phys / G, (double)cases[i].cgroup / G,
+                     (unsigned long long)got, (unsigned long long)cases[i].want);
+    }
+    /* This machine's: no more than half of MemTotal (/proc/meminfo, read here on its own) nor
+     * 16 GiB, no less than 512 MiB. */
+    FILE *fp = fopen("/proc/meminfo", "r");
+    cr_assert(fp);
+    unsigned long long kb = 0;
+    char line[256];
+    while (fgets(line, sizeof line, fp))
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+            break;
+    fclose(fp);
+    cr_assert_gt(kb, 0);
+    uint64_t d = fix_default_case_bytes();
+    cr_expect(d <= 16 * G && d <= kb * 1024 / 2 && d >= 512 * M && d % M == 0,
+              "default %llu bytes, MemTotal %llu kB", (unsigned long long)d, kb);
+}
+
+/* A file `rel` under dir holding `text`, its folders made. */
+static void put_file(const char *rel, const char *text)
+{
+    char p[512], cmd[640];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", p);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    FILE *fp = fopen(p, "w");
+    cr_assert(fp, "%s", p);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* cgroup trees laid out under dir the way /sys/fs/cgroup is: the least limit of the process's
+ * cgroup and its ancestors, v2 (unified or hybrid) and v1's memory controller. */
+Test(fixture_budget, the_cgroup_limit_is_the_least_of_the_cgroup_and_its_ancestors)
+{
+    char root[128];
+    /* v2, unified: the leaf sets none ("max"), its parent 1 GiB, the grandparent 3 GiB. */
+    snprintf(root, sizeof root, "%s/v2", dir);
+    put_file("v2/a/memory.max", "3221225472\n");
+    put_file("v2/a/b/memory.max", "1073741824\n");
+    put_file("v2/a/b/c/memory.max", "max\n");
+    cr_expect_eq(fix_cgroup_memory_limit(root, "0::/a/b/c\n"), (uint64_t)1 << 30);
+    cr_expect_eq(fix_cgroup_memory_limit(root, "0::/a\n"), (uint64_t)3 << 30);
+    cr_expect_eq(fix_cgroup_memory_limit(root, "0::/elsewhere\n"), 0);
+    /* hybrid: v1 controllers, v2 beside them at root/unified */
+    snprintf(root, sizeof root, "%s/hy", dir);
+    put_file("hy/unified/svc/memory.max", "536870912\n");
+    cr_expect_eq(fix_cgroup_memory_limit(root, "1:cpu:/\n0::/svc\n"), (uint64_t)512 << 20);
+    /* v1: the memory controller's own hierarchy; v1's "unlimited" (2^63 rounded down to a page)
+     * is no limit; a limit on the hierarchy's root binds; controllers may share a line. */
+    snprintf(root, sizeof root, "%s/v1", dir);
+    put_file("v1/memory/job/memory.limit_in_bytes", "9223372036854771712\n");
+    cr_expect_eq(fix_cgroup_memory_limit(root, "4:memory:/job\n0::/\n"), 0);
+    put_file("v1/memory/memory.limit_in_bytes", "2147483648\n");
+    cr_expect_eq(fix_cgroup_memory_limit(root, "4:memory:/job\n0::/\n"), (uint64_t)2 << 30);
+    put_file("v1/memory/job/memory.limit_in_bytes", "1610612736\n");
+    cr_expect_eq(fix_cgroup_memory_limit(root, "7:cpu,memory,pids:/job\n"),
+                 (uint64_t)3 << 29);
+    /* a controller that is not the memory controller, junk, nothing */
+    cr_expect_eq(fix_cgroup_memory_limit(root, "4:cpuset:/job\n"), 0);
+    put_file("v1/memory/bad/memory.limit_in_bytes", "12x\n");
+    cr_expect_eq(fix_cgroup_memory_limit(root, "4:memory:/bad"), (uint64_t)2 << 30);
+    cr_expect_eq(fix_cgroup_memory_limit(root, ""), 0);
 }
