@@ -171,7 +171,7 @@ int cmd_check(int argc, char **argv)
                 &o.report_dir),
         CLI_FN("max-memory", "BYTES", "each file is read and checked in a child process limited\n"
                "to this much address space, and a case whose estimate exceeds it is refused\n"
-               "(K, M, G, T suffixes; default 16G)", cli_parse_bytes, &o.iso.max_memory),
+               "(K, M, G, T suffixes)", cli_parse_bytes, &o.iso.max_memory),
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.iso.max_work),
     };

@@ -49,7 +49,7 @@ int cmd_fill(int argc, char **argv)
         CLI_FLAG("force", "with --out: replace an existing OUT", &force, 1),
         CLI_FN("max-memory", "BYTES", "IN is read and filled in a child process limited to\n"
                "this much address space, and a case whose estimate exceeds it is refused (K,\n"
-               "M, G, T suffixes; default 16G)", cli_parse_bytes, &iso.max_memory),
+               "M, G, T suffixes)", cli_parse_bytes, &iso.max_memory),
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &iso.max_work),
     };

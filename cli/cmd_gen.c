@@ -293,7 +293,7 @@ int cmd_gen(int argc, char **argv)
         CLI_FLAG("no-block-mask", "do not store the slow builder's block mask", &gp->with_bmask,
                  0),
         CLI_FN("max-memory", "BYTES", "refuse a case whose estimated memory exceeds this (K, M,\n"
-               "G, T suffixes; default 16G)", cli_parse_bytes, &o.max_memory),
+               "G, T suffixes)", cli_parse_bytes, &o.max_memory),
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.max_work),
         CLI_STR("layout", "NAME", "a layout file: the case through every layer of NAME, each\n"

@@ -55,7 +55,7 @@ static int parse(int argc, char **argv, repro_opts *o)
         CLI_STR("row", "B,H,Q", "explain this output row (batch entry, query head, query\n"
                 "token) instead of the worst one", &o->row_s),
         CLI_FN("max-memory", "BYTES", "the file is read and judged in a child process limited\n"
-               "to this much address space (K, M, G, T suffixes; default 16G)",
+               "to this much address space (K, M, G, T suffixes)",
                cli_parse_bytes, &o->iso.max_memory),
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o->iso.max_work),

@@ -211,7 +211,9 @@ static void apply_limit(const cli_iso *iso)
 
 const char *cli_iso_errmsg(fc_status st, const char *msg, char *buf, size_t cap)
 {
-    if (st != FC_ENOMEM || g_limit == 0)
+    /* A message that names the budget already (the reader's, when libhdf5 could not
+     * allocate) says what this would add. */
+    if (st != FC_ENOMEM || g_limit == 0 || strstr(msg, "(--max-memory)"))
         return msg;
     char lim[32];
     cli_iso_bytes_text(g_limit, lim, sizeof lim);

@@ -4,7 +4,8 @@
  * libhdf5 (1.10.8, Debian 12's) has memory errors of its own on corrupt files: a hostile
  * fixture can crash it inside H5Aexists or H5Aread, where no validation of ours can step in, or
  * make it (or our reader) ask for more memory than the machine has. So every file is opened in a
- * child process under an address-space limit (RLIMIT_AS, --max-memory, default 16 GiB); a child
+ * child process under an address-space limit (RLIMIT_AS, --max-memory, by default
+ * fix_default_case_bytes(): the lesser of 16 GiB and half of the machine's memory); a child
  * that dies becomes one line naming the file ("FILE: the HDF5 library crashed reading it
  * (signal 11): corrupt or hostile file"), the file counts as rejected (exit 2), and the next
  * file is read in a fresh child.
@@ -33,7 +34,7 @@
 #include "fixtures/fix.h"
 #include "gpu/gpu.h"
 
-#define CLI_ISO_DEFAULT_MAX_MEMORY ((size_t)16 << 30)
+#define CLI_ISO_DEFAULT_MAX_MEMORY ((size_t)fix_default_case_bytes())
 
 /* How a command isolates its files. */
 typedef struct cli_iso {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "fixtures/fix.h"
 #include "masks/params.h"
 
 /* Options of one command after CLI_MASK_OPTS rows are expanded (gen has about 30). */
@@ -342,6 +343,18 @@ void cli_print_help(const cli_spec *s, FILE *f)
     fputc('\n', f);
     for (int k = 0; k < n; k++) {
         left_column(left, sizeof left, &r[k]);
+        if (r[k].mask_i < 0 && r[k].row->kind == CLI_K_FN && r[k].row->fn == cli_parse_bytes) {
+            /* A memory figure's default depends on the machine (fix_default_case_bytes): the
+             * help says what it is here, in a form the option takes back. */
+            char help[512];
+            uint64_t b = fix_default_case_bytes(), gib = (uint64_t)1 << 30;
+            snprintf(help, sizeof help, "%s\n(default here %llu%s = %.1f GiB: the lesser of 16G and "
+                     "half of this\nmachine's memory, or of its cgroup's memory limit)", r[k].help,
+                     (unsigned long long)(b % gib ? b >> 20 : b / gib), b % gib ? "M" : "G",
+                     (double)b / (double)gib);
+            print_entry(f, left, help, col);
+            continue;
+        }
         if (r[k].mask_i < 0) {
             print_entry(f, left, r[k].help, col);
             continue;

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "tests/test_tmpdir.h"
+#include "fixtures/fix.h"
 #include "masks/params.h"
 
 TEST_TMPDIR("clitest")
@@ -772,4 +773,123 @@ Test(cli, readme_synopses_name_every_option_of_gate_check_and_repro)
                       (int)len, line);
         }
     }
+}
+
+/* ---- the default memory budget in --help (fixtures/fix.h, fix_default_case_bytes) ---- */
+
+/* Every --max-memory help says the figure the command takes by default on this machine, in a
+ * form --max-memory takes back: whole GiB as G, else whole MiB as M. */
+Test(cli, every_max_memory_help_names_this_machines_default)
+{
+    uint64_t d = fix_default_case_bytes(), gib = (uint64_t)1 << 30;
+    char want[64];
+    snprintf(want, sizeof want, "(default here %llu%s = ",
+             (unsigned long long)(d % gib ? d >> 20 : d / gib), d % gib ? "M" : "G");
+    static const char *const cmds[] = {"check", "repro", "fill", "gen"};
+    run_out r;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        run_cli(&r, "%s --help", cmds[i]);
+        const char *opt = strstr(r.out, "\n  --max-memory BYTES");
+        const char *next = opt ? strstr(opt + 1, "\n  --") : NULL;
+        const char *at = opt ? strstr(opt, want) : NULL;
+        cr_expect(at && next && at < next && !strstr(opt, "default 16G"),
+                  "%s --help: want '%s' under --max-memory:\n%s", cmds[i], want, r.out);
+    }
+}
+
+/* ---- a child's exit status (cli/isolate.c) ----
+ * The parent reads each child's fate from its wait status: killed by a signal, or exited with a
+ * status, and a status other than 0 fails the file even when the child had finished (a
+ * sanitizer's report at exit does that). A library preloaded into flexcheck makes its children,
+ * and only them (processes whose parent runs the same program), end with a status of their own:
+ * 131 at exit, after finishing (its high bit set, so no mask narrower than the status's 8 bits
+ * reads it right), or 5 as the child opens the file, before finishing. */
+
+static const char shim_src[] =
+    "#define _GNU_SOURCE\n"
+    "#include <dlfcn.h>\n#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n"
+    "static int in_child(void) {\n"
+    "    char self[4096], parent[4096], link[64];\n"
+    "    ssize_t a = readlink(\"/proc/self/exe\", self, sizeof self);\n"
+    "    snprintf(link, sizeof link, \"/proc/%d/exe\", (int)getppid());\n"
+    "    ssize_t b = readlink(link, parent, sizeof parent);\n"
+    "    return a > 0 && a == b && !memcmp(self, parent, (size_t)a);\n"
+    "}\n"
+    "#ifdef EARLY\n"
+    "int H5Fis_hdf5(const char *name) {\n"
+    "    if (in_child()) _exit(5);\n"
+    "    int (*real)(const char *) = (int (*)(const char *))dlsym(RTLD_NEXT, \"H5Fis_hdf5\");\n"
+    "    return real(name);\n"
+    "}\n"
+    "#else\n"
+    "__attribute__((destructor)) static void at_exit(void) { if (in_child()) _exit(131); }\n"
+    "#endif\n";
+
+/* Builds the shim (EARLY or not) into dir; skips the test without a C compiler. */
+static void build_shim(const char *name, int early)
+{
+    char src[128], cmd[512];
+    snprintf(src, sizeof src, "%s/shim.c", dir);
+    FILE *fp = fopen(src, "w");
+    cr_assert(fp);
+    fputs(shim_src, fp);
+    fclose(fp);
+    if (system("command -v cc >/dev/null 2>&1") != 0)
+        cr_skip_test("no C compiler (cc) to build the preloaded library");
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC %s -o '%s/%s' '%s' -ldl", early ? "-DEARLY" : "",
+             dir, name, src);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* `flexcheck ARGS` with the shim preloaded, stdout and stderr captured into r. */
+static void run_shimmed(run_out *r, const char *shim, const char *args)
+{
+    const char *bin = getenv("FLEXCHECK_BIN");
+    if (!bin)
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "LD_PRELOAD='%s/%s' OPENBLAS_NUM_THREADS=1 %s %s >'%s/stdout' "
+             "2>'%s/stderr'", dir, shim, bin, args, dir, dir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "%s did not exit normally", cmd);
+    r->status = WEXITSTATUS(st);
+    slurp("stdout", r->out, sizeof r->out);
+    slurp("stderr", r->err, sizeof r->err);
+}
+
+Test(cli, a_child_that_exits_nonzero_after_finishing_fails_its_file_with_that_status)
+{
+    gen_small("a.h5");
+    build_shim("late.so", 0);
+    run_out r;
+    char args[256], want[256];
+    snprintf(args, sizeof args, "check '%s/a.h5'", dir);
+    run_shimmed(&r, "late.so", args);
+    snprintf(want, sizeof want, "%s/a.h5: the process that checked it exited with status 131 "
+             "after finishing", dir);
+    cr_expect_eq(r.status, 2, "status %d\n%s%s", r.status, r.out, r.err);
+    cr_expect(count_lines(r.err) == 1 && strstr(r.err, want), "want '%s':\n%s", want, r.err);
+    /* repro and fill read the child's status the same way */
+    static const char *const more[] = {"repro '%s/a.h5'", "fill '%s/a.h5' --out '%s/f.h5'"};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        snprintf(args, sizeof args, more[i], dir, dir);
+        run_shimmed(&r, "late.so", args);
+        cr_expect_eq(r.status, 2, "%s: status %d\n%s%s", args, r.status, r.out, r.err);
+        cr_expect(strstr(r.err, "exited with status 131 after finishing"), "%s:\n%s", args,
+                  r.err);
+    }
+}
+
+Test(cli, a_child_that_exits_before_finishing_is_said_to_with_its_status)
+{
+    gen_small("a.h5");
+    build_shim("early.so", 1);
+    run_out r;
+    char args[256], want[256];
+    snprintf(args, sizeof args, "check '%s/a.h5'", dir);
+    run_shimmed(&r, "early.so", args);
+    snprintf(want, sizeof want, "%s/a.h5: the HDF5 library crashed reading it (exit status 5 "
+             "before finishing)", dir);
+    cr_expect_eq(r.status, 2, "status %d\n%s%s", r.status, r.out, r.err);
+    cr_expect(count_lines(r.err) == 1 && strstr(r.err, want), "want '%s':\n%s", want, r.err);
 }

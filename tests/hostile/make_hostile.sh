@@ -1,8 +1,9 @@
 #!/bin/sh
-# make_hostile.sh SETS_DIR OUT_DIR - writes two files that crash libhdf5 1.10.8 (Debian 12's
-# only HDF5) from the committed fixtures, one byte changed in each, for the isolation tests
-# (tests/test_fixtures.c, fixture_cli suite). Nothing binary is committed: they are made at test
-# time into OUT_DIR.
+# make_hostile.sh SETS_DIR OUT_DIR - writes four files that make libhdf5 1.10.8 (Debian 12's
+# only HDF5) misbehave, from the committed fixtures, one byte changed in each: two it crashes
+# on, two it reads past a heap buffer on without crashing. For the isolation tests
+# (tests/test_fixtures.c, fixture_cli suite) and as seeds of `make fuzz` (tests/fuzz/README.md).
+# Nothing binary is committed: they are made at test time into OUT_DIR.
 #
 #   hostile-h5aexists.h5  layout-gemma3.h5, byte 121029 0x00 -> 0xbd: a corrupt attribute
 #                         message in layer02's object header; H5Aexists -> H5O__attr_exists
@@ -13,6 +14,17 @@
 #                         reference of t04_causal_window's variable-length `generator` string;
 #                         H5Aread -> H5T__conv_vlen -> H5HG_read copies ~9.5 MB past its buffer
 #                         (segfaults in a plain build; ASan: memcpy-param-overlap).
+#   overread-h5hg.h5      torch-flex.h5, byte 2057 0x10 -> 0x02: the size of the global heap
+#                         collection at 2048 (the file's variable-length strings) 4096 -> 512;
+#                         its later objects now lie past the buffer libhdf5 reads it into, and
+#                         H5Aread -> H5T__conv_vlen -> H5HG_read copies strings from past it
+#                         (ASan: heap-buffer-overflow, a read). A plain build reads garbage and
+#                         our validation refuses it ("attribute 'dtype' = ''"): no signal.
+#   overread-h5o.h5       layout-gemma3.h5, byte 121030 0x08 -> 0x09: the dataspace size of
+#                         layer02's `causal` attribute message 8 -> 9; H5Aexists ->
+#                         H5O__attr_exists -> H5O__msg_iterate_real reads past the object
+#                         header's buffer decoding it (ASan: heap-buffer-overflow, a read of 4).
+#                         A plain build refuses it ("attribute 'causal' = 113"): no signal.
 #
 # Each byte is checked before it is changed: a regenerated fixture set fails here, loudly,
 # rather than quietly producing a file that no longer crashes anything.
@@ -37,3 +49,5 @@ flip() {
 
 flip "$sets/layout-gemma3.h5" 121029 00 bd "$out/hostile-h5aexists.h5"
 flip "$sets/torch-flex.h5" 2426 00 95 "$out/hostile-h5aread.h5"
+flip "$sets/torch-flex.h5" 2057 10 02 "$out/overread-h5hg.h5"
+flip "$sets/layout-gemma3.h5" 121030 08 09 "$out/overread-h5o.h5"
