@@ -3,6 +3,7 @@
  * names and error messages, which may hold anything, so every writer goes through here.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reports/rep_internal.h"
@@ -84,9 +85,27 @@ void rep_put_xml(FILE *f, const char *s)
 }
 
 /* The cell as RFC 4180 has it, after `lead` (a byte put before it, 0 for none). */
-static void put_csv_cell(FILE *f, char lead, const char *s)
+static void put_csv_escaped(FILE *f, char lead, const char *s);
+
+/* A cell of one line: control characters (and non-ASCII bytes, and the backslash) escaped as
+ * every message escapes them (fc_esc_line: \n, \t, \xNN, \\), so a CI log or terminal that
+ * shows rows.csv sees no raw control character; commas and quotes quoted as CSV does. */
+static void put_csv_cell(FILE *f, char lead, const char *raw)
 {
-    if (!strpbrk(s, ",\"\r\n")) {
+    size_t cap = 4 * strlen(raw) + 1;
+    char *s = malloc(cap);
+    if (!s) { /* nothing to escape with: leave the cell empty rather than raw */
+        fputs("\"\"", f);
+        return;
+    }
+    fc_esc_line(s, cap, raw);
+    put_csv_escaped(f, lead, s);
+    free(s);
+}
+
+static void put_csv_escaped(FILE *f, char lead, const char *s)
+{
+    if (!strpbrk(s, ",\"")) {
         if (lead)
             fputc(lead, f);
         fputs(s, f);
@@ -113,7 +132,8 @@ void rep_put_csv(FILE *f, const char *s)
  * file or a rows.json says (`=HYPERLINK(...)`, `@SUM(...)`): such a text cell gets a leading
  * ' , which shows it as the text it is (OWASP's advice for CSV injection). A cell that already
  * starts with ' gets one too, so the mapping stays one to one: a reader that wants the exact
- * value drops one leading ' from a text cell that has one (rows.json holds it as it is). */
+ * value drops one leading ' from a text cell that has one and undoes put_csv_cell's escapes
+ * (rows.json holds it as it is). */
 void rep_put_csv_text(FILE *f, const char *s)
 {
     put_csv_cell(f, s[0] && strchr("=+-@\t\r'", s[0]) ? '\'' : 0, s);

@@ -363,8 +363,9 @@ Test(report, csv_has_the_header_and_one_record_per_row)
     cr_expect(!strncmp(s, header, strlen(header)), "rows.csv header:\n%.400s", s);
     cr_expect_eq(csv_records(s, 40, "rows.csv"), NROWS + 1, "rows.csv: record count");
     cr_expect(strstr(s, "\"m4-empty<&\"\"'>,|x\""), "rows.csv: nasty id not quoted");
-    cr_expect(strstr(s, "\"H4 empty rows: row 2 \"\"quoted\"\", comma\nsecond line <b>&\""),
-              "rows.csv: reason not quoted");
+    /* quoted for the comma and quotes; its newline escaped (a cell is one line) */
+    cr_expect(strstr(s, "\"H4 empty rows: row 2 \"\"quoted\"\", comma\\nsecond line <b>&\""),
+              "rows.csv: reason not quoted and escaped");
     cr_expect(strstr(s, ",error,,-------,evaluate: O_gold is NaN at row 0 col 0,\r\n"),
               "rows.csv: error row");
     free(s);
@@ -430,8 +431,9 @@ Test(report, csv_text_cells_that_would_start_a_formula_get_a_quote)
         {"+1", "'+1"},
         {"-2+3", "'-2+3"},
         {"-", "'-"},
-        {"\tcmd", "'\tcmd"},
-        {"\rcmd", "\"'\rcmd\""},
+        {"\tcmd", "'\\tcmd"},  /* the tab escaped (no raw control character), and quoted */
+        {"\rcmd", "'\\rcmd"},
+        {"a\nb\x1b[31m", "a\\nb\\x1b[31m"},
         {"'quoted", "''quoted"},
         {"a=b-c", "a=b-c"},
         {" =x", " =x"},

@@ -96,3 +96,18 @@ def test_bad_input_is_one_line_without_control_characters(fixture_file, args):
     assert rc == 2, (argv, rc, text, err)
     clean(text, err)
     assert len([ln for ln in err.splitlines() if ln]) == 1, err
+
+
+def test_no_report_file_carries_a_raw_control_character(fixture_file, tmp_path):
+    rep = tmp_path / "rep"
+    rc, text, err = run("check", fixture_file, "--report", rep)
+    assert rc == 0, text + err
+    names = sorted(os.listdir(rep))
+    assert names == ["junit.xml", "report.html", "rows.csv", "rows.json", "summary.md"], names
+    for name in names:
+        data = (rep / name).read_bytes().decode("utf-8")
+        assert "FAKE PASS" in data, name  # the evil name is there, escaped
+        for line in data.replace("\r\n", "\n").split("\n"):
+            for ch in line:
+                assert ch == "\t" and name == "report.html" or ch >= " ", \
+                    f"{name}: raw {ch!r} in {line!r}"
