@@ -2,7 +2,7 @@
  * rep.h - the tolerance report of docs/tolerance.md "Report": one row per case, dtype and
  * backend, and the writers that turn a run's rows into files a CI system and a kernel author
  * read: a Markdown summary, JSON and CSV rows, JUnit XML and one self-contained HTML page with
- * inline SVG charts (no script, no external asset).
+ * inline SVG charts (no external asset; one inline script sorts its rows table).
  *
  * rep_write_all() writes every file into a directory (created if missing); each file is
  * written to a temporary name in that directory and renamed into place, so a reader never
