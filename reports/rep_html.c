@@ -301,9 +301,8 @@ static fc_status chart_pairs(FILE *f, const rep_summary *s, fc_err *err)
         fprintf(f, "</td><td class=\"n\">%zu</td></tr>\n", p->zero_ref);
     }
     fputs("</table>\n", f);
-    double lo = mn <= mx ? pow(10, floor(log10(mn))) : 1, hi = mn <= mx ? pow(10, ceil(log10(mx))) : 10;
-    if (hi <= lo)
-        hi = lo * 10;
+    double lo, hi;
+    rep_svg_decades(mn, mx, &lo, &hi);
     rep_svg_strips(f, "chart-ratio", "max|err| ratio to float32, same case", "ratio (log scale)",
                    st, s->npairs, lo, hi, 1, NAN);
     free(st);

@@ -124,6 +124,10 @@ typedef struct rep_strip {
     size_t n;
 } rep_strip;
 
+/* The axis range of a log chart: [lo, hi], powers of ten in [1e-300, 1e300] at least a decade
+ * apart, holding [mn, mx] where it can; [1, 10] when there is no positive finite value. */
+void rep_svg_decades(double mn, double mx, double *lo, double *hi);
+
 /* Strip plot: one row of dots per strip; values outside [lo, hi] are drawn at the edge as
  * open marks. mark (if finite) draws a dashed reference line (the H1 limit at 1). id is the
  * svg element's id. */

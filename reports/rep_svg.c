@@ -157,18 +157,20 @@ void rep_svg_strips(FILE *f, const char *id, const char *title, const char *xlab
     fputs("</svg>\n", f);
 }
 
-/* Smallest decade range [lo, hi] holding every positive value, at least one decade wide. */
-static void decades(double mn, double mx, double *lo, double *hi)
+/* Smallest decade range [lo, hi] holding every positive value, at least one decade wide, its
+ * exponents within [-300, 300] where every 10^e is a normal double: a denormal or near-overflow
+ * value (a rows.json may hold one) cannot make an end 0 or infinite, and stands at the edge. */
+void rep_svg_decades(double mn, double mx, double *lo, double *hi)
 {
-    if (!(mn > 0 && mx >= mn)) {
+    if (!(mn > 0 && mx >= mn && isfinite(mx))) {
         *lo = 1;
         *hi = 10;
         return;
     }
-    *lo = pow(10, floor(log10(mn)));
-    *hi = pow(10, ceil(log10(mx)));
-    if (*hi <= *lo)
-        *hi = *lo * 10;
+    double e0 = fmin(fmax(floor(log10(mn)), -300), 299);
+    double e1 = fmax(fmin(ceil(log10(mx)), 300), e0 + 1);
+    *lo = pow(10, e0);
+    *hi = pow(10, e1);
 }
 
 /* A filled circle for a passed row, an x for a failed one; a ring around it when the value
@@ -208,8 +210,8 @@ void rep_svg_scatter(FILE *f, const char *id, const char *title, const char *xla
                 ymx = fmax(ymx, y);
             }
         }
-    decades(xmn, xmx, &xlo, &xhi);
-    decades(ymn, ymx, &ylo, &yhi);
+    rep_svg_decades(xmn, xmx, &xlo, &xhi);
+    rep_svg_decades(ymn, ymx, &ylo, &yhi);
     open_svg(f, id, h, title);
     x_axis(f, xlo, xhi, 1, x0, x1, y0, y1, xlabel);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x0,

@@ -319,3 +319,32 @@ def test_clicking_a_header_sorts_the_rows(report, tmp_path):
                                                                                  pos[id(r)]))]
     assert got["verdict_down"] == by(lambda r: float(RANK[r["outcome"]]), reverse=True), got
     assert got["back"] == list(range(1, n + 1)), got
+
+
+@pytest.mark.parametrize("tiny, huge", [(5e-324, 1.7e308), (2e-310, 1e305)])
+def test_extreme_errors_keep_the_log_axes_sane(report, tmp_path, tiny, huge):
+    """A merged rows.json may hold a denormal or near-overflow max|err| (it is read as hostile,
+    but these are valid numbers): the axes must still run between finite, nonzero decades,
+    every tick label a number in the double range, and each row keep its marker."""
+    rep, rows = report
+    d = tmp_path / "in"
+    shutil.copytree(rep, d)
+    with open(d / "rows.json", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    charted = [r for r in doc["rows"] if measured(r, False)]
+    charted[0]["max_err"], charted[-1]["max_err"] = tiny, huge
+    with open(d / "rows.json", "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    rc, text, err = run(BIN, "report", "merge", d, "--out", tmp_path / "out")
+    assert rc in (0, 1), text + err
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    svg = re.search(r'<svg[^>]*id="chart-lk".*?</svg>', page, re.S).group(0)
+    labels = re.findall(r'<text [^>]*text-anchor="(?:end|middle)"[^>]*>([0-9e-]+)</text>', svg)
+    assert labels.count("0") == 1, labels  # the label of the band for 0, below the axis
+    labels.remove("0")
+    assert labels, svg[:2000]
+    for lab in labels:
+        v = float(lab)
+        assert 1e-300 <= v <= 1e300, f"tick label {lab} in:\n{svg[:3000]}"
+    assert len(labels) < 60, labels
+    assert svg.count('class="pt ') == len(charted)
