@@ -10,7 +10,7 @@ PYTHON3 ?= $(or $(wildcard /usr/bin/python3),python3)
 TEST_STEPS += python-tests
 python-tests: $(BIN)
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=python FLEXCHECK_BIN=$(BIN) OPENBLAS_NUM_THREADS=1 \
-	    $(PYTHON3) -m pytest -q -p no:cacheprovider python/tests
+	    $(PYTHON3) -m pytest -q -rs -p no:cacheprovider python/tests
 
 # make torch-gate (PyTorch's flex_attention under the gates; not part of make test).
 include python/torch.mk

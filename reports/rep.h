@@ -2,7 +2,7 @@
  * rep.h - the tolerance report of docs/tolerance.md "Report": one row per case, dtype and
  * backend, and the writers that turn a run's rows into files a CI system and a kernel author
  * read: a Markdown summary, JSON and CSV rows, JUnit XML and one self-contained HTML page with
- * inline SVG charts (no script, no external asset).
+ * inline SVG charts (no external asset; one inline script sorts its rows table).
  *
  * rep_write_all() writes every file into a directory as one unit (a fresh directory beside it,
  * switched in with one rename), so a reader never sees half a report or a mix of two. The

@@ -127,20 +127,29 @@ typedef struct rep_strip {
     size_t n;
 } rep_strip;
 
-/* Strip plot: one row of dots per strip; values outside [lo, hi] are drawn at the edge as
- * open marks. mark (if finite) draws a dashed reference line (the H1 limit at 1). */
-void rep_svg_strips(FILE *f, const char *title, const char *xlabel, const rep_strip *s,
-                    size_t ns, double lo, double hi, int logx, double mark);
+/* The axis range of a log chart: [lo, hi], powers of ten in [1e-300, 1e300] at least a decade
+ * apart, holding [mn, mx] where it can; [1, 10] when there is no positive finite value. */
+void rep_svg_decades(double mn, double mx, double *lo, double *hi);
 
-/* One line of (x, y) points; NaN y values are gaps. */
-typedef struct rep_series {
+/* Strip plot: one row of dots per strip; values outside [lo, hi] are drawn at the edge as
+ * open marks. mark (if finite) draws a dashed reference line (the H1 limit at 1). id is the
+ * svg element's id. */
+void rep_svg_strips(FILE *f, const char *id, const char *title, const char *xlabel,
+                    const rep_strip *s, size_t ns, double lo, double hi, int logx, double mark);
+
+/* One series of a scatter plot: n points (x[i], y[i]), each a marker of its own. */
+typedef struct rep_points {
     const char *label;
     const double *x, *y;
+    const unsigned char *failed; /* [n] or NULL: 1 draws the point as a failed row's x */
+    const char *const *tip;      /* [n] or NULL: each point's hover text (else the label) */
     size_t n;
-} rep_series;
+} rep_points;
 
-/* Log-log line chart with a legend; y <= 0 is drawn on the bottom edge. */
-void rep_svg_lines(FILE *f, const char *title, const char *xlabel, const char *ylabel,
-                   const rep_series *s, size_t ns);
+/* Log-log scatter plot, one marker per point (an element <g class="pt pass|fail">), series
+ * told apart by colour in a legend below it; a value <= 0 or not finite is drawn ringed at
+ * the axis's edge (0 at the bottom or left, infinity and NaN at the top). */
+void rep_svg_scatter(FILE *f, const char *id, const char *title, const char *xlabel,
+                     const char *ylabel, const rep_points *s, size_t ns);
 
 #endif

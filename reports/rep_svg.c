@@ -1,7 +1,9 @@
 /*
  * rep_svg.c - the two chart shapes the HTML report needs, as inline SVG: a strip plot (one
- * row of dots per dtype/backend, for distributions) and a log-log line chart (error against
- * Lk or W). Plain SVG 1.1 elements only; a hover title on each dot is the only interaction.
+ * row of dots per dtype/backend, for distributions) and a log-log scatter plot (error against
+ * Lk or W, one marker per row: rows of different cases share no line, since a line between
+ * them would draw a trend nobody measured). Plain SVG 1.1 elements only; a hover title on each
+ * marker is the only interaction.
  */
 #include <math.h>
 
@@ -10,6 +12,7 @@
 #define W_SVG 760.0
 #define TOP 34.0
 #define BOTTOM 46.0
+#define LEGEND_ROW 16.0
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                       "#9467bd", "#8c564b", "#e377c2", "#17becf"};
@@ -35,11 +38,12 @@ static double scale(double x, double lo, double hi, int logs, double x0, double 
     return x0 + t * (x1 - x0);
 }
 
-static void open_svg(FILE *f, double h, const char *title)
+static void open_svg(FILE *f, const char *id, double h, const char *title)
 {
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"11\" "
-               "role=\"img\">\n<title>",
+    fputs("<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"", f);
+    rep_put_xml(f, id);
+    fprintf(f, "\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+               "font-family=\"sans-serif\" font-size=\"11\" role=\"img\">\n<title>",
             W_SVG, h, W_SVG, h);
     rep_put_xml(f, title);
     fputs("</title>\n<text x=\"8\" y=\"18\" font-size=\"13\" font-weight=\"bold\">", f);
@@ -47,19 +51,69 @@ static void open_svg(FILE *f, double h, const char *title)
     fputs("</text>\n", f);
 }
 
-/* Tick marks and labels along the x axis at y, plus the axis title. */
+/* m * 10^e as a tick label: plain digits from 1 to 90000, "2e-7" outside. */
+static void tick_label(char *buf, size_t cap, int m, int e)
+{
+    if (e >= 0 && e <= 4)
+        snprintf(buf, cap, "%.0f", m * pow(10, e));
+    else
+        snprintf(buf, cap, "%de%d", m, e);
+}
+
+/* The ticks of a log axis over [lo, hi] (powers of ten), along x (vertical 0: the axis at
+ * height c, grid up to cfar) or y (vertical 1: the axis at x = c, grid across to cfar), the
+ * axis running from a0 (lo) to a1 (hi). A grid line and label at each decade (every step-th
+ * one when there are many, so labels never overlap); short ticks at 2..9 times each decade
+ * while there are few, labelled at 2 and 5 when the axis spans at most two decades, where
+ * decades alone would leave two or three labels. */
+static void log_ticks(FILE *f, double lo, double hi, int vertical, double a0, double a1,
+                      double c, double cfar)
+{
+    const int e0 = (int)ceil(log10(lo) - 1e-9), e1 = (int)floor(log10(hi) + 1e-9);
+    const int nd = e1 - e0, step = nd > 12 ? (nd + 11) / 12 : 1;
+    for (int e = e0; e <= e1; e++) {
+        for (int m = 1; m <= 9; m++) {
+            if (m > 1 && (nd > 6 || e == e1))
+                break;
+            double p = scale(m * pow(10, e), lo, hi, 1, a0, a1);
+            int major = m == 1, labelled = major ? (e - e0) % step == 0
+                                                 : nd <= 2 && (m == 2 || m == 5);
+            if (major && !vertical)
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                           "stroke=\"#ddd\"/>", p, cfar, p, c);
+            else if (major)
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                           "stroke=\"#ddd\"/>", c, p, cfar, p);
+            double len = major ? 6 : 3; /* the tick itself, outside the plot */
+            if (!vertical)
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                           "stroke=\"#444\"/>", p, c, p, c + len);
+            else
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                           "stroke=\"#444\"/>", c - len, p, c, p);
+            if (labelled) {
+                char lab[32];
+                tick_label(lab, sizeof lab, m, e);
+                if (!vertical)
+                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\"%s>%s</text>",
+                            p, c + 17, major ? "" : " fill=\"#666\"", lab);
+                else
+                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\"%s>%s</text>",
+                            c - 8, p + 4, major ? "" : " fill=\"#666\"", lab);
+            }
+            fputc('\n', f);
+        }
+    }
+}
+
+/* The x axis at height y: line, ticks with labels and grid up to ytop, and its title. */
 static void x_axis(FILE *f, double lo, double hi, int logs, double x0, double x1, double y,
                    double ytop, const char *label)
 {
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x0,
             y, x1, y);
     if (logs) {
-        for (int e = (int)ceil(log10(lo) - 1e-9); e <= (int)floor(log10(hi) + 1e-9); e++) {
-            double px = scale(pow(10, e), lo, hi, 1, x0, x1);
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">1e%d</text>\n",
-                    px, ytop, px, y, px, y + 14, e);
-        }
+        log_ticks(f, lo, hi, 0, x0, x1, y, ytop);
     } else {
         for (int k = 0; k <= 4; k++) {
             double v = lo + (hi - lo) * k / 4, px = scale(v, lo, hi, 0, x0, x1);
@@ -73,12 +127,12 @@ static void x_axis(FILE *f, double lo, double hi, int logs, double x0, double x1
     fputs("</text>\n", f);
 }
 
-void rep_svg_strips(FILE *f, const char *title, const char *xlabel, const rep_strip *s,
-                    size_t ns, double lo, double hi, int logx, double mark)
+void rep_svg_strips(FILE *f, const char *id, const char *title, const char *xlabel,
+                    const rep_strip *s, size_t ns, double lo, double hi, int logx, double mark)
 {
     const double x0 = 190, x1 = W_SVG - 20, row = 26;
     double h = TOP + row * (double)(ns ? ns : 1) + BOTTOM, yaxis = h - BOTTOM;
-    open_svg(f, h, title);
+    open_svg(f, id, h, title);
     x_axis(f, lo, hi, logx, x0, x1, yaxis, TOP, xlabel);
     if (isfinite(mark)) {
         double px = scale(mark, lo, hi, logx, x0, x1);
@@ -103,49 +157,51 @@ void rep_svg_strips(FILE *f, const char *title, const char *xlabel, const rep_st
     fputs("</svg>\n", f);
 }
 
-/* Smallest decade range [lo, hi] holding every positive value, at least one decade wide. */
-static void decades(double mn, double mx, double *lo, double *hi)
+/* Smallest decade range [lo, hi] holding every positive value, at least one decade wide, its
+ * exponents within [-300, 300] where every 10^e is a normal double: a denormal or near-overflow
+ * value (a rows.json may hold one) cannot make an end 0 or infinite, and stands at the edge. */
+void rep_svg_decades(double mn, double mx, double *lo, double *hi)
 {
-    if (!(mn > 0 && mx >= mn)) {
+    if (!(mn > 0 && mx >= mn && isfinite(mx))) {
         *lo = 1;
         *hi = 10;
         return;
     }
-    *lo = pow(10, floor(log10(mn)));
-    *hi = pow(10, ceil(log10(mx)));
-    if (*hi <= *lo)
-        *hi = *lo * 10;
+    double e0 = fmin(fmax(floor(log10(mn)), -300), 299);
+    double e1 = fmax(fmin(ceil(log10(mx)), 300), e0 + 1);
+    *lo = pow(10, e0);
+    *hi = pow(10, e1);
 }
 
-static void y_axis_log(FILE *f, double lo, double hi, double x0, double x1, double y0, double y1,
-                       const char *label)
+/* A filled circle for a passed row, an x for a failed one; a ring around it when the value
+ * lies beyond the axis and the marker stands at its edge. */
+static void marker(FILE *f, double px, double py, const char *color, int failed, int edge)
 {
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x0,
-            y0, x0, y1);
-    for (int e = (int)ceil(log10(lo) - 1e-9); e <= (int)floor(log10(hi) + 1e-9); e++) {
-        double py = scale(pow(10, e), lo, hi, 1, y0, y1);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n",
-                x0, py, x1, py, x0 - 4, py + 4, e);
-    }
-    fprintf(f, "<text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" "
-               "text-anchor=\"middle\">",
-            (y0 + y1) / 2, (y0 + y1) / 2);
-    rep_put_xml(f, label);
-    fputs("</text>\n", f);
+    if (failed)
+        fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" "
+                   "stroke-width=\"2\"/>",
+                px - 4, py - 4, px + 4, py + 4, px - 4, py + 4, px + 4, py - 4, color);
+    if (edge)
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"none\" stroke=\"%s\"/>", px,
+                py, failed ? "6" : "3.5", color);
+    else if (!failed)
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\" fill-opacity=\"0.55\"/>",
+                px, py, color);
 }
 
-void rep_svg_lines(FILE *f, const char *title, const char *xlabel, const char *ylabel,
-                   const rep_series *s, size_t ns)
+void rep_svg_scatter(FILE *f, const char *id, const char *title, const char *xlabel,
+                     const char *ylabel, const rep_points *s, size_t ns)
 {
-    const double x0 = 70, x1 = W_SVG - 190, h = 320, y0 = h - BOTTOM, y1 = TOP;
+    /* The log y axis runs from ylo at ya to yhi at yb; below it a band for 0 (an exact row),
+     * above it one for infinity and NaN, so that neither reads as a value on the axis. */
+    const double x0 = 80, x1 = W_SVG - 20, y1 = TOP, y0 = TOP + 300, band = 24;
+    const double ya = y0 - band, yb = y1 + band;
+    const double h = y0 + 50 + LEGEND_ROW * (double)(ns + 1) + 8;
     double xmn = INFINITY, xmx = 0, ymn = INFINITY, ymx = 0, xlo, xhi, ylo, yhi;
     for (size_t k = 0; k < ns; k++)
         for (size_t i = 0; i < s[k].n; i++) {
             double x = s[k].x[i], y = s[k].y[i];
-            if (isnan(y))
-                continue;
-            if (x > 0) {
+            if (x > 0 && isfinite(x)) {
                 xmn = fmin(xmn, x);
                 xmx = fmax(xmx, x);
             }
@@ -154,43 +210,63 @@ void rep_svg_lines(FILE *f, const char *title, const char *xlabel, const char *y
                 ymx = fmax(ymx, y);
             }
         }
-    decades(xmn, xmx, &xlo, &xhi);
-    decades(ymn, ymx, &ylo, &yhi);
-    open_svg(f, h, title);
+    rep_svg_decades(xmn, xmx, &xlo, &xhi);
+    rep_svg_decades(ymn, ymx, &ylo, &yhi);
+    open_svg(f, id, h, title);
     x_axis(f, xlo, xhi, 1, x0, x1, y0, y1, xlabel);
-    y_axis_log(f, ylo, yhi, x0, x1, y0, y1, ylabel);
-    for (size_t k = 0; k < ns; k++) {
-        const char *color = palette[k % NPAL];
-        int open = 0;
-        for (size_t i = 0; i < s[k].n; i++) {
-            double y = s[k].y[i];
-            if (isnan(y)) { /* a gap: this series has no row there */
-                if (open)
-                    fputs("\"/>\n", f);
-                open = 0;
-                continue;
-            }
-            if (!open)
-                fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-                        color);
-            fprintf(f, "%s%.1f,%.1f", open ? " " : "", scale(s[k].x[i], xlo, xhi, 1, x0, x1),
-                    scale(y, ylo, yhi, 1, y0, y1));
-            open = 1;
-        }
-        if (open)
-            fputs("\"/>\n", f);
-        for (size_t i = 0; i < s[k].n; i++)
-            if (!isnan(s[k].y[i]))
-                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%g: "
-                           "%.4g</title></circle>\n",
-                        scale(s[k].x[i], xlo, xhi, 1, x0, x1), scale(s[k].y[i], ylo, yhi, 1, y0, y1),
-                        color, s[k].x[i], s[k].y[i]);
-        double ly = TOP + 8 + 18 * (double)k;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"4\" fill=\"%s\"/>"
-                   "<text x=\"%.1f\" y=\"%.1f\">",
-                x1 + 16, ly - 4, color, x1 + 34, ly + 1);
-        rep_put_xml(f, s[k].label);
-        fputs("</text>\n", f);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x0,
+            y0, x0, y1);
+    log_ticks(f, ylo, yhi, 1, ya, yb, x0, x1);
+    for (int b = 0; b < 2; b++) { /* the two bands: a dotted edge, a label */
+        double edge = b ? y1 + 2 * band / 3 : y0 - 2 * band / 3;
+        double mid = b ? y1 + band / 3 : y0 - band / 3;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#bbb\" "
+                   "stroke-dasharray=\"2 3\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
+                   "fill=\"#666\">%s</text>\n",
+                x0, edge, x1, edge, x0 - 8, mid + 4, b ? "inf, NaN" : "0");
     }
-    fputs("</svg>\n", f);
+    fprintf(f, "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" "
+               "text-anchor=\"middle\">",
+            (y0 + y1) / 2, (y0 + y1) / 2);
+    rep_put_xml(f, ylabel);
+    fputs("</text>\n", f);
+    /* Passed rows first, so a failed row's x is never hidden under them. */
+    for (int failed = 0; failed <= 1; failed++)
+        for (size_t k = 0; k < ns; k++)
+            for (size_t i = 0; i < s[k].n; i++) {
+                int is_failed = s[k].failed && s[k].failed[i];
+                if (is_failed != failed)
+                    continue;
+                double x = s[k].x[i], y = s[k].y[i];
+                int off_x = !(x > 0 && isfinite(x)), off_y = !(y > 0 && isfinite(y));
+                double px = scale(x, xlo, xhi, 1, x0, x1); /* x <= 0 at the left, NaN right */
+                double py = !off_y ? scale(y, ylo, yhi, 1, ya, yb)
+                            : y <= 0 ? y0 - band / 3 : y1 + band / 3;
+                fprintf(f, "<g class=\"pt %s%s\"><title>", failed ? "fail" : "pass",
+                        off_x || off_y ? " edge" : "");
+                rep_put_xml(f, s[k].tip ? s[k].tip[i] : s[k].label);
+                fputs("</title>", f);
+                marker(f, px, py, palette[k % NPAL], failed, off_x || off_y);
+                fputs("</g>\n", f);
+            }
+    /* The legend below the plot, where a long backend label has the whole width. */
+    double ly = y0 + 50;
+    fprintf(f, "<g class=\"legend\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#444\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\">passed</text>",
+            x0 + 6, ly - 4, x0 + 16, ly);
+    marker(f, x0 + 76, ly - 4, "#444", 1, 0);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">failed</text>", x0 + 86, ly);
+    marker(f, x0 + 146, ly - 4, "#444", 0, 1);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">ringed: no place on a log axis (0 in the bottom "
+               "band, inf or NaN in the top one)</text>\n",
+            x0 + 156, ly);
+    for (size_t k = 0; k < ns; k++) {
+        ly += LEGEND_ROW;
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/><text x=\"%.1f\" "
+                   "y=\"%.1f\">",
+                x0 + 6, ly - 4, palette[k % NPAL], x0 + 16, ly);
+        rep_put_xml(f, s[k].label);
+        fprintf(f, " (%zu)</text>\n", s[k].n);
+    }
+    fputs("</g>\n</svg>\n", f);
 }

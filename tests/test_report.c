@@ -2,7 +2,7 @@
  * test_report.c - the report writers (reports/rep.h) on a handful of synthetic rows written
  * into a temporary directory: the JSON parses (a small validating parser below) and carries
  * exact escaped values, the CSV has the header and one record per row, JUnit counts failures
- * per case id, the HTML holds its four SVG charts and no script, the Markdown summary shows
+ * per case id, the HTML holds its four SVG charts and one script, the Markdown summary shows
  * the H1 distribution and dtype ratios worked out by hand here, and every format names the run
  * (rep_run: the summary's header block, rows.json's "run", JUnit properties, the HTML header).
  * Reading rows.json back and merging are tests/test_merge.c's.
@@ -532,7 +532,9 @@ Test(report, html_is_self_contained_with_four_svg_charts)
     cr_expect(!strncmp(s, "<!DOCTYPE html>", 15), "report.html: doctype");
     cr_expect_eq(count_of(s, "<svg "), 4, "report.html: SVG charts");
     cr_expect_eq(count_of(s, "</svg>"), 4, "report.html: SVG charts closed");
-    cr_expect(!strstr(s, "<script"), "report.html: has a script");
+    /* One inline script (the table sort): none with a source, none from a row. */
+    cr_expect_eq(count_of(s, "<script"), 1, "report.html: scripts");
+    cr_expect(strstr(s, "<script>"), "report.html: the sort script is not inline");
     cr_expect(!strstr(s, "src="), "report.html: loads an external asset");
     cr_expect(!strstr(s, "href="), "report.html: links an external asset");
     cr_expect(strstr(s, "m4-empty&lt;&amp;&quot;&#39;&gt;,|x"), "report.html: id not escaped");

@@ -1,0 +1,350 @@
+"""report.html as a person opens it: headless Chromium loads the page that `flexcheck check
+--report` wrote for a few generated cases (one passing, one failing with a diagnosis, one outside
+the contract, a float32 one; case ids and a producer holding `<script>`, quotes and a literal
+`&amp;`) and the DOM after load must hold the scatter charts with one marker per measured row,
+the rows table in the written order (failed, then outside the contract, then the rest) with
+every string as it was, no script from a row, and a table that sorts when a header is clicked.
+Every expectation is worked out here from the report's own rows.json.
+
+Needs FLEXCHECK_BIN (make test sets it); the page tests need Debian's chromium and are skipped,
+saying so, without it. The offline/CSP test needs no browser.
+"""
+import base64
+import collections
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+from flexcheck import add_tested, read_case
+from _flexcli import BIN, run
+
+CHROMIUM = shutil.which("chromium")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (Debian package chromium): "
+    "report.html cannot be rendered, its charts and table sort are not checked")
+
+# No '/' in a case name (HDF5 separates path components with it); the producer may hold any text.
+EVIL_CASE = "<script>x='1\"'<"
+AMP_CASE = "q\"&amp;'"  # the literal text &amp;: must not come out as "&"
+EVIL_PRODUCER = '</td><script>document.body.setAttribute("data-pwned","1")</script>'
+H1 = 3  # index of H1 in the gates string (H6 H3 H4 H1 H2 H5 H7, docs/tolerance.md)
+VERDICT_WORD = {"fail": "FAIL", "error": "ERROR", "outside-contract": "OUTSIDE", "skip": "skipped",
+                "pass": "pass"}
+RANK = {"fail": 0, "error": 1, "outside-contract": 2, "skip": 3, "pass": 4}
+
+
+def gen(path, name, *args):
+    rc, text, err = run(BIN, "gen", "--case", "--out", str(path), "--name", name, "--hq", "2",
+                        "--d", "16", *args)
+    assert rc == 0, text + err
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """(directory, rows of rows.json) of a check run over the generated cases."""
+    if not BIN:
+        pytest.skip("FLEXCHECK_BIN is not set (make test sets it)")
+    d = tmp_path_factory.mktemp("html")
+    win = ("--lq", "32", "--causal", "--dtype", "float16")
+    a = gen(d / "a.h5", EVIL_CASE, *win, "--window", "8")
+    # The same inputs with window 9: its oracle is a producer that is off by one in the window,
+    # a failure the diagnosis names.
+    w9 = read_case(gen(d / "a9.h5", EVIL_CASE, *win, "--window", "9"), EVIL_CASE)
+    os.remove(d / "a9.h5")
+    c = read_case(a, EVIL_CASE)
+    add_tested(a, EVIL_CASE, "good", c.out.astype(np.float16), producer=EVIL_PRODUCER,
+               lse=c.lse.astype(np.float32))
+    add_tested(a, EVIL_CASE, "shifted", w9.out.astype(np.float16), producer="window 9",
+               lse=w9.lse.astype(np.float32))
+    b = gen(d / "b.h5", "w9", "--lq", "48", "--causal", "--dtype", "float16", "--window", "9")
+    c = read_case(b, "w9")
+    add_tested(b, "w9", "good", c.out.astype(np.float16), producer="p",
+               lse=c.lse.astype(np.float32))
+    # Scores of about 1e5 overflow the float16 baseline: outside the contract.
+    o = gen(d / "o.h5", "big", "--lq", "32", "--causal", "--scale", "100000", "--dtype",
+            "float16")
+    c = read_case(o, "big")
+    add_tested(o, "big", "eng", c.out.astype(np.float16), producer="p",
+               lse=c.lse.astype(np.float32))
+    f = gen(d / "f.h5", AMP_CASE, "--lq", "24", "--dtype", "float32")
+    c = read_case(f, AMP_CASE)
+    add_tested(f, AMP_CASE, "good", c.out.astype(np.float32), producer="p&amp;q",
+               lse=c.lse.astype(np.float32))
+    rep = d / "rep"
+    rc, text, err = run(BIN, "check", a, b, o, f, "--report", rep)
+    assert rc == 1, text + err  # the shifted output fails
+    with open(rep / "rows.json", encoding="utf-8") as fh:
+        rows = json.load(fh)["rows"]
+    outcomes = collections.Counter(r["outcome"] for r in rows)
+    # The report this test needs: without these rows its checks would prove less.
+    assert outcomes["fail"] >= 1 and outcomes["outside-contract"] >= 1, outcomes
+    assert outcomes["pass"] >= 3, outcomes
+    assert any(r["explained"] for r in rows if r["outcome"] == "fail"), rows
+    return rep, rows
+
+
+def label(r):
+    return r["backend"] + (f" kernel {r['kernel']}" if r["kernel"] > 0 else "")
+
+
+def measured(r, by_window):
+    """A row the error charts show: judged, measured against the baseline (H1 ran)."""
+    return (r["outcome"] in ("pass", "fail") and r["gates"][H1] != "-"
+            and (not by_window or r["window"] > 0))
+
+
+def written_order(rows):
+    """The rows as the page writes them: failed, error, outside, skipped, passed, each in run
+    order."""
+    return sorted(rows, key=lambda r: RANK[r["outcome"]])
+
+
+def metric(v):
+    """rows.json's number: null is a missing value, "inf"/"-inf" infinities."""
+    if v is None:
+        return math.nan
+    return float(v)
+
+
+class Dom(HTMLParser):
+    """What the checks read from a page: each svg's markers (<g class="pt ...">, its classes
+    and title), the rows table's header and body cells as text, script elements, body
+    attributes, whether #sort-hint is hidden, and #probe's text."""
+
+    def __init__(self, text):
+        super().__init__(convert_charrefs=True)
+        self.svgs, self.heads, self.rows = {}, [], []
+        self.scripts, self.body, self.hint_hidden, self.probe = 0, {}, None, None
+        self._svg = self._marker = self._cell = None
+        self._title = self._table = self._in_probe = False
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id") == "sort-hint":
+            self.hint_hidden = "hidden" in a
+        if tag == "svg":
+            self._svg = a.get("id")
+            self.svgs[self._svg] = []
+        elif tag == "g" and self._svg is not None and "pt" in (a.get("class") or "").split():
+            self._marker = {"class": set(a["class"].split()), "title": ""}
+        elif tag == "title" and self._marker is not None:
+            self._title = True
+        elif tag == "table" and a.get("id") == "rows-table":
+            self._table = True
+        elif tag == "tr" and self._table:
+            self.rows.append([])
+        elif tag in ("td", "th") and self._table:
+            self._cell = ""
+        elif tag == "script":
+            self.scripts += 1
+        elif tag == "body":
+            self.body = a
+        elif a.get("id") == "probe":
+            self._in_probe, self.probe = True, ""
+
+    def handle_endtag(self, tag):
+        if tag == "svg":
+            self._svg = None
+        elif tag == "g" and self._marker is not None:
+            self.svgs[self._svg].append(self._marker)
+            self._marker = None
+        elif tag == "title":
+            self._title = False
+        elif tag == "table":
+            self._table = False
+        elif tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(self._cell)
+            self._cell = None
+        elif tag == "pre":
+            self._in_probe = False
+
+    def handle_data(self, data):
+        if self._title and self._marker is not None:
+            self._marker["title"] += data
+        if self._cell is not None:
+            self._cell += data
+        if self._in_probe:
+            self.probe += data
+
+
+def dump_dom(tmp_path, page):
+    """The DOM of page after its scripts ran, serialized by headless Chromium."""
+    profile = tmp_path / "chromium-profile"  # its own: other runs may hold the default one
+    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                        f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "</html>" in p.stdout, p.stderr[-2000:]
+    dom = Dom(p.stdout)
+    dom.heads, dom.rows = (dom.rows[0], dom.rows[1:]) if dom.rows else ([], [])
+    return dom
+
+
+MARKER_TITLE = re.compile(r"^(?P<case>.*), (?P<builder>[^,]*), (?P<dtype>\S+) (?P<backend>.*): "
+                          r"(?P<axis>Lk|W) (?P<x>\d+), max\|err\| (?P<err>\S+), (?P<outcome>\S+)$")
+
+
+def test_the_page_loads_nothing_and_runs_only_its_own_script(report):
+    rep, _ = report
+    text = (rep / "report.html").read_text(encoding="utf-8")
+    for fetch in ("src=", "href=", "url(", "@import", "<link", "<iframe", "<object"):
+        assert fetch not in text, f"report.html would fetch something: {fetch}"
+    scripts = re.findall(r"<script>(.*?)</script>", text, re.S)
+    assert len(scripts) == 1, f"{len(scripts)} inline scripts"
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', text)
+    assert csp, "no Content-Security-Policy"
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+    # The script's hash, computed here: a changed script whose hash was not updated would be
+    # blocked by the page's own policy.
+    assert f"script-src 'sha256-{digest}'" in csp.group(1), (digest, csp.group(1))
+    assert "default-src 'none'" in csp.group(1)
+    assert "unsafe-inline" not in csp.group(1).split("script-src")[1], csp.group(1)
+
+
+@needs_chromium
+def test_charts_and_rows_table_after_load(report, tmp_path):
+    rep, rows = report
+    dom = dump_dom(tmp_path, rep / "report.html")
+
+    # No row string became markup: the injected script never ran, the page keeps one script.
+    assert "data-pwned" not in dom.body, dom.body
+    assert dom.scripts == 1, dom.scripts
+    # The page's own script ran under its policy: it shows the sort hint.
+    assert dom.hint_hidden is False, "the sort script did not run (#sort-hint still hidden)"
+
+    assert "chart-h1" in dom.svgs, sorted(dom.svgs)
+    for chart, axis, by_window in (("chart-lk", "lk", False), ("chart-w", "window", True)):
+        assert chart in dom.svgs, f"{chart} missing: {sorted(dom.svgs)}"
+        want = collections.Counter((r["case_id"], label(r), r[axis], r["outcome"])
+                                   for r in rows if measured(r, by_window))
+        assert sum(want.values()) >= (3 if by_window else 4), want
+        got = collections.Counter()
+        for m in dom.svgs[chart]:
+            t = MARKER_TITLE.match(m["title"])
+            assert t, f"{chart}: marker title {m['title']!r}"
+            got[(t["case"], t["backend"], int(t["x"]), t["outcome"])] += 1
+            assert ("fail" in m["class"]) == (t["outcome"] != "pass"), m
+        assert got == want, f"{chart}: markers {got} != rows {want}"
+
+    # The table: every row once, in the written order, each string as it was.
+    assert dom.heads[:3] == ["#", "verdict", "case"], dom.heads
+    col = {h: i for i, h in enumerate(dom.heads)}
+    order = written_order(rows)
+    assert len(dom.rows) == len(order), (len(dom.rows), len(order))
+    assert [r["outcome"] for r in order][:2] == ["fail", "outside-contract"]
+    for k, (cells, r) in enumerate(zip(dom.rows, order)):
+        where = f"table row {k + 1} ({r['case_id']!r}, {label(r)})"
+        assert cells[col["#"]] == str(k + 1), where
+        assert cells[col["case"]] == r["case_id"], (where, cells[col["case"]])
+        assert cells[col["backend"]] == label(r) + r["producer"], (where, cells[col["backend"]])
+        assert cells[col["verdict"]].startswith(VERDICT_WORD[r["outcome"]]), where
+        why = cells[col["reason and diagnosis"]]
+        if r["outcome"] != "pass":
+            assert r["reason"] in why, (where, why)
+        if r["explained"]:
+            assert "diagnosis: " + r["explained"] in why, (where, why)
+
+
+# Appended to a copy of the page (its policy extended by this script's hash): clicks headers
+# the way a reader does and records the order of the # column after each click.
+PROBE = """
+(function () {
+  function order() {
+    return Array.prototype.map.call(document.querySelectorAll('#rows-table tbody tr'),
+                                    function (tr) { return Number(tr.cells[0].textContent); });
+  }
+  function click(name) {
+    var ths = document.querySelectorAll('#rows-table thead th');
+    for (var i = 0; i < ths.length; i++) if (ths[i].textContent === name) ths[i].click();
+  }
+  var out = {start: order()};
+  click('max|err|'); out.err_up = order();
+  click('max|err|'); out.err_down = order();
+  click('case'); out.case_up = order();
+  click('verdict'); click('verdict'); out.verdict_down = order();
+  click('#'); out.back = order();
+  var pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+"""
+
+
+@needs_chromium
+def test_clicking_a_header_sorts_the_rows(report, tmp_path):
+    rep, rows = report
+    text = (rep / "report.html").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(PROBE.encode()).digest()).decode()
+    text, n = re.subn(r"script-src ('sha256-[^']*')", rf"script-src \1 'sha256-{digest}'", text)
+    assert n == 1
+    assert text.count("</body>") == 1
+    text = text.replace("</body>", f"<script>{PROBE}</script>\n</body>")
+    page = tmp_path / "probe.html"
+    page.write_text(text, encoding="utf-8")
+    dom = dump_dom(tmp_path, page)
+    assert dom.probe, "the probe did not run"
+    got = json.loads(dom.probe)
+
+    # What each click must give, from rows.json: # is the written position; a missing number
+    # sorts last in both directions, ties keep the # order.
+    order = written_order(rows)
+    pos = {id(r): k + 1 for k, r in enumerate(order)}
+    err = {id(r): metric(r["max_err"]) for r in order}
+
+    def by(key, reverse=False):
+        def k(r):
+            v = key(r)
+            missing = isinstance(v, float) and math.isnan(v)
+            return (missing, 0 if missing else (-v if reverse else v), pos[id(r)])
+        return [pos[id(r)] for r in sorted(order, key=k)]
+
+    n = len(order)
+    assert got["start"] == list(range(1, n + 1)), got["start"]
+    assert got["err_up"] == by(lambda r: err[id(r)]), got
+    assert got["err_down"] == by(lambda r: err[id(r)], reverse=True), got
+    assert got["err_up"] != got["start"], "max|err| order equals the written one: proves nothing"
+    assert got["case_up"] == [pos[id(r)] for r in sorted(order, key=lambda r: (r["case_id"],
+                                                                                 pos[id(r)]))]
+    assert got["verdict_down"] == by(lambda r: float(RANK[r["outcome"]]), reverse=True), got
+    assert got["back"] == list(range(1, n + 1)), got
+
+
+@pytest.mark.parametrize("tiny, huge", [(5e-324, 1.7e308), (2e-310, 1e305)])
+def test_extreme_errors_keep_the_log_axes_sane(report, tmp_path, tiny, huge):
+    """A merged rows.json may hold a denormal or near-overflow max|err| (it is read as hostile,
+    but these are valid numbers): the axes must still run between finite, nonzero decades,
+    every tick label a number in the double range, and each row keep its marker."""
+    rep, rows = report
+    d = tmp_path / "in"
+    shutil.copytree(rep, d)
+    with open(d / "rows.json", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    charted = [r for r in doc["rows"] if measured(r, False)]
+    charted[0]["max_err"], charted[-1]["max_err"] = tiny, huge
+    with open(d / "rows.json", "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    rc, text, err = run(BIN, "report", "merge", d, "--out", tmp_path / "out")
+    assert rc in (0, 1), text + err
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    svg = re.search(r'<svg[^>]*id="chart-lk".*?</svg>', page, re.S).group(0)
+    labels = re.findall(r'<text [^>]*text-anchor="(?:end|middle)"[^>]*>([0-9e-]+)</text>', svg)
+    assert labels.count("0") == 1, labels  # the label of the band for 0, below the axis
+    labels.remove("0")
+    assert labels, svg[:2000]
+    for lab in labels:
+        v = float(lab)
+        assert 1e-300 <= v <= 1e300, f"tick label {lab} in:\n{svg[:3000]}"
+    assert len(labels) < 60, labels
+    assert svg.count('class="pt ') == len(charted)
