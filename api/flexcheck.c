@@ -30,6 +30,7 @@ struct flexcheck_problem {
     int shaped;
     int32_t b, hq, hkv, lq, lk, d, dv;
     fc_dtype dtype;
+    fc_dtype out_dtype, lse_dtype; /* how the producer stored them (FC_F32: float32 or finer) */
     mask_params mask;
     double scale, softcap;
     float *sinks;
@@ -132,7 +133,8 @@ EXPORT flexcheck_status flexcheck_problem_set_shape(flexcheck_problem *p, int32_
         return fail(p, FLEXCHECK_EINVAL, "set_shape: Hq = %d is not a multiple of Hkv = %d",
                     (int)hq, (int)hkv);
     *p = (flexcheck_problem){.shaped = 1, .b = b, .hq = hq, .hkv = hkv, .lq = lq, .lk = lk,
-                             .d = d, .dv = dv, .dtype = p->dtype, .mask = p->mask,
+                             .d = d, .dv = dv, .dtype = p->dtype, .out_dtype = p->out_dtype,
+                             .lse_dtype = p->lse_dtype, .mask = p->mask,
                              .scale = p->scale, .softcap = p->softcap, .sinks = p->sinks,
                              .nsinks = p->nsinks, .cu_q = p->cu_q, .cu_k = p->cu_k,
                              .ncu = p->ncu};
@@ -146,6 +148,23 @@ EXPORT flexcheck_status flexcheck_problem_set_dtype(flexcheck_problem *p, const 
     if (!dtype || fc_dtype_parse(dtype, &p->dtype))
         return fail(p, FLEXCHECK_EINVAL, "set_dtype: '%s': float32, float16 or bfloat16",
                     dtype ? fc_esc(dtype).s : "(NULL)");
+    return ok(p);
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p,
+                                                           const char *out_dtype,
+                                                           const char *lse_dtype)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    const char *names[2] = {out_dtype, lse_dtype}, *what[2] = {"out", "lse"};
+    fc_dtype got[2] = {p->out_dtype, p->lse_dtype};
+    for (int i = 0; i < 2; i++)
+        if (names[i] && fc_dtype_parse(names[i], &got[i]))
+            return fail(p, FLEXCHECK_EINVAL, "set_output_types: %s '%s': float32, float16 or "
+                        "bfloat16", what[i], fc_esc(names[i]).s);
+    p->out_dtype = got[0];
+    p->lse_dtype = got[1];
     return ok(p);
 }
 
@@ -418,7 +437,8 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
         memset(&res->row, 0, sizeof res->row);
         rep_set_str(res->row.case_id, sizeof res->row.case_id, "judge");
         judge_row_problem(&res->row, &a, p->dtype);
-        chk_output_in in = {.o = out, .lse = lse};
+        chk_output_in in = {.o = out, .lse = lse, .out_dtype = p->out_dtype,
+                            .lse_dtype = p->lse_dtype};
         chk_judge_output(&jc, o_lp, &in, res);
         st = keep(p, vd, &jc);
     }

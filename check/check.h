@@ -85,6 +85,7 @@ typedef struct chk_output_in {
     int strict;                     /* outside the contract fails */
     uint64_t diag_budget;           /* the diagnosis's work (0: DIAG_BUDGET) */
     fc_dtype out_dtype;             /* the type out was stored in (float32 for float64 too) */
+    fc_dtype lse_dtype;             /* the type lse was stored in: H5 adds its resolution */
 } chk_output_in;
 
 #define CHK_DETAIL_LEN (REP_WHY_LEN + 160)

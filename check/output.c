@@ -51,7 +51,8 @@ static chk_outcome judge_it(const judge_case *jc, const float *o_lp, const chk_o
         return CHK_NOT_JUDGED;
     }
     fc_err err;
-    int pass = judge_given(jc, in->o, in->lse, in->o_rerun, o_lp, &res->v, &err);
+    int pass = judge_given_lse(jc, in->o, in->lse, in->lse_dtype, in->o_rerun, o_lp, &res->v,
+                               &err);
     if (pass < 0) {
         rep_row_set_error(row, err.msg);
         return CHK_NOT_JUDGED;
@@ -95,9 +96,14 @@ void chk_judge_output(const judge_case *jc, const float *o_lp, const chk_output_
     if (oc == CHK_OUTSIDE || v->outside || oc == CHK_NOT_JUDGED) {
         fc_fmt(res->detail, sizeof res->detail, "%s", row->reason);
     } else if (oc == CHK_PASSED) {
+        char lse_note[64] = "";
+        if (!in->lse)
+            fc_fmt(lse_note, sizeof lse_note, "; no LSE stored, H5 not run");
+        else if (in->lse_dtype != FC_F32)
+            fc_fmt(lse_note, sizeof lse_note, "; LSE stored as %s, judged at its resolution",
+                   fc_dtype_name(in->lse_dtype));
         fc_fmt(res->detail, sizeof res->detail, "passes the gates (H1 ratio %.3g%s%s)",
-               v->h1_ratio, in->lse ? "" : "; no LSE stored, H5 not run",
-               in->o_rerun ? "; rerun bitwise equal" : "");
+               v->h1_ratio, lse_note, in->o_rerun ? "; rerun bitwise equal" : "");
     } else if (v->first_fail >= 0 && v->first_fail != REP_H1 && !v->unscaled) {
         char at[112];
         attn_row_where(at, sizeof at, jc->prob, v->worst_row, (int64_t)v->worst_col);
@@ -180,13 +186,16 @@ void chk_case_outputs(const char *path, const fix_case *c, const mask_params *pr
         rep_set_str(res.row.backend, sizeof res.row.backend, be);
         rep_set_str(res.row.builder, sizeof res.row.builder, tt->has_bmask ? "producer's" : "-");
         rep_set_str(res.row.producer, sizeof res.row.producer, tt->producer);
-        fc_dtype stored = FC_F32; /* float32 and float64 alike: finer than any case's dtype */
+        fc_dtype stored = FC_F32, lse_stored = FC_F32; /* float32 and float64 alike: finer than
+                                                         * any case's dtype */
         if (fc_dtype_parse(tt->encoding, &stored))
             stored = FC_F32;
+        if (!tt->lse || fc_dtype_parse(tt->lse_encoding, &lse_stored))
+            lse_stored = FC_F32;
         chk_output_in in = {.o = tt->out, .lse = tt->lse, .o_rerun = tt->out_rerun,
                             .bm = tt->has_bmask ? &tt->bm : NULL, .prev = prev,
                             .not_judged = why[0] ? why : NULL, .strict = o->strict,
-                            .out_dtype = stored};
+                            .out_dtype = stored, .lse_dtype = lse_stored};
         chk_judge_output(&jc, o_lp, &in, &res);
         t->tested++;
         t->tested_passed += res.outcome == CHK_PASSED;

@@ -69,6 +69,15 @@ void diag_report_free(diag_report *r)
 
 /* ---- the match rule of diag.h --------------------------------------------------------- */
 
+/* H5's bound (reports/tol.c): atol + rtol |gl|, and half an ulp of a float16 / bfloat16 LSE. */
+static double lse_lim(const diag_bounds *bd, double gl, float l)
+{
+    double lim = bd->lse_atol + bd->lse_rtol * fabs(gl);
+    if (bd->lse_dtype != FC_F32 && isfinite(l))
+        lim += 0.5 * fc_ulp(l, bd->lse_dtype);
+    return lim;
+}
+
 int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, const double *g,
                      double gl, size_t dv)
 {
@@ -84,14 +93,14 @@ int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, co
             sq += ((double)o[x] - g[x]) * ((double)o[x] - g[x]);
         if (!(sq <= bd->row_sq))
             return 0;
-        return !lse || fabs((double)*lse - gl) <= bd->lse_atol + bd->lse_rtol * fabs(gl);
+        return !lse || fabs((double)*lse - gl) <= lse_lim(bd, gl, *lse);
     }
     for (size_t x = 0; x < dv; x++) {
         double lim = bd->degenerate ? bd->deg_atol + bd->deg_rtol * fabs(g[x]) : bd->h1;
         if (!(fabs((double)o[x] - g[x]) <= lim))
             return 0;
     }
-    return !lse || fabs((double)*lse - gl) <= bd->lse_atol + bd->lse_rtol * fabs(gl);
+    return !lse || fabs((double)*lse - gl) <= lse_lim(bd, gl, *lse);
 }
 
 static int row_nonfinite(const float *o, const float *lse, size_t dv)
@@ -146,7 +155,8 @@ static fc_status bounds_of(const rep_verdict *v, diag_bounds *bd, fc_err *err)
         return st;
     *bd = (diag_bounds){.degenerate = v->degenerate, .h1 = v->c * v->e_lp_max + v->floor,
                         .deg_atol = v->deg_atol, .deg_rtol = v->deg_rtol,
-                        .lse_atol = t.lse_atol, .lse_rtol = t.lse_rtol};
+                        .lse_atol = t.lse_atol, .lse_rtol = t.lse_rtol,
+                        .lse_dtype = v->lse_dtype};
     return FC_OK;
 }
 

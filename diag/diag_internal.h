@@ -22,6 +22,7 @@ typedef struct diag_bounds {
     double lse_atol, lse_rtol; /* H5 */
     double row_sq;             /* > 0 (H2 only, diag.h): a row matches when its squared error
                                 * is at most this, in place of the element bounds */
+    fc_dtype lse_dtype;        /* the tested LSE's stored type: H5's bound adds half its ulp */
 } diag_bounds;
 
 /* Does the tested row (o [dv], lse or NULL) MATCH the reference row (g [dv], gl), as diag.h

@@ -89,6 +89,14 @@ flexcheck_status flexcheck_problem_set_sinks(flexcheck_problem *p, const float *
 flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const int32_t *cu_q,
                                               const int32_t *cu_k, size_t n);
 
+/* The types the producer's out and lse had before they were widened to the float32 arrays
+ * flexcheck_judge takes: "float32" (the default: float32 or finer), "float16" or "bfloat16".
+ * An LSE kept in float16 / bfloat16 is judged at that type's resolution (H5's bound plus half an
+ * ulp of the value, as docs/tolerance.md says); out's type lets the diagnosis name an LSE rounded
+ * to it. NULL leaves a type as it is. */
+flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p, const char *out_dtype,
+                                                    const char *lse_dtype);
+
 /* ---- the verdict ---- */
 
 typedef struct flexcheck_verdict flexcheck_verdict;

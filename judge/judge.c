@@ -139,10 +139,17 @@ int judge_outputs(const judge_case *jc, const float *o, const float *lse, const 
 int judge_given(const judge_case *jc, const float *o, const float *lse, const float *o_rerun,
                 const float *o_lp, rep_verdict *v, fc_err *err)
 {
+    return judge_given_lse(jc, o, lse, FC_F32, o_rerun, o_lp, v, err);
+}
+
+int judge_given_lse(const judge_case *jc, const float *o, const float *lse, fc_dtype lse_dtype,
+                    const float *o_rerun, const float *o_lp, rep_verdict *v, fc_err *err)
+{
     rep_inputs ri = {
         .dtype = jc->dtype, .rows = judge_rows(jc), .dv = (size_t)jc->prob->dv,
         .o = o, .lse = lse, .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = o_lp,
         .o_rerun = o_rerun, .prob = jc->prob, .designed = jc->designed,
+        .lse_dtype = lse_dtype,
     };
     if (rep_evaluate(&ri, v, err))
         return -1;

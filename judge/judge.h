@@ -110,6 +110,10 @@ int judge_outputs(const judge_case *jc, const float *o, const float *lse, const 
  * second run (H7 compares it with o bitwise; NULL: H7 not run). */
 int judge_given(const judge_case *jc, const float *o, const float *lse, const float *o_rerun,
                 const float *o_lp, rep_verdict *v, fc_err *err);
+/* judge_given for an LSE stored in lse_dtype (float16 / bfloat16: H5 adds that type's
+ * resolution, rep_inputs.lse_dtype; FC_F32: judge_given). */
+int judge_given_lse(const judge_case *jc, const float *o, const float *lse, fc_dtype lse_dtype,
+                    const float *o_rerun, const float *o_lp, rep_verdict *v, fc_err *err);
 
 /* The row columns a problem determines: shapes, mask terms and dtype (the caller sets the
  * case id, group, block sizes, builder, backend and producer). */

@@ -184,6 +184,8 @@ static fc_status check_inputs(const rep_inputs *in, size_t n, overflow *ov, fc_e
                       in->lse_buf->nbytes != in->rows * sizeof(float)))
         return fc_errf(err, FC_EINVAL, "evaluate: o_buf/lse_buf must be the buffers o and lse "
                                        "live in, of exactly their size");
+    if ((unsigned)in->lse_dtype > FC_BF16)
+        return fc_errf(err, FC_EINVAL, "evaluate: lse_dtype is %d", (int)in->lse_dtype);
     if ((unsigned)in->sentinels > REP_SENTINELS_DAMAGED)
         return fc_errf(err, FC_EINVAL, "evaluate: sentinels is %d", (int)in->sentinels);
     for (size_t r = 0; r < in->rows; r++) {
@@ -261,6 +263,17 @@ static void gate_h3(const rep_inputs *in, rep_verdict *v)
     pass_unless_failed(v, REP_H3);
 }
 
+/* H5's bound for LSE_gold g and a tested LSE l: atol + rtol |g|, plus, for an LSE stored in
+ * float16 or bfloat16, half an ulp of the stored value (the resolution the producer's type
+ * gives it: a correct LSE rounded to it is that far off; docs/tolerance.md). */
+static double lse_bound(const rep_inputs *in, const rep_tol *t, double g, double l)
+{
+    double lim = t->lse_atol + t->lse_rtol * fabs(g);
+    if (in->lse_dtype != FC_F32 && isfinite(l))
+        lim += 0.5 * fc_ulp(l, in->lse_dtype);
+    return lim;
+}
+
 static void gate_h4(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
 {
     for (size_t r = 0; r < in->rows; r++) {
@@ -277,8 +290,7 @@ static void gate_h4(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
          * computes like any other LSE (m + log(l), in base 2 and back): held to H5's bound,
          * not to equality (docs/tolerance.md). */
         double want = empty_lse(in, r), l = in->lse ? (double)in->lse[r] : want;
-        if (want == -INFINITY ? !(l == want)
-                              : !(fabs(l - want) <= t->lse_atol + t->lse_rtol * fabs(want)))
+        if (want == -INFINITY ? !(l == want) : !(fabs(l - want) <= lse_bound(in, t, want, l)))
             fail(v, REP_H4, "empty row: LSE is %.9g at %s, not %s%.9g%s", l, at(in, r, -1).s,
                  want == -INFINITY ? "" : "the sink ", want,
                  want == -INFINITY ? "" : " within H5's bound");
@@ -405,16 +417,23 @@ static void gate_h5(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
          * metric, like every metric, covers the finite pairs only. */
         if (row_empty(in, r)) /* H4's; every other row is judged, whatever the baseline did */
             continue;
-        double d = fabs(l - g), lim = t->lse_atol + t->lse_rtol * fabs(g);
+        double d = fabs(l - g), lim = lse_bound(in, t, g, l);
         if (isfinite(l))
             raise_max(&v->lse_err, d);
         if (raise_max(&v->lse_ratio, d / lim))
             worst = r;
     }
     if (!(v->lse_ratio <= 1)) { /* NaN fails too */
-        double g = in->lse_gold[worst], d = fabs(in->lse[worst] - g);
-        fail(v, REP_H5, "|LSE - LSE_gold| %.3e at %s > %g + %g * |%.6g| (the worst row)", d,
-             at(in, worst, -1).s, t->lse_atol, t->lse_rtol, g);
+        double g = in->lse_gold[worst], l = in->lse[worst], d = fabs(l - g);
+        if (in->lse_dtype != FC_F32)
+            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at %s > %g + %g * |%.6g| + half a %s ulp %.3g "
+                 "(the LSE is stored as %s; the worst row)", d, at(in, worst, -1).s, t->lse_atol,
+                 t->lse_rtol, g, fc_dtype_name(in->lse_dtype),
+                 isfinite(l) ? 0.5 * fc_ulp(l, in->lse_dtype) : 0.0,
+                 fc_dtype_name(in->lse_dtype));
+        else
+            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at %s > %g + %g * |%.6g| (the worst row)", d,
+                 at(in, worst, -1).s, t->lse_atol, t->lse_rtol, g);
     }
     pass_unless_failed(v, REP_H5);
 }
@@ -474,6 +493,7 @@ fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
         return st;
 
     v->dtype = in->dtype;
+    v->lse_dtype = in->lse_dtype;
     v->rows = in->rows;
     v->dv = in->dv;
     /* docs/tolerance.md "Outside the contract": the baseline overflowed, so H1 and H2 (and the

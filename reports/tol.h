@@ -127,6 +127,9 @@ typedef struct rep_inputs {
     const attn_problem *prob;          /* optional: messages name elements by (b, h, q, d)
                                         * (attn_row_where); NULL: by flat row and column.
                                         * Required with sinks: empty rows' LSE is the sink */
+    fc_dtype lse_dtype;                /* the type the tested LSE was stored in: FC_F32 (float32
+                                        * or finer, the default), or float16 / bfloat16, whose
+                                        * resolution H5 adds (half an ulp of the stored value) */
     int designed;                      /* inputs built for an exactness check, not drawn from a
                                         * distribution (p-round's design, whose rounding errors
                                         * add up on purpose: the NMSE of a correct rounding can
@@ -166,6 +169,7 @@ typedef struct rep_verdict {
     double nmse_tol;      /* max(u^2, c^2 * nmse_lp) */
 
     /* H5 over non-empty rows with a finite tested LSE */
+    fc_dtype lse_dtype;   /* the LSE's stored type (rep_inputs.lse_dtype) */
     double lse_err;       /* max|LSE - LSE_gold| */
     double lse_ratio;     /* max |LSE - LSE_gold| / (atol + rtol * |LSE_gold|) */
 

@@ -263,6 +263,10 @@ Test(api, refuses_a_bad_problem_naming_the_field)
     cr_expect_eq(flexcheck_problem_set_mask(p, 2, 0, 0), FLEXCHECK_EINVAL);
     cr_expect_eq(flexcheck_problem_set_mask(p, 1, -4, 0), FLEXCHECK_EINVAL);
     cr_expect(strstr(flexcheck_problem_errmsg(p), "window = -4"));
+    cr_expect_eq(flexcheck_problem_set_output_types(p, "float16", "int8"), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "set_output_types: lse 'int8'"), "%s",
+              flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_problem_set_output_types(p, NULL, "bfloat16"), FLEXCHECK_OK);
     cr_expect_eq(flexcheck_problem_set_scale(p, NAN), FLEXCHECK_EINVAL);
     cr_expect_eq(flexcheck_problem_set_softcap(p, -1), FLEXCHECK_EINVAL);
     float s[2] = {1, INFINITY};
@@ -337,5 +341,31 @@ Test(api, threads_judging_at_once_agree_with_one_alone)
     }
     free(alone[0].text);
     free(alone[1].text);
+    free(t);
+}
+
+/* An LSE the producer kept in bfloat16: its rounding fails H5 as float32 (widened), named by the
+ * diagnosis; declared as stored in bfloat16, it is judged at that type's resolution and passes. */
+Test(api, an_lse_kept_in_bfloat16_is_judged_at_its_resolution)
+{
+    brute *t = calloc(1, sizeof *t);
+    inputs(t, 5);
+    t->causal = 1;
+    attend(t, 0);
+    for (size_t i = 0; i < HQ * LQ; i++)
+        t->lse[i] = fc_round(t->lse[i], FC_BF16);
+    flexcheck_problem *p = problem_of(t, 0);
+    flexcheck_verdict *v = NULL;
+    cr_assert_eq(judge(p, t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_FAIL, "%s", flexcheck_verdict_text(v));
+    cr_expect(strstr(flexcheck_verdict_text(v), "H5 LSE"), "%s", flexcheck_verdict_text(v));
+    flexcheck_verdict_free(v);
+    cr_assert_eq(flexcheck_problem_set_output_types(p, NULL, "bfloat16"), FLEXCHECK_OK);
+    cr_assert_eq(judge(p, t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_PASS, "%s", flexcheck_verdict_text(v));
+    cr_expect(strstr(flexcheck_verdict_text(v), "LSE stored as bfloat16, judged at its "
+                                                "resolution"), "%s", flexcheck_verdict_text(v));
+    flexcheck_verdict_free(v);
+    flexcheck_problem_free(p);
     free(t);
 }

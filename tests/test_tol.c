@@ -1077,3 +1077,31 @@ Test(gates, a_sink_rows_lse_is_held_to_h5s_bound)
     cr_expect_eq(v.gate[REP_H4], REP_FAIL);
     seq_free(&p.seq);
 }
+
+/* An LSE stored in bfloat16 (or float16) is judged at that type's resolution: H5's bound plus
+ * half an ulp of the stored value. A truth of 1.5035 rounds to bfloat16 1.5 (ulp 2^-7 there):
+ * off by 3.5e-3, past H5's 1e-3 + 1e-3 * 1.5035 = 2.5e-3 as float32, within 2.5e-3 + 3.9e-3 as
+ * bfloat16. Two bfloat16 steps up (1.515625, off by 1.2e-2) fails either way. */
+Test(gates, an_lse_stored_in_bfloat16_is_judged_at_its_resolution)
+{
+    static const struct {
+        double lse0;
+        fc_dtype stored;
+        int pass;
+    } cases[] = {{1.5, FC_F32, 0}, {1.5, FC_BF16, 1}, {1.515625, FC_BF16, 0},
+                 {1.5035, FC_F32, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tcase c;
+        clean_case(&c, FC_BF16);
+        c.lse_gold[0] = 1.5035;
+        c.lse[0] = (float)cases[k].lse0;
+        rep_inputs in = inputs_of(&c);
+        in.lse_dtype = cases[k].stored;
+        rep_verdict v = judge_inputs("stored LSE", &in);
+        cr_expect_eq(v.gate[REP_H5], cases[k].pass ? REP_PASS : REP_FAIL, "case %zu: %s", k,
+                     rep_verdict_reason(&v));
+        if (!cases[k].pass && cases[k].stored == FC_BF16)
+            cr_expect(strstr(v.why[REP_H5], "+ half a bfloat16 ulp 0.00391 (the LSE is stored "
+                                            "as bfloat16"), "%s", v.why[REP_H5]);
+    }
+}

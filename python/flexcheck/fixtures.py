@@ -859,14 +859,18 @@ def _tested_out(x, what: str, encoding, grid: _Grid) -> Tuple[np.ndarray, Option
     return _to_grid(a, what, grid, 4), enc
 
 
-def _tested_lse(x, grid: _Grid) -> np.ndarray:
-    """lse float32 or float64 (float16 and bfloat16 widened exactly to float32)."""
-    a, _ = _as_array(x, "lse")
-    if a.dtype.kind != "f":
-        raise ValueError(f"lse: dtype {a.dtype}: must be float32 or float64")
-    if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float32)
-    return _to_grid(a, "lse", grid, 3)
+def _tested_lse(x, grid: _Grid) -> Tuple[np.ndarray, Optional[str]]:
+    """An LSE as stored, as out is (_tested_out): float16/32/64 as they are, bfloat16 as uint16
+    bit patterns (encoding "bfloat16"). Kept in its type, not widened: an LSE in float16 or
+    bfloat16 is judged at that type's resolution (docs/tolerance.md, H5)."""
+    a, bf16 = _as_array(x, "lse")
+    if bf16:
+        a = (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        return _to_grid(a, "lse", grid, 3), "bfloat16"
+    if a.dtype not in (np.float16, np.float32, np.float64):
+        raise ValueError(f"lse: dtype {a.dtype}: must be float16, float32, float64 or torch "
+                         f"bfloat16")
+    return _to_grid(a, "lse", grid, 3), None
 
 
 def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, block_mask=None,
@@ -885,8 +889,10 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
     bit patterns need encoding="bfloat16". NaN and infinities are allowed: they are what the
     gate judges.
 
-    lse: optional natural-log LSE, float32 or float64, [B, Hq, Lq] (for a packed case also
-    FlashAttention's varlen [Hq, T]); without it the LSE gate (H5) is not run.
+    lse: optional natural-log LSE, [B, Hq, Lq] (for a packed case also FlashAttention's varlen
+    [Hq, T]), stored in its own type like out: float16, float32, float64, or a torch bfloat16
+    tensor as bit patterns; an LSE kept in float16 or bfloat16 is judged at that type's
+    resolution (H5's bound plus half an ulp). Without it the LSE gate (H5) is not run.
     out_rerun: optional second run on the same inputs, stored like out (same encoding):
     the gate compares it bitwise (H7). block_mask: the producer's own, as in write_case
     (stored under the label; the default block sizes are the case's).
@@ -904,7 +910,7 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
         raise ValueError(f"{path}: /cases/{case}/tested/{label} exists; refusing to overwrite "
                          f"(overwrite=True)")
     o, enc = _tested_out(out, "out", encoding, grid)
-    l = None if lse is None else _tested_lse(lse, grid)
+    l, lenc = (None, None) if lse is None else _tested_lse(lse, grid)
     r = None
     if out_rerun is not None:
         r, renc = _tested_out(out_rerun, "out_rerun", encoding, grid)
@@ -924,7 +930,9 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
                 if enc:
                     ds.attrs["encoding"] = enc
         if l is not None:
-            _dataset(g, "lse", l)
+            ds = _dataset(g, "lse", l)
+            if lenc:
+                ds.attrs["encoding"] = lenc
         if bm is not None:
             _write_block_mask(g, bm)
 
@@ -934,12 +942,14 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
 @dataclasses.dataclass
 class Tested:
     """/cases/<name>/tested/<label> as stored. encoding: how out is stored ("float16",
-    "float32", "float64", or "bfloat16" for uint16 bit patterns: bfloat16_to_float32)."""
+    "float32", "float64", or "bfloat16" for uint16 bit patterns: bfloat16_to_float32);
+    lse_encoding the same of lse (its values here widened to float32 when bfloat16)."""
     label: str
     producer: str
     out: np.ndarray
     encoding: str
-    lse: Optional[np.ndarray] = None
+    lse: Optional[np.ndarray] = None     # widened to float32 when stored as bfloat16 bits
+    lse_encoding: Optional[str] = None   # how lse was stored: "float16", "float32", ...
     out_rerun: Optional[np.ndarray] = None
     block_mask: Optional[Dict[str, Any]] = None
 
@@ -998,8 +1008,15 @@ def _read_tested(g: h5py.Group) -> Dict[str, Tested]:
         tg = g["tested"][label]
         out = tg["out"]
         enc = _str_attr(_attr(out, "encoding", out.dtype))
+        lse, lenc = None, None
+        if "lse" in tg:
+            ld = tg["lse"]
+            lenc = _str_attr(_attr(ld, "encoding", ld.dtype))
+            lse = ld[()]
+            if lenc == "bfloat16":
+                lse = bfloat16_to_float32(lse)
         tested[label] = Tested(label=label, producer=_str_attr(_attr(tg, "producer")),
-                               out=out[()], encoding=enc, lse=_read(tg, "lse"),
+                               out=out[()], encoding=enc, lse=lse, lse_encoding=lenc,
                                out_rerun=_read(tg, "out_rerun"),
                                block_mask=_read_block_mask(tg))
     return tested

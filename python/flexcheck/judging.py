@@ -16,7 +16,8 @@ library does, through ctypes (no compiler at install time).
 Arguments are numpy arrays or torch tensors (any device: copied to the host; bfloat16 fine)
 in the shapes write_case takes: [B, H, L, D], or vLLM's packed [T, H, D] with cu_seqlens_q /
 cu_seqlens_k; out [B, Hq, Lq, Dv] (packed: [T, Hq, Dv]); lse [B, Hq, Lq] (packed: [Hq, T]),
-optional (without it the LSE gate is not run). dtype defaults to q's (float16, bfloat16,
+optional (without it the LSE gate is not run; one kept in float16 or bfloat16 is judged at
+that type's resolution). dtype defaults to q's (float16, bfloat16,
 float32; float64 inputs count as float32); q, k and v must hold values exactly representable in
 it. The mask (causal, window, chunk; bottom-right alignment per sequence), scale (default
 1/sqrt(D)), softcap and sinks are those of docs/semantics.md.
@@ -112,6 +113,7 @@ def _declare(lib) -> None:
         "flexcheck_problem_set_softcap": ([P, dbl], st),
         "flexcheck_problem_set_sinks": ([P, f32p, sz], st),
         "flexcheck_problem_set_packed": ([P, i32p, i32p, sz], st),
+        "flexcheck_problem_set_output_types": ([P, cs, cs], st),
         "flexcheck_judge": ([P, f32p, sz, f32p, sz, f32p, sz, f32p, sz, f32p, sz,
                              ctypes.POINTER(V)], st),
         "flexcheck_verdict_free": ([V], None),
@@ -202,15 +204,17 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
     hkv, lk, dv = ka.shape[1], ka.shape[2], va.shape[3]
     grid = _Grid(b, hq, lq, lk, dv, cu_q is not None)
     o, enc = _tested_out(out, "out", None, grid)
+    out_type = "bfloat16" if enc == "bfloat16" else "float16" if o.dtype == np.float16 \
+        else "float32"
     if enc == "bfloat16":  # bit patterns: widen exactly
         o = (o.astype(np.uint32) << 16).view(np.float32)
-    if o.dtype not in (np.float16, np.float32, np.float64):
-        raise ValueError(f"out: dtype {o.dtype}: must be floating point")
-    la = None
+    la, lse_type = None, "float32"
     if lse is not None:
-        la, _ = _as_array(lse, "lse")
+        la, lbf = _as_array(lse, "lse")
         if la.dtype.kind != "f":
             raise ValueError(f"lse: dtype {la.dtype}: must be floating point")
+        # an LSE kept in float16 / bfloat16 is judged at that type's resolution
+        lse_type = "bfloat16" if lbf else "float16" if la.dtype == np.float16 else "float32"
         la = _to_grid(la, "lse", grid, 3)
     sc = _scale(scale, d)
     cap = _softcap(softcap, "")
@@ -228,6 +232,8 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
                                                       int(chunk)), "mask")
         _check(lib, p, lib.flexcheck_problem_set_scale(p, sc), "scale")
         _check(lib, p, lib.flexcheck_problem_set_softcap(p, cap), "softcap")
+        _check(lib, p, lib.flexcheck_problem_set_output_types(p, out_type.encode(),
+                                                              lse_type.encode()), "types")
         if sk is not None:
             s, sp = _f32(sk)
             _check(lib, p, lib.flexcheck_problem_set_sinks(p, sp, s.size), "sinks")
