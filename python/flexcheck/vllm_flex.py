@@ -727,8 +727,16 @@ def _first_line(e: BaseException) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     if not lines:
         return ""
-    # Inductor wraps the cause: "LoweringException: AssertionError: ..." comes first.
-    return lines[0][:400]
+    first = lines[0]
+    if "C++ compile error" in first:
+        # Inductor's message is the g++ command and its output: name the first error. Seen with
+        # torch 2.14: its CPU flash-decoding template (one query token, a KV axis of at least
+        # 512) reads full_kv_num_blocks, which a BlockMask without full blocks (vLLM's direct
+        # build) does not have: "'full_kv_num_blocks' was not declared in this scope".
+        err = next((ln.split("error:", 1)[1].strip() for ln in lines if "error:" in ln), None)
+        if err:
+            first += f" (first: {err})"
+    return first[:400]
 
 
 def main(argv=None) -> int:
