@@ -3,12 +3,22 @@
 #   1. $BIN export $SIZE --out $DIR/cases        every gate case as a fixture file (the float64
 #                                                 oracle computed by flexcheck)
 #   2. $PY -m flexcheck.vllm_flex ...            vLLM's metadata builder, metadata and
-#                                                 FlexAttentionImpl on each case (both block-mask
-#                                                 builds): out and a rerun stored under
-#                                                 tested/vllm-<version>-<build>-cpu
-#   3. $BIN check FILES --report $DIR/report     each vLLM output judged under the gates
+#                                                 FlexAttentionImpl on each case, out and a rerun
+#                                                 stored under tested/vllm-<version>-<build>-cpu:
+#                                                 the direct build on $DIR/cases, the slow one on
+#                                                 a copy of the files named by SLOW ($DIR/cases-
+#                                                 slow), as two processes at once (most of the
+#                                                 time is Inductor compiling; one file is never
+#                                                 written by two processes)
+#   3. $BIN check FILES --report $DIR/report     each vLLM output judged under the gates (both
+#                                                 folders: a row per case and build)
 # Environment (the make target sets them): BIN (build/flexcheck), PY (the vLLM venv's python),
-# DIR (build/vllm-gate), SIZE (--quick), RUNNER_ARGS (more runner options: --build, --page-size).
+# DIR (build/vllm-gate), SIZE (--quick), RUNNER_ARGS (more runner options: --page-size, --garbage),
+# SLOW (a glob on the file names: the files the slow build runs on; default m[2-6]-*, every check
+# but the numeric one, 51 of the quick export's 170 files; `*` for all). The slow build compiles
+# vLLM's create_block_mask (torch.compile, mode="reduce-overhead") for every new shape besides
+# flex_attention: about 100 s a case on the shared 2-core machine, against about 10 for the
+# direct build, so all 170 files would take it hours.
 # Inductor's compiled kernels are cached where torch keeps them (TORCHINDUCTOR_CACHE_DIR, by
 # default /tmp/torchinductor_<user>): a rerun reuses them and is much faster than the first run.
 # Exit 0 when every case was run (or refused by vLLM, or not expressible in it) and every output
@@ -20,6 +30,7 @@ PY=${PY:-build/vllm-venv/bin/python}
 DIR=${DIR:-build/vllm-gate}
 SIZE=${SIZE:---quick}
 RUNNER_ARGS=${RUNNER_ARGS:-}
+SLOW=${SLOW:-m[2-6]-*}
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -33,28 +44,47 @@ t0=$(now)
 
 echo "vllm-gate: 1/3 $BIN export $SIZE --out $DIR/cases"
 # shellcheck disable=SC2086  # SIZE may hold more options (--quick --filter P)
-"$BIN" export $SIZE --out "$DIR/cases" >/dev/null || { echo "vllm-gate: export failed" >&2; exit 2; }
+"$BIN" export $SIZE --out "$DIR/cases" >/dev/null 2>&1 || { echo "vllm-gate: export failed" >&2; exit 2; }
 mapfile -t files < <(find "$DIR/cases" -type f \( -name '*.h5' -o -name '*.hdf5' \) | LC_ALL=C sort)
 [ ${#files[@]} -gt 0 ] || { echo "vllm-gate: export wrote no fixture file under $DIR/cases" >&2; exit 2; }
 t1=$(now)
 echo "vllm-gate: export: ${#files[@]} files in $(secs "$t0" "$t1") s"
 
-echo "vllm-gate: 2/3 python -m flexcheck.vllm_flex $DIR/cases --device cpu --build both $RUNNER_ARGS"
-# shellcheck disable=SC2086
-PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 "$PY" -m flexcheck.vllm_flex "$DIR/cases" \
-    --device cpu --build both $RUNNER_ARGS >"$DIR/vllm_flex.txt" 2>&1
-runner=$?
-# The runner's own lines (refusals, cases not expressible, errors, totals); torch's and vLLM's
-# log lines stay in the file.
-grep -E '^(vllm_flex: |ERROR )' "$DIR/vllm_flex.txt" | grep -v ': refused by vLLM: \|: not expressible in vLLM: '
-grep -c ': refused by vLLM: ' "$DIR/vllm_flex.txt" | sed 's/^/vllm-gate: refused-by-vLLM lines: /'
-grep -c ': not expressible in vLLM: ' "$DIR/vllm_flex.txt" | sed 's/^/vllm-gate: not-expressible lines: /'
+mkdir -p "$DIR/cases-slow"
+for f in "${files[@]}"; do
+    # shellcheck disable=SC2053  # SLOW is a glob
+    [[ $(basename "$f") == $SLOW ]] && cp "$f" "$DIR/cases-slow/"
+done
+mapfile -t slow_files < <(find "$DIR/cases-slow" -type f \( -name '*.h5' -o -name '*.hdf5' \) | LC_ALL=C sort)
+[ ${#slow_files[@]} -gt 0 ] || { echo "vllm-gate: SLOW='$SLOW' names no exported file" >&2; exit 2; }
+echo "vllm-gate: 2/3 python -m flexcheck.vllm_flex --device cpu $RUNNER_ARGS: --build direct on $DIR/cases (${#files[@]} files), --build slow on $DIR/cases-slow (${#slow_files[@]} files: SLOW='$SLOW')"
+pids=()
+for build in direct slow; do
+    cases=$DIR/cases
+    [ $build = slow ] && cases=$DIR/cases-slow
+    # shellcheck disable=SC2086
+    PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 "$PY" -m flexcheck.vllm_flex "$cases" \
+        --device cpu --build $build $RUNNER_ARGS >"$DIR/vllm_flex-$build.txt" 2>&1 &
+    pids+=($!)
+done
+runner=0
+for pid in "${pids[@]}"; do
+    wait "$pid"
+    rc=$?
+    [ $rc -gt $runner ] && runner=$rc
+done
+for build in direct slow; do
+    # The runner's own lines (errors, totals); torch's and vLLM's log lines stay in the file,
+    # and so do the refusals and the cases not expressible (counted here).
+    grep -E '^(vllm_flex: |ERROR )' "$DIR/vllm_flex-$build.txt" | grep -v ': refused by vLLM: \|: not expressible in vLLM: '
+    echo "vllm-gate: $build: $(grep -c ': refused by vLLM: ' "$DIR/vllm_flex-$build.txt") cases refused by vLLM, $(grep -c ': not expressible in vLLM: ' "$DIR/vllm_flex-$build.txt") not expressible in vLLM"
+done
 [ $runner -le 1 ] || { echo "vllm-gate: the runner could not start (exit $runner)" >&2; exit 2; }
 t2=$(now)
-echo "vllm-gate: vllm_flex: exit $runner in $(secs "$t1" "$t2") s (every line: $DIR/vllm_flex.txt)"
+echo "vllm-gate: vllm_flex: exit $runner in $(secs "$t1" "$t2") s (every line: $DIR/vllm_flex-direct.txt, $DIR/vllm_flex-slow.txt)"
 
-echo "vllm-gate: 3/3 $BIN check (${#files[@]} files) --report $DIR/report"
-"$BIN" check --quiet --report "$DIR/report" "${files[@]}" >"$DIR/check.txt" 2>&1
+echo "vllm-gate: 3/3 $BIN check ($((${#files[@]} + ${#slow_files[@]})) files) --report $DIR/report"
+"$BIN" check --quiet --report "$DIR/report" "${files[@]}" "${slow_files[@]}" >"$DIR/check.txt" 2>&1
 check=$?
 grep -v '^report: ' "$DIR/check.txt" | tail -n 200
 t3=$(now)

@@ -4,8 +4,10 @@
 # python/module.mk.
 #
 #   make vllm-gate                              venv (VLLM_SPEC), export --quick, the runner on
-#                                               the CPU (both block-mask builds), check; report in
+#                                               the CPU (the direct build on every file, the slow
+#                                               one on VLLM_GATE_SLOW's), check; report in
 #                                               build/vllm-gate/report/
+#   make vllm-gate VLLM_GATE_SLOW='*'           the slow build on every file too (hours here)
 #   make vllm-gate VLLM_SPEC='vllm==0.11.0'     another vLLM (the venv is rebuilt when it changes)
 #   make vllm-gate VLLM_VENV=/path/to/venv      use an existing venv with vLLM, numpy and h5py
 #   make vllm-gate VLLM_GATE_ARGS='--page-size 32'
@@ -18,6 +20,8 @@ VLLM_VENV ?= $(BUILD)/vllm-venv
 VLLM_GATE_DIR ?= $(BUILD)/vllm-gate
 VLLM_GATE_SIZE ?= --quick
 VLLM_GATE_ARGS ?=
+# The files (a glob on their names) the slow build runs on: every check but the numeric one.
+VLLM_GATE_SLOW ?= m[2-6]-*
 
 .PHONY: vllm-gate vllm-venv
 # A venv named by the caller (VLLM_VENV on the command line or in the environment) is used as it
@@ -33,4 +37,4 @@ vllm-venv:
 
 vllm-gate: $(BIN) vllm-venv
 	@BIN=$(BIN) PY=$(VLLM_VENV)/bin/python DIR=$(VLLM_GATE_DIR) SIZE="$(VLLM_GATE_SIZE)" \
-	    RUNNER_ARGS="$(VLLM_GATE_ARGS)" bash ci/vllm_gate.sh
+	    RUNNER_ARGS="$(VLLM_GATE_ARGS)" SLOW='$(VLLM_GATE_SLOW)' bash ci/vllm_gate.sh
