@@ -245,12 +245,17 @@ def build_cache(reqs: Sequence[Request], k: np.ndarray, v: np.ndarray, bt: np.nd
 
 def cache_pages(nks: Sequence[int], page_size: int, direct: bool) -> int:
     """num_gpu_blocks for a batch of requests of nks keys: the pages they need, the null block
-    and spare pages of garbage (a quarter more, at least 2), rounded up to a power of two so
-    that batches share cache shapes (and compiled kernels); for the direct build at most
-    DIRECT_Q_BLOCK * cdiv(max nk, page), the bound Inductor's CPU flex_attention sets on vLLM's
-    direct block mask. ValueError when the pages needed exceed it."""
+    and spare pages of garbage (a quarter more, at least 2), rounded up to a multiple of 4 so
+    that batches of similar sizes share cache shapes (and compiled kernels); for the direct
+    build at most DIRECT_Q_BLOCK * cdiv(max nk, page), the bound Inductor's CPU flex_attention
+    sets on vLLM's direct block mask. ValueError when the pages needed exceed it.
+
+    Not larger: with one query token and a KV axis (the cache) of 512 tokens or more, torch
+    2.14's CPU flex_attention switches to its flash-decoding template, which does not compile
+    for a block mask without full blocks (vLLM's direct build), see _first_line. Batches that
+    need that many pages still meet it (the quick export's 1 x 1000 decode cases)."""
     need = sum(-(-int(n) // page_size) for n in nks) + 1
-    want = 1 << (need + max(2, need // 4) - 1).bit_length()
+    want = -(-(need + max(2, need // 4)) // 4) * 4
     if not direct:
         return want
     bound = DIRECT_Q_BLOCK * -(-max(int(n) for n in nks) // page_size)

@@ -141,11 +141,15 @@ def test_cache_read_back_through_the_block_table(dtype):
 
 
 def test_cache_pages():
-    # 3 + 1 + 1 pages and the null block = 6; + max(2, 6 // 4) spare = 8, a power of two
+    # 3 + 1 + 1 pages and the null block = 6; + max(2, 6 // 4) spare = 8, a multiple of 4
     assert vf.cache_pages([33, 1, 16], 16, direct=False) == 8
-    # the direct build's bound: 16 pages per page of the longest request (3 pages: 48)
-    assert vf.cache_pages([33, 33, 33, 33, 33, 33, 33, 33, 33, 33, 33], 16, direct=True) == 48
-    assert vf.cache_pages([33] * 11, 16, direct=False) == 64
+    assert vf.cache_pages([239], 16, direct=True) == 20  # 16 + 4 spare: 320 tokens
+    # 11 x 3 pages + 1 = 34, + 8 spare = 42 -> 44: under the direct build's bound, 16 pages per
+    # page of the longest request (3 pages: 48)
+    assert vf.cache_pages([33] * 11, 16, direct=True) == 44
+    # 14 x 2 pages + 1 = 29, + 7 spare = 36: past the bound of 32 (2 pages) for the direct build
+    assert vf.cache_pages([17] * 14, 16, direct=True) == 32
+    assert vf.cache_pages([17] * 14, 16, direct=False) == 36
     with pytest.raises(ValueError, match="more than the 16"):
         vf.cache_pages([1] * 16, 16, direct=True)
 
