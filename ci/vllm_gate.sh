@@ -18,7 +18,8 @@
 # but the numeric one, 51 of the quick export's 170 files; `*` for all). The slow build compiles
 # vLLM's create_block_mask (torch.compile, mode="reduce-overhead") for every new shape besides
 # flex_attention: about 100 s a case on the shared 2-core machine, against about 10 for the
-# direct build, so all 170 files would take it hours.
+# direct build, so all 170 files would take it hours. DIRECT_JOBS (2): processes for the direct
+# build.
 # Inductor's compiled kernels are cached where torch keeps them (TORCHINDUCTOR_CACHE_DIR, by
 # default /tmp/torchinductor_<user>): a rerun reuses them and is much faster than the first run.
 # Exit 0 when every case was run (or refused by vLLM, or not expressible in it) and every output
@@ -51,37 +52,50 @@ t1=$(now)
 echo "vllm-gate: export: ${#files[@]} files in $(secs "$t0" "$t1") s"
 
 mkdir -p "$DIR/cases-slow"
-for f in "${files[@]}"; do
+# Every check but the numeric one first (packed batches, decode, window edges, layouts: the
+# paths vLLM's batches take), then the numeric files: a run cut short has judged those first.
+mapfile -t ordered < <(printf '%s\n' "${files[@]}" | grep -v '/m1-'; printf '%s\n' "${files[@]}" | grep '/m1-')
+slow_files=()
+for f in "${ordered[@]}"; do
     # shellcheck disable=SC2053  # SLOW is a glob
-    [[ $(basename "$f") == $SLOW ]] && cp "$f" "$DIR/cases-slow/"
+    if [[ $(basename "$f") == $SLOW ]]; then
+        cp "$f" "$DIR/cases-slow/" || exit 2
+        slow_files+=("$DIR/cases-slow/$(basename "$f")")
+    fi
 done
-mapfile -t slow_files < <(find "$DIR/cases-slow" -type f \( -name '*.h5' -o -name '*.hdf5' \) | LC_ALL=C sort)
 [ ${#slow_files[@]} -gt 0 ] || { echo "vllm-gate: SLOW='$SLOW' names no exported file" >&2; exit 2; }
-echo "vllm-gate: 2/3 python -m flexcheck.vllm_flex --device cpu $RUNNER_ARGS: --build direct on $DIR/cases (${#files[@]} files), --build slow on $DIR/cases-slow (${#slow_files[@]} files: SLOW='$SLOW')"
+# The direct build's files dealt round-robin to DIRECT_JOBS processes (never one file to two of
+# them), the slow build's to one: Inductor's compiles are the time, one process each.
+DIRECT_JOBS=${DIRECT_JOBS:-2}
+echo "vllm-gate: 2/3 python -m flexcheck.vllm_flex --device cpu $RUNNER_ARGS: --build direct on $DIR/cases (${#files[@]} files, $DIRECT_JOBS processes), --build slow on $DIR/cases-slow (${#slow_files[@]} files: SLOW='$SLOW')"
 pids=()
-for build in direct slow; do
-    cases=$DIR/cases
-    [ $build = slow ] && cases=$DIR/cases-slow
+for ((j = 0; j < DIRECT_JOBS; j++)); do
+    part=()
+    for ((i = j; i < ${#ordered[@]}; i += DIRECT_JOBS)); do part+=("${ordered[i]}"); done
     # shellcheck disable=SC2086
-    PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 "$PY" -m flexcheck.vllm_flex "$cases" \
-        --device cpu --build $build $RUNNER_ARGS >"$DIR/vllm_flex-$build.txt" 2>&1 &
+    PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 "$PY" -m flexcheck.vllm_flex "${part[@]}" \
+        --device cpu --build direct $RUNNER_ARGS >"$DIR/vllm_flex-direct-$j.txt" 2>&1 &
     pids+=($!)
 done
+# shellcheck disable=SC2086
+PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 "$PY" -m flexcheck.vllm_flex "${slow_files[@]}" \
+    --device cpu --build slow $RUNNER_ARGS >"$DIR/vllm_flex-slow.txt" 2>&1 &
+pids+=($!)
 runner=0
 for pid in "${pids[@]}"; do
     wait "$pid"
     rc=$?
     [ $rc -gt $runner ] && runner=$rc
 done
-for build in direct slow; do
+for out in "$DIR"/vllm_flex-*.txt; do
     # The runner's own lines (errors, totals); torch's and vLLM's log lines stay in the file,
     # and so do the refusals and the cases not expressible (counted here).
-    grep -E '^(vllm_flex: |ERROR )' "$DIR/vllm_flex-$build.txt" | grep -v ': refused by vLLM: \|: not expressible in vLLM: '
-    echo "vllm-gate: $build: $(grep -c ': refused by vLLM: ' "$DIR/vllm_flex-$build.txt") cases refused by vLLM, $(grep -c ': not expressible in vLLM: ' "$DIR/vllm_flex-$build.txt") not expressible in vLLM"
+    grep -E '^(vllm_flex: |ERROR )' "$out" | grep -v ': refused by vLLM: \|: not expressible in vLLM: '
+    echo "vllm-gate: $(basename "$out"): $(grep -c ': refused by vLLM: ' "$out") cases refused by vLLM, $(grep -c ': not expressible in vLLM: ' "$out") not expressible in vLLM"
 done
 [ $runner -le 1 ] || { echo "vllm-gate: the runner could not start (exit $runner)" >&2; exit 2; }
 t2=$(now)
-echo "vllm-gate: vllm_flex: exit $runner in $(secs "$t1" "$t2") s (every line: $DIR/vllm_flex-direct.txt, $DIR/vllm_flex-slow.txt)"
+echo "vllm-gate: vllm_flex: exit $runner in $(secs "$t1" "$t2") s (every line: $DIR/vllm_flex-*.txt)"
 
 echo "vllm-gate: 3/3 $BIN check ($((${#files[@]} + ${#slow_files[@]})) files) --report $DIR/report"
 "$BIN" check --quiet --report "$DIR/report" "${files[@]}" "${slow_files[@]}" >"$DIR/check.txt" 2>&1

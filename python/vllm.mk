@@ -22,6 +22,8 @@ VLLM_GATE_SIZE ?= --quick
 VLLM_GATE_ARGS ?=
 # The files (a glob on their names) the slow build runs on: every check but the numeric one.
 VLLM_GATE_SLOW ?= m[2-6]-*
+# Processes for the direct build (the files dealt round-robin); the slow build has one.
+VLLM_GATE_JOBS ?= 2
 
 .PHONY: vllm-gate vllm-venv
 # A venv named by the caller (VLLM_VENV on the command line or in the environment) is used as it
@@ -37,4 +39,5 @@ vllm-venv:
 
 vllm-gate: $(BIN) vllm-venv
 	@BIN=$(BIN) PY=$(VLLM_VENV)/bin/python DIR=$(VLLM_GATE_DIR) SIZE="$(VLLM_GATE_SIZE)" \
-	    RUNNER_ARGS="$(VLLM_GATE_ARGS)" SLOW='$(VLLM_GATE_SLOW)' bash ci/vllm_gate.sh
+	    RUNNER_ARGS="$(VLLM_GATE_ARGS)" SLOW='$(VLLM_GATE_SLOW)' DIRECT_JOBS=$(VLLM_GATE_JOBS) \
+	    bash ci/vllm_gate.sh
