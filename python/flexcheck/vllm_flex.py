@@ -62,8 +62,10 @@ flex_attention it calls, compiled by vLLM itself (flex_attention_compiled = torc
 flex_attention, fullgraph=True) at import): on the CPU, Inductor's C++ flex_attention, which
 walks the BlockMask's kv lists, never the Triton kernel vLLM runs on a GPU. vLLM sets dynamo's
 recompile limit to 16 at import; every case is a new shape, so the runner raises the limits
-(recompile_limit, accumulated_recompile_limit) after importing vLLM, or later cases would run
-eagerly (the eager path ignores the block lists).
+(recompile_limit, accumulated_recompile_limit) after importing vLLM, or later cases would fall
+back to the eager path (the unfused math path, which evaluates the mask_mod on the whole grid:
+vLLM's kv lists would go untested). That the runs are compiled shows in what Inductor's CPU
+lowering says of them (no LSE; its C++ compile errors, see the report).
 
 Exit status: 0 every case was stored, refused by vLLM or not expressible; 1 some case could not
 be run or stored (each named on stderr, the others still run); 2 bad arguments, no fixture file,
@@ -74,7 +76,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import platform
 import sys
