@@ -14,3 +14,6 @@ python-tests: $(BIN)
 
 # make torch-gate (PyTorch's flex_attention under the gates; not part of make test).
 include python/torch.mk
+
+# make vllm-gate (vLLM's own FlexAttention backend under the gates; not part of make test).
+include python/vllm.mk
