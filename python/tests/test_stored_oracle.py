@@ -21,13 +21,12 @@ import numpy as np
 import pytest
 
 from flexcheck import add_tested, read_case
-from _flexcli import flexcheck as run, needs_bin
+from _flexcli import flexcheck as run, needs_bin, within_bar
 
 pytestmark = needs_bin
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SETS = sorted(glob.glob(os.path.join(HERE, "..", "..", "fixtures", "sets", "*.h5")))
-RTOL = 1e-10  # FIX_CHECK_RTOL (fixtures/fix.h)
 
 
 def gen(path, *args):
@@ -101,22 +100,6 @@ def committed_oracle(path):
                 if off is not None and d.chunks is None:  # contiguous: its bytes sit at off
                     found[(name, field)] = (off, d.dtype, d[...])
     return found
-
-
-def within_bar(new, old):
-    """check's own bar, with the committed (trusted) values as the reference."""
-    if new.shape != old.shape:
-        return False
-    inf = np.isinf(old) | np.isinf(new)
-    if not np.array_equal(new[inf], old[inf]):
-        return False
-    o, n = old[~inf], new[~inf]
-    if o.size == 0:
-        return True
-    scale = np.max(np.abs(o))
-    with np.errstate(all="ignore"):
-        err = np.abs(n - o) / (np.abs(o) + scale) if scale > 0 else np.abs(n - o)
-    return bool(np.all(err <= RTOL))  # NaN fails
 
 
 def corrupt(data, off, nbytes, rng):
