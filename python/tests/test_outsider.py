@@ -69,6 +69,18 @@ def test_sink_and_softcap():
     np.testing.assert_allclose(l, [30 * math.tanh(2.0)], rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_output_rounded_to_the_input_type(dtype):
+    # random inputs exact in dtype: every output value is a value of dtype, and not every
+    # value is a value of the coarser type below it (so the check can fail)
+    rng = np.random.default_rng(5)
+    q, k, v = (fixtures.round_to(rng.standard_normal((9, 8)), dtype).astype(np.float32)
+               for _ in range(3))
+    o, _ = attn(q, k, v, dtype=dtype, causal=True, scale=0.35)
+    np.testing.assert_array_equal(outsider.rnd(o, dtype), o)
+    assert (outsider.rnd(o, "bfloat16") != o).any() or dtype == "bfloat16"
+
+
 def test_packed_sequences_and_gqa():
     # Two sequences (1 query and 2 keys, 1 query and 1 key), 2 query heads on 1 kv head.
     q = np.zeros((1, 2, 2, 4), np.float32)
