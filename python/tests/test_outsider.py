@@ -261,8 +261,8 @@ def test_planted_bug_fails_and_is_parsed(exported, flexbin):
     assert len(mine) == 3
     for r in mine:
         assert r.verdict == "FAIL" and r.first_gate == "H1"
-        assert r.diagnosis == "run" and r.failing_rows > 0 and r.explained
-        assert all(n <= r.failing_rows for _, n in r.explained)
+        assert r.diagnosis == "run" and r.failing_rows > 0 and r.examined_rows > 0
+        assert all(n <= r.failing_rows for _, n, _ in r.claims)
 
 
 def test_cli(exported, flexbin, tmp_path):

@@ -9,7 +9,21 @@ unnormalised probabilities rounded to the input type before P.V (FlexAttention's
 rounding, with the row's maximum), P.V accumulated in float32 and divided by the float32 sum,
 the output rounded to the input type, the LSE m + log(l) in float32. Rows with no allowed key
 give 0 and LSE -inf (the sink, with sinks). Each switch in BUGS plants one bug; "none" is the
-engine without one, which must pass flexcheck's gates (python/tests/test_outsider.py).
+engine without one, which must pass flexcheck's gates (python/tests/test_outsider.py):
+
+  lse-bf16         the output right, the LSE rounded to the input type and stored as float32
+                   (JAX); float32 cases unchanged
+  window+1         |p_q - p_k| < W + 1
+  top-left         p_q = i instead of i + nk - nq
+  scale-1/D        the scale 1/D instead of the case's
+  stale-layer      in a layout file each layer runs with the previous layer's mask (causal,
+                   window, chunk; layer 0 its own)
+  softmax-lowp     each weight rounded to the input type and their sum accumulated in it, key
+                   by key (float16/bfloat16 cases only)
+  drop-last-key    each sequence's last key never attended (an exclusive end one short)
+  masked-row-mean  masked scores filled with a finite -0.7 * float32 max instead of -inf: a row
+                   with no allowed key gives the mean of V over its sequence's keys and a finite
+                   LSE (a sink outweighs the fill: rows with sinks stay right)
 
     python3 tests/outsider/outsider.py EXPORT_DIR --bug NAME [--bug NAME ...] [--label L]
         [--jobs N] [--check BIN] [--summary FILE] [--no-store]
@@ -69,9 +83,9 @@ LABELS = {
 EXPECTED: Dict[str, Optional[Tuple[str, ...]]] = {
     # The engine without a bug: no failure, nothing to name.
     "none": None,
-    # A correct output with its LSE rounded: no hypothesis should claim a cause (the table
-    # counts every "explained by" line on it); none models the rounding yet.
-    "lse-bf16": None,
+    # A correct output whose LSE is rounded to the input type (JAX): the table also counts every
+    # cause claimed on it, whatever it names.
+    "lse-bf16": ("LSE rounded to",),
     "window+1": ("window W+1",),
     "top-left": ("top-left alignment",),
     # No hypothesis for 1/D. "scale applied twice" computes scale^2, which is 1/D exactly when
@@ -79,9 +93,10 @@ EXPECTED: Dict[str, Optional[Tuple[str, ...]]] = {
     # with another scale (Gemma layouts, p-round designs at scale 1) nothing can name it.
     "scale-1/D": ("scale applied twice",),
     "stale-layer": ("the previous layer's mask",),
-    "softmax-lowp": None,
-    "drop-last-key": None,
-    "masked-row-mean": None,
+    "softmax-lowp": ("softmax in ",),
+    "drop-last-key": ("the last key of each sequence dropped",),
+    # the engine averages over the row's own sequence (diag also tries every key of the batch)
+    "masked-row-mean": ("fully masked rows give the mean of V over their sequence's keys",),
 }
 
 # The finite fill a JAX-style engine gives masked scores (jax's flash attention kernels use
@@ -192,10 +207,10 @@ def _rows(qs, ks, vs, i, nq, nk, causal, window, chunk, sc, cap, sink, dtype, lo
     empty = np.isneginf(m)  # no allowed key (or, with the fill, no key) and no sink
     m0 = np.where(empty, np.float32(0), m).astype(np.float32)
     if bug == "softmax-lowp" and lowp:
-        # P and its sum in the input type: the exponent, the exponential and every partial
-        # sum rounded to it.
-        p = rnd(np.exp(rnd(s - m0[:, None], dtype)), dtype)
-        ps = rnd(np.exp(rnd(sink - m0, dtype)), dtype) if sink is not None else 0.0
+        # P and its sum in the input type: each weight exp(s - m) (computed in float32) rounded
+        # to it, and the sum of the rounded weights accumulated in it, key by key.
+        p = rnd(np.exp(s - m0[:, None]), dtype)
+        ps = rnd(np.exp(sink - m0), dtype) if sink is not None else np.float32(0)
         l = rnd(lowp_sum(p, dtype) + ps, dtype)
     else:
         p = np.exp(s - m0[:, None]).astype(np.float32)
@@ -268,14 +283,21 @@ class Record:
     file: str
     case: str
     label: str
-    verdict: str = "PASS"                 # PASS, FAIL or OUTSIDE (check's first word)
+    verdict: str = "PASS"                 # PASS, FAIL, OUTSIDE, ERROR (rows.json's outcome)
     first_gate: str = ""                  # rows.json first_fail
     detail: str = ""
     failing_rows: Optional[int] = None    # "diagnosis: N of M rows failing"
     nonfinite_rows: int = 0
-    diagnosis: str = ""                   # "", "run", "not run: ...", "no failing rows"
-    explained: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
-    unexplained_rows: int = 0             # finite rows no hypothesis explains
+    examined_rows: Optional[int] = None   # "..., E examined under H hypotheses"
+    diagnosis: str = ""                   # "", "run", "not run: ...", "no row to examine"
+    h2_alone: bool = False                # "H2 alone failed: ..." (rows by their H2 share)
+    # What the diagnosis claims as causes (diag.h): (title, rows, kind), kind "cause" (the one
+    # hypothesis explaining every examined row), "tie" (one of several that all do,
+    # indistinguishable) or "head" (every failing row of some heads; rows = those rows).
+    claims: List[Tuple[str, int, str]] = dataclasses.field(default_factory=list)
+    partial: List[Tuple[str, int]] = dataclasses.field(default_factory=list)  # no cause
+    unexplained_rows: int = 0             # finite rows no cause covers
+    not_examined_rows: int = 0            # left out by the work budget
     edge_fail: bool = False               # a window-edge line named it
     changed: Optional[bool] = None        # differs from the bug-free engine's output
     case_id: str = ""                     # the report row's id and dtype (case_ids)
@@ -284,9 +306,46 @@ class Record:
 RE_OUTPUT = re.compile(r"^(FAIL|OUTSIDE|PASS) (\S+) (\S+) tested/(\S+) (\S+) \(.*, out stored as "
                        r"\S+\): (.*)$")
 RE_EDGE = re.compile(r"^FAIL (\S+) (\S+) tested/(\S+): window-edge: (.*)$")
-RE_DIAG = re.compile(r"^    diagnosis: (\d+) of (\d+) rows failing \((\d+) non-finite\)")
-RE_EXPL = re.compile(r"^    explained by (.*): (\d+) of (\d+) failing rows: ")
+RE_DIAG = re.compile(r"^    diagnosis: (\d+) of (\d+) rows failing \((\d+) non-finite\), (\d+) "
+                     r"examined")
+RE_TIE = re.compile(r"^    explained by one of (\d+) hypotheses that give these rows the same "
+                    r"output \(indistinguishable here\): (.*): all (\d+) failing rows?")
+RE_CAUSE = re.compile(r"^    explained by (.*): all (\d+) failing rows?")
+RE_HEAD = re.compile(r"^    explained in (\d+) heads? by (.*): all (\d+) failing rows? there: ")
+RE_PARTIAL = re.compile(r"^    partial fits, no cause: (.*)$")
+RE_PART1 = re.compile(r"^(.*) on (\d+) of (\d+) rows$")
 RE_NOTX = re.compile(r"^    not explained: (\d+) rows?: (.*)$")
+RE_SKIP = re.compile(r"^    not examined \(work budget of \d+ multiply-adds\): (\d+) rows?")
+
+
+def _diag_line(r: Record, line: str) -> None:
+    """One indented line under an output's verdict (diag/diag.c diag_print) into r."""
+    if line.startswith("    diagnosis: not run"):
+        r.diagnosis = line.strip()[len("diagnosis: "):]
+    elif line.startswith("    diagnosis: every row is within"):
+        r.diagnosis = "no row to examine"
+    elif (m := RE_DIAG.match(line)):
+        r.diagnosis = "run"
+        r.failing_rows, r.nonfinite_rows = int(m.group(1)), int(m.group(3))
+        r.examined_rows = int(m.group(4))
+    elif line.startswith("    H2 alone failed"):
+        r.h2_alone = True
+    elif (m := RE_TIE.match(line)):
+        n = int(m.group(3))
+        r.claims += [(t, n, "tie") for t in m.group(2).split("; ")]
+    elif (m := RE_HEAD.match(line)):
+        r.claims.append((m.group(2), int(m.group(3)), "head"))
+    elif (m := RE_CAUSE.match(line)):
+        r.claims.append((m.group(1), int(m.group(2)), "cause"))
+    elif (m := RE_PARTIAL.match(line)):
+        for item in m.group(1).split("; "):
+            mm = RE_PART1.match(item)
+            r.partial.append((mm.group(1), int(mm.group(2))) if mm else (item, 0))
+    elif (m := RE_NOTX.match(line)):
+        if not m.group(2).endswith("(non-finite output: H3)"):
+            r.unexplained_rows += int(m.group(1))
+    elif (m := RE_SKIP.match(line)):
+        r.not_examined_rows += int(m.group(1))
 
 
 def parse_check(stdout: str) -> Dict[Tuple[str, str, str], Record]:
@@ -310,21 +369,8 @@ def parse_check(stdout: str) -> Dict[Tuple[str, str, str], Record]:
             continue
         if not line.startswith("    "):
             cur = None
-            continue
-        if cur is None:
-            continue
-        if line.startswith("    diagnosis: not run"):
-            cur.diagnosis = line.strip()[len("diagnosis: "):]
-        elif line.startswith("    diagnosis: no failing rows"):
-            cur.diagnosis = "no failing rows"
-        elif (m := RE_DIAG.match(line)):
-            cur.diagnosis = "run"
-            cur.failing_rows, cur.nonfinite_rows = int(m.group(1)), int(m.group(3))
-        elif (m := RE_EXPL.match(line)):
-            cur.explained.append((m.group(1), int(m.group(2))))
-        elif (m := RE_NOTX.match(line)):
-            if not m.group(2).endswith("(non-finite output: H3)"):
-                cur.unexplained_rows += int(m.group(1))
+        elif cur is not None:
+            _diag_line(cur, line)
     return recs
 
 
@@ -407,85 +453,94 @@ def _short(title: str) -> str:
     return title.split(" (")[0]
 
 
+COLUMNS = ("judged", "changed", "failed", "named alone", "named with others", "not named",
+           "(another claimed)", "(another alone)", "(partial fit only)", "no rows diagnosed",
+           "unexplained rows", "rows not examined")
+
+
 def bug_table(bug: str, label: str, recs: Sequence[Record]) -> Tuple[dict, List[str]]:
-    """The counts for one bug and the table's lines (markdown)."""
+    """The counts for one bug and its section of the summary (markdown)."""
     exp = EXPECTED.get(bug)
     failed = [r for r in recs if r.verdict == "FAIL"]
-    alone = with_others = not_named = others_only = other_alone = no_rows = 0
-    unexpl = 0
+    n = collections.Counter()
     claimed = collections.Counter()
     for r in failed:
-        unexpl += r.unexplained_rows
-        named = [t for t, _ in r.explained if _prefix_match(t, exp)]
-        for t, _ in r.explained:
+        n["unexpl"] += r.unexplained_rows
+        n["skipped"] += r.not_examined_rows
+        if r.diagnosis != "run":  # failed by an exactness rule, or nothing to examine
+            n["no_rows"] += 1
+        mine = [c for c in r.claims if _prefix_match(c[0], exp)]
+        for t, _, kind in r.claims:
             if not _prefix_match(t, exp):
-                claimed[_short(t)] += 1
-        if r.diagnosis != "run":  # failed by H2, an exactness rule, or not diagnosed
-            no_rows += 1
-        if named:
-            covers = r.failing_rows is not None and any(
-                n == r.failing_rows for t, n in r.explained if _prefix_match(t, exp))
-            if len(r.explained) == 1 and covers:
-                alone += 1
+                claimed[f"{_short(t)}{'' if kind == 'cause' else f' ({kind})'}"] += 1
+        n["any_claim"] += bool(r.claims)
+        n["claim_expected"] += bool(mine)
+        n["claim_other"] += any(not _prefix_match(t, exp) for t, _, _ in r.claims)
+        if mine:
+            if len(r.claims) == 1 and mine[0][2] == "cause":
+                n["alone"] += 1
             else:
-                with_others += 1
+                n["with_others"] += 1
         else:
-            not_named += 1
-            others_only += bool(r.explained)
-            # a confident wrong cause: one other hypothesis explaining every failing row
-            other_alone += (len(r.explained) == 1 and r.failing_rows is not None
-                            and r.explained[0][1] == r.failing_rows)
+            n["not_named"] += 1
+            n["others_only"] += bool(r.claims)
+            # a confident wrong cause: another hypothesis, the only one, explaining every row
+            n["other_alone"] += len(r.claims) == 1 and r.claims[0][2] == "cause"
+            n["partial_only"] += any(_prefix_match(t, exp) for t, _ in r.partial)
     c = {"bug": bug, "label": label, "judged": len(recs),
          "changed": sum(1 for r in recs if r.changed),
          "changed_known": all(r.changed is not None for r in recs),
          "failed": len(failed), "outside": sum(1 for r in recs if r.verdict == "OUTSIDE"),
-         "alone": alone, "with_others": with_others, "not_named": not_named,
-         "others_only": others_only, "other_alone": other_alone, "no_rows": no_rows, "unexplained_rows": unexpl,
-         "any_explained": sum(1 for r in failed if r.explained),
+         "errors": sum(1 for r in recs if r.verdict == "ERROR"),
+         "alone": n["alone"], "with_others": n["with_others"], "not_named": n["not_named"],
+         "others_only": n["others_only"], "other_alone": n["other_alone"],
+         "partial_only": n["partial_only"], "no_rows": n["no_rows"],
+         "unexplained_rows": n["unexpl"], "not_examined_rows": n["skipped"],
+         "any_claim": n["any_claim"], "claim_expected": n["claim_expected"],
+         "claim_other": n["claim_other"],
          "gates": dict(collections.Counter(r.first_gate or "-" for r in failed)),
          "claimed": dict(claimed.most_common()), "expected": list(exp) if exp else None,
          "silent": sum(1 for r in recs if r.changed and r.verdict != "FAIL")}
     lines = [f"### {bug} (tested/{label})", ""]
     lines.append("expected hypothesis: " + (" or ".join(f'"{p}"' for p in exp) if exp else
-                                            "none (no hypothesis models this bug yet)"))
-    lines.append("")
-    lines.append("| judged | changed | failed | outside | named alone | named with others | "
-                 "not named | (others named) | (another alone) | no rows diagnosed | unexplained rows |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
-    ch = str(c["changed"]) if c["changed_known"] else "?"
-    na = (lambda x: str(x)) if exp else (lambda x: "-")
-    lines.append(f"| {c['judged']} | {ch} | {c['failed']} | {c['outside']} | {na(alone)} | "
-                 f"{na(with_others)} | {not_named} | {others_only} | {other_alone} | {no_rows} | {unexpl} |")
-    lines.append("")
+                                            "none (no hypothesis models this bug)"))
+    lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS),
+              "| " + " | ".join(_cells(c)) + " |", ""]
     if bug in ("lse-bf16", "none"):
         lines.append(f"- a correct output{' with its LSE rounded' if bug == 'lse-bf16' else ''}: "
-                     f"{c['failed']} failures, {c['any_explained']} of them with an "
-                     f"\"explained by\" line (none should claim a cause)")
+                     f"{c['failed']} failures; {c['any_claim']} of them with an \"explained "
+                     f"by\" line (a claimed cause): {c['claim_expected']} naming the expected "
+                     f"hypothesis, {c['claim_other']} naming another")
+    lines.append(f"- outside the contract: {c['outside']}; not judged (error): {c['errors']}")
     if c["changed_known"]:
-        lines.append(f"- changed by the bug but not failed: {c['silent']}")
+        lines.append(f"- changed by the bug but passed the gates: {c['silent']}")
     if c["gates"]:
         lines.append("- first failing gate: " + ", ".join(
-            f"{g} {n}" for g, n in sorted(c["gates"].items(), key=lambda x: -x[1])))
+            f"{g} {k}" for g, k in sorted(c["gates"].items(), key=lambda x: -x[1])))
     if claimed:
-        lines.append("- other hypotheses named (outputs): " + "; ".join(
-            f"{t} {n}" for t, n in claimed.most_common()))
+        lines.append("- other hypotheses claimed as causes (outputs; tie = among "
+                     "indistinguishable ones, head = in some heads): " + "; ".join(
+                         f"{t} {k}" for t, k in claimed.most_common()))
     lines.append("")
     return c, lines
 
 
+def _cells(c: dict) -> List[str]:
+    """The COLUMNS of one bug's counts ("-" where no hypothesis is expected)."""
+    na = (lambda x: str(x)) if c["expected"] else (lambda x: "-")
+    return [str(c["judged"]), str(c["changed"]) if c["changed_known"] else "?", str(c["failed"]),
+            na(c["alone"]), na(c["with_others"]), str(c["not_named"]), str(c["others_only"]),
+            str(c["other_alone"]), na(c["partial_only"]), str(c["no_rows"]),
+            str(c["unexplained_rows"]), str(c["not_examined_rows"])]
+
+
 def overview(counts: Sequence[dict]) -> List[str]:
     """One row per bug: the columns of the per-bug tables side by side."""
-    lines = ["| bug | expected hypothesis | judged | changed | failed | named alone | named with "
-             "others | not named | (others named) | (another alone) | no rows diagnosed | "
-             "unexplained rows |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| bug | expected hypothesis | " + " | ".join(COLUMNS) + " |",
+             "|" + "---|" * (len(COLUMNS) + 2)]
     for c in counts:
-        exp = " / ".join(c["expected"]) if c["expected"] else "(none yet)"
-        na = (lambda x: str(x)) if c["expected"] else (lambda x: "-")
-        ch = str(c["changed"]) if c["changed_known"] else "?"
-        lines.append(f"| {c['bug']} | {exp} | {c['judged']} | {ch} | {c['failed']} | "
-                     f"{na(c['alone'])} | {na(c['with_others'])} | {c['not_named']} | "
-                     f"{c['others_only']} | {c['other_alone']} | {c['no_rows']} | "
-                     f"{c['unexplained_rows']} |")
+        exp = " / ".join(c["expected"]) if c["expected"] else "(none)"
+        lines.append(f"| {c['bug']} | {exp} | " + " | ".join(_cells(c)) + " |")
     return lines
 
 
@@ -566,19 +621,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for r in records:
         r.changed = changed.get((r.case_id, r.label))
         by_label[r.label].append(r)
-    out = [f"# outsider: planted bugs under flexcheck's diagnosis", "",
+    out = ["# outsider: planted bugs under flexcheck's diagnosis", "",
            f"{len(files)} files of {a.export_dir}; check took {t_check:.1f} s "
            f"({a.jobs} parts); total {time.monotonic() - t0:.1f} s. p-round designs "
            f"(`<dtype>@design`) are included.", "",
            "Columns: judged = outputs check judged; changed = outputs that differ bitwise from "
-           "the bug-free engine's; failed = FAIL (gates, or an exactness rule); named alone = "
-           "exactly one \"explained by\" line, the planted bug's hypothesis, covering every "
-           "failing row; named with others = the planted bug's hypothesis among others or "
-           "covering only some rows; not named = no line names it, of which others named = "
-           "other hypotheses claimed some of its rows, another alone = one other hypothesis "
-           "is the only line and explains every failing row (a confident wrong cause); no rows diagnosed = failed, but the "
-           "diagnosis found no failing row or did not run (H2 alone, window-edge, p-round); "
-           "unexplained rows = finite failing rows no hypothesis explains, summed.", ""]
+           "the bug-free engine's; failed = FAIL (gates, or an exactness rule); of the failed: "
+           "named alone = the planted bug's hypothesis is the one cause claimed (\"explained by "
+           "T: all N failing rows\", no other claim); named with others = it is claimed, but "
+           "among indistinguishable ones, per head, or beside other claims; not named = no "
+           "claim names it, of which another claimed = other causes are claimed, another alone = "
+           "one other hypothesis is the only claim, for every examined row (a confident wrong "
+           "cause), partial fit only = it appears only on the \"partial fits, no cause\" "
+           "line; no rows diagnosed = the diagnosis examined no row or did not run "
+           "(window-edge, p-round); unexplained rows = finite failing rows no cause covers, "
+           "summed; rows not examined = past the diagnosis's work budget, summed.", ""]
     counts, sections = [], []
     for bug in bugs:
         c, lines = bug_table(bug, labels[bug], by_label.get(labels[bug], []))
