@@ -76,3 +76,19 @@ v2-sanitize: $(V2_ASAN_BIN) $(V2_RACE_BIN) $(V2_RACE_VBIN)
 	@OPENBLAS_NUM_THREADS=1 $(V2_RACE_BIN)
 	@echo "== kernel 2, variant $(V2_RACE_VARIANT), under the emu race checker"
 	@OPENBLAS_NUM_THREADS=1 $(V2_RACE_VBIN)
+
+# ---- make outsider-eval (not part of make test): an outside numpy attention engine with one
+# planted bug per switch (tests/outsider/outsider.py) run on the quick matrix's export, judged by
+# `check`, and how often the diagnosis names each planted bug, as tables on stdout and in
+# $(BUILD)/outsider/summary.md. The export is written afresh each time: stored outputs only grow
+# an HDF5 file. ----
+OUTSIDER_DIR := $(BUILD)/outsider
+OUTSIDER_JOBS ?= 2
+.PHONY: outsider-eval
+outsider-eval: $(BIN)
+	rm -rf $(OUTSIDER_DIR) && mkdir -p $(OUTSIDER_DIR)
+	$(BIN) export --quick --out $(OUTSIDER_DIR)/export
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=python OPENBLAS_NUM_THREADS=1 \
+	    $(PYTHON3) tests/outsider/outsider.py $(OUTSIDER_DIR)/export --bug all \
+	    --jobs $(OUTSIDER_JOBS) --check $(BIN) --summary $(OUTSIDER_DIR)/summary.md \
+	    --json $(OUTSIDER_DIR)/records.json
