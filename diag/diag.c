@@ -91,7 +91,12 @@ int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, co
         double sq = 0;
         for (size_t x = 0; x < dv; x++)
             sq += ((double)o[x] - g[x]) * ((double)o[x] - g[x]);
-        if (!(sq <= bd->row_sq))
+        double allow = bd->row_sq, own = 0;
+        for (size_t x = 0; bd->row_nmse > 0 && x < dv; x++)
+            own += g[x] * g[x];
+        if (bd->row_nmse * own > allow)
+            allow = bd->row_nmse * own;
+        if (!(sq <= allow))
             return 0;
         return !lse || fabs((double)*lse - gl) <= lse_lim(bd, gl, *lse);
     }
@@ -192,6 +197,25 @@ static diag_key key_of(const exam *e, const diag_alt *a, size_t row)
     return k;
 }
 
+/* Whether REF_LOWP_* combination `how` is a way of its own: the sink's place in a running sum
+ * matters only with a sink and a running sum. */
+static int lowp_way_applies(unsigned how, int has_sink)
+{
+    return !(how & REF_LOWP_SINK_LAST) || (has_sink && (how & REF_LOWP_SEQ_SUM));
+}
+
+/* Reference rows a hypothesis computes per examined row besides its online tries: one, or
+ * one per way of a softmax in the input type (with a sink, the sink-last ones too). */
+static uint64_t ref_rows_of(const diag_alt *a, int has_sink)
+{
+    if (a->softmax_dt == FC_F32)
+        return 1;
+    uint64_t n = 0;
+    for (unsigned how = 0; how < REF_LOWP_WAYS; how++)
+        n += (uint64_t)lowp_way_applies(how, has_sink);
+    return n;
+}
+
 /* 1 if alternative a explains failing row `row`, 0 if not, -1 on a reference error. */
 static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
 {
@@ -231,9 +255,12 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
      * rises is never credited here. Then each of the alternative's tries (tile widths, visit
      * orders: the kernel's own are unknown); a row matching any of them is explained. */
     if (!truth) {
-        /* a softmax in the input type: its sum rounded once, then after every add */
-        for (int seq = 0; seq < (a->softmax_dt != FC_F32 ? 2 : 1); seq++) {
-            rule.softmax_seq_sum = seq;
+        /* a softmax in the input type: each way an engine writes one (ref.h's REF_LOWP_*) */
+        int has_sink = rule.sink_count > 0 && rule.sink > -INFINITY;
+        for (unsigned how = 0; how < (a->softmax_dt != FC_F32 ? REF_LOWP_WAYS : 1u); how++) {
+            if (!lowp_way_applies(how, has_sink))
+                continue;
+            rule.softmax_how = how;
             if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
                             e->hkeys, e->oref, &lse, err))
                 return -1;
@@ -305,6 +332,13 @@ static size_t h2_rows(const diag_in *in, diag_bounds *bd, diag_report *r, size_t
             failing[n++] = row;
     }
     r->failing = n;
+    /* A hypothesis's row is held to H2's own rule restricted to the row when that allows more:
+     * squared error within nmse_tol times the row's squared sum. A row of more than average
+     * weight carries more than the average share of a correct output's rounding (an output
+     * rounded to float16 alone can pass the average share), so without it a hypothesis that
+     * reproduces a row up to that rounding would not explain it. The rows selected above keep
+     * the average share: they are the rows that carry H2's excess. */
+    bd->row_nmse = in->v->nmse_tol;
     return n;
 }
 
@@ -479,11 +513,11 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
         goto done;
 
     /* The budget: each examined row costs about Lk * D per reference row a hypothesis
-     * computes: at most one (two for a softmax in the input type), and an online softmax's one
-     * per try more. */
+     * computes: one (one per way for a softmax in the input type, ref_rows_of), and an online
+     * softmax's one per try more. */
     uint64_t units = 0;
     for (size_t j = 0; j < e.nalts; j++)
-        units += 1 + (uint64_t)e.alts[j].ntries + (e.alts[j].softmax_dt != FC_F32);
+        units += ref_rows_of(&e.alts[j], p->terms.sinks != NULL) + (uint64_t)e.alts[j].ntries;
     uint64_t per_row = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 1) * (uint64_t)p->d *
                        (units ? units : 1);
     uint64_t cap = r->budget / per_row > 0 ? r->budget / per_row : 1;
@@ -653,7 +687,8 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
     if (r->h2_mode)
         fprintf(f, "%sH2 alone failed: the rows examined are those whose squared error passes "
                    "their share of H2's allowance (%.3g each), and a hypothesis explains a row "
-                   "whose squared error against it is within that share\n",
+                   "whose squared error against it is within that share or within NMSE_tol "
+                   "times its own squared sum\n",
                 indent, r->h2_row_share);
     char sample[64];
     of_examined(sample, sizeof sample, r);

@@ -21,7 +21,9 @@ typedef struct diag_bounds {
     double deg_atol, deg_rtol; /* element-wise H1 */
     double lse_atol, lse_rtol; /* H5 */
     double row_sq;             /* > 0 (H2 only, diag.h): a row matches when its squared error
-                                * is at most this, in place of the element bounds */
+                                * is at most this, in place of the element bounds... */
+    double row_nmse;           /* ...or, when > 0 (a hypothesis's row), at most this times the
+                                * reference row's own squared sum, if that is more */
     fc_dtype lse_dtype;        /* the tested LSE's stored type: H5's bound adds half its ulp */
 } diag_bounds;
 
@@ -75,7 +77,7 @@ struct diag_alt {
     ref_rescale rescale;
     int32_t cu[4];     /* storage for a made-up view: cu_q = cu, cu_k = cu + 2 */
     fc_dtype softmax_dt; /* FC_F32: the truth's softmax; else one in this type (ref.h), tried
-                          * with the sum rounded once and after every add */
+                          * each way an engine writes one (REF_LOWP_*) */
     fc_dtype lse_round;  /* FC_F32: the LSE as computed; else rounded to this type */
     int lse_free;        /* the LSE is a fill value nobody can predict: any finite one */
     int only_empty;      /* the bug changes only rows with no allowed key (the truth's O 0,

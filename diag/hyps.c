@@ -571,9 +571,10 @@ static int no_rescale_acc(const diag_in *in, diag_alt *a)
 }
 
 /* A softmax in the input type (JAX's softmax on bfloat16 logits, a kernel that keeps P and its
- * sum in half precision): each weight, their sum and the normalised P rounded to it before P.V
- * (ref.h's softmax_dt; diag.c tries the sum rounded once and after every add). Only float16 and
- * bfloat16 cases. */
+ * sum in half precision): each weight and their sum rounded to it (ref.h's softmax_dt; diag.c
+ * tries each REF_LOWP_* way: the sum rounded once or after every add, P normalised weight by
+ * weight or O divided by the sum at the end, the sink first or last). Only float16 and bfloat16
+ * cases. */
 static int softmax_lowp(const diag_in *in, diag_alt *a)
 {
     if (in->jc->dtype == FC_F32)

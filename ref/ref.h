@@ -82,11 +82,25 @@ typedef struct ref_row_rule {
                             * sink weighs in the sum only) or what a kernel gave it */
     fc_dtype softmax_dt;   /* FC_F32: the softmax in double (the truth); FC_F16 / FC_BF16: a
                             * softmax in the input type: each p = e^(s - max) rounded to it,
-                            * their sum rounded to it (softmax_seq_sum: after every add, in key
-                            * order; else once at the end), each p / sum rounded to it, then
-                            * P.V in double; LSE max + log(sum) */
-    int softmax_seq_sum;
+                            * their sum (the sink's rounded term included) rounded to it, P.V
+                            * in double as softmax_how says; LSE max + log(sum) */
+    unsigned softmax_how;  /* REF_LOWP_* bits: how that softmax is carried out (engines differ;
+                            * the diagnosis tries every combination) */
 } ref_row_rule;
+
+/* A softmax in the input type (ref_row_rule.softmax_dt), the ways engines write one. */
+enum {
+    /* the sum rounded after every add, in key order (a running sum held in a half register);
+     * without it, summed in double and rounded once at the end (a float32 reduction) */
+    REF_LOWP_SEQ_SUM = 1,
+    /* O = (sum of the rounded p times v) / the rounded sum, divided once at the end (a kernel's
+     * acc / l); without it each p / sum rounded to the type before P.V (a softmax, then P.V:
+     * JAX's jax.nn.softmax on bfloat16 logits) */
+    REF_LOWP_UNNORMALISED = 2,
+    /* with REF_LOWP_SEQ_SUM and a sink: the sink's term added after the keys, not before */
+    REF_LOWP_SINK_LAST = 4,
+    REF_LOWP_WAYS = 8 /* the combinations: softmax_how < REF_LOWP_WAYS */
+};
 
 /* The problem's own rule for query head h: its scale, scores in double, its soft-cap, the
  * head's sink counted once. */

@@ -54,8 +54,9 @@ static fc_status row_args_check(const float *q, const float *k, const float *v, 
     if (!isfinite(rule->masked_score) || !isfinite(rule->sink_value))
         return fc_errf(err, FC_EINVAL, "reference row: masked_score = %g, sink_value = %g",
                        rule->masked_score, rule->sink_value);
-    if ((unsigned)rule->softmax_dt > FC_BF16)
-        return fc_errf(err, FC_EINVAL, "reference row: softmax_dt = %d", (int)rule->softmax_dt);
+    if ((unsigned)rule->softmax_dt > FC_BF16 || rule->softmax_how >= REF_LOWP_WAYS)
+        return fc_errf(err, FC_EINVAL, "reference row: softmax_dt = %d, softmax_how = %u",
+                       (int)rule->softmax_dt, rule->softmax_how);
     return FC_OK;
 }
 
@@ -104,16 +105,19 @@ static void add_keys(const row_in *r, int32_t j0, int32_t j1, double shift, doub
     }
 }
 
-/* Pass 2 of a softmax in the input type (rule->softmax_dt, ref.h): the rounded weights, their
- * rounded sum, the rounded normalised P times V. */
+/* Pass 2 of a softmax in the input type (rule->softmax_dt and softmax_how, ref.h): the rounded
+ * weights, their rounded sum, then P.V normalised weight by weight or divided once at the end. */
 static void add_keys_lowp(const row_in *r, int32_t lk, double mx, double *lse, double *o)
 {
     const ref_row_rule *ru = r->rule;
     fc_dtype dt = ru->softmax_dt;
+    unsigned how = ru->softmax_how;
+    int seq = (how & REF_LOWP_SEQ_SUM) != 0, unnorm = (how & REF_LOWP_UNNORMALISED) != 0;
     size_t udv = (size_t)r->dv;
     int sink = ru->sink_count > 0 && ru->sink > -INFINITY;
     double es = sink ? fc_round((float)(ru->sink_count * exp(ru->sink - mx)), dt) : 0.0;
-    double sum = es;
+    int sink_last = seq && (how & REF_LOWP_SINK_LAST);
+    double sum = sink_last ? 0.0 : es;
     for (int pass = 0; pass < 2; pass++) {
         for (int32_t j = 0; j < lk; j++) {
             int kind = r->allowed(r->ctx, j);
@@ -123,18 +127,20 @@ static void add_keys_lowp(const row_in *r, int32_t lk, double mx, double *lse, d
             double e = fc_round((float)exp(s - mx), dt);
             if (pass == 0) {
                 sum += e;
-                if (ru->softmax_seq_sum)
+                if (seq)
                     sum = fc_round((float)sum, dt);
                 continue;
             }
-            double p = fc_round((float)(e / sum), dt);
+            double p = unnorm ? e : fc_round((float)(e / sum), dt);
             const float *vj = r->v + (size_t)j * udv;
             for (size_t x = 0; x < udv; x++)
                 o[x] += p * (double)vj[x];
         }
         if (pass == 0)
-            sum = fc_round((float)sum, dt);
+            sum = fc_round((float)(sink_last ? sum + es : sum), dt);
     }
+    for (size_t x = 0; unnorm && x < udv; x++)
+        o[x] /= sum;
     if (lse)
         *lse = mx + log(sum);
 }

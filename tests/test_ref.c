@@ -610,6 +610,73 @@ Test(ref_row, online_without_the_rescale_overweighs_the_earlier_tiles)
     cr_assert(strstr(err.msg, "rescale 3"), "%s", err.msg);
 }
 
+static int every_key(void *ctx, int32_t tk)
+{
+    (void)ctx;
+    (void)tk;
+    return 1;
+}
+
+/* A softmax in bfloat16, each way of REF_LOWP_* against the same softmax written out here: one
+ * key scoring 0, six scoring -5 (weights below half a bfloat16 ulp of a sum near 2, above half
+ * one near 1: a running sum keeps or drops them by where it stands), one -0.3, and a sink 0.7.
+ * The six ways give six different rows, so a way ref_row_f64 ignored would show. */
+Test(ref_row, each_way_of_a_softmax_in_bfloat16_is_its_own)
+{
+    enum { N = 8 };
+    static const float sc[N] = {0, -5, -5, -5, -5, -5, -5, -0.3f};
+    float q[2] = {1, 0}, k[2 * N], v[N];
+    for (int j = 0; j < N; j++) {
+        k[2 * j] = sc[j];
+        k[2 * j + 1] = 0;
+        v[j] = (float)(j + 1);
+    }
+    const double sink = 0.7;
+    double e[N], es = fc_round((float)exp(sink - sink), FC_BF16); /* the sink is the max */
+    for (int j = 0; j < N; j++)
+        e[j] = fc_round((float)exp((double)sc[j] - sink), FC_BF16);
+    double got[REF_LOWP_WAYS];
+    int nways = 0;
+    for (unsigned how = 0; how < REF_LOWP_WAYS; how++) {
+        int seq = how & REF_LOWP_SEQ_SUM, last = how & REF_LOWP_SINK_LAST;
+        if (last && !seq)
+            continue;
+        double sum = 0;
+        if (!seq) {
+            for (int j = 0; j < N; j++)
+                sum += e[j];
+            sum = fc_round((float)(sum + es), FC_BF16);
+        } else {
+            sum = last ? 0 : es;
+            for (int j = 0; j < N; j++)
+                sum = fc_round((float)(sum + e[j]), FC_BF16);
+            sum = fc_round((float)(last ? sum + es : sum), FC_BF16);
+        }
+        double want = 0;
+        for (int j = 0; j < N; j++)
+            want += (how & REF_LOWP_UNNORMALISED ? e[j] : fc_round((float)(e[j] / sum), FC_BF16))
+                    * v[j];
+        if (how & REF_LOWP_UNNORMALISED)
+            want /= sum;
+        ref_row_rule r = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, how};
+        double o[1], lse;
+        fc_err err = {{0}};
+        cr_assert_eq(ref_row_f64(q, k, v, N, 2, 1, &r, every_key, NULL, o, &lse, &err), FC_OK,
+                     "%s", err.msg);
+        cr_assert(fabs(o[0] - want) < 1e-12, "way %u: out %.17g, want %.17g", how, o[0], want);
+        cr_assert(fabs(lse - (sink + log(sum))) < 1e-12, "way %u: lse %.17g", how, lse);
+        for (int w = 0; w < nways; w++)
+            cr_assert(got[w] != o[0], "way %u gives another way's row (%.17g)", how, o[0]);
+        got[nways++] = o[0];
+    }
+    cr_assert_eq(nways, 6);
+    ref_row_rule bad = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, REF_LOWP_WAYS};
+    double o[1];
+    fc_err err = {{0}};
+    cr_assert_eq(ref_row_f64(q, k, v, N, 2, 1, &bad, every_key, NULL, o, NULL, &err), FC_EINVAL);
+    cr_assert(strstr(err.msg, "softmax_how = 8"), "%s", err.msg);
+}
+
 /* 0 for key 3, 2 (masked, visited) for key 1, 1 for the others. */
 static int key_1_filled(void *ctx, int32_t tk)
 {
