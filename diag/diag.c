@@ -421,6 +421,50 @@ static void sort_findings(diag_report *r, size_t *idx)
         r->ncauses++;
 }
 
+/* Scales equal up to a float's rounding: a stored float32 scale squared and 1/D. */
+static int same_scale(double a, double b)
+{
+    return fabs(a - b) <= 1e-6 * fabs(b);
+}
+
+/* Whether two alternatives compute the same rows: every field but the title. Conservative: a
+ * made-up view (it points into its own cu) is never the same as another's. */
+static int alt_same(const diag_alt *a, const diag_alt *b)
+{
+    return memcmp(&a->mask, &b->mask, sizeof a->mask) == 0 && a->view.cu_q == b->view.cu_q &&
+           a->view.cu_k == b->view.cu_k && a->view.nseq == b->view.nseq &&
+           a->view.lq == b->view.lq && a->view.lk == b->view.lk &&
+           same_scale(a->scale, b->scale) && a->kv_head == b->kv_head &&
+           a->lse_mul == b->lse_mul && a->round_scores == b->round_scores &&
+           a->softcap == b->softcap && a->sink_mul == b->sink_mul &&
+           a->sink_count == b->sink_count && a->sink_count_of == b->sink_count_of &&
+           a->masked_score == b->masked_score && a->sink_value == b->sink_value &&
+           a->keys == b->keys && a->ntries == b->ntries && a->tiles == b->tiles &&
+           a->rescale == b->rescale && a->softmax_dt == b->softmax_dt &&
+           a->lse_round == b->lse_round && a->lse_free == b->lse_free &&
+           a->only_empty == b->only_empty;
+}
+
+/* A hypothesis computing what an earlier one computes on this case (window W+1 and 2W at
+ * W = 1, the default scale applied twice and 1/D) is not tried twice: it is the same
+ * alternative, and its name joins the earlier one's title ("window W+1 (1 -> 2), here the
+ * same as window doubled 2W"). Returns 1 when a was merged so. */
+static int merge_same(exam *e, diag_report *r, const diag_alt *a)
+{
+    for (size_t j = 0; j < e->nalts; j++) {
+        if (!alt_same(&e->alts[j], a))
+            continue;
+        diag_finding *f = &r->findings[j];
+        size_t n = strlen(f->title), short_len = strcspn(a->title, "(");
+        while (short_len > 0 && a->title[short_len - 1] == ' ')
+            short_len--;
+        fc_fmt(f->title + n, sizeof f->title - n, ", here the same as %.*s", (int)short_len,
+               a->title);
+        return 1;
+    }
+    return 0;
+}
+
 /* The hypotheses that apply, their findings (empty), and the scratch. */
 static fc_status exam_init(exam *e, const diag_in *in, const diag_bounds *bd, diag_report *r,
                            fc_err *err)
@@ -445,7 +489,7 @@ static fc_status exam_init(exam *e, const diag_in *in, const diag_bounds *bd, di
     for (size_t h = 0; h < diag_nhyps; h++) {
         diag_alt *a = &e->alts[e->nalts];
         diag_alt_init(in, a);
-        if (!diag_hyps[h].setup(in, a))
+        if (!diag_hyps[h].setup(in, a) || merge_same(e, r, a))
             continue;
         diag_finding *f = &r->findings[e->nalts];
         f->name = diag_hyps[h].name;

@@ -75,7 +75,7 @@ extern "C" {
 #endif
 
 #define DIAG_BUDGET ((uint64_t)1 << 31) /* multiply-adds, see above */
-#define DIAG_TITLE_LEN 128
+#define DIAG_TITLE_LEN 256
 #define DIAG_PRINT_RANGES 8 /* ranges printed per line, then "and N more" */
 
 /* What to diagnose. Views: the caller owns everything. */

@@ -343,6 +343,19 @@ static int scale_squared(const diag_in *in, diag_alt *a)
     return 1;
 }
 
+/* 1/D instead of 1/sqrt(D) (the square root forgotten). Where the stored scale is the default
+ * this computes what "scale applied twice" does, and diag.c names the two together. */
+static int scale_one_over_d(const diag_in *in, diag_alt *a)
+{
+    double s = 1.0 / (double)in->jc->prob->d;
+    if (fabs(a->scale - s) <= 1e-6 * s)
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "scale 1/D instead of the stored one (%.6g -> %.6g)",
+           a->scale, s);
+    a->scale = s;
+    return 1;
+}
+
 /* ---- score terms (docs/semantics.md section 7) ---------------------------------------- */
 
 /* The soft-cap not applied: raw scaled scores into the softmax. */
@@ -684,6 +697,7 @@ const diag_hyp diag_hyps[] = {
     {"partial-as-full", partial_as_full},
     {"scale-default", scale_default},
     {"scale-squared", scale_squared},
+    {"scale-1/D", scale_one_over_d},
     {"softcap-missing", softcap_missing},
     {"softcap-after-fill", softcap_after_fill},
     {"sink-missing", sink_missing},

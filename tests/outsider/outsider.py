@@ -88,10 +88,9 @@ EXPECTED: Dict[str, Optional[Tuple[str, ...]]] = {
     "lse-bf16": ("LSE rounded to",),
     "window+1": ("window W+1",),
     "top-left": ("top-left alignment",),
-    # No hypothesis for 1/D. "scale applied twice" computes scale^2, which is 1/D exactly when
-    # the case's scale is the default 1/sqrt(D): there it reproduces the bug's numbers; on cases
-    # with another scale (Gemma layouts, p-round designs at scale 1) nothing can name it.
-    "scale-1/D": ("scale applied twice",),
+    # Where the case's scale is the default 1/sqrt(D), "scale applied twice" computes 1/D too:
+    # one finding titled with both names (diag.c merge_same), matched by either.
+    "scale-1/D": ("scale 1/D",),
     "stale-layer": ("the previous layer's mask",),
     "softmax-lowp": ("softmax in ",),
     "drop-last-key": ("the last key of each sequence dropped",),
@@ -444,8 +443,15 @@ def run_check(bin_path: str, files: Sequence[str], jobs: int) -> Tuple[List[Reco
 
 # ---- the tables ------------------------------------------------------------------------------
 
+# diag.c names hypotheses that compute the same rows on a case in one title:
+# "window W+1 (1 -> 2), here the same as window doubled 2W".
+SAME_AS = ", here the same as "
+
+
 def _prefix_match(title: str, prefixes: Optional[Tuple[str, ...]]) -> bool:
-    return bool(prefixes) and any(title.startswith(p) for p in prefixes)
+    """Whether one of the names in title (several when merged) starts with one of prefixes."""
+    return bool(prefixes) and any(name.startswith(p) for name in title.split(SAME_AS)
+                                  for p in prefixes)
 
 
 def _short(title: str) -> str:
@@ -479,6 +485,7 @@ def bug_table(bug: str, label: str, recs: Sequence[Record]) -> Tuple[dict, List[
         if mine:
             if len(r.claims) == 1 and mine[0][2] == "cause":
                 n["alone"] += 1
+                n["alone_merged"] += SAME_AS in mine[0][0]
             else:
                 n["with_others"] += 1
         else:
@@ -492,7 +499,7 @@ def bug_table(bug: str, label: str, recs: Sequence[Record]) -> Tuple[dict, List[
          "changed_known": all(r.changed is not None for r in recs),
          "failed": len(failed), "outside": sum(1 for r in recs if r.verdict == "OUTSIDE"),
          "errors": sum(1 for r in recs if r.verdict == "ERROR"),
-         "alone": n["alone"], "with_others": n["with_others"], "not_named": n["not_named"],
+         "alone": n["alone"], "alone_merged": n["alone_merged"], "with_others": n["with_others"], "not_named": n["not_named"],
          "others_only": n["others_only"], "other_alone": n["other_alone"],
          "partial_only": n["partial_only"], "no_rows": n["no_rows"],
          "unexplained_rows": n["unexpl"], "not_examined_rows": n["skipped"],
@@ -511,6 +518,9 @@ def bug_table(bug: str, label: str, recs: Sequence[Record]) -> Tuple[dict, List[
                      f"{c['failed']} failures; {c['any_claim']} of them with an \"explained "
                      f"by\" line (a claimed cause): {c['claim_expected']} naming the expected "
                      f"hypothesis, {c['claim_other']} naming another")
+    if c["alone_merged"]:
+        lines.append(f"- of the named alone, {c['alone_merged']} under a title naming with it the "
+                     f"hypotheses that compute the same rows on that case (\"{SAME_AS.strip()}\")")
     lines.append(f"- outside the contract: {c['outside']}; not judged (error): {c['errors']}")
     if c["changed_known"]:
         lines.append(f"- changed by the bug but passed the gates: {c['silent']}")
