@@ -124,6 +124,11 @@ void chk_judge_output(const judge_case *jc, const float *o_lp, const chk_output_
         } else {
             diag_summary(row->explained, sizeof row->explained, res->diag, jc->prob);
         }
+    } else if (oc == CHK_FAILED && !v->pass) { /* a failure outside H1's contract: say so */
+        fc_fmt(res->diag_error, sizeof res->diag_error, "the %s baseline overflows on this case "
+               "(outside the contract), so there are no H1 bounds to hold the hypotheses' rows "
+               "to", fc_dtype_name(jc->dtype));
+        fc_fmt(row->explained, sizeof row->explained, "diagnosis not run: %s", res->diag_error);
     }
 }
 

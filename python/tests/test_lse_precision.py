@@ -54,3 +54,26 @@ def test_an_lse_rounded_to_bfloat16_is_named_alone_or_judged_at_its_resolution(t
     assert claims[0].startswith("    explained by LSE rounded to bfloat16 (the input type): all "), \
         claims[0]
     assert not any("not explained" in ln for ln in block), "\n".join(block)
+
+
+def test_an_lse_of_minus_inf_fails_outside_the_contract_and_says_why_no_diagnosis(tmp_path):
+    # The quick export's float16 case with logits near -1e5: the float16 baseline overflows
+    # (the case is outside H1's contract), the truth's LSE is finite. An LSE rounded to float16
+    # (-inf there) fails whatever the baseline did, and the printout says why no diagnosis ran.
+    cid = "m5-numeric-f16-d64-h6x2-b1-256x512-cw129-q64k64-direct-neglogits"
+    rc, text, err = run("export", "--quick", "--out", tmp_path, "--filter", cid)
+    assert rc == 0, text + err
+    p = str(tmp_path / f"{cid}.h5")
+    c = read_case(p, "float16")
+    assert np.isfinite(c.lse).all() and (c.lse < -65504).any()
+    with np.errstate(over="ignore"):  # the overflow to -inf is the point
+        lse16 = c.lse.astype(np.float16).astype(np.float32)
+    add_tested(p, "float16", "lse16", c.out.astype(np.float16), producer="lse in float16",
+               lse=lse16)
+    rc, text, err = run("check", "--tested", "lse16", p)
+    assert rc == 1, text + err
+    lines = text.splitlines()
+    i = next(i for i, ln in enumerate(lines) if "tested/lse16" in ln)
+    assert lines[i].startswith("FAIL ") and "LSE is -inf" in lines[i], lines[i]
+    assert "    diagnosis: not run: the float16 baseline overflows on this case (outside the " \
+           "contract)" in text, text
