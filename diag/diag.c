@@ -108,6 +108,40 @@ int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, co
     return !lse || fabs((double)*lse - gl) <= lse_lim(bd, gl, *lse);
 }
 
+/* How closely a matching hypothesis row (g, gl) reproduces the tested row's FAILING values:
+ * the largest |tested - g| over the values that fail against the truth (gold, gold_l), each in
+ * units of its bound around g; 0 when it reproduces them exactly. H2 only: the row's squared
+ * error against g in units of its allowance. Only the failing values: where the truth already
+ * fits, every hypothesis that explains the row fits too, and they do not tell hypotheses
+ * apart. */
+static double row_fit(const diag_bounds *bd, const float *o, const float *lse,
+                      const double *gold, double gold_l, const double *g, double gl, size_t dv)
+{
+    if (bd->row_sq > 0) {
+        double sq = 0, own = 0;
+        for (size_t x = 0; x < dv; x++) {
+            sq += ((double)o[x] - g[x]) * ((double)o[x] - g[x]);
+            own += g[x] * g[x];
+        }
+        double allow = bd->row_nmse * own > bd->row_sq ? bd->row_nmse * own : bd->row_sq;
+        return sq / allow;
+    }
+    double fit = 0;
+    for (size_t x = 0; x < dv; x++) {
+        double lim_gold = bd->degenerate ? bd->deg_atol + bd->deg_rtol * fabs(gold[x]) : bd->h1;
+        if (fabs((double)o[x] - gold[x]) <= lim_gold)
+            continue;
+        double lim = bd->degenerate ? bd->deg_atol + bd->deg_rtol * fabs(g[x]) : bd->h1;
+        double d = fabs((double)o[x] - g[x]) / lim;
+        fit = d > fit ? d : fit;
+    }
+    if (lse && isfinite(gl) && !(fabs((double)*lse - gold_l) <= lse_lim(bd, gold_l, *lse))) {
+        double d = fabs((double)*lse - gl) / lse_lim(bd, gl, *lse);
+        fit = d > fit ? d : fit;
+    }
+    return fit;
+}
+
 static int row_nonfinite(const float *o, const float *lse, size_t dv)
 {
     for (size_t x = 0; x < dv; x++)
@@ -216,8 +250,9 @@ static uint64_t ref_rows_of(const diag_alt *a, int has_sink)
     return n;
 }
 
-/* 1 if alternative a explains failing row `row`, 0 if not, -1 on a reference error. */
-static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
+/* 1 if alternative a explains failing row `row` (*fit: how closely, row_fit), 0 if not, -1 on
+ * a reference error. */
+static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err *err)
 {
     const judge_case *jc = e->in->jc;
     const attn_problem *p = jc->prob;
@@ -268,8 +303,10 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
             if (a->lse_round != FC_F32)
                 pl = (double)fc_round((float)pl, a->lse_round);
             int match = diag_row_matches(e->bd, o, ol, e->oref, pl, dv);
-            if (match && !a->ntries)
+            if (match && !a->ntries) {
+                *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref, pl, dv);
                 return 1;
+            }
             if (match)
                 return 0; /* the same keys computed right: not the rescale's doing */
         }
@@ -281,8 +318,11 @@ static int explains(exam *e, const diag_alt *a, size_t row, fc_err *err)
         if (ref_row_online_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
                                e->hkeys, e->tiles, nt, a->rescale, e->oref, &lse, err))
             return -1;
-        if (diag_row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv))
+        if (diag_row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv)) {
+            *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref,
+                           lse * a->lse_mul, dv);
             return 1;
+        }
     }
     return 0;
 }
@@ -294,10 +334,13 @@ static fc_status examine(exam *e, diag_report *r, size_t row, uint8_t *hit, fc_e
     diag_key k = key_of(e, &e->truth, row);
     e->truth.keys(&e->truth, &k, e->tkeys);
     for (size_t j = 0; j < e->nalts; j++) {
-        int x = explains(e, &e->alts[j], row, err);
+        double fit = 0;
+        int x = explains(e, &e->alts[j], row, &fit, err);
         if (x < 0)
             return FC_EINVAL;
         hit[j] = (uint8_t)x;
+        if (x)
+            r->findings[j].fit += fit; /* a sum here; the mean after the last row (diag_run) */
         if (x && rows_add(&r->findings[j].rows, p, k.b, k.h, k.tq))
             return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
     }
@@ -465,6 +508,31 @@ static int merge_same(exam *e, diag_report *r, const diag_alt *a)
     return 0;
 }
 
+/* Several whole causes (each explains every examined row, diag.h): when one reproduces the
+ * failing values DIAG_CLOSER times more closely than each of the others (its fit, the mean over
+ * the rows, against theirs: a mean, so that one row on a rounding boundary does not hide a
+ * bit-exact reproduction of the other 499), it is the cause and they fit "less closely" (r->nalso, right
+ * after it): an LSE rounded to bfloat16 reproduced to the bit is not "scores rounded to
+ * bfloat16", which also lands within H5's bound. Otherwise they stay indistinguishable. */
+static void pick_closest(diag_report *r)
+{
+    if (r->ncauses < 2)
+        return;
+    size_t best = 0;
+    for (size_t i = 1; i < r->ncauses; i++)
+        if (r->findings[i].fit < r->findings[best].fit)
+            best = i;
+    for (size_t i = 0; i < r->ncauses; i++)
+        if (i != best && !(r->findings[i].fit > 0 &&
+                           r->findings[best].fit * DIAG_CLOSER <= r->findings[i].fit))
+            return;
+    diag_finding b = r->findings[best];
+    memmove(&r->findings[1], &r->findings[0], best * sizeof b);
+    r->findings[0] = b;
+    r->nalso = r->ncauses - 1;
+    r->ncauses = 1;
+}
+
 /* The hypotheses that apply, their findings (empty), and the scratch. */
 static fc_status exam_init(exam *e, const diag_in *in, const diag_bounds *bd, diag_report *r,
                            fc_err *err)
@@ -591,8 +659,13 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
     if (!st)
         st = classify(&e, r, picked, hits, err);
     free(picked);
-    if (!st)
+    for (size_t j = 0; !st && j < r->nfindings; j++)
+        if (r->findings[j].rows.count)
+            r->findings[j].fit /= (double)r->findings[j].rows.count;
+    if (!st) {
         sort_findings(r, e.hyp_of);
+        pick_closest(r);
+    }
 done:
     exam_free(&e);
     free(failing);
@@ -742,9 +815,17 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
                 plural(r->examined), sample);
         print_ranges(f, &x->rows, p);
         fputc('\n', f);
+        if (r->nalso) {
+            fprintf(f, "%salso within the bounds on every failing row, less closely: ", indent);
+            for (size_t i = 1; i <= r->nalso; i++)
+                fprintf(f, "%s%s (failing values on average %.2g of their bounds away)",
+                        i > 1 ? "; " : "", r->findings[i].title, r->findings[i].fit);
+            fprintf(f, "; the cause %.2g\n", x->fit);
+        }
     } else if (r->ncauses > 1) {
-        fprintf(f, "%sexplained by one of %zu hypotheses that give these rows the same output "
-                   "(indistinguishable here): ", indent, r->ncauses);
+        fprintf(f, "%sexplained by one of %zu hypotheses, each within the bounds on every "
+                   "failing row, none %g times closer (indistinguishable here): ", indent,
+                r->ncauses, DIAG_CLOSER);
         for (size_t i = 0; i < r->ncauses; i++)
             fprintf(f, "%s%s", i ? "; " : "", r->findings[i].title);
         fprintf(f, ": all %zu failing row%s%s: ", r->examined, plural(r->examined), sample);
@@ -752,7 +833,7 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
         fputc('\n', f);
     }
     size_t partial = 0;
-    for (size_t i = r->ncauses; i < r->nexplaining; i++) {
+    for (size_t i = r->ncauses + r->nalso; i < r->nexplaining; i++) {
         const diag_finding *x = &r->findings[i];
         if (!x->ngroups) {
             partial++;
@@ -766,7 +847,7 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
     }
     if (partial) {
         fprintf(f, "%spartial fits, no cause: ", indent);
-        for (size_t i = r->ncauses, n = 0; i < r->nexplaining; i++)
+        for (size_t i = r->ncauses + r->nalso, n = 0; i < r->nexplaining; i++)
             if (!r->findings[i].ngroups)
                 fprintf(f, "%s%s on %zu of %zu rows", n++ ? "; " : "", r->findings[i].title,
                         r->findings[i].rows.count, r->examined);

@@ -38,11 +38,18 @@
  * - H2 only: when no row fails against the truth's H1/H5 bounds but the verdict failed H2, the
  *   rows examined are those carrying more than their share of H2's allowed squared error
  *   (nmse_tol * sum O_gold^2 / non-empty rows), and a row matches a reference when its squared
- *   error against it is within that share (and its LSE within H5's bound).
+ *   error against it is within that share, or within nmse_tol times the reference row's own
+ *   squared sum when that is more (and its LSE within H5's bound).
+ * - a hypothesis's FIT: on average over the rows it explains, how far the tested row's failing
+ *   values (those outside the truth's bounds) lie from its reference, in units of their bounds
+ *   (the largest over a row's failing values).
  *
  * What the report CLAIMS (the rest is evidence, never a finding): a hypothesis is the CAUSE
- * when it explains every examined finite failing row; several that all do are reported together
- * as indistinguishable on this output. Without a whole cause, a hypothesis that explains every
+ * when it explains every examined finite failing row. Hypotheses that compute the same rows on
+ * the case are one finding, titled with both names. Of several that all explain every row, one
+ * that fits DIAG_CLOSER times more closely than each of the others is the cause (the others
+ * listed as fitting less closely, with their fits); else they are reported together as
+ * indistinguishable on this output. Without a whole cause, a hypothesis that explains every
  * failing row of a head (b, h) is the cause there (a GROUP cause, heads named). Hypotheses that
  * explain some rows only are PARTIAL fits: one line, no claim. Rows no cause covers are "not
  * explained"; rows past the work budget are "not examined", by range.
@@ -77,6 +84,8 @@ extern "C" {
 #define DIAG_BUDGET ((uint64_t)1 << 31) /* multiply-adds, see above */
 #define DIAG_TITLE_LEN 256
 #define DIAG_PRINT_RANGES 8 /* ranges printed per line, then "and N more" */
+#define DIAG_CLOSER 4.0     /* how much closer one whole cause must fit than the others to be
+                             * named alone (diag.c pick_closest) */
 
 /* What to diagnose. Views: the caller owns everything. */
 typedef struct diag_in {
@@ -109,6 +118,9 @@ typedef struct diag_finding {
     diag_rows group_rows;         /* of those, the rows of heads whose every failing row it
                                    * explains (a group cause; empty when it is a whole cause) */
     size_t ngroups;               /* those heads */
+    double fit;                   /* on average over its rows, how far the tested row's failing
+                                   * values lie from its reference, in units of their bounds
+                                   * (0: exactly) */
 } diag_finding;
 
 typedef struct diag_report {
@@ -126,6 +138,8 @@ typedef struct diag_report {
      * ncauses explain every examined row (whole causes); findings with ngroups > 0 after them
      * are group causes; the rest of the first nexplaining are partial fits. */
     size_t nfindings, nexplaining, ncauses;
+    size_t nalso;          /* after a single cause, whole causes it fits DIAG_CLOSER times more
+                            * closely than: "also within the bounds, less closely" */
     diag_finding *findings;
     diag_rows unexplained; /* examined rows no cause (whole or group) explains */
 } diag_report;
@@ -139,8 +153,11 @@ void diag_report_free(diag_report *r);
 /* The report, each line starting with indent:
  *   diagnosis: 7 of 192 rows failing (1 non-finite), 6 examined under 12 hypotheses
  *   explained by window W+1 (16 -> 17): all 6 failing rows examined: (b, h, q) = (0, 1, 40..45)
- * or, when several hypotheses give every failing row the same output,
- *   explained by one of 2 hypotheses these rows cannot tell apart: A; B: all 6 failing rows ...
+ *   also within the bounds on every failing row, less closely: B (failing values on average
+ *   0.6 of their bounds away); the cause 0
+ * or, when several hypotheses explain every failing row and none fits DIAG_CLOSER times closer,
+ *   explained by one of 2 hypotheses, each within the bounds on every failing row, none 4 times
+ *   closer (indistinguishable here): A; B: all 6 failing rows ...
  * or, without a whole cause, per head
  *   explained in head (0, 1) by window W+1 (16 -> 17): all its 4 failing rows: (b, h, q) = ...
  *   partial fits, no cause: window W-1 (16 -> 15) on 2 of 6 rows; ...

@@ -1140,6 +1140,47 @@ Test(diag_coincide, hypotheses_computing_the_same_rows_are_one_finding_named_twi
     tcase_free(&c);
 }
 
+/* An LSE rounded to bfloat16 over windows of 2 keys (scale 8: one key dominates a row):
+ * "scores rounded to bfloat16" lands within H5's bound on those rows too, but the rounded LSE
+ * is reproduced to the bit: it is named the cause, the other listed as fitting less closely,
+ * with both fits. At W = 1 (one key a row) the two compute the same LSE and stay
+ * indistinguishable. */
+Test(diag_coincide, of_two_whole_causes_the_one_fitting_four_times_closer_is_named)
+{
+    for (int w = 2; w >= 1; w--) {
+        const spec s = {FC_BF16, 1, 2, 1, 64, 64, 16, CW(w), .seed = 50, .scale = 8};
+        tcase c;
+        tcase_make(&c, &s);
+        /* head 0's rows where "scores rounded" lands within H5's bound of the rounded LSE
+         * (found by running it): there the rounded LSE fails H5 and both hypotheses fit */
+        static const int32_t rows[] = {1, 8, 15, 17, 18, 20, 21};
+        for (size_t n = 0; n < sizeof rows / sizeof rows[0]; n++) {
+            size_t i = row_of(&c, 0, 0, rows[n]);
+            c.lse[i] = fc_round((float)c.lse64[i], FC_BF16);
+        }
+        diag_report *r = diagnose(&c, NULL, 0, 1);
+        char *text = print_report(r, &c.p);
+        cr_assert(r->examined >= (w == 2 ? 7u : 4u) && r->unexplained.count == 0, "W %d\n%s", w, text);
+        const diag_finding *sr = finding(r, "scores-rounded");
+        cr_assert(sr && sr->rows.count == r->examined, "W %d: scores-rounded fits every row\n%s",
+                  w, text);
+        if (w == 2) {
+            cr_assert(r->ncauses == 1 && r->nalso >= 1, "%s", text);
+            cr_assert_str_eq(r->findings[0].name, "lse-rounded");
+            cr_assert(r->findings[0].fit * DIAG_CLOSER <= sr->fit, "%s", text);
+            cr_assert(strstr(text, "\n  also within the bounds on every failing row, less "
+                                   "closely: scores rounded to bfloat16"), "%s", text);
+        } else {
+            cr_assert(r->ncauses == 2 && r->nalso == 0, "%s", text);
+            cr_assert(sr->fit == r->findings[0].fit && sr->fit == r->findings[1].fit, "%s", text);
+            cr_assert(strstr(text, "indistinguishable here"), "%s", text);
+        }
+        free(text);
+        diag_report_free(r);
+        tcase_free(&c);
+    }
+}
+
 /* W = 1 (one key per row): the baseline is exact, the verdict element-wise (degenerate), and
  * the diagnosis uses those bounds; W+1 and 2W coincide (one finding). */
 Test(diag_coincide, degenerate_verdict_uses_element_wise_bounds)

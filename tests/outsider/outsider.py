@@ -307,8 +307,9 @@ RE_OUTPUT = re.compile(r"^(FAIL|OUTSIDE|PASS) (\S+) (\S+) tested/(\S+) (\S+) \(.
 RE_EDGE = re.compile(r"^FAIL (\S+) (\S+) tested/(\S+): window-edge: (.*)$")
 RE_DIAG = re.compile(r"^    diagnosis: (\d+) of (\d+) rows failing \((\d+) non-finite\), (\d+) "
                      r"examined")
-RE_TIE = re.compile(r"^    explained by one of (\d+) hypotheses that give these rows the same "
-                    r"output \(indistinguishable here\): (.*): all (\d+) failing rows?")
+RE_TIE = re.compile(r"^    explained by one of (\d+) hypotheses, each within the bounds on every "
+                    r"failing row, none \S+ times closer \(indistinguishable here\): (.*): all "
+                    r"(\d+) failing rows?")
 RE_CAUSE = re.compile(r"^    explained by (.*): all (\d+) failing rows?")
 RE_HEAD = re.compile(r"^    explained in (\d+) heads? by (.*): all (\d+) failing rows? there: ")
 RE_PARTIAL = re.compile(r"^    partial fits, no cause: (.*)$")
