@@ -321,16 +321,21 @@ static int partial_as_full(const diag_in *in, diag_alt *a)
     return 1;
 }
 
-/* A stored scale that is 1/sqrt(D) up to a float's rounding is the default already. */
-static int scale_default(const diag_in *in, diag_alt *a)
+/* The scale set to s, with the title "<what> instead of the stored one (scale -> s)"; 0 when s
+ * is the stored scale up to a float's rounding (a stored 1/sqrt(D) is the default already). */
+static int scale_to(diag_alt *a, double s, const char *what)
 {
-    double s = 1.0 / sqrt((double)in->jc->prob->d);
     if (fabs(a->scale - s) <= 1e-6 * s)
         return 0;
-    fc_fmt(a->title, sizeof a->title, "scale 1/sqrt(D) instead of the stored one (%.6g -> %.6g)",
+    fc_fmt(a->title, sizeof a->title, "%s instead of the stored one (%.6g -> %.6g)", what,
            a->scale, s);
     a->scale = s;
     return 1;
+}
+
+static int scale_default(const diag_in *in, diag_alt *a)
+{
+    return scale_to(a, 1.0 / sqrt((double)in->jc->prob->d), "scale 1/sqrt(D)");
 }
 
 static int scale_squared(const diag_in *in, diag_alt *a)
@@ -347,13 +352,7 @@ static int scale_squared(const diag_in *in, diag_alt *a)
  * this computes what "scale applied twice" does, and diag.c names the two together. */
 static int scale_one_over_d(const diag_in *in, diag_alt *a)
 {
-    double s = 1.0 / (double)in->jc->prob->d;
-    if (fabs(a->scale - s) <= 1e-6 * s)
-        return 0;
-    fc_fmt(a->title, sizeof a->title, "scale 1/D instead of the stored one (%.6g -> %.6g)",
-           a->scale, s);
-    a->scale = s;
-    return 1;
+    return scale_to(a, 1.0 / (double)in->jc->prob->d, "scale 1/D");
 }
 
 /* ---- score terms (docs/semantics.md section 7) ---------------------------------------- */
