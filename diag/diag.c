@@ -78,6 +78,20 @@ static double lse_lim(const diag_bounds *bd, double gl, float l)
     return lim;
 }
 
+/* H2 only: the tested row's squared error against reference row g, as a fraction of what the
+ * row is allowed (diag.h): the average share row_sq, or row_nmse times g's own squared sum when
+ * that is more. A NaN anywhere gives NaN, which no "<= 1" passes. */
+static double h2_share_used(const diag_bounds *bd, const float *o, const double *g, size_t dv)
+{
+    double sq = 0, own = 0;
+    for (size_t x = 0; x < dv; x++) {
+        sq += ((double)o[x] - g[x]) * ((double)o[x] - g[x]);
+        own += g[x] * g[x];
+    }
+    double allow = bd->row_nmse * own > bd->row_sq ? bd->row_nmse * own : bd->row_sq;
+    return sq / allow;
+}
+
 int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, const double *g,
                      double gl, size_t dv)
 {
@@ -88,15 +102,7 @@ int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, co
         return !lse || *lse == -INFINITY;
     }
     if (bd->row_sq > 0) { /* H2 only: the row's squared error against its share */
-        double sq = 0;
-        for (size_t x = 0; x < dv; x++)
-            sq += ((double)o[x] - g[x]) * ((double)o[x] - g[x]);
-        double allow = bd->row_sq, own = 0;
-        for (size_t x = 0; bd->row_nmse > 0 && x < dv; x++)
-            own += g[x] * g[x];
-        if (bd->row_nmse * own > allow)
-            allow = bd->row_nmse * own;
-        if (!(sq <= allow))
+        if (!(h2_share_used(bd, o, g, dv) <= 1.0))
             return 0;
         return !lse || fabs((double)*lse - gl) <= lse_lim(bd, gl, *lse);
     }
@@ -117,15 +123,8 @@ int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, co
 static double row_fit(const diag_bounds *bd, const float *o, const float *lse,
                       const double *gold, double gold_l, const double *g, double gl, size_t dv)
 {
-    if (bd->row_sq > 0) {
-        double sq = 0, own = 0;
-        for (size_t x = 0; x < dv; x++) {
-            sq += ((double)o[x] - g[x]) * ((double)o[x] - g[x]);
-            own += g[x] * g[x];
-        }
-        double allow = bd->row_nmse * own > bd->row_sq ? bd->row_nmse * own : bd->row_sq;
-        return sq / allow;
-    }
+    if (bd->row_sq > 0)
+        return h2_share_used(bd, o, g, dv);
     double fit = 0;
     for (size_t x = 0; x < dv; x++) {
         double lim_gold = bd->degenerate ? bd->deg_atol + bd->deg_rtol * fabs(gold[x]) : bd->h1;

@@ -203,6 +203,20 @@ static fc_status open_parent(where *w, fc_err *err)
     return FC_OK;
 }
 
+/* R opened for listing: the stream, its fd in *fd (closed by closedir); NULL and err set when
+ * it cannot be listed. */
+static DIR *list_dir(const where *w, int *fd, fc_err *err)
+{
+    *fd = openat(w->pfd, w->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = *fd < 0 ? NULL : fdopendir(*fd);
+    if (!d) {
+        fc_errf(err, FC_EIO, "report directory %s: cannot list it: %s", w->dir, strerror(errno));
+        if (*fd >= 0)
+            close(*fd);
+    }
+    return d;
+}
+
 /* What R is: missing (*exists 0), or a directory on the parent's filesystem whose files under
  * the set's names are flexcheck's and which holds nothing but files (1, 2, 6 above); *mode its
  * permission bits. */
@@ -222,14 +236,10 @@ static fc_status inspect(const where *w, int *exists, mode_t *mode, fc_err *err)
                        "name a directory inside it", w->dir);
     *exists = 1;
     *mode = sb.st_mode & 07777;
-    int rfd = openat(w->pfd, w->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = rfd < 0 ? NULL : fdopendir(rfd);
-    if (!d) {
-        if (rfd >= 0)
-            close(rfd);
-        return fc_errf(err, FC_EIO, "report directory %s: cannot list it: %s", w->dir,
-                       strerror(errno));
-    }
+    int rfd;
+    DIR *d = list_dir(w, &rfd, err);
+    if (!d)
+        return FC_EIO;
     fc_status st = FC_OK;
     for (struct dirent *e; st == FC_OK && (e = readdir(d));) {
         const char *n = e->d_name;
@@ -565,14 +575,10 @@ static fc_status write_files(const where *w, int tfd, const rep_set *set, fc_err
 /* R's other files hard-linked into tfd (2 above). */
 static fc_status carry_over(const where *w, int tfd, fc_err *err)
 {
-    int rfd = openat(w->pfd, w->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = rfd < 0 ? NULL : fdopendir(rfd);
-    if (!d) {
-        if (rfd >= 0)
-            close(rfd);
-        return fc_errf(err, FC_EIO, "report directory %s: cannot list it: %s", w->dir,
-                       strerror(errno));
-    }
+    int rfd;
+    DIR *d = list_dir(w, &rfd, err);
+    if (!d)
+        return FC_EIO;
     fc_status st = FC_OK;
     for (struct dirent *e; st == FC_OK && (e = readdir(d));) {
         const char *n = e->d_name;

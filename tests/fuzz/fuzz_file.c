@@ -21,14 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fixtures/fix.h"
+#include "tests/fuzz/fuzz_cases.h"
 
-/* The reader's limits here: every tensor small, and a case's memory budget small enough that a
- * file cannot make libhdf5 or us allocate more than a fuzzing machine has (the budget counts
- * libhdf5's chunk map and inflated chunks before any read). */
-#define FUZZ_MAX_BYTES ((size_t)1 << 20)
+/* Besides fuzz_cases.h's limits, a case's memory budget small enough that a file cannot make
+ * libhdf5 or us allocate more than a fuzzing machine has (the budget counts libhdf5's chunk map
+ * and inflated chunks before any read). */
 #define FUZZ_BUDGET ((uint64_t)256 << 20)
-#define FUZZ_MAX_WORK ((int64_t)1 << 22)
 
 /* The input's file, named by the process (fork mode runs several), in FUZZ_FILE_DIR (make fuzz
  * sets a folder of its own, emptied before and after the run: a crashed run leaves its file)
@@ -59,13 +57,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static int small_enough(const fix_case *c)
-{
-    const attn_problem *p = &c->prob;
-    int64_t work = (int64_t)p->seq.batch * p->hq * p->seq.lq * p->seq.lk;
-    return work <= FUZZ_MAX_WORK && (int64_t)p->seq.lq * p->seq.lk <= FUZZ_MAX_WORK;
-}
-
 /* The whole input as the file's contents. */
 static int put(const uint8_t *data, size_t size)
 {
@@ -93,16 +84,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f.max_bytes = FUZZ_MAX_BYTES;
     f.budget.max_bytes = FUZZ_BUDGET;
     f.budget.max_work = (uint64_t)FUZZ_MAX_WORK * 64;
-    for (int i = 0; i < f.ncases; i++) {
-        fix_case c;
-        if (fix_read_case(&f, i, &c, &err))
-            continue;
-        if (small_enough(&c)) {
-            fix_check_result r;
-            fix_check_case(&c, FIX_BACKEND_REF, 1, &r, &err);
-        }
-        fix_case_free(&c);
-    }
-    fix_close(&f);
+    fuzz_read_every_case(&f);
     return 0;
 }
