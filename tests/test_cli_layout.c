@@ -240,7 +240,7 @@ Test(cli_layout, gen_numbers_are_decimal_only)
 }
 
 /* gen --set writes the committed set as it is: an option describing one --case is refused, not
- * ignored (README: gen refuses what it would ignore). */
+ * ignored (docs/cli.md: gen refuses what it would ignore). */
 Test(cli_layout, gen_set_refuses_case_options)
 {
     static const char *const opts[] = {"--lq 5", "--causal", "--layers 3", "--scale-div 2",

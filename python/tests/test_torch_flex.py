@@ -490,7 +490,7 @@ def test_flexcheck_checks_the_runner_on_score_terms(tmp_path, terms_file):
     """fill (our oracle with the terms), the runner, check: PyTorch's soft-capped output and
     the sink post-process of its output pass the gates, empty rows with sinks included. (The
     bfloat16 case's scores are small: PyTorch 2.7's eager bfloat16 path rounds the scores to
-    bfloat16 before the score_mod, which fails scores near a cap of 30; the README's
+    bfloat16 before the score_mod, which fails scores near a cap of 30; docs/engines.md,
     "PyTorch's flex_attention, judged".)"""
     torch = pytest.importorskip("torch")
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
