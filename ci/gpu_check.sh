@@ -15,8 +15,10 @@
 #      (TORCH_EXPORT, default --quick), PyTorch's compiled flex_attention run on them on the GPU
 #      (python -m flexcheck.torch_flex --device cuda --compile: out, LSE, rerun and block mask
 #      stored under tested/torch-<version>-cuda-compiled) and judged by `flexcheck check`, report
-#      in OUT/torch-report. Every case compiles anew (its shape and mask differ: about 10 s
-#      per file of three dtypes on an H200 with PyTorch 2.11, one runner), so TORCH_JOBS
+#      in OUT/torch-report. A case compiles unless Inductor's on-disk cache (shared by the
+#      runners) holds its graph: same shapes, dtype, block sizes and mask terms (W, C and the
+#      soft-cap are tensors, not part of the graph: 470 quick cases, at most 332 graphs). Compiling
+#      took about 10 s per file of three dtypes on an H200 with PyTorch 2.11, so TORCH_JOBS
 #      runners (default half the cores) share the files; TORCH_EXPORT="--quick --shard 1/4"
 #      exports a quarter of the quick set (170 files), and TORCH_TIMEOUT (seconds, default
 #      30 under STEP_TIMEOUT when that is over 60, which bounds the step around them) bounds

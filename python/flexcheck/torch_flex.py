@@ -180,6 +180,11 @@ def make_mask_mod(torch, *, causal: bool, window: int, chunk: int, lq: int, lk: 
     seq_q, seq_k = doc_ids(torch, cq, lq, device), doc_ids(torch, ck, lk, device)
     shift = (ck[1:] - ck[:-1]) - (cq[1:] - cq[:-1])  # nk - nq of every sequence
     last_q, last_k = max(lq - 1, 0), max(lk - 1, 0)
+    # W and C enter as 0-d tensors, not ints: torch.compile guards a captured int by its value
+    # and a tensor by its shape and dtype, so cases that differ only in W or C (a window-edge
+    # file's W-1, W, W+1) reuse one compiled kernel. Which terms are on stays a Python choice.
+    w = torch.as_tensor(window, dtype=torch.int64, device=device)
+    c = torch.as_tensor(max(chunk, 1), dtype=torch.int64, device=device)
 
     def mask_mod(b, h, q_idx, kv_idx):
         real = (q_idx < lq) & (kv_idx < lk)
@@ -192,20 +197,25 @@ def make_mask_mod(torch, *, causal: bool, window: int, chunk: int, lq: int, lk: 
         if causal:
             ok = ok & (p_k <= p_q)
         if window:
-            ok = ok & ((p_q - p_k).abs() < window)
+            ok = ok & ((p_q - p_k).abs() < w)
         if chunk:
-            ok = ok & (torch.div(p_q, chunk, rounding_mode="floor")
-                       == torch.div(p_k, chunk, rounding_mode="floor"))
+            ok = ok & (torch.div(p_q, c, rounding_mode="floor")
+                       == torch.div(p_k, c, rounding_mode="floor"))
         return ok
 
     return mask_mod
 
 
-def softcap_score_mod(torch, cap: float):
+def softcap_score_mod(torch, cap: float, device="cpu"):
     """Gemma 2's logit soft-cap as a flex_attention score_mod: score (already scaled by
-    PyTorch) becomes cap * tanh(score / cap), the form Gemma 2 ports write."""
+    PyTorch) becomes cap * tanh(score / cap), the form Gemma 2 ports write. The cap is a 0-d
+    float32 tensor, for the reason make_mask_mod's W is (one compiled kernel for every cap); a
+    0-d tensor takes part in type promotion as a Python float does (the score keeps its dtype,
+    the cap is used in it), so the arithmetic is the same."""
+    c = torch.as_tensor(cap, dtype=torch.float32, device=device)
+
     def score_mod(score, b, h, q_idx, kv_idx):
-        return cap * torch.tanh(score / cap)
+        return c * torch.tanh(score / c)
 
     return score_mod
 
@@ -248,10 +258,11 @@ def _configure_dynamo(torch) -> None:
                  "accumulated_cache_size_limit"):
         if hasattr(cfg, name):
             setattr(cfg, name, 1 << 20)
-    # The soft-cap score_mod closes over a Python float. Once a second cap is seen, dynamo's
-    # automatic dynamic makes it a SymFloat, which flex_attention's operator refuses ("can
-    # only be of (Tensor, int, SymInt)": PyTorch 2.15's eager path, the second soft-capped
-    # case of a run). Specialized floats recompile per cap instead.
+    # A Python float that changes between calls becomes a SymFloat under dynamo's automatic
+    # dynamic, which flex_attention's operator refuses ("can only be of (Tensor, int,
+    # SymInt)": PyTorch 2.15's eager path, when the soft-cap score_mod closed over a float).
+    # The cap is a tensor now; the scale is still a float argument: specialized floats
+    # recompile per value instead (one scale per head dimension in the export).
     if hasattr(cfg, "specialize_float"):
         cfg.specialize_float = True
 
@@ -275,6 +286,19 @@ class Runner:
         self.fn = (torch.compile(fa.flex_attention, dynamic=False, fullgraph=True)
                    if compiled else fa.flex_attention)
 
+    def compilations(self) -> Optional[Tuple[int, int]]:
+        """(graphs Inductor compiled, graphs it took from its cache) in this process, from its
+        own counters; None when eager or where this version keeps no such counters. A case
+        that differs from an earlier one only in W, C or the soft-cap is a cache hit (its
+        graph is the same), so the pair says what the run paid for."""
+        if not self.compiled:
+            return None
+        try:
+            ind = self.torch._dynamo.utils.counters["inductor"]
+            return int(ind["fxgraph_cache_miss"]), int(ind["fxgraph_cache_hit"])
+        except (AttributeError, KeyError, TypeError):
+            return None
+
     def tensor(self, a, dtype: str, what: str):
         """A stored input as a tensor of the case's dtype on the device; the values must be
         exactly representable (docs/fixtures.md), so the conversion must not change them."""
@@ -295,7 +319,7 @@ class Runner:
         """(out, lse); lse None once this backend has refused to return it."""
         kw = dict(block_mask=bm, scale=case.scale, enable_gqa=q.shape[1] != k.shape[1])
         if case.softcap:
-            kw["score_mod"] = softcap_score_mod(self.torch, case.softcap)
+            kw["score_mod"] = softcap_score_mod(self.torch, case.softcap, self.device)
         if not self.lse_refused:
             try:
                 if self.aux:
@@ -451,9 +475,12 @@ def main(argv=None) -> int:
               f"{counts['skipped']} skipped (dtype), {counts['errors']} errors{refused} "
               f"({time.monotonic() - t0:.1f} s)")
     refused = f", {totals['refused']} refused by PyTorch" if totals["refused"] else ""
+    n = runner.compilations()
+    compiled = (f"; Inductor compiled {n[0]} graphs, took {n[1]} from its cache"
+                if n is not None else "")
     print(f"{PROG}: {len(files)} files, {totals['cases']} cases: {totals['stored']} stored under "
           f"tested/{label}, {totals['skipped']} skipped, {totals['errors']} errors{refused} in "
-          f"{time.monotonic() - t_all:.1f} s")
+          f"{time.monotonic() - t_all:.1f} s{compiled}")
     return 1 if totals["errors"] else 0
 
 

@@ -7,7 +7,8 @@ stand-in for torch (the truth tables below; cases with no query or no key). With
 docs/semantics.md section 2 (not computed by any code under test), and the runner end to end
 on small cases written with write_case: what it stores, the --dtype filter, refusing to
 overwrite a label, the return_lse path against the return_aux one; the score terms (the
-soft-cap score_mod, the sink post-process by hand, empty rows with sinks). With FLEXCHECK_BIN
+soft-cap score_mod, the sink post-process by hand, empty rows with sinks); compiled, that
+cases differing only in W, C or the cap reuse Inductor's graph. With FLEXCHECK_BIN
 as well, `flexcheck fill` and `flexcheck check` judge what it stored.
 
 Run: PYTHONPATH=python python3 -m pytest python/tests/test_torch_flex.py
@@ -503,3 +504,44 @@ def test_flexcheck_checks_the_runner_on_score_terms(tmp_path, terms_file):
     label = tf.default_label(torch.__version__, "cpu", False)
     assert r.stdout.count(f"tested/{label}") == 3
     assert "3 outputs under test: 3 passed, 0 failed" in r.stdout
+
+
+# ---- compiled: one kernel for cases that differ only in W, C or the cap ----
+
+def test_compiled_runner_reuses_the_kernel_across_w_c_and_cap(tmp_path, monkeypatch):
+    """W, C and the soft-cap enter the mask_mod / score_mod as 0-d tensors, so a case that
+    differs from an earlier one only in them is Inductor's graph again (a cache hit, no
+    compile); with them captured as Python numbers every case compiled anew. The reused
+    kernel must still use the new values: each output is compared with eager's (same dtype,
+    float32 here) and the W = 8 and W = 9 outputs must differ."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    path = str(tmp_path / "reuse.h5")
+    q, k, v = rng_inputs(7, 1, 2, 2, 64, 64, 16, 16, "float32")
+    params = [("w8", dict(window=8)), ("w9", dict(window=9)),
+              ("c8", dict(chunk=8)), ("c16", dict(chunk=16)),
+              ("w8cap30", dict(window=8, softcap=30.0)), ("w9cap2", dict(window=9, softcap=2.0))]
+    for name, p in params:
+        write_case(path, name, 4 * q, 4 * k, v, causal=True, q_block_size=16,
+                   kv_block_size=16, **p)
+    compiled, eager = tf.Runner("cpu", compiled=True), tf.Runner("cpu", compiled=False)
+    if compiled.compilations() is None:
+        pytest.skip(f"torch {torch.__version__} keeps no Inductor cache counters")
+    outs, paid = {}, {}
+    for name, _ in params:
+        case = read_case(path, name)
+        before = compiled.compilations()
+        try:
+            out = compiled.run(case)[0]
+        except Exception as e:  # noqa: BLE001 - told apart below
+            if "CppCompileError" in type(e).__name__ + str(e):
+                pytest.skip(f"torch {torch.__version__} cannot compile flex_attention here")
+            raise
+        after = compiled.compilations()
+        paid[name] = (after[0] - before[0], after[1] - before[1])
+        torch.testing.assert_close(out, eager.run(case)[0], rtol=1e-5, atol=1e-5)
+        outs[name] = out
+    for name in ("w9", "c16", "w9cap2"):  # the second of each kind: taken from the cache
+        assert paid[name][0] == 0 and paid[name][1] >= 1, paid
+    assert not torch.equal(outs["w8"], outs["w9"])
+    assert not torch.equal(outs["w8cap30"], outs["w9cap2"])
