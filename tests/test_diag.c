@@ -809,11 +809,15 @@ static const hyp_case hyp_cases[] = {
      * found by running it, as for scores-rounded. */
     {"softmax-lowp", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 40, .scale = 0.5},
      {0, 1, 200, 203}, BY_SOFTMAX_LOWP, .bug_mask = {0}},
-    /* The same bug as a kernel writes it (O = acc / l, l a running float16 sum, the sink added
-     * last): the other ways of diag.c must find it too. Rows found by running it. */
-    {"softmax-lowp", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 47, .scale = 0.5,
+    /* The same bug as a kernel writes it (O = acc / l, l a running bfloat16 sum, the sink
+     * added last). Head 2's sink (4) is large enough against these scores that adding it first
+     * stalls the running sum sooner: the rows fail, and only diag.c's sink-last ways explain
+     * them (with the sink first they stay unexplained; checked by taking those ways out).
+     * Whether P is normalised or O divided at the end is a rounding-level difference, within
+     * the bounds here (test_ref checks that way). Rows and head found by running it. */
+    {"softmax-lowp", {FC_BF16, 1, 6, 1, 256, 256, 32, {.causal = 1}, .seed = 47, .scale = 0.25,
                       .sinks = 1},
-     {0, 0, 201, 203}, BY_SOFTMAX_LOWP_KERNEL, .bug_mask = {0}},
+     {0, 2, 201, 203}, BY_SOFTMAX_LOWP_KERNEL, .bug_mask = {0}},
     {"drop-last-key", {FC_F16, 1, 2, 1, 64, 64, 16, BW(24), .seed = 41}, {0, 1, 50, 53},
      BY_BRUTE, .pred = pred_drop_last},
     /* Lq 96 over Lk 64, causal: rows 0-31 see no key (bottom-right alignment). */
