@@ -26,6 +26,7 @@
 # and writes everything under OUT (default build/gpu-report; `$OUT` on the lent machine).
 #   bash ci/gpu_check.sh [--build-only]      # --build-only: step 1 alone (tested on CPU machines)
 #   bash ci/gpu_check.sh --prebuilt          # skip step 1: the binaries are already in build/
+#   TORCH_ONLY=1 bash ci/gpu_check.sh --prebuilt   # step 5 alone
 # --prebuilt is for a GPU machine without the Debian packages (and no network to fetch them):
 # ci/gpu_bundle.sh packs the binaries built here with the shared libraries they load, and
 # FLEXCHECK_LIB_DIR names the folder those libraries were unpacked to. Only flexcheck's own
@@ -80,62 +81,67 @@ else
 fi
 
 export OPENBLAS_NUM_THREADS=1
-run test_emu_gpu "${NAT[@]}" build/tests/test_emu_gpu || status=1
-run test_kernel_v2_ptx "${NAT[@]}" build/tests/test_kernel_v2_ptx || status=1
-run test_kernel_v2 "${NAT[@]}" build/tests/test_kernel_v2 || status=1
-run gate_gpu_kernel1 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --kernel 1 \
-    --report-dir "$OUT/gate-k1" || status=1
-run gate_gpu_kernel2 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --kernel 2 \
-    --report-dir "$OUT/gate-k2" || status=1
-# The inputs' float64 oracle and the gates' baseline at L = 16k take minutes on one thread;
-# kernel 2 alone (the speed target): both kernels, each judged at L = 16k, outran 150 s on an
-# H200 machine's 16 cores (2026-11-30), kernel 2 alone took 61 s with 2 reps.
-run bench_kernel env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" build/flexcheck bench kernel \
-    --kernel 2 --backend gpu --gpu-shapes --reps 5 || status=1
-# Variant builds (ci/gpu_bundle.sh: build/variants/flexcheck-NAME, e.g. 128-row tiles), timed
-# the same way; each judged on its shapes too, so a variant that breaks fails the run. The
-# judging (a CPU oracle per shape) is most of a bench's time, so variants time the causal 8k
-# target alone unless VARIANT_BENCH says otherwise ("" for all three shapes).
-flexcheck_benches=("default=$OUT/bench_kernel.txt")
-for vb in build/variants/flexcheck-*; do
-    [ -x "$vb" ] || continue
-    name=${vb##*/flexcheck-}
-    # A variant changes how kernel 2 runs, never what it computes: its quick gate on the GPU
-    # must give the default build's rows byte for byte (same machine, same CPU side).
-    if run "gate_gpu_kernel2_$name" "${NAT[@]}" "$vb" gate --quick --backend gpu --kernel 2 \
-        --report-dir "$OUT/gate-k2-$name"; then
-        if [ ! -f "$OUT/gate-k2/rows.csv" ]; then
-            log "gate_gpu_kernel2_$name: not compared (the default build's gate wrote no rows.csv)"
-            status=1
-        elif cmp -s "$OUT/gate-k2/rows.csv" "$OUT/gate-k2-$name/rows.csv"; then
-            log "gate_gpu_kernel2_$name: rows.csv identical to the default build's"
+# TORCH_ONLY=1: step 5 alone (a second call on the same machine, for the whole quick export).
+if [ -z "${TORCH_ONLY:-}" ]; then
+    run test_emu_gpu "${NAT[@]}" build/tests/test_emu_gpu || status=1
+    run test_kernel_v2_ptx "${NAT[@]}" build/tests/test_kernel_v2_ptx || status=1
+    run test_kernel_v2 "${NAT[@]}" build/tests/test_kernel_v2 || status=1
+    run gate_gpu_kernel1 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --kernel 1 \
+        --report-dir "$OUT/gate-k1" || status=1
+    run gate_gpu_kernel2 "${NAT[@]}" build/flexcheck gate --quick --backend gpu --kernel 2 \
+        --report-dir "$OUT/gate-k2" || status=1
+    # The inputs' float64 oracle and the gates' baseline at L = 16k take minutes on one thread;
+    # kernel 2 alone (the speed target): both kernels, each judged at L = 16k, outran 150 s on an
+    # H200 machine's 16 cores (2026-11-30), kernel 2 alone took 61 s with 2 reps.
+    run bench_kernel env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" build/flexcheck bench kernel \
+        --kernel 2 --backend gpu --gpu-shapes --reps 5 || status=1
+    # Variant builds (ci/gpu_bundle.sh: build/variants/flexcheck-NAME, e.g. 128-row tiles), timed
+    # the same way; each judged on its shapes too, so a variant that breaks fails the run. The
+    # judging (a CPU oracle per shape) is most of a bench's time, so variants time the causal 8k
+    # target alone unless VARIANT_BENCH says otherwise ("" for all three shapes).
+    flexcheck_benches=("default=$OUT/bench_kernel.txt")
+    for vb in build/variants/flexcheck-*; do
+        [ -x "$vb" ] || continue
+        name=${vb##*/flexcheck-}
+        # A variant changes how kernel 2 runs, never what it computes: its quick gate on the GPU
+        # must give the default build's rows byte for byte (same machine, same CPU side).
+        if run "gate_gpu_kernel2_$name" "${NAT[@]}" "$vb" gate --quick --backend gpu --kernel 2 \
+            --report-dir "$OUT/gate-k2-$name"; then
+            if [ ! -f "$OUT/gate-k2/rows.csv" ]; then
+                log "gate_gpu_kernel2_$name: not compared (the default build's gate wrote no rows.csv)"
+                status=1
+            elif cmp -s "$OUT/gate-k2/rows.csv" "$OUT/gate-k2-$name/rows.csv"; then
+                log "gate_gpu_kernel2_$name: rows.csv identical to the default build's"
+            else
+                log "gate_gpu_kernel2_$name: rows.csv DIFFERS from the default build's"
+                status=1
+            fi
         else
-            log "gate_gpu_kernel2_$name: rows.csv DIFFERS from the default build's"
             status=1
         fi
-    else
-        status=1
+        # shellcheck disable=SC2086  # VARIANT_BENCH is a list of options
+        run "bench_kernel_$name" env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" "$vb" bench kernel \
+            --kernel 2 --backend gpu --gpu-shapes --reps 5 ${VARIANT_BENCH---shape 1} || status=1
+        flexcheck_benches+=("$name=$OUT/bench_kernel_$name.txt")
+    done
+    # Where the profiler is (Nsight Compute; it read the counters on a Firecracker H200 machine,
+    # 2026-11-04): kernel 2's first launch on the causal L = 8k shape, the sections that say what
+    # holds it back (0.17x PyTorch's speed there, reports/gpu-2026-11-30-h200). Information, not a
+    # gate: its exit status does not count.
+    if command -v ncu >/dev/null; then
+        run ncu_kernel2 env OPENBLAS_NUM_THREADS="$JOBS" ncu --clock-control none -k regex:attn_v2 \
+            -c 1 \
+            --section SpeedOfLight --section Occupancy --section LaunchStats \
+            --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+            --section MemoryWorkloadAnalysis "${NAT[@]}" build/flexcheck bench kernel --backend gpu \
+            --gpu-shapes --shape 1 --kernel 2 --reps 1 || true
     fi
-    # shellcheck disable=SC2086  # VARIANT_BENCH is a list of options
-    run "bench_kernel_$name" env OPENBLAS_NUM_THREADS="$JOBS" "${NAT[@]}" "$vb" bench kernel \
-        --kernel 2 --backend gpu --gpu-shapes --reps 5 ${VARIANT_BENCH---shape 1} || status=1
-    flexcheck_benches+=("$name=$OUT/bench_kernel_$name.txt")
-done
-# Where the profiler is (Nsight Compute; it read the counters on a Firecracker H200 machine,
-# 2026-11-04): kernel 2's first launch on the causal L = 8k shape, the sections that say what
-# holds it back (0.17x PyTorch's speed there, reports/gpu-2026-11-30-h200). Information, not a
-# gate: its exit status does not count.
-if command -v ncu >/dev/null; then
-    run ncu_kernel2 env OPENBLAS_NUM_THREADS="$JOBS" ncu --clock-control none -k regex:attn_v2 \
-        -c 1 \
-        --section SpeedOfLight --section Occupancy --section LaunchStats \
-        --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
-        --section MemoryWorkloadAnalysis "${NAT[@]}" build/flexcheck bench kernel --backend gpu \
-        --gpu-shapes --shape 1 --kernel 2 --reps 1 || true
 fi
 if python3 -c "import torch" 2>/dev/null; then
-    run bench_torch python3 ci/bench_torch_flex.py "${flexcheck_benches[@]/#/--flexcheck=}" ||
-        status=1
+    if [ -z "${TORCH_ONLY:-}" ]; then
+        run bench_torch python3 ci/bench_torch_flex.py "${flexcheck_benches[@]/#/--flexcheck=}" ||
+            status=1
+    fi
     if "${NAT[@]}" build/flexcheck export --help >/dev/null 2>&1; then
         rm -rf "$OUT/torch-cases"
         # shellcheck disable=SC2086  # TORCH_EXPORT is a list of options

@@ -12,6 +12,7 @@
 #                                                 written by two processes)
 #   3. $BIN check FILES --report $DIR/report     each vLLM output judged under the gates (both
 #                                                 folders: a row per case and build)
+# Steps 1 and 3 are ci/engine_gate.sh's, shared with ci/torch_gate.sh.
 # Environment (the make target sets them): BIN (build/flexcheck), PY (the vLLM venv's python),
 # DIR (build/vllm-gate), SIZE (--quick), RUNNER_ARGS (more runner options: --page-size, --garbage),
 # SLOW (a glob on the file names: the files the slow build runs on; default m[2-6]-*, every check
@@ -32,24 +33,11 @@ DIR=${DIR:-build/vllm-gate}
 SIZE=${SIZE:---quick}
 RUNNER_ARGS=${RUNNER_ARGS:-}
 SLOW=${SLOW:-m[2-6]-*}
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+NAME=vllm-gate
+# shellcheck source=ci/engine_gate.sh
+. ci/engine_gate.sh
 
-if ! "$BIN" export --help >/dev/null 2>&1; then
-    echo "vllm-gate: $BIN has no 'export' subcommand; nothing to run" >&2
-    exit 2
-fi
-rm -rf "$DIR"
-mkdir -p "$DIR"
-t0=$(now)
-
-echo "vllm-gate: 1/3 $BIN export $SIZE --out $DIR/cases"
-# shellcheck disable=SC2086  # SIZE may hold more options (--quick --filter P)
-"$BIN" export $SIZE --out "$DIR/cases" >/dev/null 2>&1 || { echo "vllm-gate: export failed" >&2; exit 2; }
-mapfile -t files < <(find "$DIR/cases" -type f \( -name '*.h5' -o -name '*.hdf5' \) | LC_ALL=C sort)
-[ ${#files[@]} -gt 0 ] || { echo "vllm-gate: export wrote no fixture file under $DIR/cases" >&2; exit 2; }
-t1=$(now)
-echo "vllm-gate: export: ${#files[@]} files in $(secs "$t0" "$t1") s"
+gate_export
 
 mkdir -p "$DIR/cases-slow"
 # Every check but the numeric one first (packed batches, decode, window edges, layouts: the
@@ -67,6 +55,7 @@ done
 # The direct build's files dealt round-robin to DIRECT_JOBS processes (never one file to two of
 # them), the slow build's to one: Inductor's compiles are the time, one process each.
 DIRECT_JOBS=${DIRECT_JOBS:-2}
+[ "$DIRECT_JOBS" -le ${#ordered[@]} ] || DIRECT_JOBS=${#ordered[@]} # a process has a file
 echo "vllm-gate: 2/3 python -m flexcheck.vllm_flex --device cpu $RUNNER_ARGS: --build direct on $DIR/cases (${#files[@]} files, $DIRECT_JOBS processes), --build slow on $DIR/cases-slow (${#slow_files[@]} files: SLOW='$SLOW')"
 pids=()
 for ((j = 0; j < DIRECT_JOBS; j++)); do
@@ -97,15 +86,4 @@ done
 t2=$(now)
 echo "vllm-gate: vllm_flex: exit $runner in $(secs "$t1" "$t2") s (every line: $DIR/vllm_flex-*.txt)"
 
-echo "vllm-gate: 3/3 $BIN check ($((${#files[@]} + ${#slow_files[@]})) files) --report $DIR/report"
-"$BIN" check --quiet --report "$DIR/report" "${files[@]}" "${slow_files[@]}" >"$DIR/check.txt" 2>&1
-check=$?
-grep -v '^report: ' "$DIR/check.txt" | tail -n 200
-t3=$(now)
-echo "vllm-gate: check: exit $check in $(secs "$t2" "$t3") s (all lines: $DIR/check.txt)"
-[ -f "$DIR/report/summary.md" ] && grep -m1 "^\*\*" "$DIR/report/summary.md"
-status=0
-[ $runner -eq 0 ] && [ $check -eq 0 ] || status=1
-[ $check -ge 2 ] && status=2
-echo "vllm-gate: $([ $status -eq 0 ] && echo PASS || echo FAIL) in $(secs "$t0" "$t3") s; report in $DIR/report/"
-exit $status
+gate_check_and_exit "$runner" "${files[@]}" "${slow_files[@]}"
