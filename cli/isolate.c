@@ -43,6 +43,8 @@ typedef struct iso_shared {
     volatile int phase;
     volatile int memory;     /* a fatal signal found the address space (nearly) exhausted */
     volatile char tmp[1100]; /* a temporary file the child made, "" when none */
+    volatile char watch[192]; /* the libhdf5 step under way (fix_watch_hook), "" when none */
+    volatile unsigned watch_seconds;
 } iso_shared;
 
 /* Closes what the child sent; the parent checks magic, status and length. */
@@ -228,6 +230,47 @@ const char *cli_iso_errmsg(fc_status st, const char *msg, char *buf, size_t cap)
     return buf;
 }
 
+/* The readers' libhdf5 steps (fixtures/fix.h): each armed with an alarm, whose default action
+ * ends the child; the step is recorded first, so the parent can name it. */
+static void watch_hook(const char *what, unsigned seconds)
+{
+    if (!what) {
+        alarm(0);
+        g_shared->watch[0] = '\0';
+        return;
+    }
+    size_t n = strlen(what);
+    if (n >= sizeof g_shared->watch)
+        n = sizeof g_shared->watch - 1;
+    for (size_t i = 0; i < n; i++)
+        g_shared->watch[i] = what[i];
+    g_shared->watch[n] = '\0';
+    g_shared->watch_seconds = seconds;
+    alarm(seconds);
+}
+
+fc_status cli_iso_watch_env(fc_err *err)
+{
+    const char *s = getenv("FLEXCHECK_HDF5_TIMEOUT");
+    if (!s || !*s) /* set empty: as unset */
+        return FC_OK;
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (*end || errno || s[0] < '0' || s[0] > '9' || v < 1 || v > (1ul << 30))
+        return fc_errf(err, FC_EINVAL, "FLEXCHECK_HDF5_TIMEOUT='%.40s': whole seconds from 1 to "
+                       "%lu", s, 1ul << 30);
+    fix_watch_seconds = (unsigned)v;
+    return FC_OK;
+}
+
+/* In a child: every libhdf5 step armed (SIGALRM's default action ends the child). */
+static void watch_setup(void)
+{
+    signal(SIGALRM, SIG_DFL);
+    fix_watch_hook = watch_hook;
+}
+
 /* The fixture writers name each temporary file they make here (fixtures/fix.h). */
 static void note_tmp_hook(const char *tmp)
 {
@@ -312,6 +355,7 @@ fc_status cli_isolated(const cli_iso *iso, cli_iso_fn fn, void *arg, cli_iso_res
         close(pfd[0]);
         g_shared = sh;
         fix_tmp_hook = note_tmp_hook;
+        watch_setup();
         apply_limit(iso);
         cli_iso_chan ch = {.fd = pfd[1]};
         int st = fn(arg, &ch);
@@ -341,11 +385,17 @@ fc_status cli_isolated(const cli_iso *iso, cli_iso_fn fn, void *arg, cli_iso_res
     for (size_t i = 0; i < sizeof tmp; i++)
         tmp[i] = sh->tmp[i];
     tmp[sizeof tmp - 1] = '\0';
-    munmap(sh, sizeof *sh);
     if (WIFSIGNALED(wst))
         res->signal = WTERMSIG(wst);
     else if (WIFEXITED(wst))
         res->exit_status = WEXITSTATUS(wst);
+    if (res->signal == SIGALRM && sh->watch[0]) { /* the watchdog: nothing else arms alarms */
+        for (size_t i = 0; i < sizeof res->hung; i++)
+            res->hung[i] = sh->watch[i];
+        res->hung[sizeof res->hung - 1] = '\0';
+        res->hung_seconds = sh->watch_seconds;
+    }
+    munmap(sh, sizeof *sh);
     switch (res->signal) {
     case SIGPIPE: /* whoever reads our output went away */
     case SIGINT:  /* the run was interrupted or stopped, not by the file: the same for us */
@@ -405,6 +455,10 @@ void cli_iso_describe(const cli_iso *iso, const char *file, const cli_iso_result
                "finishing (a sanitizer's report above?)", file, res->exit_status);
     else if (res->finished)
         fc_fmt(buf, cap, "%s: the child's result did not come back whole", file);
+    else if (res->hung[0])
+        fc_fmt(buf, cap, "%s: libhdf5 did not return from %s within %u s (stopped): corrupt or "
+               "hostile file (FLEXCHECK_HDF5_TIMEOUT=SECONDS sets the allowance)", file,
+               res->hung, res->hung_seconds);
     else if (res->memory)
         fc_fmt(buf, cap, "%s: ran out of its %s %s limit %s it (%s; --max-memory): corrupt or "
                "hostile file, or too large for the limit", file, lim,

@@ -20,6 +20,11 @@
  * limit (a debugging aid: a debugger or a profiler then sees the whole run; also how the
  * overhead of isolation is measured).
  *
+ * libhdf5 can also loop forever on a corrupt file (fixtures/fix.h, fix_watch_hook): the child
+ * watches each step of reading (an alarm per step, FIX_WATCH_SECONDS or FLEXCHECK_HDF5_TIMEOUT
+ * seconds, more for large datasets) and dies of SIGALRM when one outruns it: one line, "FILE:
+ * libhdf5 did not return from reading /cases/c0 (...) within 30 s: corrupt or hostile file".
+ *
  * Where the limit is not RLIMIT_AS: under the CUDA backend the child limits RLIMIT_DATA instead
  * (the CUDA driver reserves address space far beyond any memory, which RLIMIT_AS would refuse),
  * and a sanitizer build applies no limit (ASan's shadow takes terabytes of address space before
@@ -83,9 +88,16 @@ typedef struct cli_iso_result {
     int memory;              /* it died of the memory limit (SIGKILL, or its peak resident set
                               * reached the limit) */
     cli_iso_phase phase;     /* what it was doing */
+    char hung[192];          /* killed by the libhdf5 watchdog: the step it outran, else "" */
+    unsigned hung_seconds;   /* that step's allowance */
     unsigned char *data;     /* what fn sent, in order (free with cli_iso_result_free) */
     size_t len;
 } cli_iso_result;
+
+/* FLEXCHECK_HDF5_TIMEOUT (whole seconds, 1 to 2^30), when set and not empty, as the allowance of each libhdf5
+ * step in a child (fix_watch_seconds); FC_EINVAL naming the value otherwise. main() calls it
+ * before any command. */
+fc_status cli_iso_watch_env(fc_err *err);
 
 /* 0 when FLEXCHECK_NO_FORK=1 is set, else 1. */
 int cli_iso_enabled(void);

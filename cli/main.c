@@ -9,6 +9,7 @@
 #include "base/version.h"
 #include "base/progress.h"
 #include "cli/cli.h"
+#include "cli/isolate.h"
 
 typedef struct command {
     const char *name;
@@ -68,6 +69,11 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "--version")) {
         printf("flexcheck %s (commit %s)\n", fc_version(), fc_commit());
         return CLI_PASS;
+    }
+    fc_err err;
+    if (cli_iso_watch_env(&err)) { /* the environment, before any command reads a file */
+        fprintf(stderr, "flexcheck: %s\n", err.msg);
+        return CLI_BADINPUT;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))

@@ -2582,6 +2582,53 @@ Test(fixture_cli, a_file_libhdf5_reads_past_a_buffer_on_is_one_line_and_asan_nam
     hostile_reports_are_libhdf5s();
 }
 
+/* The file libhdf5 never returns from (make_hostile.sh: loop-h5hg.h5, a global heap whose
+ * parser never reaches its end): each command's child stops it when the step outruns its
+ * allowance (cli/isolate.h; FLEXCHECK_HDF5_TIMEOUT=2 here, 30 s by default): one line naming
+ * the file, the step and the allowance, exit 2, and the next file is checked. Without the
+ * watchdog the command never ends. A bad allowance is refused before
+ * any file is read. */
+Test(fixture_cli, a_file_libhdf5_never_returns_from_is_stopped_and_one_line)
+{
+    hostile h;
+    make_hostile(&h);
+    char loop[160], env[1200], out[8192], errs[4096], args[1024], ln[1024];
+    snprintf(loop, sizeof loop, "%s/loop-h5hg.h5", dir);
+    /* timeout(1): a command that never ends fails here (124) rather than hanging the suite */
+    snprintf(env, sizeof env, "%s FLEXCHECK_HDF5_TIMEOUT=2 timeout 60", h.env);
+    const char *good = write_base("good.h5", FC_F32, 0);
+    static const char said[] = ": libhdf5 did not return from opening it (its superblock, root "
+                               "attributes and case list) within 2 s (stopped): corrupt or "
+                               "hostile file (FLEXCHECK_HDF5_TIMEOUT=SECONDS sets the allowance)";
+    snprintf(args, sizeof args, "check '%s' '%s'", loop, good);
+    int st = run_cli_env(env, args, out, sizeof out, errs, sizeof errs);
+    cr_assert_eq(st, 2, "status %d\n%s%s", st, out, errs);
+    cr_expect_eq(count_lines(errs), 1, "one line:\n%s", errs);
+    cr_expect(line_naming(errs, loop, ln, sizeof ln) && strstr(ln, said), "%s", errs);
+    char pass[256];
+    snprintf(pass, sizeof pass, "PASS %s c0 ", good);
+    cr_expect(strstr(out, pass), "the good file after it is checked:\n%s", out);
+    const char *runs[] = {"repro '%s'", "fill '%s' --out '%s/filled.h5'"};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        snprintf(args, sizeof args, runs[i], loop, dir);
+        st = run_cli_env(env, args, out, sizeof out, errs, sizeof errs);
+        cr_expect_eq(st, 2, "%s: status %d\n%s%s", args, st, out, errs);
+        cr_expect_eq(count_lines(errs), 1, "%s: one line:\n%s", args, errs);
+        cr_expect(line_naming(errs, loop, ln, sizeof ln) && strstr(ln, said), "%s: %s", args,
+                  errs);
+    }
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q filled", dir);
+    cr_expect_neq(system(cmd), 0, "fill left its output or a temporary file behind");
+    snprintf(args, sizeof args, "check '%s'", good);
+    st = run_cli_env("FLEXCHECK_HDF5_TIMEOUT=0", args, out, sizeof out, errs, sizeof errs);
+    cr_expect_eq(st, 2, "status %d\n%s%s", st, out, errs);
+    cr_expect_str_eq(errs, "flexcheck: FLEXCHECK_HDF5_TIMEOUT='0': whole seconds from 1 to "
+                           "1073741824\n");
+    cr_expect_str_eq(out, "", "nothing checked");
+    hostile_reports_are_libhdf5s();
+}
+
 /* A file whose tensors the memory limit cannot hold: q declared [1, 2, 2^24, 4] (512 MiB as
  * float32; HDF5 stores nothing for a dataset never written, so the file stays small) under
  * --max-memory 512M. The case's estimate (4.22 GiB with the oracle, buffers and block masks) is

@@ -1,8 +1,9 @@
 #!/bin/sh
-# make_hostile.sh SETS_DIR OUT_DIR - writes four files that make libhdf5 1.10.8 (Debian 12's
+# make_hostile.sh SETS_DIR OUT_DIR - writes five files that make libhdf5 1.10.8 (Debian 12's
 # only HDF5) misbehave, from the committed fixtures, one byte changed in each: two it crashes
-# on, two it reads past a heap buffer on without crashing. For the isolation tests
-# (tests/test_fixtures.c, fixture_cli suite) and as seeds of `make fuzz` (tests/fuzz/README.md).
+# on, two it reads past a heap buffer on without crashing, one it never returns from. For the
+# isolation tests (tests/test_fixtures.c, fixture_cli suite) and, but the last, as seeds of
+# `make fuzz` (tests/fuzz/README.md).
 # Nothing binary is committed: they are made at test time into OUT_DIR.
 #
 #   hostile-h5aexists.h5  layout-gemma3.h5, byte 121029 0x00 -> 0xbd: a corrupt attribute
@@ -25,6 +26,12 @@
 #                         H5O__attr_exists -> H5O__msg_iterate_real reads past the object
 #                         header's buffer decoding it (ASan: heap-buffer-overflow, a read of 4).
 #                         A plain build refuses it ("attribute 'causal' = 113"): no signal.
+#   loop-h5hg.h5          torch-softcap.h5, byte 3136 0xc8 -> 0x00: the size of the global heap
+#                         collection's free space (its last object, at 3128) 3016 -> 2816;
+#                         H5Aread of the root's `schema` string -> H5T__conv_vlen -> H5HG_read
+#                         -> H5HG__protect -> H5C_protect never returns (found by fuzz_file
+#                         as timeouts on 2026-12-01, this byte by a search of one-byte changes).
+#                         flexcheck's per-file child stops it (cli/isolate.h, fix_watch_hook).
 #
 # Each byte is checked before it is changed: a regenerated fixture set fails here, loudly,
 # rather than quietly producing a file that no longer crashes anything.
@@ -51,3 +58,4 @@ flip "$sets/layout-gemma3.h5" 121029 00 bd "$out/hostile-h5aexists.h5"
 flip "$sets/torch-flex.h5" 2426 00 95 "$out/hostile-h5aread.h5"
 flip "$sets/torch-flex.h5" 2057 10 02 "$out/overread-h5hg.h5"
 flip "$sets/layout-gemma3.h5" 121030 08 09 "$out/overread-h5o.h5"
+flip "$sets/torch-softcap.h5" 3136 c8 00 "$out/loop-h5hg.h5"
