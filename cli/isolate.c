@@ -456,8 +456,9 @@ void cli_iso_describe(const cli_iso *iso, const char *file, const cli_iso_result
     else if (res->finished)
         fc_fmt(buf, cap, "%s: the child's result did not come back whole", file);
     else if (res->hung[0])
-        fc_fmt(buf, cap, "%s: libhdf5 did not return from %s within %u s (stopped): corrupt or "
-               "hostile file (FLEXCHECK_HDF5_TIMEOUT=SECONDS sets the allowance)", file,
+        fc_fmt(buf, cap, "%s: libhdf5 did not return from %s within %u s (stopped): a corrupt "
+               "or hostile file, or storage slower than that (FLEXCHECK_HDF5_TIMEOUT=SECONDS)",
+               file,
                res->hung, res->hung_seconds);
     else if (res->memory)
         fc_fmt(buf, cap, "%s: ran out of its %s %s limit %s it (%s; --max-memory): corrupt or "

@@ -23,7 +23,8 @@
  * libhdf5 can also loop forever on a corrupt file (fixtures/fix.h, fix_watch_hook): the child
  * watches each step of reading (an alarm per step, FIX_WATCH_SECONDS or FLEXCHECK_HDF5_TIMEOUT
  * seconds, more for large datasets) and dies of SIGALRM when one outruns it: one line, "FILE:
- * libhdf5 did not return from reading /cases/c0 (...) within 30 s: corrupt or hostile file".
+ * libhdf5 did not return from reading /cases/c0 (...) within 30 s (stopped): a corrupt or
+ * hostile file, or storage slower than that (...)".
  *
  * Where the limit is not RLIMIT_AS: under the CUDA backend the child limits RLIMIT_DATA instead
  * (the CUDA driver reserves address space far beyond any memory, which RLIMIT_AS would refuse),
