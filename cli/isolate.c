@@ -458,8 +458,7 @@ void cli_iso_describe(const cli_iso *iso, const char *file, const cli_iso_result
     else if (res->hung[0])
         fc_fmt(buf, cap, "%s: libhdf5 did not return from %s within %u s (stopped): a corrupt "
                "or hostile file, or storage slower than that (FLEXCHECK_HDF5_TIMEOUT=SECONDS)",
-               file,
-               res->hung, res->hung_seconds);
+               file, res->hung, res->hung_seconds);
     else if (res->memory)
         fc_fmt(buf, cap, "%s: ran out of its %s %s limit %s it (%s; --max-memory): corrupt or "
                "hostile file, or too large for the limit", file, lim,

@@ -95,9 +95,9 @@ typedef struct cli_iso_result {
     size_t len;
 } cli_iso_result;
 
-/* FLEXCHECK_HDF5_TIMEOUT (whole seconds, 1 to 2^30), when set and not empty, as the allowance of each libhdf5
- * step in a child (fix_watch_seconds); FC_EINVAL naming the value otherwise. main() calls it
- * before any command. */
+/* FLEXCHECK_HDF5_TIMEOUT (whole seconds, 1 to 2^30), when set and not empty, as the allowance
+ * of each libhdf5 step in a child (fix_watch_seconds); FC_EINVAL naming the value otherwise.
+ * main() calls it before any command. */
 fc_status cli_iso_watch_env(fc_err *err);
 
 /* 0 when FLEXCHECK_NO_FORK=1 is set, else 1. */

@@ -510,9 +510,10 @@ static int merge_same(exam *e, diag_report *r, const diag_alt *a)
 /* Several whole causes (each explains every examined row, diag.h): when one reproduces the
  * failing values DIAG_CLOSER times more closely than each of the others (its fit, the mean over
  * the rows, against theirs: a mean, so that one row on a rounding boundary does not hide a
- * bit-exact reproduction of the other 499), it is the cause and they fit "less closely" (r->nalso, right
- * after it): an LSE rounded to bfloat16 reproduced to the bit is not "scores rounded to
- * bfloat16", which also lands within H5's bound. Otherwise they stay indistinguishable. */
+ * bit-exact reproduction of the other 499), it is the cause and they fit "less closely"
+ * (r->nalso, right after it): an LSE rounded to bfloat16 reproduced to the bit is not "scores
+ * rounded to bfloat16", which also lands within H5's bound. Otherwise they stay
+ * indistinguishable. */
 static void pick_closest(diag_report *r)
 {
     if (r->ncauses < 2)

@@ -2586,8 +2586,7 @@ Test(fixture_cli, a_file_libhdf5_reads_past_a_buffer_on_is_one_line_and_asan_nam
  * parser never reaches its end): each command's child stops it when the step outruns its
  * allowance (cli/isolate.h; FLEXCHECK_HDF5_TIMEOUT=2 here, 30 s by default): one line naming
  * the file, the step and the allowance, exit 2, and the next file is checked. Without the
- * watchdog the command never ends. A bad allowance is refused before
- * any file is read. */
+ * watchdog the command never ends. A bad allowance is refused before any file is read. */
 Test(fixture_cli, a_file_libhdf5_never_returns_from_is_stopped_and_one_line)
 {
     hostile h;
