@@ -262,10 +262,12 @@ static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err 
     a->keys(a, &k, e->hkeys);
     int32_t hk = a->kv_head(p, k.h);
     double sink_count = a->sink_count_of ? a->sink_count_of(a, &k) : a->sink_count;
+    double sink = terms_sink(&p->terms, diag_sink_head(a, p->hq, k.h));
     /* The truth's own computation cannot explain a row that fails against the truth. */
     int truth = memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
                 hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 &&
                 a->round_scores == FC_F32 && a->softcap == p->terms.softcap &&
+                sink == terms_sink(&p->terms, k.h) &&
                 a->sink_mul == 1.0 && sink_count == 1.0 && a->sink_value == 0.0 &&
                 a->softmax_dt == FC_F32 && a->lse_round == FC_F32 && !a->lse_free;
     if (truth && !a->ntries)
@@ -274,7 +276,7 @@ static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err 
     const float *kk = lk ? jc->k + kv * d : NULL, *vv = lk ? jc->v + kv * dv : NULL;
     double lse;
     ref_row_rule rule = {.scale = a->scale, .round_scores = a->round_scores,
-                         .softcap = a->softcap, .sink = terms_sink(&p->terms, k.h) * a->sink_mul,
+                         .softcap = a->softcap, .sink = sink * a->sink_mul,
                          .sink_count = sink_count, .masked_score = a->masked_score,
                          .sink_value = a->sink_value, .softmax_dt = a->softmax_dt};
     const float *o = e->in->o + row * dv, *ol = e->in->lse ? e->in->lse + row : NULL;
@@ -484,7 +486,8 @@ static int alt_same(const diag_alt *a, const diag_alt *b)
            a->keys == b->keys && a->ntries == b->ntries && a->tiles == b->tiles &&
            a->rescale == b->rescale && a->softmax_dt == b->softmax_dt &&
            a->lse_round == b->lse_round && a->lse_free == b->lse_free &&
-           a->only_empty == b->only_empty;
+           a->only_empty == b->only_empty && a->sink_div == b->sink_div &&
+           a->sink_shift == b->sink_shift;
 }
 
 /* A hypothesis computing what an earlier one computes on this case (window W+1 and 2W at

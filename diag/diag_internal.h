@@ -82,7 +82,18 @@ struct diag_alt {
     int lse_free;        /* the LSE is a fill value nobody can predict: any finite one */
     int only_empty;      /* the bug changes only rows with no allowed key (the truth's O 0,
                           * LSE -inf): it is tried on those alone */
+    /* The sink query head h uses: head (h / sink_div + sink_shift) mod Hq's (diag_sink_head);
+     * 1 and 0, its own, for the truth. Numbers rather than a function, so that two mappings
+     * that send every head to the same sink on a case (the previous and the next head when
+     * Hq = 2) compare equal and merge (diag.c merge_same). */
+    int32_t sink_div, sink_shift;
 };
+
+/* The head whose sink query head h reads under alternative a (0 <= sink_shift < Hq). */
+static inline int32_t diag_sink_head(const diag_alt *a, int32_t hq, int32_t h)
+{
+    return (h / a->sink_div + a->sink_shift) % hq;
+}
 
 /* A setup: 1 and *a filled when the hypothesis applies to the case and can differ from the
  * truth, 0 otherwise. a arrives initialised by diag_alt_init. */

@@ -14,6 +14,7 @@
  * that computed the truth differently from the reference could blame the wrong bug.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "diag/diag_internal.h"
@@ -40,6 +41,7 @@ void diag_alt_init(const diag_in *in, diag_alt *a)
     a->sink_mul = 1.0;
     a->sink_count = 1.0;
     a->keys = diag_keys_mask;
+    a->sink_div = 1;
 }
 
 void diag_keys_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed)
@@ -142,6 +144,73 @@ static void keys_drop_last(const diag_alt *a, const diag_key *k, uint8_t *allowe
         allowed[k->row.k1 - 1] = 0;
 }
 
+/* A window whose reach differs on one side of the query: keys after it (p_k > p_q) held to
+ * a->mask's window and those at or before it to the truth's (keys_window_after), or the other
+ * way round (keys_window_before); causal and chunk as the truth's either way. */
+static void keys_window_sides(const diag_alt *a, const diag_key *k, uint8_t *allowed,
+                              int after_changed)
+{
+    for (int32_t tk = 0; tk < k->p->seq.lk; tk++) {
+        int after = (int64_t)tk - k->row.k0 > k->row.pq;
+        mask_params m = after == after_changed ? a->mask : k->p->mask;
+        allowed[tk] = (uint8_t)mask_row_allows(m, k->row, tk);
+    }
+}
+
+static void keys_window_after(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    keys_window_sides(a, k, allowed, 1);
+}
+
+static void keys_window_before(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    keys_window_sides(a, k, allowed, 0);
+}
+
+/* The query's position moved by `by` in sequences with fewer queries than keys (the decode
+ * and chunked-prefill rows), p_q = i + nk - nq + by; other sequences as the truth. */
+static void keys_decode_moved(const diag_alt *a, const diag_key *k, uint8_t *allowed,
+                              int32_t by)
+{
+    mask_row r = k->row;
+    int32_t s = seq_find(a->view.cu_q, a->view.nseq, k->tq);
+    if (a->view.cu_q[s + 1] - a->view.cu_q[s] < r.k1 - r.k0)
+        r.pq += by;
+    for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
+        allowed[tk] = (uint8_t)mask_row_allows(a->mask, r, tk);
+}
+
+static void keys_decode_ahead(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    keys_decode_moved(a, k, allowed, 1);
+}
+
+static void keys_decode_behind(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    keys_decode_moved(a, k, allowed, -1);
+}
+
+/* Chunks from position + 1: the chunk term sees (p_q + 1, p_k + 1), every chunk boundary one
+ * position early; causal and window still see the positions. */
+static void keys_chunk_shifted(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    mask_params rest = a->mask, chunk = {0};
+    rest.chunk_size = 0;
+    chunk.chunk_size = a->mask.chunk_size;
+    for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
+        allowed[tk] = (uint8_t)(mask_row_allows(rest, k->row, tk) &&
+                                mask_allowed(chunk, k->row.pq + 1, tk - k->row.k0 + 1));
+}
+
+/* A sequence's first query also uses the key just before its sequence's keys (the previous
+ * sequence's last), whatever the mask says of it: a boundary leak of one key. */
+static void keys_boundary_leak(const diag_alt *a, const diag_key *k, uint8_t *allowed)
+{
+    diag_keys_mask(a, k, allowed);
+    if (k->i == 0 && k->row.k0 > 0)
+        allowed[k->row.k0 - 1] = 1;
+}
+
 /* A row with no allowed key filled as a finite mask value does: every key of its sequence (or,
  * keys_fill_all, of the whole key axis) with the same score, so O is the mean of their values;
  * rows with keys as the truth. */
@@ -203,6 +272,75 @@ static int window_to(diag_alt *a, int64_t w, const char *what)
     return 1;
 }
 
+/* ---- a key set that is another hypothesis's on the case -------------------------------- */
+
+/* Above this many (query, key) pairs a case's key sets are not compared (same_keys): a few
+ * tenths of a second of mask evaluations. */
+#define SAME_KEYS_MAX_PAIRS ((uint64_t)1 << 26)
+
+/* 1 iff alternatives a and b (on the truth's view, with key functions that read neither the
+ * batch entry, the head nor a block mask) give every query token of the case the same keys.
+ * 0 when they differ somewhere, when the case is past SAME_KEYS_MAX_PAIRS or memory is short:
+ * then both are tried, and where no row tells them apart they are reported as
+ * indistinguishable, which is true if less precise. */
+static int same_keys(const diag_in *in, const diag_alt *a, const diag_alt *b)
+{
+    const seq_info *s = &in->jc->prob->seq;
+    if ((uint64_t)s->lq * (uint64_t)(s->lk > 0 ? s->lk : 1) > SAME_KEYS_MAX_PAIRS)
+        return 0;
+    uint8_t *ka = malloc((size_t)s->lk + 1), *kb = malloc((size_t)s->lk + 1);
+    int same = ka && kb;
+    for (int32_t tq = 0; same && tq < s->lq; tq++) {
+        diag_key k = {in, in->jc->prob, 0, 0, tq, mask_row_of(a->view, tq), 0};
+        k.i = tq - a->view.cu_q[seq_find(a->view.cu_q, a->view.nseq, tq)];
+        a->keys(a, &k, ka);
+        b->keys(b, &k, kb);
+        same = memcmp(ka, kb, (size_t)s->lk) == 0;
+    }
+    free(ka);
+    free(kb);
+    return same;
+}
+
+/* For a setup whose bug changes only the key set: 0 when on this case it gives every row the
+ * truth's keys (it cannot differ from the truth). When it gives every row the keys of window
+ * W-1, W+1 or the last key dropped (earlier hypotheses in the table), it becomes that
+ * alternative, title kept, so that diag.c merges the two into one finding titled with both
+ * names instead of reporting two causes no row can tell apart (a decode row's position one
+ * ahead under a causal window is window W-1). 1 otherwise. */
+static int keys_settled(const diag_in *in, diag_alt *a)
+{
+    diag_alt other;
+    diag_alt_init(in, &other);
+    if (same_keys(in, a, &other))
+        return 0;
+    for (int c = 0; c < 3; c++) { /* window W-1, window W+1, the last key dropped */
+        diag_alt_init(in, &other);
+        int applies;
+        if (c < 2) {
+            applies = window_to(&other, (int64_t)other.mask.sliding_window + (c ? 1 : -1), "");
+        } else {
+            applies = in->jc->prob->seq.lk >= 1;
+            other.keys = keys_drop_last;
+        }
+        if (applies && same_keys(in, a, &other)) {
+            memcpy(other.title, a->title, sizeof other.title);
+            *a = other;
+            return 1;
+        }
+    }
+    return 1;
+}
+
+/* 1 iff some sequence has fewer queries than keys (decode, chunked prefill). */
+static int some_sequence_shorter(const attn_problem *p)
+{
+    for (int32_t s = 0; s < p->seq.nseq; s++)
+        if (p->seq.cu_q[s + 1] - p->seq.cu_q[s] < p->seq.cu_k[s + 1] - p->seq.cu_k[s])
+            return 1;
+    return 0;
+}
+
 /* ---- the hypotheses, one setup each ----------------------------------------------------- */
 
 static int window_minus_1(const diag_in *in, diag_alt *a)
@@ -240,6 +378,43 @@ static int window_unconverted(const diag_in *in, diag_alt *a)
                      "window 2(W-1), the local_attention size unconverted");
 }
 
+/* A bidirectional window whose reach on one side of the query is one more or one less than
+ * W (a range written -W <= p_q - p_k < W, or the two comparisons of |p_q - p_k| < W with
+ * different bounds). Under a causal mask the side after the query is masked anyway and the
+ * side before it is window W-1 or W+1: not this. */
+static int window_side(const diag_in *in, diag_alt *a, int after, int32_t by)
+{
+    int32_t W = a->mask.sliding_window;
+    if (W < 1 || a->mask.causal || W + by < 1)
+        return 0;
+    a->mask.sliding_window = W + by;
+    a->keys = after ? keys_window_after : keys_window_before;
+    fc_fmt(a->title, sizeof a->title, "asymmetric window, W%s %s the query (%d -> %d for keys "
+           "%s it, %d %s)", by > 0 ? "+1" : "-1", after ? "after" : "before", (int)W,
+           (int)(W + by), after ? "after" : "at or before", (int)W, after ? "before" : "after");
+    return keys_settled(in, a);
+}
+
+static int window_after_plus_1(const diag_in *in, diag_alt *a)
+{
+    return window_side(in, a, 1, 1);
+}
+
+static int window_after_minus_1(const diag_in *in, diag_alt *a)
+{
+    return window_side(in, a, 1, -1);
+}
+
+static int window_before_plus_1(const diag_in *in, diag_alt *a)
+{
+    return window_side(in, a, 0, 1);
+}
+
+static int window_before_minus_1(const diag_in *in, diag_alt *a)
+{
+    return window_side(in, a, 0, -1);
+}
+
 static int top_left(const diag_in *in, diag_alt *a)
 {
     if (!some_sequence_unaligned(in->jc->prob))
@@ -247,6 +422,31 @@ static int top_left(const diag_in *in, diag_alt *a)
     a->keys = keys_top_left;
     fc_fmt(a->title, sizeof a->title, "top-left alignment (p_q = i instead of i + nk - nq)");
     return 1;
+}
+
+/* Decode rows one position off: p_q = i + nk - nq + 1 (the context length taken as the new
+ * token's position) or - 1, in the sequences with fewer queries than keys. A mask that reads
+ * no position (no causal, window or chunk) cannot show it. */
+static int decode_moved(const diag_in *in, diag_alt *a, int32_t by)
+{
+    const attn_problem *p = in->jc->prob;
+    if (!some_sequence_shorter(p) ||
+        !(a->mask.causal || a->mask.sliding_window > 0 || a->mask.chunk_size > 0))
+        return 0;
+    a->keys = by > 0 ? keys_decode_ahead : keys_decode_behind;
+    fc_fmt(a->title, sizeof a->title, "decode positions one %s (p_q = i + nk - nq %s 1 where "
+           "nq < nk)", by > 0 ? "ahead" : "behind", by > 0 ? "+" : "-");
+    return keys_settled(in, a);
+}
+
+static int decode_ahead(const diag_in *in, diag_alt *a)
+{
+    return decode_moved(in, a, 1);
+}
+
+static int decode_behind(const diag_in *in, diag_alt *a)
+{
+    return decode_moved(in, a, -1);
 }
 
 static int causal_flipped(const diag_in *in, diag_alt *a)
@@ -275,6 +475,18 @@ static int chunk_from_index(const diag_in *in, diag_alt *a)
            "chunks counted from the query index (floor(i / %d) instead of floor(p_q / %d))",
            (int)a->mask.chunk_size, (int)a->mask.chunk_size);
     return 1;
+}
+
+/* Chunk ids from 1-based positions, floor((p + 1) / C) for queries and keys alike. */
+static int chunk_shifted(const diag_in *in, diag_alt *a)
+{
+    int32_t C = a->mask.chunk_size;
+    if (C < 1)
+        return 0;
+    a->keys = keys_chunk_shifted;
+    fc_fmt(a->title, sizeof a->title, "chunks from position + 1 (floor((p + 1) / %d) instead of "
+           "floor(p / %d))", (int)C, (int)C);
+    return keys_settled(in, a);
 }
 
 static int prev_layer(const diag_in *in, diag_alt *a)
@@ -386,6 +598,20 @@ static int softcap_after_fill(const diag_in *in, diag_alt *a)
     return 1;
 }
 
+/* The soft-cap applied to q.k before the scale: scale * c tanh(q.k / c), which is the
+ * truth's formula c' tanh(s / c') on the scaled score s with the cap c' = scale * c. */
+static int softcap_before_scale(const diag_in *in, diag_alt *a)
+{
+    const attn_problem *p = in->jc->prob;
+    double c = p->terms.softcap;
+    if (!(c > 0) || p->scale == 1.0)
+        return 0;
+    a->softcap = p->scale * c;
+    fc_fmt(a->title, sizeof a->title, "soft-cap before the scale (%.6g * %g tanh(q.k / %g): a "
+           "cap of %.6g on the scaled score)", p->scale, c, c, a->softcap);
+    return 1;
+}
+
 /* The sinks left out of the softmax. */
 static int sink_missing(const diag_in *in, diag_alt *a)
 {
@@ -451,6 +677,43 @@ static int sink_scaled(const diag_in *in, diag_alt *a)
     return 1;
 }
 
+/* A head's sink read from another head's: the sinks indexed by the kv head (h / (Hq / Hkv),
+ * the index the keys and values use) instead of the query head... */
+static int sink_kv_head(const diag_in *in, diag_alt *a)
+{
+    const attn_problem *p = in->jc->prob;
+    if (!p->terms.sinks || p->hq == p->hkv)
+        return 0;
+    a->sink_div = p->hq / p->hkv;
+    fc_fmt(a->title, sizeof a->title, "sinks indexed by the kv head (query head h took "
+           "sink[h / %d])", (int)a->sink_div);
+    return 1;
+}
+
+/* ...or by a head index one off, wrapping (Python's sinks[h - 1] reads the last head's at
+ * h = 0). At Hq = 2 the previous head is the next one: one alternative, merged by diag.c. */
+static int sink_head_moved(const diag_in *in, diag_alt *a, int32_t by)
+{
+    const attn_problem *p = in->jc->prob;
+    if (!p->terms.sinks || p->hq < 2)
+        return 0;
+    a->sink_shift = (by + p->hq) % p->hq;
+    fc_fmt(a->title, sizeof a->title, "sink of the %s head (query head h took sink[h %s 1], "
+           "head %d sink[%d])", by > 0 ? "next" : "previous", by > 0 ? "+" : "-",
+           by > 0 ? (int)p->hq - 1 : 0, by > 0 ? 0 : (int)p->hq - 1);
+    return 1;
+}
+
+static int sink_prev_head(const diag_in *in, diag_alt *a)
+{
+    return sink_head_moved(in, a, -1);
+}
+
+static int sink_next_head(const diag_in *in, diag_alt *a)
+{
+    return sink_head_moved(in, a, 1);
+}
+
 static int gqa_modulo(const diag_in *in, diag_alt *a)
 {
     const attn_problem *p = in->jc->prob;
@@ -480,7 +743,21 @@ static int packed_ignored(const diag_in *in, diag_alt *a)
     return 1;
 }
 
-/* O as the truth's; the LSE written in base 2. */
+/* Each packed sequence's first query also sees the previous sequence's last key. */
+static int packed_leak(const diag_in *in, diag_alt *a)
+{
+    const seq_info *s = &in->jc->prob->seq;
+    int can = 0;
+    for (int32_t n = 1; s->packed && n < s->nseq; n++)
+        can |= s->cu_q[n + 1] > s->cu_q[n] && s->cu_k[n] > 0;
+    if (!can)
+        return 0;
+    a->keys = keys_boundary_leak;
+    fc_fmt(a->title, sizeof a->title, "packed boundary leak (each sequence's first query also "
+           "sees the key before its sequence, the previous sequence's last)");
+    return keys_settled(in, a);
+}
+
 /* A kernel that computes q.k in the input type rounds every score to it before a float32
  * softmax (PyTorch 2.7's eager flex_attention does, for bfloat16: its LSE is that of the
  * rounded scores). Only float16 and bfloat16 cases. */
@@ -597,6 +874,18 @@ static int softmax_lowp(const diag_in *in, diag_alt *a)
     return 1;
 }
 
+/* The same softmax on scores already rounded to the input type (a kernel that computes q.k,
+ * P and its sum all in it: scores-rounded and softmax-lowp at once). */
+static int softmax_lowp_scores(const diag_in *in, diag_alt *a)
+{
+    if (in->jc->dtype == FC_F32)
+        return 0;
+    a->round_scores = a->softmax_dt = in->jc->dtype;
+    fc_fmt(a->title, sizeof a->title, "scores and softmax in %s (q.k rounded to the input type, "
+           "then P and its sum)", fc_dtype_name(in->jc->dtype));
+    return 1;
+}
+
 /* Each sequence's last key dropped: an exclusive end computed one short (k1 - 1). */
 static int drop_last_key(const diag_in *in, diag_alt *a)
 {
@@ -619,8 +908,8 @@ static int masked_fill(const diag_in *in, diag_alt *a, int all)
     a->only_empty = 1;
     a->lse_free = 1;
     fc_fmt(a->title, sizeof a->title, "fully masked rows give the mean of V over %s and a finite "
-           "LSE (a finite mask fill, not -inf)", all ? "every key of the batch" : "their sequence's "
-           "keys");
+           "LSE (a finite mask fill, not -inf)",
+           all ? "every key of the batch" : "their sequence's keys");
     return 1;
 }
 
@@ -669,6 +958,7 @@ static int lse_out_type(const diag_in *in, diag_alt *a)
     return lse_rounded_to(in, a, in->out_dtype, "the output's type");
 }
 
+/* O as the truth's; the LSE written in base 2. */
 static int lse_log2(const diag_in *in, diag_alt *a)
 {
     if (!in->lse)
@@ -687,10 +977,17 @@ const diag_hyp diag_hyps[] = {
     {"window*2", window_doubled},
     {"window/2+1", window_converted},
     {"window*2-2", window_unconverted},
+    {"window-after+1", window_after_plus_1},
+    {"window-after-1", window_after_minus_1},
+    {"window-before+1", window_before_plus_1},
+    {"window-before-1", window_before_minus_1},
     {"top-left", top_left},
+    {"decode-ahead", decode_ahead},
+    {"decode-behind", decode_behind},
     {"causal-flipped", causal_flipped},
     {"chunk-off", chunk_off},
     {"chunk-from-index", chunk_from_index},
+    {"chunk+1", chunk_shifted},
     {"prev-layer", prev_layer},
     {"block-mask", block_mask},
     {"partial-as-full", partial_as_full},
@@ -699,15 +996,21 @@ const diag_hyp diag_hyps[] = {
     {"scale-1/D", scale_one_over_d},
     {"softcap-missing", softcap_missing},
     {"softcap-after-fill", softcap_after_fill},
+    {"softcap-before-scale", softcap_before_scale},
     {"sink-missing", sink_missing},
     {"sink-twice", sink_twice},
     {"sink-per-tile", sink_per_tile},
     {"sink-valued", sink_valued},
     {"sink-scaled", sink_scaled},
+    {"sink-kv-head", sink_kv_head},
+    {"sink-prev-head", sink_prev_head},
+    {"sink-next-head", sink_next_head},
     {"gqa-modulo", gqa_modulo},
     {"packed-ignored", packed_ignored},
+    {"packed-leak", packed_leak},
     {"scores-rounded", scores_rounded},
     {"softmax-lowp", softmax_lowp},
+    {"softmax-lowp-scores", softmax_lowp_scores},
     {"drop-last-key", drop_last_key},
     {"masked-row-mean", masked_row_mean},
     {"masked-row-mean-all", masked_row_mean_all},

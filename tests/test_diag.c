@@ -333,6 +333,80 @@ static int pred_drop_last(const tcase *c, int32_t tq, int32_t tk)
     return pred_truth(c, tq, tk) && tk != s.k0 + s.nk - 1;
 }
 
+/* Keys of the row's sequence at most `before` - 1 positions before the query (p_q - p_k <
+ * before, the query's own included) and `after` - 1 after it (p_k - p_q < after), causal and
+ * chunk as the case's: a window of reaches W and W is the truth's |p_q - p_k| < W. */
+static int window_reach(const tcase *c, int32_t tq, int32_t tk, int64_t before, int64_t after)
+{
+    tseq s = seq_at(c, tq);
+    int64_t pq = s.i + s.nk - s.nq, pk = tk - s.k0;
+    mask_params rest = c->p.mask;
+    rest.sliding_window = 0;
+    return tk >= s.k0 && tk < s.k0 + s.nk && spec_allowed(rest, pq, pk) && pq - pk < before &&
+           pk - pq < after;
+}
+
+static int pred_after_plus_1(const tcase *c, int32_t tq, int32_t tk)
+{
+    int64_t w = c->p.mask.sliding_window;
+    return window_reach(c, tq, tk, w, w + 1);
+}
+
+static int pred_after_minus_1(const tcase *c, int32_t tq, int32_t tk)
+{
+    int64_t w = c->p.mask.sliding_window;
+    return window_reach(c, tq, tk, w, w - 1);
+}
+
+static int pred_before_plus_1(const tcase *c, int32_t tq, int32_t tk)
+{
+    int64_t w = c->p.mask.sliding_window;
+    return window_reach(c, tq, tk, w + 1, w);
+}
+
+static int pred_before_minus_1(const tcase *c, int32_t tq, int32_t tk)
+{
+    int64_t w = c->p.mask.sliding_window;
+    return window_reach(c, tq, tk, w - 1, w);
+}
+
+/* Rows of sequences with fewer queries than keys at p_q = i + nk - nq + by. */
+static int decode_moved(const tcase *c, int32_t tq, int32_t tk, int64_t by)
+{
+    tseq s = seq_at(c, tq);
+    int64_t pq = s.i + s.nk - s.nq + (s.nq < s.nk ? by : 0);
+    return tk >= s.k0 && tk < s.k0 + s.nk && spec_allowed(c->p.mask, pq, tk - s.k0);
+}
+
+static int pred_decode_ahead(const tcase *c, int32_t tq, int32_t tk)
+{
+    return decode_moved(c, tq, tk, 1);
+}
+
+static int pred_decode_behind(const tcase *c, int32_t tq, int32_t tk)
+{
+    return decode_moved(c, tq, tk, -1);
+}
+
+/* Chunk ids floor((p + 1) / C) for query and key. */
+static int pred_chunk_plus_1(const tcase *c, int32_t tq, int32_t tk)
+{
+    tseq s = seq_at(c, tq);
+    mask_params rest = c->p.mask;
+    rest.chunk_size = 0;
+    int64_t C = c->p.mask.chunk_size, pq = s.i + s.nk - s.nq, pk = tk - s.k0;
+    return tk >= s.k0 && tk < s.k0 + s.nk && spec_allowed(rest, pq, pk) &&
+           fdiv(pq + 1, C) == fdiv(pk + 1, C);
+}
+
+/* The truth's keys, and for a sequence's first query the key token just before the
+ * sequence's first key. */
+static int pred_leak(const tcase *c, int32_t tq, int32_t tk)
+{
+    tseq s = seq_at(c, tq);
+    return pred_truth(c, tq, tk) || (s.i == 0 && s.k0 > 0 && tk == s.k0 - 1);
+}
+
 /* q . k in double for query row `row` (of c->q) and key tk of a kv head's keys kk. */
 static double dot_qk(const tcase *c, size_t row, const float *kk, int32_t tk)
 {
@@ -387,13 +461,15 @@ static void brute(const tcase *c, pred_fn pred, int kv_mod, fc_dtype round_to, d
     free(s);
 }
 
-/* A softmax in the input type, written out: the truth's keys and scores (double), each weight
- * e = exp(s - max) rounded to dt, their sum accumulated in dt in key order (rounded after every
- * add). kernel = 0: each P = e / sum rounded to dt, O = sum P v in double (a softmax, then
- * P.V). kernel = 1: O = (sum e v in double) / sum, and the head's sink (e^(sink - max) rounded
- * to dt) added to the running sum after the keys (a kernel's acc / l, its l in a half
- * register). LSE max + log(sum). Dense, no soft-cap. */
-static void brute_softmax_lowp(const tcase *c, int kernel, double *o, double *lse)
+/* A softmax in the input type, written out: the truth's keys and scores (double; rounded to
+ * dt when round_scores, q.k computed in dt), each weight e = exp(s - max) rounded to dt, their
+ * sum accumulated in dt in key order (rounded after every add). kernel = 0: each P = e / sum
+ * rounded to dt, O = sum P v in double (a softmax, then P.V). kernel = 1: O = (sum e v in
+ * double) / sum, and the head's sink (e^(sink - max) rounded to dt) added to the running sum
+ * after the keys (a kernel's acc / l, its l in a half register). LSE max + log(sum). Dense, no
+ * soft-cap. */
+static void brute_softmax_lowp(const tcase *c, int kernel, int round_scores, double *o,
+                               double *lse)
 {
     const attn_problem *p = &c->p;
     int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
@@ -406,6 +482,8 @@ static void brute_softmax_lowp(const tcase *c, int kernel, double *o, double *ls
             double mx = c->sinks ? c->sinks[h] : -INFINITY, sum = 0;
             for (int32_t j = 0; j < lk; j++) {
                 s[j] = pred_truth(c, tq, j) ? p->scale * dot_qk(c, row, kk, j) : -INFINITY;
+                if (round_scores && s[j] > -INFINITY)
+                    s[j] = fc_round((float)s[j], c->dt);
                 mx = fmax(mx, s[j]);
             }
             for (int32_t j = 0; j < lk; j++)
@@ -616,6 +694,70 @@ static void brute_sink_valued(const tcase *c, double *o, double *lse)
     free(s);
 }
 
+typedef int32_t (*head_fn)(const tcase *c, int32_t h);
+
+/* The sink of query head h read from another head: the kv head's index, or one off (wrapping,
+ * as Python's sinks[h - 1] at h = 0). */
+static int32_t sink_of_kv_head(const tcase *c, int32_t h)
+{
+    return h / (c->p.hq / c->p.hkv);
+}
+
+static int32_t sink_of_prev_head(const tcase *c, int32_t h)
+{
+    return (h + c->p.hq - 1) % c->p.hq;
+}
+
+static int32_t sink_of_next_head(const tcase *c, int32_t h)
+{
+    return (h + 1) % c->p.hq;
+}
+
+/* The naive double softmax with the case's score terms as a producer applied them: the soft-cap
+ * on the scaled score, c tanh(scale q.k / c), or (cap_first) on q.k before the scale, scale c
+ * tanh(q.k / c); head h's sink read from head sink_from(h) (NULL: its own), in the sum and
+ * dropped from O; a row with no key O 0 and LSE the sink. The truth's keys. */
+static void brute_terms(const tcase *c, int cap_first, head_fn sink_from, double *o, double *lse)
+{
+    const attn_problem *p = &c->p;
+    int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
+    double cap = p->terms.softcap, *s = dalloc((size_t)lk);
+    for (int32_t h = 0; h < p->hq; h++)
+        for (int32_t tq = 0; tq < lq; tq++) {
+            size_t row = row_of(c, 0, h, tq);
+            int32_t hk = h / (p->hq / p->hkv);
+            const float *kk = c->k + (size_t)hk * lk * d, *vv = c->v + (size_t)hk * lk * dv;
+            double sink = !c->sinks ? -INFINITY : c->sinks[sink_from ? sink_from(c, h) : h];
+            double mx = sink, sum = 0;
+            for (int32_t j = 0; j < lk; j++) {
+                s[j] = -INFINITY;
+                if (!pred_truth(c, tq, j))
+                    continue;
+                double dot = dot_qk(c, row, kk, j);
+                s[j] = !(cap > 0) ? p->scale * dot
+                       : cap_first ? p->scale * cap * tanh(dot / cap)
+                                   : cap * tanh(p->scale * dot / cap);
+                mx = fmax(mx, s[j]);
+            }
+            for (int32_t x = 0; x < dv; x++)
+                o[row * dv + x] = 0;
+            if (mx == -INFINITY) {
+                lse[row] = -INFINITY;
+                continue;
+            }
+            sum = sink > -INFINITY ? exp(sink - mx) : 0;
+            for (int32_t j = 0; j < lk; j++)
+                if (s[j] > -INFINITY)
+                    sum += exp(s[j] - mx);
+            for (int32_t j = 0; j < lk; j++)
+                if (s[j] > -INFINITY)
+                    for (int32_t x = 0; x < dv; x++)
+                        o[row * dv + x] += exp(s[j] - mx) / sum * vv[(size_t)j * dv + x];
+            lse[row] = mx + log(sum);
+        }
+    free(s);
+}
+
 /* What a buggy producer did to the score terms (BY_REF). */
 typedef enum term_bug {
     T_AS_IS, T_CAP_OFF, T_SINK_OFF, T_SINK_TWICE, T_SINK_SCALED, T_SINK_PER_TILE
@@ -667,7 +809,7 @@ static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, int
 typedef enum how {
     BY_REF, BY_BRUTE, BY_LSE2, BY_CAP_FILL, BY_CAP_FILL_DENSE, BY_SINK_VALUED, BY_NO_RESCALE,
     BY_NO_RESCALE_ACC, BY_SOFTMAX_LOWP, BY_SOFTMAX_LOWP_KERNEL, BY_MASKED_MEAN, BY_MASKED_MEAN_ALL, BY_MASKED_LSE,
-    BY_LSE_ROUND
+    BY_LSE_ROUND, BY_TERMS
 } how;
 typedef enum blocks { BM_NONE, BM_EXACT, BM_DROP_FULL, BM_PARTIAL_LISTED_FULL, BM_EMPTY_TILE } blocks;
 
@@ -682,7 +824,9 @@ typedef struct hyp_case {
     int kv_mod;           /* BY_BRUTE */
     int32_t block, tile;  /* the block mask's blocks, BY_NO_RESCALE*'s tiles: 0 means 16 */
     int descending;       /* BY_NO_RESCALE* with no block mask: the last tile first */
-    int round_scores;     /* BY_BRUTE: scores rounded to the case's dtype */
+    int round_scores;     /* BY_BRUTE, BY_SOFTMAX_LOWP: scores rounded to the case's dtype */
+    int cap_first;        /* BY_TERMS: the soft-cap on q.k before the scale */
+    head_fn sink_from;    /* BY_TERMS: the head whose sink each head reads (NULL: its own) */
     blocks bm;
     int use_prev;
     mask_params prev;
@@ -834,6 +978,53 @@ static const hyp_case hyp_cases[] = {
      BY_LSE_ROUND, .bug_mask = {0}, .lse_to = FC_BF16, .some_rows = 1},
     {"lse-out-type", {FC_F32, 1, 2, 1, 64, 64, 16, CW(24), .seed = 46}, {0, 0, 0, 63},
      BY_LSE_ROUND, .bug_mask = {0}, .lse_to = FC_BF16, .out_dt = FC_BF16},
+    /* Issue 35. Bidirectional W = 20 over 128 keys, rows 60-63 in the middle: both sides of
+     * their windows lie inside the sequence, so one side's key more or less is not W+1's or
+     * W-1's two. */
+    {"window-after+1", {FC_F16, 1, 2, 1, 128, 128, 16, BW(20), .seed = 51}, {0, 1, 64, 67},
+     BY_BRUTE, .pred = pred_after_plus_1},
+    {"window-after-1", {FC_BF16, 1, 2, 1, 128, 128, 16, BW(20), .seed = 52}, {0, 0, 60, 63},
+     BY_BRUTE, .pred = pred_after_minus_1},
+    {"window-before+1", {FC_F32, 1, 2, 1, 128, 128, 16, BW(20), .seed = 53}, {0, 1, 60, 63},
+     BY_BRUTE, .pred = pred_before_plus_1},
+    {"window-before-1", {FC_F16, 1, 2, 1, 128, 128, 16, BW(20), .seed = 54}, {0, 0, 60, 63},
+     BY_BRUTE, .pred = pred_before_minus_1},
+    /* 32 queries over 96 keys: each row's window moves one key later (ahead) or earlier
+     * (behind). */
+    {"decode-ahead", {FC_F16, 1, 2, 1, 32, 96, 16, CW(24), .seed = 55}, {0, 1, 10, 13},
+     BY_BRUTE, .pred = pred_decode_ahead},
+    {"decode-behind", {FC_BF16, 1, 2, 1, 32, 96, 16, CW(16), .seed = 56},
+     {0, 0, 5, 8}, BY_BRUTE, .pred = pred_decode_behind},
+    /* Causal chunks of 32: rows 40-43 (chunk 1) also see key 31. */
+    {"chunk+1", {FC_F16, 1, 2, 1, 128, 128, 16, {.causal = 1, .chunk_size = 32}, .seed = 57},
+     {0, 1, 40, 43}, BY_BRUTE, .pred = pred_chunk_plus_1},
+    /* Sequence 1's first query (token 40, position 0: its one key) also sees key 39. */
+    {"packed-leak",
+     {FC_F16, 1, 2, 1, 0, 0, 16, CW(24), .nseq = 3, .cu_q = {0, 40, 90, 128},
+      .cu_k = {0, 40, 90, 128}, .seed = 58},
+     {0, 1, 40, 40}, BY_BRUTE, .pred = pred_leak},
+    /* Scores of spread ~2 (scale 0.5, D 16) under a cap of 5: capping q.k at 5 first caps the
+     * scaled score at 2.5. */
+    {"softcap-before-scale", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 59, .scale = 0.5,
+                              .softcap = 5},
+     {0, 1, 30, 33}, BY_TERMS, .cap_first = 1},
+    /* Sinks -0.5, 10, 4, -2 (spec's rule): head 3 reads 10 by the kv head, 4 as the previous
+     * head would, -0.5 as the next; head 2 reads 10 as the previous head (next: -2); head 0
+     * reads 10 as the next head (previous: -2). Each case's rows tell the mappings apart. */
+    {"sink-kv-head", {FC_F16, 1, 4, 2, 64, 64, 16, CW(24), .seed = 60, .sinks = 1},
+     {0, 3, 40, 43}, BY_TERMS, .sink_from = sink_of_kv_head},
+    {"sink-prev-head", {FC_BF16, 1, 4, 4, 64, 64, 16, CW(24), .seed = 61, .sinks = 1},
+     {0, 2, 20, 23}, BY_TERMS, .sink_from = sink_of_prev_head},
+    {"sink-next-head", {FC_F32, 1, 4, 1, 64, 64, 16, CW(24), .seed = 62, .sinks = 1},
+     {0, 0, 30, 33}, BY_TERMS, .sink_from = sink_of_next_head},
+    /* A softmax in bfloat16 on bfloat16 scores (scale 1, D 32: scores of spread ~6, each
+     * rounded by up to 2^-6). Rows found by running it: the rounded scores with a float64
+     * softmax (scores-rounded) explain one of the two, the softmax in bfloat16 on unrounded
+     * scores (softmax-lowp) the other, neither both; on rows 202-203 the bug stays within the
+     * bounds. */
+    {"softmax-lowp-scores", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 63,
+                             .scale = 1},
+     {0, 1, 200, 201}, BY_SOFTMAX_LOWP, .round_scores = 1},
 };
 
 /* The block mask the producer ran with: exact, or damaged in the tile of `rows`. */
@@ -889,7 +1080,7 @@ static void run_hyp_case(const hyp_case *hc)
         brute_no_rescale(&c, hc->how == BY_NO_RESCALE, hc->tile ? hc->tile : 16, hc->descending,
                          o, lse);
     } else if (hc->how == BY_SOFTMAX_LOWP || hc->how == BY_SOFTMAX_LOWP_KERNEL) {
-        brute_softmax_lowp(&c, hc->how == BY_SOFTMAX_LOWP_KERNEL, o, lse);
+        brute_softmax_lowp(&c, hc->how == BY_SOFTMAX_LOWP_KERNEL, hc->round_scores, o, lse);
     } else if (hc->how == BY_MASKED_MEAN || hc->how == BY_MASKED_MEAN_ALL ||
                hc->how == BY_MASKED_LSE) {
         brute_masked_fill(&c, hc->how == BY_MASKED_MEAN_ALL, hc->how == BY_MASKED_LSE, o, lse);
@@ -897,6 +1088,8 @@ static void run_hyp_case(const hyp_case *hc)
         memcpy(o, c.o64, no * sizeof *o);
         for (size_t i = 0; i < nl; i++)
             lse[i] = fc_round((float)c.lse64[i], hc->lse_to);
+    } else if (hc->how == BY_TERMS) {
+        brute_terms(&c, hc->cap_first, hc->sink_from, o, lse);
     } else if (hc->how == BY_BRUTE) {
         brute(&c, hc->pred, hc->kv_mod, hc->round_scores ? c.dt : FC_F32, o, lse);
     } else { /* O as the truth (the correct rows' O stays), LSE in log2 */
@@ -1063,7 +1256,7 @@ Test(diag_report, h2_alone_a_softmax_in_float16_is_named_on_every_row_carrying_t
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    brute_softmax_lowp(&c, 1, o, lse);
+    brute_softmax_lowp(&c, 1, 0, o, lse);
     for (int32_t h = 0; h < c.p.hq; h++)
         put_rows(&c, (diag_range){0, h, 0, c.p.seq.lq - 1}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
@@ -1148,7 +1341,8 @@ Test(diag_coincide, hypotheses_computing_the_same_rows_are_one_finding_named_twi
  * "scores rounded to bfloat16" lands within H5's bound on those rows too, but the rounded LSE
  * is reproduced to the bit: it is named the cause, the other listed as fitting less closely,
  * with both fits. At W = 1 (one key a row) the two compute the same LSE and stay
- * indistinguishable. */
+ * indistinguishable, and so does the softmax in bfloat16 on rounded scores (one weight, 1,
+ * rounds to itself: the rounded score's LSE again). */
 Test(diag_coincide, of_two_whole_causes_the_one_fitting_four_times_closer_is_named)
 {
     for (int w = 2; w >= 1; w--) {
@@ -1175,14 +1369,80 @@ Test(diag_coincide, of_two_whole_causes_the_one_fitting_four_times_closer_is_nam
             cr_assert(strstr(text, "\n  also within the bounds on every failing row, less "
                                    "closely: scores rounded to bfloat16"), "%s", text);
         } else {
-            cr_assert(r->ncauses == 2 && r->nalso == 0, "%s", text);
-            cr_assert(sr->fit == r->findings[0].fit && sr->fit == r->findings[1].fit, "%s", text);
+            const diag_finding *ls = finding(r, "softmax-lowp-scores");
+            cr_assert(r->ncauses == 3 && r->nalso == 0, "%s", text);
+            cr_assert(ls && ls->rows.count == r->examined, "%s", text);
+            for (size_t i = 0; i < 3; i++)
+                cr_assert(sr->fit == r->findings[i].fit, "%s", text);
             cr_assert(strstr(text, "indistinguishable here"), "%s", text);
         }
         free(text);
         diag_report_free(r);
         tcase_free(&c);
     }
+}
+
+/* One query over 64 keys under a bidirectional W = 20 (p_q = 63, keys 44-63; nothing after
+ * it): a window one shorter before the query, or the decode row one position ahead (p_q = 64),
+ * is window W-1's key set, and one longer before it, or the row one behind, is W+1's. The
+ * issue-35 hypotheses take those alternatives (hyps.c keys_settled), so each pair is one
+ * finding titled with every name, never a tie; the sides after the query change nothing here
+ * and are not tried. */
+Test(diag_coincide, decode_rows_and_one_sided_windows_merge_into_the_window_they_equal)
+{
+    const spec s = {FC_F16, 1, 2, 1, 1, 64, 16, BW(20), .seed = 64};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    by_ref(&c, (mask_params)BW(19), c.p.scale, T_AS_IS, 0, o, lse);
+    put_rows(&c, (diag_range){0, 1, 0, 0}, o, lse);
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert(r->failing == 1 && r->ncauses == 1, "%s", text);
+    cr_assert_str_eq(r->findings[0].name, "window-1");
+    cr_assert_str_eq(r->findings[0].title, "window W-1 (20 -> 19), here the same as asymmetric "
+                                           "window, W-1 before the query, here the same as "
+                                           "decode positions one ahead");
+    const diag_finding *w1 = finding(r, "window+1");
+    cr_assert(w1, "%s", text);
+    cr_assert_str_eq(w1->title, "window W+1 (20 -> 21), here the same as asymmetric window, W+1 "
+                                "before the query, here the same as decode positions one behind");
+    static const char *const merged[] = {"window-before-1", "decode-ahead", "window-before+1",
+                                         "decode-behind", "window-after+1", "window-after-1"};
+    for (size_t i = 0; i < sizeof merged / sizeof merged[0]; i++)
+        cr_assert_null(finding(r, merged[i]), "%s is merged or not tried\n%s", merged[i], text);
+    free(text);
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
+/* Two heads: the previous head's sink is the next head's (head 0 reads head 1's, head 1 head
+ * 0's either way): one finding, both names. */
+Test(diag_coincide, at_two_heads_the_previous_heads_sink_is_the_next_ones)
+{
+    const spec s = {FC_F16, 1, 2, 2, 64, 64, 16, CW(24), .seed = 65, .sinks = 1};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    brute_terms(&c, 0, sink_of_prev_head, o, lse);
+    put_rows(&c, (diag_range){0, 0, 30, 33}, o, lse);
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert(r->failing == 4 && r->ncauses == 1, "%s", text);
+    cr_assert_str_eq(r->findings[0].name, "sink-prev-head");
+    cr_assert_str_eq(r->findings[0].title, "sink of the previous head (query head h took "
+                                           "sink[h - 1], head 0 sink[1]), here the same as sink "
+                                           "of the next head");
+    cr_assert_null(finding(r, "sink-next-head"), "%s", text);
+    free(text);
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
 }
 
 /* W = 1 (one key per row): the baseline is exact, the verdict element-wise (degenerate), and
@@ -1236,10 +1496,11 @@ Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_count
                            "30); (0, 1, 32); (0, 1, 34); and 27 more ranges\n"), "%s", text);
     free(text);
     /* Lk x D a hypothesis, the two online-softmax ones once more a try: a tile width (16, 32,
-     * 64, 128 with no block mask) and an order (2); the softmax in the input type once per way
-     * (sum once or running, normalised or not: 4 without a sink). */
-    uint64_t per_row = 96 * 16 * ((uint64_t)r->nfindings - 3 + 2 * (1 + 4 * 2) + 4);
-    cr_assert(finding(r, "softmax-lowp"), "the one hypothesis computing four ways (+3 above)");
+     * 64, 128 with no block mask) and an order (2); the two softmaxes in the input type once
+     * per way (sum once or running, normalised or not: 4 without a sink). */
+    uint64_t per_row = 96 * 16 * ((uint64_t)r->nfindings - 4 + 2 * (1 + 4 * 2) + 2 * 4);
+    cr_assert(finding(r, "softmax-lowp") && finding(r, "softmax-lowp-scores"),
+              "the two hypotheses computing four ways (+3 each above)");
     diag_report_free(r);
 
     r = diagnose(&c, NULL, 5 * per_row + per_row / 2, 1);
