@@ -199,6 +199,103 @@ def test_lse_rounded():
     np.testing.assert_array_equal(l1, np.full(3, 141 / 128, np.float32))
 
 
+def test_softcap_before_scale():
+    # D = 4, one key, q.k = 4, scale 0.5, cap 2: the LSE is the capped score, 2 tanh(2 / 2) on
+    # the scaled score, 0.5 * 2 tanh(4 / 2) with q.k capped first
+    q = np.array([[1.0, 0, 0, 0]])
+    k = np.array([[4.0, 0, 0, 0]])
+    np.testing.assert_allclose(attn(q, k, V3[:1], scale=0.5, softcap=2.0)[1],
+                               [2 * math.tanh(1.0)], rtol=1e-6)
+    np.testing.assert_allclose(attn(q, k, V3[:1], bug="softcap-before-scale", scale=0.5,
+                                    softcap=2.0)[1], [math.tanh(2.0)], rtol=1e-6)
+
+
+@pytest.mark.parametrize("bug,hkv", [("sink-kv-head", 1), ("sink-prev-head", 2)])
+def test_sink_of_another_head(bug, hkv):
+    # Two query heads, one key scoring 0 with V = (1, 2), sinks 0 and ln 3: the sink takes
+    # 1/2 or 3/4 of the weight. Head 1 reads head 0's sink (the kv head's index 0, or h - 1);
+    # head 0 keeps its own under the kv head's index, and reads the last head's at h - 1.
+    q = np.zeros((1, 2, 1, 4), np.float32)
+    k = np.zeros((1, hkv, 1, 4), np.float32)
+    v = np.tile(np.array([1.0, 2.0], np.float32), (1, hkv, 1, 1))
+    sinks = np.array([0.0, math.log(3.0)], np.float32)
+    kw = dict(dtype="float32", causal=False, window=0, chunk=0, scale=1.0, sinks=sinks)
+    o, _ = outsider.attention(q, k, v, **kw)
+    np.testing.assert_allclose(o[0, :, 0], [[0.5, 1.0], [0.25, 0.5]], rtol=1e-6)
+    o, _ = outsider.attention(q, k, v, bug=bug, **kw)
+    want0 = [0.5, 1.0] if bug == "sink-kv-head" else [0.25, 0.5]
+    np.testing.assert_allclose(o[0, :, 0], [want0, [0.5, 1.0]], rtol=1e-6)
+
+
+def test_window_after_plus_one():
+    # bidirectional W = 1: each row its own key; -1 <= p_q - p_k < 1 adds the key after it
+    np.testing.assert_array_equal(attn(Z3, Z3, V3, window=1)[0], V3)
+    o, _ = attn(Z3, Z3, V3, bug="window-after+1", window=1)
+    np.testing.assert_array_equal(o, [[2, 4], [4, 8], [5, 10]])
+    # causal: the keys after the query are masked anyway
+    np.testing.assert_array_equal(attn(Z3, Z3, V3, bug="window-after+1", causal=True,
+                                       window=1)[0], V3)
+
+
+def test_chunk_plus_one():
+    # causal chunks of 2 over 3 tokens: {0, 1}, {2}; from p + 1: {0}, {1, 2}
+    np.testing.assert_array_equal(attn(Z3, Z3, V3, causal=True, chunk=2)[0],
+                                  [[1, 2], [2, 4], [5, 10]])
+    np.testing.assert_array_equal(attn(Z3, Z3, V3, bug="chunk+1", causal=True, chunk=2)[0],
+                                  [[1, 2], [3, 6], [4, 8]])
+
+
+def test_packed_leak():
+    # Two sequences (1 query and keys 0-1, 1 query and key 2): the second sequence's query
+    # also sees key 1, the first sequence's last; the first sequence has nothing before it.
+    q = np.zeros((1, 1, 2, 4), np.float32)
+    k = np.zeros((1, 1, 3, 4), np.float32)
+    v = V3.astype(np.float32)[None, None]
+    kw = dict(dtype="float32", causal=False, window=0, chunk=0, scale=1.0,
+              cu_seqlens_q=[0, 1, 2], cu_seqlens_k=[0, 2, 3])
+    np.testing.assert_array_equal(outsider.attention(q, k, v, **kw)[0][0, 0],
+                                  [[2, 4], [5, 10]])
+    o, l = outsider.attention(q, k, v, bug="packed-leak", **kw)
+    np.testing.assert_array_equal(o[0, 0], [[2, 4], [4, 8]])
+    np.testing.assert_allclose(l[0, 0], [math.log(2), math.log(2)], rtol=1e-6)
+
+
+def test_decode_ahead():
+    # one query over three keys, causal W = 2: at p_q = 2 keys 1 and 2, one ahead (p_q = 3)
+    # key 2 alone
+    np.testing.assert_array_equal(attn(Z3[:1], Z3, V3, causal=True, window=2)[0], [[4, 8]])
+    np.testing.assert_array_equal(attn(Z3[:1], Z3, V3, bug="decode-ahead", causal=True,
+                                       window=2)[0], [[5, 10]])
+    # as many queries as keys: not a decode row, nothing moves
+    np.testing.assert_array_equal(attn(Z3, Z3, V3, bug="decode-ahead", causal=True, window=2)[0],
+                                  attn(Z3, Z3, V3, causal=True, window=2)[0])
+
+
+def test_masked_row_nan():
+    # causal, nq = 3 > nk = 2: row 0 (position -1) has no key and comes out NaN, LSE too
+    o, l = attn(Z3, Z3[:2], V3[:2], bug="masked-row-nan", causal=True)
+    assert np.isnan(o[0]).all() and np.isnan(l[0])
+    np.testing.assert_array_equal(o[1:], [[1, 2], [2, 4]])
+    np.testing.assert_allclose(l[1:], [0.0, math.log(2)], rtol=1e-6)
+    # a sink keeps the row's maximum finite: 0 and the sink, as without the bug
+    o, l = attn(Z3, Z3[:2], V3[:2], bug="masked-row-nan", causal=True,
+                sinks=np.array([0.25], np.float32))
+    assert (o[0] == 0).all() and l[0] == np.float32(0.25)
+
+
+def test_softmax_lowp_scores():
+    # one key, q.k = 1 + 2^-8 (scale 1): the LSE is the score; in bfloat16 (ulp 2^-7 at 1) it
+    # is a tie that rounds to even, 1. Without the score's rounding (softmax-lowp) the single
+    # weight is 1 either way and the LSE stays 1 + 2^-8.
+    q = np.array([[1.0, 2.0 ** -8, 0, 0]])
+    k = np.array([[1.0, 1.0, 0, 0]])
+    for bug in ("none", "softmax-lowp"):
+        assert attn(q, k, V3[:1], bug=bug, dtype="bfloat16")[1][0] == np.float32(1 + 2.0 ** -8)
+    assert attn(q, k, V3[:1], bug="softmax-lowp-scores", dtype="bfloat16")[1][0] == 1.0
+    # float32: the input type is the engine's own, nothing changes
+    assert attn(q, k, V3[:1], bug="softmax-lowp-scores")[1][0] == np.float32(1 + 2.0 ** -8)
+
+
 def test_unknown_bug_refused():
     with pytest.raises(ValueError, match="bug 'window-1'"):
         attn(Z3, Z3, V3, bug="window-1")

@@ -24,6 +24,20 @@ engine without one, which must pass flexcheck's gates (python/tests/test_outside
   masked-row-mean  masked scores filled with a finite -0.7 * float32 max instead of -inf: a row
                    with no allowed key gives the mean of V over its sequence's keys and a finite
                    LSE (a sink outweighs the fill: rows with sinks stay right)
+  softcap-before-scale  the soft-cap on q.k before the scale: scale * c tanh(q.k / c)
+  sink-kv-head     each query head's sink read at its kv head's index, sinks[h // (Hq / Hkv)]
+  sink-prev-head   each query head's sink read at h - 1 (Python's sinks[-1] at h = 0: the last)
+  window-after+1   the window written -W <= p_q - p_k < W: keys after the query reach W + 1
+                   (bidirectional windows; a causal one never sees them)
+  chunk+1          chunk ids from 1-based positions, (p + 1) // C, for queries and keys
+  packed-leak      each packed sequence's key slice starts at the previous sequence's last key
+                   (k0 - 1), and the row padding that lets through is the first query's
+  decode-ahead     sequences with fewer queries than keys put query i at i + nk - nq + 1 (the
+                   context length taken as the new token's position)
+  masked-row-nan   no guard for a row whose maximum is -inf: a row with no allowed key (and no
+                   sink) is exp(-inf - -inf) = NaN throughout, LSE NaN
+  softmax-lowp-scores  softmax-lowp on scores rounded to the input type first (q.k scaled in
+                   float32, stored in the input type; float16/bfloat16 cases only)
 
     python3 tests/outsider/outsider.py EXPORT_DIR --bug NAME [--bug NAME ...] [--label L]
         [--jobs N] [--check BIN] [--summary FILE] [--no-store]
@@ -63,7 +77,9 @@ except ImportError:  # run from the checkout without PYTHONPATH=python
 # ---- the bugs -------------------------------------------------------------------------------
 
 BUGS = ("none", "lse-bf16", "window+1", "top-left", "scale-1/D", "stale-layer", "softmax-lowp",
-        "drop-last-key", "masked-row-mean")
+        "drop-last-key", "masked-row-mean", "softcap-before-scale", "sink-kv-head",
+        "sink-prev-head", "window-after+1", "chunk+1", "packed-leak", "decode-ahead",
+        "masked-row-nan", "softmax-lowp-scores")
 
 # Labels must match [A-Za-z0-9._-]{1,64} (docs/fixtures.md): '+' and '/' are spelled out.
 LABELS = {
@@ -76,6 +92,15 @@ LABELS = {
     "softmax-lowp": "outsider-softmax-lowp",
     "drop-last-key": "outsider-drop-last-key",
     "masked-row-mean": "outsider-masked-row-mean",
+    "softcap-before-scale": "outsider-softcap-before-scale",
+    "sink-kv-head": "outsider-sink-kv-head",
+    "sink-prev-head": "outsider-sink-prev-head",
+    "window-after+1": "outsider-window-after-plus-1",
+    "chunk+1": "outsider-chunk-plus-1",
+    "packed-leak": "outsider-packed-leak",
+    "decode-ahead": "outsider-decode-ahead",
+    "masked-row-nan": "outsider-masked-row-nan",
+    "softmax-lowp-scores": "outsider-softmax-lowp-scores",
 }
 
 # bug -> the title prefixes (diag/hyps.c, as `check` prints them after "explained by ") of the
@@ -96,6 +121,18 @@ EXPECTED: Dict[str, Optional[Tuple[str, ...]]] = {
     "drop-last-key": ("the last key of each sequence dropped",),
     # the engine averages over the row's own sequence (diag also tries every key of the batch)
     "masked-row-mean": ("fully masked rows give the mean of V over their sequence's keys",),
+    "softcap-before-scale": ("soft-cap before the scale",),
+    "sink-kv-head": ("sinks indexed by the kv head",),
+    # at Hq = 2 the previous head is the next: one finding, titled with both names
+    "sink-prev-head": ("sink of the previous head",),
+    "window-after+1": ("asymmetric window, W+1 after the query",),
+    "chunk+1": ("chunks from position + 1",),
+    "packed-leak": ("packed boundary leak",),
+    # on a decode row (one query) under a window this is window W-1's key set: merged titles
+    "decode-ahead": ("decode positions one ahead",),
+    "masked-row-nan": ("rows with no allowed key are NaN",),
+    # not "softmax in " (softmax-lowp's) nor "scores rounded to" (scores-rounded's)
+    "softmax-lowp-scores": ("scores and softmax in ",),
 }
 
 # The finite fill a JAX-style engine gives masked scores (jax's flash attention kernels use
@@ -136,15 +173,22 @@ def _allowed(i: np.ndarray, nq: int, nk: int, causal: bool, window: int, chunk: 
              bug: str) -> np.ndarray:
     """[len(i), nk] booleans: may query i (index in its sequence) use key j (section 2)."""
     pq = i if bug == "top-left" else i + (nk - nq)
+    if bug == "decode-ahead" and nq < nk:
+        pq = pq + 1  # the context length nk - nq + i + 1 taken as the position
     pk = np.arange(nk)
     ok = np.ones((len(i), nk), bool)
     if causal:
         ok &= pk[None, :] <= pq[:, None]
     if window >= 1:
         w = window + 1 if bug == "window+1" else window
-        ok &= np.abs(pq[:, None] - pk[None, :]) < w
+        d = pq[:, None] - pk[None, :]
+        if bug == "window-after+1":
+            ok &= (d < w) & (d >= -w)  # |d| < W written as a half-open range, -W <= d < W
+        else:
+            ok &= np.abs(d) < w
     if chunk >= 1:  # numpy's // floors, negative positions included
-        ok &= (pq // chunk)[:, None] == (pk // chunk)[None, :]
+        cq, ck = (pq + 1, pk + 1) if bug == "chunk+1" else (pq, pk)
+        ok &= (cq // chunk)[:, None] == (ck // chunk)[None, :]
     if bug == "drop-last-key" and nk:
         ok[:, nk - 1] = False  # an exclusive end off by one: [k0, k1 - 1)
     return ok
@@ -177,50 +221,66 @@ def attention(q, k, v, *, dtype: str, causal, window: int, chunk: int, scale: fl
     for b in range(nb):
         for q0, q1, k0, k1 in _sequences(b, lq, lk, cu_seqlens_q, cu_seqlens_k):
             nq, nk = q1 - q0, k1 - k0
+            # packed-leak: the key slice from the previous sequence's last key (a fencepost)
+            lead = 1 if bug == "packed-leak" and k0 > 0 else 0
             for h in range(hq):
                 kvh = h // (hq // hkv)  # GQA: neighbouring query heads share a kv head
-                ks, vs = k[b, kvh, k0:k1], v[b, kvh, k0:k1]
-                sink = None if sinks is None else np.float32(sinks[h])
+                ks, vs = k[b, kvh, k0 - lead:k1], v[b, kvh, k0 - lead:k1]
+                sh = {"sink-kv-head": kvh, "sink-prev-head": h - 1}.get(bug, h)
+                sink = None if sinks is None else np.float32(sinks[sh])
                 for c0 in range(0, nq, ROW_CHUNK):
                     i = np.arange(c0, min(nq, c0 + ROW_CHUNK))
                     o_rows, l_rows = _rows(q[b, h, q0 + i], ks, vs, i, nq, nk, causal, window,
-                                           chunk, sc, cap, sink, dtype, lowp, bug)
+                                           chunk, sc, cap, sink, dtype, lowp, bug, lead)
                     out[b, h, q0 + i] = o_rows
                     lse[b, h, q0 + i] = l_rows
     return out, lse
 
 
-def _rows(qs, ks, vs, i, nq, nk, causal, window, chunk, sc, cap, sink, dtype, lowp, bug):
+def _rows(qs, ks, vs, i, nq, nk, causal, window, chunk, sc, cap, sink, dtype, lowp, bug,
+          lead=0):
     """Output and LSE rows of the queries i (indices in their sequence) over the sequence's
-    keys ks, vs."""
+    keys ks, vs (lead > 0: packed-leak's key slice, one key more in front)."""
     rows = len(i)
-    s = (qs @ ks.T).astype(np.float32) * sc
-    if cap:
-        s = cap * np.tanh(s / cap)  # float32 throughout; masked keys are filled after
+    s = (qs @ ks.T).astype(np.float32)
+    if cap and bug == "softcap-before-scale":
+        s = sc * (cap * np.tanh(s / cap))  # q.k capped, then scaled
+    else:
+        s = s * sc
+        if bug == "softmax-lowp-scores" and lowp:
+            s = rnd(s, dtype)  # the scaled score stored in the input type
+        if cap:
+            s = cap * np.tanh(s / cap)  # float32 throughout; masked keys are filled after
     ok = _allowed(i, nq, nk, causal, window, chunk, bug)
+    if lead:  # the slice's extra key: the padding lets the sequence's first query through
+        ok = np.concatenate([(i == 0)[:, None], ok], axis=1)
     fill = MASK_FILL if bug == "masked-row-mean" else np.float32(-np.inf)
     s = np.where(ok, s, fill).astype(np.float32)
-    m = s.max(axis=1) if nk else np.full(rows, -np.inf, np.float32)
+    m = s.max(axis=1) if nk + lead else np.full(rows, -np.inf, np.float32)
     if sink is not None:
         m = np.maximum(m, sink)
     empty = np.isneginf(m)  # no allowed key (or, with the fill, no key) and no sink
-    m0 = np.where(empty, np.float32(0), m).astype(np.float32)
-    if bug == "softmax-lowp" and lowp:
+    guard = bug != "masked-row-nan"  # the bug: exp(s - m) with m = -inf, 0/0 downstream
+    m0 = np.where(empty & guard, np.float32(0), m).astype(np.float32)
+    if bug in ("softmax-lowp", "softmax-lowp-scores") and lowp:
         # P and its sum in the input type: each weight exp(s - m) (computed in float32) rounded
         # to it, and the sum of the rounded weights accumulated in it, key by key.
         p = rnd(np.exp(s - m0[:, None]), dtype)
         ps = rnd(np.exp(sink - m0), dtype) if sink is not None else np.float32(0)
         l = rnd(lowp_sum(p, dtype) + ps, dtype)
     else:
-        p = np.exp(s - m0[:, None]).astype(np.float32)
+        with np.errstate(invalid="ignore"):  # masked-row-nan: -inf - -inf
+            p = np.exp(s - m0[:, None]).astype(np.float32)
         ps = np.exp(sink - m0).astype(np.float32) if sink is not None else np.float32(0)
         l = (p.sum(axis=1, dtype=np.float32) + ps).astype(np.float32)
-    pv = (rnd(p, dtype) if lowp else p) @ vs  # FlexAttention: P rounded before P.V
+    with np.errstate(invalid="ignore"):  # NaN weights (masked-row-nan) times V
+        pv = (rnd(p, dtype) if lowp else p) @ vs  # FlexAttention: P rounded before P.V
     with np.errstate(invalid="ignore", divide="ignore"):
         o = (pv / l[:, None]).astype(np.float32)
         lse = (m0 + np.log(l)).astype(np.float32)
-    o[empty] = 0.0
-    lse[empty] = -np.inf
+    if guard:
+        o[empty] = 0.0
+        lse[empty] = -np.inf
     o = rnd(o, dtype)
     if bug == "lse-bf16" and lowp:
         lse = rnd(lse, dtype)  # JAX: the LSE in the input type, stored as float32
