@@ -4,11 +4,13 @@
  *
  * For each failing row the float64 reference is recomputed under named hypotheses of common
  * kernel and configuration bugs (diag/hyps.c: window off by one, halved or doubled, ModernBERT's
- * conversion, top-left alignment, causal flipped, chunking off or counted from the query index,
+ * conversion, off by one on one side of the query, top-left alignment, decode rows a position
+ * ahead or behind, causal flipped, chunking off, counted from the query index or from p + 1,
  * the previous layer's mask, the producer's block mask applied as a kernel would, partial blocks
- * taken as full, the scale, GQA head mapping, packed boundaries ignored, the score terms, an
- * online softmax without its rescale, LSE in log2), and each hypothesis is credited with the
- * rows it reproduces.
+ * taken as full, the scale, GQA head mapping, packed boundaries ignored or leaking one key, the
+ * score terms (a sink from another head, the soft-cap before the scale, ...), the softmax or the
+ * scores in the input type, an online softmax without its rescale, LSE in log2), and each
+ * hypothesis is credited with the rows it reproduces.
  *
  *   diag_in in = {.jc = &jc, .o = o, .lse = lse, .v = &verdict, .bm = &bm};
  *   diag_report *r;

@@ -304,10 +304,10 @@ static int same_keys(const diag_in *in, const diag_alt *a, const diag_alt *b)
 
 /* For a setup whose bug changes only the key set: 0 when on this case it gives every row the
  * truth's keys (it cannot differ from the truth). When it gives every row the keys of window
- * W-1, W+1 or the last key dropped (earlier hypotheses in the table), it becomes that
+ * W-1, W+1 or the last key dropped (other hypotheses of the table), it becomes that
  * alternative, title kept, so that diag.c merges the two into one finding titled with both
- * names instead of reporting two causes no row can tell apart (a decode row's position one
- * ahead under a causal window is window W-1). 1 otherwise. */
+ * names, the earlier in the table first, instead of reporting two causes no row can tell apart
+ * (a decode row's position one ahead under a causal window is window W-1). 1 otherwise. */
 static int keys_settled(const diag_in *in, diag_alt *a)
 {
     diag_alt other;
@@ -332,12 +332,15 @@ static int keys_settled(const diag_in *in, diag_alt *a)
     return 1;
 }
 
-/* 1 iff some sequence has fewer queries than keys (decode, chunked prefill). */
-static int some_sequence_shorter(const attn_problem *p)
+/* 1 iff some sequence has fewer queries than keys (decode, chunked prefill) and more than
+ * min_keys keys. */
+static int some_sequence_shorter(const attn_problem *p, int32_t min_keys)
 {
-    for (int32_t s = 0; s < p->seq.nseq; s++)
-        if (p->seq.cu_q[s + 1] - p->seq.cu_q[s] < p->seq.cu_k[s + 1] - p->seq.cu_k[s])
+    for (int32_t s = 0; s < p->seq.nseq; s++) {
+        int32_t nk = p->seq.cu_k[s + 1] - p->seq.cu_k[s];
+        if (p->seq.cu_q[s + 1] - p->seq.cu_q[s] < nk && nk > min_keys)
             return 1;
+    }
     return 0;
 }
 
@@ -426,12 +429,19 @@ static int top_left(const diag_in *in, diag_alt *a)
 
 /* Decode rows one position off: p_q = i + nk - nq + 1 (the context length taken as the new
  * token's position) or - 1, in the sequences with fewer queries than keys. A mask that reads
- * no position (no causal, window or chunk) cannot show it. */
+ * no position (no causal, window or chunk) cannot show it.
+ * One behind needs a window shorter than such a sequence's keys: without one, a causal row one
+ * behind loses its own key, and on a block's last row that is the sequence's last key, the
+ * row that is all drop-last-key changes there. The two would compute the same failing rows on
+ * every such output of that bug and tie; with the window, the row one behind also gains key
+ * p_q - W, which the window then reaches. */
 static int decode_moved(const diag_in *in, diag_alt *a, int32_t by)
 {
     const attn_problem *p = in->jc->prob;
-    if (!some_sequence_shorter(p) ||
-        !(a->mask.causal || a->mask.sliding_window > 0 || a->mask.chunk_size > 0))
+    int32_t W = a->mask.sliding_window;
+    if (by < 0 ? W < 1 || !some_sequence_shorter(p, W)
+               : !some_sequence_shorter(p, 0) ||
+                     !(a->mask.causal || W > 0 || a->mask.chunk_size > 0))
         return 0;
     a->keys = by > 0 ? keys_decode_ahead : keys_decode_behind;
     fc_fmt(a->title, sizeof a->title, "decode positions one %s (p_q = i + nk - nq %s 1 where "

@@ -1419,6 +1419,32 @@ Test(diag_coincide, decode_rows_and_one_sided_windows_merge_into_the_window_they
     tcase_free(&c);
 }
 
+/* 32 causal queries over 96 keys without a window: the last key dropped changes the last row
+ * alone, and there a row one position behind computes the same keys (its own, the last, lost);
+ * decode-behind is not tried without a window that tells them apart (hyps.c decode_moved), so
+ * drop-last-key is named alone, not tied with it. */
+Test(diag_coincide, a_decode_blocks_last_row_without_the_last_key_is_drop_last_key_alone)
+{
+    const spec s = {FC_F16, 1, 2, 1, 32, 96, 16, {.causal = 1}, .seed = 66};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    brute(&c, pred_drop_last, 0, FC_F32, o, lse);
+    put_rows(&c, (diag_range){0, 1, 0, 31}, o, lse);
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert(r->failing == 1 && r->ncauses == 1, "%s", text);
+    cr_assert_str_eq(r->findings[0].name, "drop-last-key");
+    assert_rows(&r->findings[0].rows, &(diag_range){0, 1, 31, 31}, 1, "drop-last-key");
+    cr_assert_null(finding(r, "decode-behind"), "%s", text);
+    free(text);
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
 /* Two heads: the previous head's sink is the next head's (head 0 reads head 1's, head 1 head
  * 0's either way): one finding, both names. */
 Test(diag_coincide, at_two_heads_the_previous_heads_sink_is_the_next_ones)
