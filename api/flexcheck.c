@@ -421,16 +421,16 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
         return st;
     }
     double *o64 = malloc(sizeof(double) * (no + 1)), *l64 = malloc(sizeof(double) * (nl + 1));
-    float *o_lp = malloc(sizeof(float) * (no + 1));
+    judge_lp lp = {0};
     flexcheck_verdict *vd = calloc(1, sizeof *vd);
     fc_err err;
     fc_status fs;
     judge_case jc = {.prob = &a, .dtype = p->dtype, .q = q, .k = k, .v = v, .out = o64,
                      .lse = l64};
-    if (!o64 || !l64 || !o_lp || !vd) {
+    if (!o64 || !l64 || !vd) {
         st = fail(p, FLEXCHECK_ENOMEM, "out of memory for the oracle of %zu outputs", no);
     } else if ((fs = ref_attention_f64(&a, q, k, v, o64, l64, &err)) ||
-               (fs = judge_baseline(&jc, o_lp, &err))) {
+               (fs = judge_baseline(&jc, &lp, &err))) {
         st = fail(p, of_fc(fs), "%s", err.msg);
     } else {
         chk_result *res = &vd->res;
@@ -439,7 +439,7 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
         judge_row_problem(&res->row, &a, p->dtype);
         chk_output_in in = {.o = out, .lse = lse, .out_dtype = p->out_dtype,
                             .lse_dtype = p->lse_dtype};
-        chk_judge_output(&jc, o_lp, &in, res);
+        chk_judge_output(&jc, &lp, &in, res);
         st = keep(p, vd, &jc);
     }
     if (st == FLEXCHECK_OK) {
@@ -450,7 +450,7 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
     }
     free(o64);
     free(l64);
-    free(o_lp);
+    judge_lp_free(&lp);
     attn_problem_free(&a);
     return st;
 }

@@ -19,7 +19,8 @@
  * - bound of an element with reference value g: non-degenerate verdict: |o - g| <= c * e_lp_max
  *   + floor (rep_verdict's c, e_lp_max, floor: the H1 bound); degenerate verdict (element-wise
  *   H1): |o - g| <= deg_atol + deg_rtol * |g| (the verdict's own). LSE with reference value
- *   l: |lse - l| <= lse_atol + lse_rtol * |l| (H5's, rep_tol_for).
+ *   l: |lse - l| <= lse_atol + lse_rtol * |l| + c * e_lse_lp_max (H5's, rep_tol_for and the
+ *   verdict), or lse equal to an infinite l.
  * - a row MATCHES a reference row (o_ref, lse_ref) when every element is finite and within the
  *   bound of o_ref's, and the LSE, when the output under test has one, is within the LSE bound
  *   of lse_ref. A reference row with no allowed key (LSE -inf) is matched only exactly, as H4

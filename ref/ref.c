@@ -297,8 +297,9 @@ fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *
     return run(&c, sizeof(double), ref_head_f64, err);
 }
 
-fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
-                           const float *v, float *o, float *lse, fc_err *err)
+/* The two float16/bfloat16 baselines share everything but where the scores are rounded. */
+static fc_status attention_lp(const attn_problem *p, fc_dtype dt, int scores32, const float *q,
+                              const float *k, const float *v, float *o, float *lse, fc_err *err)
 {
     if (dt == FC_F32)
         return ref_attention_f32(p, q, k, v, o, lse, err);
@@ -307,6 +308,19 @@ fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, c
     fc_status st = check_call(p, q, k, v, o, err);
     if (st)
         return st;
-    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = dt, .o32 = o, .lse32 = lse};
+    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = dt, .scores32 = scores32, .o32 = o,
+                  .lse32 = lse};
     return run(&c, sizeof(float), ref_head_f32, err);
+}
+
+fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
+                           const float *v, float *o, float *lse, fc_err *err)
+{
+    return attention_lp(p, dt, 0, q, k, v, o, lse, err);
+}
+
+fc_status ref_attention_lp32s(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
+                              const float *v, float *o, float *lse, fc_err *err)
+{
+    return attention_lp(p, dt, 1, q, k, v, o, lse, err);
 }

@@ -60,6 +60,16 @@ fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *
 fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
                            const float *v, float *o, float *lse, fc_err *err);
 
+/* The float32-score baseline of docs/tolerance.md for dt (float16 / bfloat16): the inputs as
+ * given, S = scale * Q.K^T accumulated and kept in fp32, P = softmax(S) in fp32 rounded to dt,
+ * O = P.V (fp32 accumulate) rounded to dt; lse the fp32 LSE of S. What a kernel that keeps its
+ * scores in float32 computes (FlexAttention's and FlashAttention's tiled kernels): the rows on
+ * which ref_attention_lp's rounded scores drown the result (scores far larger than the dtype
+ * resolves, e.g. around -1e5) are judged against it (reports/tol.h). For FC_F32 this is
+ * ref_attention_f32. */
+fc_status ref_attention_lp32s(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
+                              const float *v, float *o, float *lse, fc_err *err);
+
 /* Which keys one row may use, for ref_row_f64, key tk being an index into the kv head's key
  * axis: 0 it does not count, 1 it counts with its score, 2 it counts with the rule's
  * masked_score (a masked key a kernel visits and fills wrongly: diag/'s alternatives; the

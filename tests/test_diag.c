@@ -39,6 +39,9 @@ typedef struct spec {
     uint64_t seed;
     double softcap;                    /* score terms: the cap (0 off) */
     int sinks;                         /* 1: head h's sink is -5 + 15 ((7h + 3) % 11) / 10 */
+    double offset;                     /* != 0: every score shifted by about this much (the
+                                        * first coordinate of every query +a, of every key -a,
+                                        * a^2 scale = -offset, a rounded to the dtype) */
 } spec;
 
 typedef struct tcase {
@@ -46,7 +49,7 @@ typedef struct tcase {
     fc_dtype dt;
     float *q, *k, *v;
     double *o64, *lse64; /* the truth */
-    float *o_lp;
+    judge_lp lp;
     float *o, *lse;      /* the output under test: correct until a test changes rows */
     judge_case jc;
     rep_verdict verdict;
@@ -108,17 +111,26 @@ static void tcase_make(tcase *c, const spec *s)
     fill(c->q, attn_q_elems(&c->p), &r, s->dt);
     fill(c->k, attn_k_elems(&c->p), &r, s->dt);
     fill(c->v, attn_v_elems(&c->p), &r, s->dt);
+    if (s->offset != 0) {
+        float a = fc_round((float)sqrt(fabs(s->offset) / c->p.scale), s->dt);
+        for (size_t i = 0; i < attn_q_elems(&c->p); i += (size_t)s->d)
+            c->q[i] = a;
+        for (size_t i = 0; i < attn_k_elems(&c->p); i += (size_t)s->d)
+            c->k[i] = s->offset < 0 ? -a : a;
+    }
     c->o64 = dalloc(no);
     c->lse64 = dalloc(nl);
     cr_assert_eq(ref_attention_f64(&c->p, c->q, c->k, c->v, c->o64, c->lse64, &err), FC_OK, "%s",
                  err.msg);
     c->jc = (judge_case){.prob = &c->p, .dtype = s->dt, .q = c->q, .k = c->k, .v = c->v,
                          .out = c->o64, .lse = c->lse64};
-    c->o_lp = falloc(no);
-    cr_assert_eq(judge_baseline(&c->jc, c->o_lp, &err), FC_OK, "%s", err.msg);
+    c->lp = (judge_lp){0};
+    cr_assert_eq(judge_baseline(&c->jc, &c->lp, &err), FC_OK, "%s", err.msg);
     c->o = falloc(no);
     c->lse = falloc(nl);
-    memcpy(c->o, c->o_lp, no * sizeof *c->o);
+    /* correct: the baseline that judges the rows (the float32-score one where the dtype's
+     * drowns: a case of scores far from 0) */
+    memcpy(c->o, c->lp.o32s ? c->lp.o32s : c->lp.o, no * sizeof *c->o);
     for (size_t i = 0; i < nl; i++)
         c->lse[i] = (float)c->lse64[i];
     c->damaged = -1;
@@ -145,7 +157,7 @@ static void tcase_free(tcase *c)
     free(c->v);
     free(c->o64);
     free(c->lse64);
-    free(c->o_lp);
+    judge_lp_free(&c->lp);
     free(c->o);
     free(c->lse);
     if (c->has_bm)
@@ -186,7 +198,7 @@ static void noise_rows(tcase *c, diag_range r)
 static diag_report *diagnose(tcase *c, const mask_params *prev, uint64_t budget, int with_lse)
 {
     fc_err err = {{0}};
-    int pass = judge_given(&c->jc, c->o, with_lse ? c->lse : NULL, NULL, c->o_lp, &c->verdict,
+    int pass = judge_given(&c->jc, c->o, with_lse ? c->lse : NULL, NULL, &c->lp, &c->verdict,
                            &err);
     cr_assert(pass >= 0, "verdict: %s", err.msg);
     diag_in in = {.jc = &c->jc, .o = c->o, .lse = with_lse ? c->lse : NULL, .v = &c->verdict,
@@ -747,12 +759,12 @@ static const hyp_case hyp_cases[] = {
      {0, 1, 40, 43}, BY_BRUTE, .pred = pred_packed_ignored},
     {"lse-log2", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 19}, {0, 0, 30, 33}, BY_LSE2,
      .bug_mask = {0}},
-    /* PyTorch 2.7's eager path: q.k in bfloat16. The rounding moves a row's LSE by up to half an
-     * ulp of its largest score, past H5's bound only on rows whose largest score rounds far
-     * enough: with this seed and scale 2, rows 54 and 55 of head 1 (found by running it; on
-     * rows 51-53 the rounded scores stay within every bound, so the bug is invisible there). */
-    {"scores-rounded", {FC_BF16, 1, 2, 1, 64, 64, 32, CW(40), .seed = 20, .scale = 2},
-     {0, 1, 54, 55}, BY_BRUTE, .pred = pred_truth, .round_scores = 1},
+    /* PyTorch 2.7's eager path: q.k in bfloat16, every score rounded before the softmax. Where
+     * scores are small that is what the same-precision baseline does too, and passes; on scores
+     * around -1e5 (an ulp of 512) it drowns the rows, which are then judged against the
+     * float32-score baseline, and fails them. */
+    {"scores-rounded", {FC_BF16, 1, 2, 1, 64, 64, 32, CW(40), .seed = 20, .offset = -1e5},
+     {0, 1, 50, 53}, BY_BRUTE, .pred = pred_truth, .round_scores = 1},
     /* Score terms: a cap of 5 on scores of spread ~8 (scale 2), so capping matters; head 1's
      * sink is 10, which dominates its rows. */
     {"softcap-missing", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 21, .scale = 2,
@@ -805,19 +817,22 @@ static const hyp_case hyp_cases[] = {
      {FC_F16, 1, 2, 1, 0, 0, 16, CW(64), .nseq = 2, .cu_q = {0, 40, 128}, .cu_k = {0, 40, 128},
       .seed = 37, .scale = 2},
      {0, 0, 92, 94}, BY_NO_RESCALE_ACC, .bug_mask = {0}, .bm = BM_NONE, .tile = 32},
-    /* The issue-28 bug classes. A softmax in bfloat16 over windows of 40 keys (scale 2): rows
-     * found by running it, as for scores-rounded. */
-    {"softmax-lowp", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 40, .scale = 0.5},
-     {0, 1, 200, 203}, BY_SOFTMAX_LOWP, .bug_mask = {0}},
+    /* The issue-28 bug classes. A softmax in bfloat16 over causal rows of 129 to 256 keys of
+     * small scores (scale 0.1): its running sum drifts as it grows, past the bounds on some of
+     * the rows. (At scale 0.5 the baseline's own rounded scores move its LSE by 0.029, and
+     * H5's bound, twice that added, holds the drift: the bug is within what the contract lets a
+     * same-precision engine differ by.) */
+    {"softmax-lowp", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 40, .scale = 0.1},
+     {0, 1, 128, 255}, BY_SOFTMAX_LOWP, .bug_mask = {0}, .some_rows = 1},
     /* The same bug as a kernel writes it (O = acc / l, l a running bfloat16 sum, the sink
-     * added last). Head 2's sink (4) is large enough against these scores that adding it first
-     * stalls the running sum sooner: the rows fail, and only diag.c's sink-last ways explain
-     * them (with the sink first they stay unexplained; checked by taking those ways out).
-     * Whether P is normalised or O divided at the end is a rounding-level difference, within
-     * the bounds here (test_ref checks that way). Rows and head found by running it. */
-    {"softmax-lowp", {FC_BF16, 1, 6, 1, 256, 256, 32, {.causal = 1}, .seed = 47, .scale = 0.25,
+     * added last), on rows 128-255 of head 2 (sink 4). Adding the sink first would stall the
+     * running sum sooner: the rows that fail are explained only by diag.c's sink-last ways
+     * (with those ways taken out, this seed's rows are no longer named; checked by running
+     * it). Whether P is normalised or O divided at the end is a rounding-level difference,
+     * within the bounds here (test_ref checks that way). Seed and scale found by running it. */
+    {"softmax-lowp", {FC_BF16, 1, 6, 1, 256, 256, 32, {.causal = 1}, .seed = 54, .scale = 0.1,
                       .sinks = 1},
-     {0, 2, 201, 203}, BY_SOFTMAX_LOWP_KERNEL, .bug_mask = {0}},
+     {0, 2, 128, 255}, BY_SOFTMAX_LOWP_KERNEL, .bug_mask = {0}, .some_rows = 1},
     {"drop-last-key", {FC_F16, 1, 2, 1, 64, 64, 16, BW(24), .seed = 41}, {0, 1, 50, 53},
      BY_BRUTE, .pred = pred_drop_last},
     /* Lq 96 over Lk 64, causal: rows 0-31 see no key (bottom-right alignment). */
@@ -829,8 +844,12 @@ static const hyp_case hyp_cases[] = {
      {0, 0, 5, 8}, BY_MASKED_MEAN_ALL, .bug_mask = {0}},
     {"masked-row-lse", {FC_BF16, 1, 2, 1, 96, 64, 16, {.causal = 1}, .seed = 44},
      {0, 0, 20, 23}, BY_MASKED_LSE, .bug_mask = {0}},
-    /* bfloat16's ulp near LSE 4 is 2^-5: rounding moves it past H5's 0.005 on most rows. */
-    {"lse-rounded", {FC_BF16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 45}, {0, 1, 0, 63},
+    /* bfloat16's ulp near LSE 3 is 2^-6: rounding moves it past H5's 0.004 (plus twice the
+     * baseline's own LSE error: small scores, scale 0.05, keep that near 0) on many rows. The
+     * seed is one where no online-softmax try lands within the bounds of a barely failing row
+     * (found by running it; on some seeds one does, as a partial fit). */
+    {"lse-rounded", {FC_BF16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 47, .scale = 0.05},
+     {0, 1, 0, 63},
      BY_LSE_ROUND, .bug_mask = {0}, .lse_to = FC_BF16, .some_rows = 1},
     {"lse-out-type", {FC_F32, 1, 2, 1, 64, 64, 16, CW(24), .seed = 46}, {0, 0, 0, 63},
      BY_LSE_ROUND, .bug_mask = {0}, .lse_to = FC_BF16, .out_dt = FC_BF16},
@@ -941,8 +960,11 @@ static void run_hyp_case(const hyp_case *hc)
     else
         assert_rows(&r->findings[0].rows, &hc->rows, 1, hc->expect);
     /* The online softmax's bugs claim no row of another bug's case (diag.c credits them only
-     * where the same keys computed right do not match: not the block mask's rows). */
-    if (strncmp(hc->expect, "no-rescale", 10))
+     * where the same keys computed right do not match: not the block mask's rows). A softmax
+     * in the input type is exempt: its drifting sum scales a row's weights as a missing
+     * rescale does, and on some rows the two land within the bounds of each other; that is a
+     * partial fit, printed as evidence and never claimed (the cause stays the softmax's). */
+    if (strncmp(hc->expect, "no-rescale", 10) && strcmp(hc->expect, "softmax-lowp"))
         for (size_t f = 0; f < r->nfindings; f++)
             cr_assert(strncmp(r->findings[f].name, "no-rescale", 10) ||
                           !r->findings[f].rows.count,
@@ -1144,45 +1166,37 @@ Test(diag_coincide, hypotheses_computing_the_same_rows_are_one_finding_named_twi
     tcase_free(&c);
 }
 
-/* An LSE rounded to bfloat16 over windows of 2 keys (scale 8: one key dominates a row):
- * "scores rounded to bfloat16" lands within H5's bound on those rows too, but the rounded LSE
- * is reproduced to the bit: it is named the cause, the other listed as fitting less closely,
- * with both fits. At W = 1 (one key a row) the two compute the same LSE and stay
- * indistinguishable. */
+/* An LSE rounded to bfloat16 over windows of 8 keys (scale 16: one key dominates a row), on
+ * every row of head 0: on the rows where the rounding passes H5's bound (2 times the
+ * baseline's own LSE error added to it: the baseline rounds its scores, so most rounded LSEs
+ * stay within), "scores rounded to bfloat16" lands within the bound of the rounded LSE too,
+ * but the rounded LSE is reproduced to the bit: it is named the cause, the other listed as
+ * fitting less closely, with both fits. (Seed and scale found by running it. At W = 1 the two
+ * compute the same LSE, the score itself, but an LSE rounded so never fails now: the
+ * baseline's rounded score is as far off; the tie branch is the empty-tile case of hyp_cases.)
+ */
 Test(diag_coincide, of_two_whole_causes_the_one_fitting_four_times_closer_is_named)
 {
-    for (int w = 2; w >= 1; w--) {
-        const spec s = {FC_BF16, 1, 2, 1, 64, 64, 16, CW(w), .seed = 50, .scale = 8};
-        tcase c;
-        tcase_make(&c, &s);
-        /* head 0's rows where "scores rounded" lands within H5's bound of the rounded LSE
-         * (found by running it): there the rounded LSE fails H5 and both hypotheses fit */
-        static const int32_t rows[] = {1, 8, 15, 17, 18, 20, 21};
-        for (size_t n = 0; n < sizeof rows / sizeof rows[0]; n++) {
-            size_t i = row_of(&c, 0, 0, rows[n]);
-            c.lse[i] = fc_round((float)c.lse64[i], FC_BF16);
-        }
-        diag_report *r = diagnose(&c, NULL, 0, 1);
-        char *text = print_report(r, &c.p);
-        cr_assert(r->examined >= (w == 2 ? 7u : 4u) && r->unexplained.count == 0, "W %d\n%s", w, text);
-        const diag_finding *sr = finding(r, "scores-rounded");
-        cr_assert(sr && sr->rows.count == r->examined, "W %d: scores-rounded fits every row\n%s",
-                  w, text);
-        if (w == 2) {
-            cr_assert(r->ncauses == 1 && r->nalso >= 1, "%s", text);
-            cr_assert_str_eq(r->findings[0].name, "lse-rounded");
-            cr_assert(r->findings[0].fit * DIAG_CLOSER <= sr->fit, "%s", text);
-            cr_assert(strstr(text, "\n  also within the bounds on every failing row, less "
-                                   "closely: scores rounded to bfloat16"), "%s", text);
-        } else {
-            cr_assert(r->ncauses == 2 && r->nalso == 0, "%s", text);
-            cr_assert(sr->fit == r->findings[0].fit && sr->fit == r->findings[1].fit, "%s", text);
-            cr_assert(strstr(text, "indistinguishable here"), "%s", text);
-        }
-        free(text);
-        diag_report_free(r);
-        tcase_free(&c);
+    const spec s = {FC_BF16, 1, 2, 1, 64, 64, 16, CW(8), .seed = 58, .scale = 16};
+    tcase c;
+    tcase_make(&c, &s);
+    for (int32_t q = 0; q < 64; q++) {
+        size_t i = row_of(&c, 0, 0, q);
+        c.lse[i] = fc_round((float)c.lse64[i], FC_BF16);
     }
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert(r->examined >= 4 && r->unexplained.count == 0, "%s", text);
+    const diag_finding *sr = finding(r, "scores-rounded");
+    cr_assert(sr && sr->rows.count == r->examined, "scores-rounded fits every row\n%s", text);
+    cr_assert(r->ncauses == 1 && r->nalso >= 1, "%s", text);
+    cr_assert_str_eq(r->findings[0].name, "lse-rounded");
+    cr_assert(r->findings[0].fit * DIAG_CLOSER <= sr->fit, "%s", text);
+    cr_assert(strstr(text, "\n  also within the bounds on every failing row, less closely: "
+                           "scores rounded to bfloat16"), "%s", text);
+    free(text);
+    diag_report_free(r);
+    tcase_free(&c);
 }
 
 /* W = 1 (one key per row): the baseline is exact, the verdict element-wise (degenerate), and
@@ -1274,7 +1288,7 @@ Test(diag_input, a_block_mask_for_another_grid_or_a_verdict_of_another_shape_is_
     tcase c;
     tcase_make(&c, &s);
     fc_err err = {{0}};
-    cr_assert(judge_given(&c.jc, c.o, c.lse, NULL, c.o_lp, &c.verdict, &err) >= 0);
+    cr_assert(judge_given(&c.jc, c.o, c.lse, NULL, &c.lp, &c.verdict, &err) >= 0);
     bmask other;
     seq_info big;
     cr_assert_eq(seq_init_dense(&big, 1, 128, 128, &err), FC_OK);

@@ -873,8 +873,11 @@ def _tested_lse(x, grid: _Grid) -> Tuple[np.ndarray, Optional[str]]:
     return _to_grid(a, "lse", grid, 3), None
 
 
+ROUNDINGS = ("flexattention",)  # the rounding profiles a producer may claim (docs/fixtures.md)
+
+
 def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, block_mask=None,
-               encoding=None, overwrite=False) -> None:
+               encoding=None, overwrite=False, rounding=None) -> None:
     """Store what a kernel under test produced from case `case`'s inputs, as
     /cases/<case>/tested/<label>, for `flexcheck check` to judge (docs/tolerance.md) against
     the case's float64 out/lse.
@@ -896,6 +899,10 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
     out_rerun: optional second run on the same inputs, stored like out (same encoding):
     the gate compares it bitwise (H7). block_mask: the producer's own, as in write_case
     (stored under the label; the default block sizes are the case's).
+    rounding: "flexattention" claims that the producer rounds P to the input type as
+    FlexAttention does (attribute `rounding`): on a p-round design (`<dtype>@design`, flexcheck
+    export) the output is then held to that rounding (docs/tolerance.md p-round); without the
+    claim the rule's finding is a note. None: no claim.
 
     Atomic, like write_case.
     """
@@ -918,12 +925,16 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
             raise ValueError(f"out_rerun: stored as {renc or r.dtype}, out as {enc or o.dtype}: "
                              f"a rerun is stored as the run")
     bm = _block_mask(block_mask, "block_mask", grid, sizes)
+    if rounding is not None and rounding not in ROUNDINGS:
+        raise ValueError(f"rounding {rounding!r}: None or one of {', '.join(ROUNDINGS)}")
     with _rewrite(path) as f:
         tg = f[f"cases/{case}"].require_group("tested")
         if label in tg:
             del tg[label]
         g = tg.create_group(label)
         g.attrs["producer"] = producer
+        if rounding is not None:
+            g.attrs["rounding"] = rounding
         for key, arr in (("out", o), ("out_rerun", r)):
             if arr is not None:
                 ds = _dataset(g, key, arr)
