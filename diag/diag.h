@@ -122,7 +122,37 @@ typedef struct diag_finding {
     double fit;                   /* on average over its rows, how far the tested row's failing
                                    * values lie from its reference, in units of their bounds
                                    * (0: exactly) */
+    double truth_fit;             /* the same for the correct output over those rows (above 1:
+                                   * they fail against it) */
+    int refuted;                  /* DIAG_REFUTED_*: it fits every failing row (a whole
+                                   * candidate) but is not a cause, and why */
+    size_t heads_refuted;         /* heads whose every failing row it fits but where it is
+                                   * refuted so (no group cause there) */
+    size_t contradicted;          /* passing rows it would change that the output does not show
+                                   * (DIAG_REFUTED_PASSING), of the `checked` of `passing` */
+    size_t checked, passing;
+    diag_range first_contradiction;
 } diag_finding;
+
+/* Why a hypothesis that fits every failing row is not named the cause (diag.h). */
+enum {
+    DIAG_REFUTED_NO = 0,
+    DIAG_REFUTED_CLOSER = 1,  /* it reproduces the failing values no DIAG_CLOSER times more
+                               * closely than the correct output does (fit vs truth_fit) */
+    DIAG_REFUTED_PASSING = 2, /* passing rows contradict it (contradicted > 0) */
+};
+
+/* What the failing rows are (when no cause explains them all): facts, never a cause. */
+typedef struct diag_evidence {
+    size_t heads, heads_total;         /* (b, h) with a failing row, of B * Hq */
+    int32_t from_q;                    /* >= 0: in every failing head the rows from this q on
+                                        * fail and none before it; -1: not so */
+    size_t starts, starts_total;       /* failing rows that are a sequence's first query */
+    size_t empty, empty_total;         /* failing rows with no allowed key */
+    size_t decode, decode_total;       /* failing rows of sequences with fewer queries than keys
+                                        * (decode, chunked prefill) */
+    size_t nonfinite_empty;            /* non-finite rows with no allowed key */
+} diag_evidence;
 
 typedef struct diag_report {
     size_t rows;           /* rows of the output: B * Hq * Lq */
@@ -141,8 +171,13 @@ typedef struct diag_report {
     size_t nfindings, nexplaining, ncauses;
     size_t nalso;          /* after a single cause, whole causes it fits DIAG_CLOSER times more
                             * closely than: "also within the bounds, less closely" */
+    size_t nrefuted;       /* after the causes: whole candidates refuted (their refuted field) */
     diag_finding *findings;
     diag_rows unexplained; /* examined rows no cause (whole or group) explains */
+    size_t nan_empty;      /* > 0: the non-finite rows are exactly the rows with no allowed key,
+                            * each wholly NaN: "rows with no allowed key are NaN" is their cause
+                            * (a softmax over no key computes 0/0) */
+    diag_evidence ev;      /* filled when no whole cause explains every examined row */
 } diag_report;
 
 /* Diagnoses in; *out receives a heap report (free with diag_report_free). FC_EINVAL for

@@ -94,7 +94,8 @@ typedef struct diag_hyp {
     diag_setup_fn setup;
 } diag_hyp;
 
-/* The table, in tie-break order (hyps.c). */
+/* The table, in tie-break order (hyps.c); at most DIAG_MAX_HYPS entries (a test holds it). */
+#define DIAG_MAX_HYPS 64
 extern const diag_hyp diag_hyps[];
 extern const size_t diag_nhyps;
 

@@ -307,12 +307,17 @@ static fc_status lp_select(const rep_inputs *in, rep_verdict *v, lp_rows *s, fc_
         if (lb && isfinite(lb[r]) && isfinite(in->lse_gold[r]))
             raise_max(&v->e_lse_lp_max, fabs((double)lb[r] - in->lse_gold[r]));
     }
+    char how[96];
+    if (isinf(s->derr))
+        fc_fmt(how, sizeof how, "not finite");
+    else
+        fc_fmt(how, sizeof how, "off by %.3g times 1/8 of max|O_gold| %.3g (or of log(9/8) in "
+               "LSE)", s->derr, s->scale);
     if (v->lp32s_rows)
         fc_fmt(v->lp_note, sizeof v->lp_note,
-               "the %s baseline drowns on %zu row%s (at %s its error is %.3g of what holds a "
-               "row, 1/8 of max|O_gold| %.3g or log(9/8) in LSE): judged there against the "
+               "the %s baseline drowns on %zu row%s (at %s: %s); judged there against the "
                "float32-score baseline", fc_dtype_name(in->dtype), v->lp32s_rows,
-               v->lp32s_rows == 1 ? "" : "s", at(in, s->dr, s->dj).s, s->derr, s->scale);
+               v->lp32s_rows == 1 ? "" : "s", at(in, s->dr, s->dj).s, how);
     return FC_OK;
 }
 
@@ -636,10 +641,10 @@ fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
     v->unscaled = s.unheld;
     if (s.unheld && isinf(s.uerr))
         fc_fmt(v->outside_why, sizeof v->outside_why,
-               "outside-contract: the %s baseline is %g at %s where %s is %g: the scores "
-               "overflow it%s, so H1 and H2 have no scale", fc_dtype_name(in->dtype), s.ulp,
+               "outside-contract: the %s baseline is %g at %s where %s is %g (the scores "
+               "overflow it)%s: H1 and H2 have no scale", fc_dtype_name(in->dtype), s.ulp,
                at(in, s.ur, s.uj).s, s.uj < 0 ? "LSE_gold" : "O_gold", s.ug,
-               in->o_lp32s ? ", and the float32-score baseline does not hold the row" : "");
+               in->o_lp32s ? " and the float32-score one drowns there" : "");
     else if (s.unheld)
         fc_fmt(v->outside_why, sizeof v->outside_why,
                "outside-contract: the %s baseline's error at %s is %.3g times 1/8 of max|O_gold| "

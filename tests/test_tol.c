@@ -1153,8 +1153,9 @@ Test(baseline, a_row_the_baseline_drowns_is_judged_against_the_float32_score_bas
         cr_expect(v.pass && v.lp32s_rows == 1 && v.e_lp_max == E_LP, "%s: pass %d rows %zu "
                   "e_lp_max %g", dn, v.pass, v.lp32s_rows, v.e_lp_max);
         char want[160];
-        snprintf(want, sizeof want, "the %s baseline drowns on 1 row (at row 1 col 0 its error "
-                 "is 4 of what holds a row", dn);
+        snprintf(want, sizeof want, "the %s baseline drowns on 1 row (at row 1 col 0: off by 4 "
+                 "times 1/8 of max|O_gold| 1 (or of log(9/8) in LSE)); judged there against the "
+                 "float32-score baseline", dn);
         cr_expect(!strncmp(v.lp_note, want, strlen(want)), "%s: %s", dn, v.lp_note);
 
         l.c.o[DV + 0] += 0.25f; /* wrong by a quarter of max|O_gold| */
