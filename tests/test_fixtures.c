@@ -2696,7 +2696,7 @@ typedef struct default_case {
 
 Test(fixture_budget, the_default_is_the_lesser_of_16_gib_and_half_the_memory)
 {
-    const uint64_t M = (uint64_t)1 << 20, G = (uint64_t)1 << 30;
+    const uint64_t G = (uint64_t)1 << 30;
     static const default_case cases[] = {
         {64 * ((uint64_t)1 << 30), 0, 16 * ((uint64_t)1 << 30)}, /* a large machine: 16 GiB */
         {24 * ((uint64_t)1 << 30), 0, 12 * ((uint64_t)1 << 30)},
@@ -2714,8 +2714,29 @@ Test(fixture_budget, the_default_is_the_lesser_of_16_gib_and_half_the_memory)
                      "want %llu", i, (double)cases[i].phys / G, (double)cases[i].cgroup / G,
                      (unsigned long long)got, (unsigned long long)cases[i].want);
     }
-    /* This machine's: no more than half of MemTotal (/proc/meminfo, read here on its own) nor
-     * 16 GiB, no less than 512 MiB. */
+}
+
+/* Physical memory from sysconf's figures, in bytes: the CI machine's 6170896 pages of 4096
+ * bytes (its _SC_PHYS_PAGES and _SC_PAGE_SIZE) are its MemTotal, 24683584 kB (the kernel's
+ * count of the same memory in KiB), times 1024; read as KiB the budget fell to its 512 MiB
+ * floor and valid cases were refused. */
+Test(fixture_budget, physical_memory_is_counted_in_bytes)
+{
+    const uint64_t M = (uint64_t)1 << 20;
+    cr_expect_eq(fix_phys_memory_bytes(6170896, 4096), 24683584ull * 1024);
+    /* half of it, 12052.53 MiB, in whole MiB */
+    cr_expect_eq(fix_default_case_bytes_of(fix_phys_memory_bytes(6170896, 4096), 0), 12052 * M);
+    cr_expect_eq(fix_phys_memory_bytes(262144, 65536), (uint64_t)16 << 30); /* 64 KiB pages */
+    cr_expect_eq(fix_phys_memory_bytes(-1, 4096), 0, "unknown page count: unknown memory");
+    cr_expect_eq(fix_phys_memory_bytes(6170896, 0), 0, "unknown page size: unknown memory");
+}
+
+/* This machine's default is the rule applied to its MemTotal (/proc/meminfo, read here on its
+ * own: the kernel's count of the same pages sysconf reports, in KiB) and its cgroup's limit,
+ * exactly: a unit slip anywhere between sysconf and the rule changes it (a bound such as
+ * "at most half of MemTotal" holds at the 512 MiB floor too, and missed one). */
+Test(fixture_budget, this_machines_default_is_the_rule_on_its_memtotal)
+{
     FILE *fp = fopen("/proc/meminfo", "r");
     cr_assert(fp);
     unsigned long long kb = 0;
@@ -2725,9 +2746,15 @@ Test(fixture_budget, the_default_is_the_lesser_of_16_gib_and_half_the_memory)
             break;
     fclose(fp);
     cr_assert_gt(kb, 0);
-    uint64_t d = fix_default_case_bytes();
-    cr_expect(d <= 16 * G && d <= kb * 1024 / 2 && d >= 512 * M && d % M == 0,
-              "default %llu bytes, MemTotal %llu kB", (unsigned long long)d, kb);
+    char text[4096] = "";
+    if ((fp = fopen("/proc/self/cgroup", "r"))) {
+        text[fread(text, 1, sizeof text - 1, fp)] = '\0';
+        fclose(fp);
+    }
+    uint64_t cg = fix_cgroup_memory_limit("/sys/fs/cgroup", text);
+    uint64_t want = fix_default_case_bytes_of(kb * 1024, cg), d = fix_default_case_bytes();
+    cr_expect_eq(d, want, "default %llu bytes, want %llu: MemTotal %llu kB, cgroup limit %llu",
+                 (unsigned long long)d, (unsigned long long)want, kb, (unsigned long long)cg);
 }
 
 /* A file `rel` under dir holding `text`, its folders made. */
