@@ -175,6 +175,69 @@ Test(api, passes_a_right_output_and_names_a_window_one_too_wide)
     }
 }
 
+/* A soft-capped problem (docs/semantics.md section 7: the scaled score s becomes c tanh(s / c)
+ * before the mask and the softmax): the output computed with the cap passes, and the uncapped
+ * output of the same inputs fails, its diagnosis naming the cap as missing; judged without the
+ * cap, the verdicts swap. So the cap given to flexcheck_problem_set_softcap is the one judged
+ * (a cap dropped on the way passed the uncapped output). The capped output is brute force here,
+ * as attend's, on the causal dense problem (row i at position i + Lk - Lq >= 8: never empty). */
+Test(api, judges_a_soft_capped_problem_with_its_cap)
+{
+    const double cap = 0.5; /* most scores here lie within [-1, 1]: the cap bends them all */
+    brute *t = calloc(1, sizeof *t), *c = calloc(1, sizeof *c);
+    cr_assert(t && c);
+    inputs(t, 13);
+    t->causal = 1;
+    attend(t, 0);
+    *c = *t;
+    for (int h = 0; h < HQ; h++)
+        for (int i = 0; i < LQ; i++) {
+            const float *qr = t->q + ((size_t)h * LQ + i) * D;
+            int n = i + LK - LQ + 1; /* keys 0 .. position */
+            double sc[LK], m = -INFINITY, l = 0, acc[D] = {0};
+            for (int j = 0; j < n; j++) {
+                const float *kr = t->k + ((size_t)(h / (HQ / HKV)) * LK + j) * D;
+                double dot = 0;
+                for (int d = 0; d < D; d++)
+                    dot += (double)qr[d] * kr[d];
+                sc[j] = cap * tanh(dot / sqrt((double)D) / cap);
+                m = fmax(m, sc[j]);
+            }
+            for (int j = 0; j < n; j++) {
+                double p = exp(sc[j] - m);
+                const float *vr = t->v + ((size_t)(h / (HQ / HKV)) * LK + j) * D;
+                l += p;
+                for (int d = 0; d < D; d++)
+                    acc[d] += p * vr[d];
+            }
+            for (int d = 0; d < D; d++)
+                c->o[((size_t)h * LQ + i) * D + d] = fc_round((float)(acc[d] / l), FC_F16);
+            c->lse[(size_t)h * LQ + i] = (float)(m + log(l));
+        }
+    flexcheck_problem *p = problem_of(t, 0);
+    for (int with_cap = 1; with_cap >= 0; with_cap--) {
+        cr_assert_eq(flexcheck_problem_set_softcap(p, with_cap ? cap : 0), FLEXCHECK_OK, "%s",
+                     flexcheck_problem_errmsg(p));
+        const brute *outs[2] = {c, t}; /* computed with the cap, without it */
+        for (int k = 0; k < 2; k++) {
+            flexcheck_verdict *v = NULL;
+            cr_assert_eq(judge(p, outs[k], &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+            int right = (k == 0) == with_cap;
+            cr_expect_eq(flexcheck_verdict_outcome(v), right ? FLEXCHECK_PASS : FLEXCHECK_FAIL,
+                         "cap %s, output %s: %s", with_cap ? "set" : "off",
+                         k ? "uncapped" : "capped", flexcheck_verdict_text(v));
+            if (with_cap && k == 1)
+                cr_expect(strstr(flexcheck_verdict_diagnosis(v), "explained by soft-cap missing "
+                                                                 "(cap 0.5 not applied"),
+                          "%s", flexcheck_verdict_text(v));
+            flexcheck_verdict_free(v);
+        }
+    }
+    flexcheck_problem_free(p);
+    free(t);
+    free(c);
+}
+
 /* Every bad argument: a status, a message naming it, no verdict, and nothing read past the
  * counts given (the ASan run of this suite holds the library to that). */
 typedef enum {
