@@ -214,7 +214,11 @@ static int32_t worker_count(const attn_problem *p, int blas_threads)
  * --jobs). While any call is active BLAS stays single-threaded, and every call sizes its own
  * workers by the count the caller had set when the first of them entered: the last to leave
  * restores it. (Each call saving and restoring the count itself let one call see another's
- * temporary 1, or run its sgemm after another had restored 4: different bits.) */
+ * temporary 1, or run its sgemm after another had restored 4: different bits.) The restore
+ * happens only while the count still reads the 1 set here: in an engine's process (the
+ * public API) another thread of the host may set its own count while a judge runs, and that
+ * setting is the host's to keep. OpenBLAS 0.3.21 (Debian 12) has no per-thread count to use
+ * instead; openblas_set_num_threads_local came with 0.3.26. */
 static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
 static int blas_active, blas_saved = 1;
 
@@ -234,7 +238,7 @@ static int blas_enter(void)
 static void blas_leave(void)
 {
     pthread_mutex_lock(&blas_mu);
-    if (--blas_active == 0 && blas_saved > 1)
+    if (--blas_active == 0 && blas_saved > 1 && openblas_get_num_threads() == 1)
         openblas_set_num_threads(blas_saved);
     pthread_mutex_unlock(&blas_mu);
 }

@@ -27,9 +27,10 @@
  * as OpenBLAS is set to use (openblas_get_num_threads() when the first of the concurrently
  * running calls entered; OPENBLAS_NUM_THREADS=1 makes everything single-threaded). Each panel
  * runs wholly on one thread with BLAS set to one thread while any reference call runs and
- * restored when the last one leaves, so results are bitwise the same for every thread count
- * and any number of concurrent calls (tests/test_ref.c, ref_threads). BLAS called from other
- * code while a reference call runs is single-threaded too.
+ * restored when the last one leaves (unless someone else set a count meanwhile), so results
+ * are bitwise the same for every thread count and any number of concurrent calls
+ * (tests/test_ref.c, ref_threads). BLAS called from other code while a reference call runs
+ * is single-threaded too.
  */
 #ifndef FLEXCHECK_REF_H
 #define FLEXCHECK_REF_H

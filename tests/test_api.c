@@ -369,3 +369,91 @@ Test(api, an_lse_kept_in_bfloat16_is_judged_at_its_resolution)
     flexcheck_problem_free(p);
     free(t);
 }
+
+/* ==== Issue 35: the in-process API against a hostile caller ====
+ * The host's OpenBLAS thread count is never overwritten by a judge. */
+#include <cblas.h> /* openblas_{get,set}_num_threads: the process-wide count the judge touches */
+#include <time.h>
+
+/* A judge that runs for seconds: B 1, Hq 8, Hkv 2, L 2048, D 64, float32, v = 0 (so the
+ * output 0 is right and no diagnosis runs: the time is the oracle's and the baseline's). */
+enum { LONG_HQ = 8, LONG_HKV = 2, LONG_L = 2048, LONG_D = 64 };
+typedef struct long_judge {
+    flexcheck_problem *p;
+    float *q, *k, *v, *o;
+    flexcheck_status st;
+    flexcheck_verdict *vd;
+    int done; /* atomics */
+} long_judge;
+
+static void long_judge_init(long_judge *j)
+{
+    size_t nq = (size_t)LONG_HQ * LONG_L * LONG_D, nk = (size_t)LONG_HKV * LONG_L * LONG_D;
+    *j = (long_judge){.p = flexcheck_problem_new(), .q = malloc(nq * sizeof(float)),
+                      .k = malloc(nk * sizeof(float)), .v = calloc(nk, sizeof(float)),
+                      .o = calloc(nq, sizeof(float))};
+    cr_assert(j->p && j->q && j->k && j->v && j->o);
+    unsigned s = 5;
+    for (size_t i = 0; i < nq; i++)
+        j->q[i] = draw(&s);
+    for (size_t i = 0; i < nk; i++)
+        j->k[i] = draw(&s);
+    cr_assert_eq(flexcheck_problem_set_shape(j->p, 1, LONG_HQ, LONG_HKV, LONG_L, LONG_L, LONG_D,
+                                             LONG_D), FLEXCHECK_OK);
+}
+
+static void *long_judge_run(void *arg)
+{
+    long_judge *j = arg;
+    size_t nq = (size_t)LONG_HQ * LONG_L * LONG_D, nk = (size_t)LONG_HKV * LONG_L * LONG_D;
+    j->st = flexcheck_judge(j->p, j->q, nq, j->k, nk, j->v, nk, j->o, nq, NULL, 0, &j->vd);
+    __atomic_store_n(&j->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void long_judge_free(long_judge *j)
+{
+    flexcheck_verdict_free(j->vd);
+    flexcheck_problem_free(j->p);
+    free(j->q);
+    free(j->k);
+    free(j->v);
+    free(j->o);
+}
+
+/* With BLAS set to 2 threads, a judge's reference sets it to 1 while it runs: the sign that the
+ * judge is inside the reference. 1 when seen, 0 when the judge ended first. */
+static int wait_for_the_reference(long_judge *j)
+{
+    while (!__atomic_load_n(&j->done, __ATOMIC_SEQ_CST)) {
+        if (openblas_get_num_threads() == 1)
+            return 1;
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    }
+    return 0;
+}
+
+/* The host sets its own thread count while a judge runs: the judge leaves it; and without
+ * interference the count the host had is back after the judge. */
+Test(api35, a_judge_never_overwrites_the_hosts_blas_thread_count)
+{
+    for (int meddle = 0; meddle < 2; meddle++) {
+        openblas_set_num_threads(2);
+        long_judge j;
+        long_judge_init(&j);
+        pthread_t tid;
+        cr_assert_eq(pthread_create(&tid, NULL, long_judge_run, &j), 0);
+        int seen = wait_for_the_reference(&j);
+        if (meddle && seen)
+            openblas_set_num_threads(3); /* the host's own setting, mid-judge */
+        pthread_join(tid, NULL);
+        cr_assert(seen, "the judge ended before its reference was seen running");
+        cr_expect_eq(j.st, FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(j.p));
+        cr_expect_eq(openblas_get_num_threads(), meddle ? 3 : 2,
+                     "%s: the count after the judge is %d", meddle ? "set mid-judge to 3"
+                                                                   : "2 before the judge",
+                     openblas_get_num_threads());
+        long_judge_free(&j);
+    }
+}
+
