@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cancel.h"
 #include "base/lowp.h"
 #include "diag/diag_internal.h"
 #include "ref/ref.h"
@@ -646,7 +647,9 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
      * entry has its say), still in row order; the rows left out are named, by range. */
     for (size_t i = 0, next = 0; i < nfail && !st; i++) {
         int take = next < r->examined && (r->not_examined ? next * nfail / r->examined : next) == i;
-        if (take) {
+        if (take && fc_cancelled()) { /* a caller's interrupt (base/cancel.h), row by row */
+            st = fc_errf(err, FC_ECANCELED, "in the diagnosis");
+        } else if (take) {
             picked[next] = failing[i];
             st = examine(&e, r, failing[i], hits + next * e.nalts, err);
             next++;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cancel.h"
 #include "ref/ref_internal.h"
 
 /* NULL is fine for a tensor with no elements (callers may pass malloc(0)). */
@@ -169,9 +170,18 @@ static fc_status run_panels(ref_call *c, ref_head_fn head, int32_t first, int32_
         st = panel_mask(c, &pn, seen, err);
         if (st)
             break;
-        for (int32_t b = 0; b < p->seq.batch; b++)
-            for (int32_t h = 0; h < p->hq; h++)
-                head(c, &pn, b, h);
+        /* A caller's interrupt (base/cancel.h) is seen between heads: one head of one panel
+         * is the longest the reference runs without looking. */
+        for (int32_t b = 0; b < p->seq.batch && !st; b++)
+            for (int32_t h = 0; h < p->hq && !st; h++) {
+                if (fc_cancelled())
+                    st = fc_errf(err, FC_ECANCELED, "in the reference (%s)",
+                                 c->o64 ? "the float64 oracle" : "the baseline");
+                else
+                    head(c, &pn, b, h);
+            }
+        if (st)
+            break;
         fc_progress_step(c->progress, 1, first == 0); /* the first worker reports */
     }
     free(seen);
@@ -184,6 +194,7 @@ typedef struct ref_worker {
     ref_head_fn head;
     size_t elem;
     int32_t first, stride;
+    const int *cancel; /* the caller's cancel flag, polled from this worker's thread too */
     fc_status st;
     fc_err err;
 } ref_worker;
@@ -191,10 +202,12 @@ typedef struct ref_worker {
 static void *worker_main(void *arg)
 {
     ref_worker *w = arg;
+    const int *prev = fc_cancel_set(w->cancel);
     w->st = alloc_scratch(&w->call, w->elem, &w->err);
     if (!w->st)
         w->st = run_panels(&w->call, w->head, w->first, w->stride, &w->err);
     free_scratch(&w->call);
+    fc_cancel_set(prev);
     return NULL;
 }
 
@@ -259,7 +272,8 @@ static fc_status run(ref_call *c, size_t elem, ref_head_fn head, fc_err *err)
     pthread_t tid[REF_MAX_THREADS];
     int started[REF_MAX_THREADS] = {0};
     for (int32_t i = 0; i < n; i++)
-        w[i] = (ref_worker){.call = *c, .head = head, .elem = elem, .first = i, .stride = n};
+        w[i] = (ref_worker){.call = *c, .head = head, .elem = elem, .first = i, .stride = n,
+                            .cancel = fc_cancel_get()};
     if (n == 1)
         worker_main(&w[0]);
     for (int32_t i = 0; n > 1 && i < n; i++) {
