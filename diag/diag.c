@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cancel.h"
 #include "base/lowp.h"
 #include "diag/diag_internal.h"
 #include "ref/ref.h"
@@ -428,6 +429,8 @@ static fc_status check_passing(exam *e, const diag_report *r, const diag_alt *a,
         if (state[row] != ROW_PASS)
             continue;
         if (next * pc->passing / take == i++) { /* evenly spread, in row order */
+            if (fc_cancelled()) /* a caller's interrupt (base/cancel.h), row by row */
+                return fc_errf(err, FC_ECANCELED, "in the diagnosis");
             next++;
             pc->checked++;
             double fit;
@@ -524,8 +527,9 @@ static fc_status classify(exam *e, diag_report *r, const uint8_t *state, const s
             continue;
         }
         passing_check pc;
-        if (check_passing(e, r, &e->alts[j], state, 0, r->rows, &pc, err))
-            return FC_EINVAL;
+        fc_status st = check_passing(e, r, &e->alts[j], state, 0, r->rows, &pc, err);
+        if (st)
+            return st;
         note_contradiction(f, p, &pc);
         if (pc.contradicted)
             f->refuted = DIAG_REFUTED_PASSING;
@@ -551,9 +555,12 @@ static fc_status classify(exam *e, diag_report *r, const uint8_t *state, const s
                 continue;
             diag_finding *f = &r->findings[j];
             passing_check pc = {0};
-            if (fit * DIAG_CLOSER <= tfit &&
-                check_passing(e, r, &e->alts[j], state, head * lq, head * lq + lq, &pc, err))
-                return FC_EINVAL;
+            fc_status st = fit * DIAG_CLOSER <= tfit
+                               ? check_passing(e, r, &e->alts[j], state, head * lq, head * lq + lq,
+                                               &pc, err)
+                               : FC_OK;
+            if (st)
+                return st;
             if (!(fit * DIAG_CLOSER <= tfit) || pc.contradicted) {
                 f->heads_refuted++;
                 continue;
@@ -893,7 +900,9 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
      * entry has its say), still in row order; the rows left out are named, by range. */
     for (size_t i = 0, next = 0; i < nfail && !st; i++) {
         int take = next < r->examined && (r->not_examined ? next * nfail / r->examined : next) == i;
-        if (take) {
+        if (take && fc_cancelled()) { /* a caller's interrupt (base/cancel.h), row by row */
+            st = fc_errf(err, FC_ECANCELED, "in the diagnosis");
+        } else if (take) {
             picked[next] = failing[i];
             st = examine(&e, r, failing[i], hits + next * e.nalts, fits + next * e.nalts,
                          tfits + next, err);
