@@ -777,9 +777,23 @@ static size_t nan_empty_rows(const diag_in *in, const diag_report *r, const uint
     return n;
 }
 
-/* What the failing rows are (diag_evidence), from the standing of every row. */
-static void gather_evidence(const exam *e, diag_report *r, const uint8_t *state)
+/* What the failing rows no cause explains are (diag_evidence), from the standing of every row:
+ * the rows of group causes are marked explained in state first (ROW_PASS: out of the count). */
+static void gather_evidence(const exam *e, diag_report *r, uint8_t *state)
 {
+    const attn_problem *pp = e->in->jc->prob;
+    size_t lqq = (size_t)pp->seq.lq;
+    for (size_t i = 0; i < r->nexplaining; i++)
+        for (size_t j = 0; j < r->findings[i].group_rows.nranges; j++) {
+            const diag_range *x = &r->findings[i].group_rows.r[j];
+            size_t head = (size_t)x->b * (size_t)pp->hq + (size_t)x->h;
+            for (int32_t q = x->q0; q <= x->q1; q++)
+                state[head * lqq + (size_t)q] = ROW_PASS;
+        }
+    if (r->nan_empty)
+        for (size_t row = 0; row < r->rows; row++)
+            if (state[row] == ROW_NONFINITE)
+                state[row] = ROW_PASS;
     const attn_problem *p = e->in->jc->prob;
     const seq_view v = e->truth.view;
     diag_evidence *ev = &r->ev;
@@ -809,6 +823,7 @@ static void gather_evidence(const exam *e, diag_report *r, const uint8_t *state)
             ev->empty += (size_t)empty;
             ev->decode += (size_t)decode;
             ev->nonfinite_empty += (size_t)(empty && state[row] == ROW_NONFINITE);
+            ev->rows++;
         }
         if (first < 0)
             continue;

@@ -142,15 +142,17 @@ enum {
     DIAG_REFUTED_PASSING = 2, /* passing rows contradict it (contradicted > 0) */
 };
 
-/* What the failing rows are (when no cause explains them all): facts, never a cause. */
+/* What the failing rows no cause explains are (when no whole cause explains them all): facts,
+ * never a cause. */
 typedef struct diag_evidence {
-    size_t heads, heads_total;         /* (b, h) with a failing row, of B * Hq */
-    int32_t from_q;                    /* >= 0: in every failing head the rows from this q on
-                                        * fail and none before it; -1: not so */
-    size_t starts, starts_total;       /* failing rows that are a sequence's first query */
-    size_t empty, empty_total;         /* failing rows with no allowed key */
-    size_t decode, decode_total;       /* failing rows of sequences with fewer queries than keys
-                                        * (decode, chunked prefill) */
+    size_t rows;                       /* those rows (examined or not, non-finite included) */
+    size_t heads, heads_total;         /* (b, h) with such a row, of B * Hq */
+    int32_t from_q;                    /* >= 0: in each of those heads every row from this q on
+                                        * is such a row and none before it; -1: not so */
+    size_t starts, starts_total;       /* of them, a sequence's first query (of the case's) */
+    size_t empty, empty_total;         /* with no allowed key */
+    size_t decode, decode_total;       /* of sequences with fewer queries than keys (decode,
+                                        * chunked prefill) */
     size_t nonfinite_empty;            /* non-finite rows with no allowed key */
 } diag_evidence;
 

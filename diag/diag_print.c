@@ -167,32 +167,31 @@ static void print_evidence(FILE *f, const diag_report *r, const char *indent)
 {
     const diag_evidence *ev = &r->ev;
     fprintf(f, "%sno hypothesis of the diagnosis's table explains %s: the bug lies outside what it "
-               "knows; what the failing rows are:\n", indent,
-            r->unexplained.count ? "these rows" : "the non-finite rows");
-    fprintf(f, "%sevidence: failing rows in %zu of %zu heads (b, h)", indent, ev->heads,
-            ev->heads_total);
+               "knows; what the %zu row%s no cause explains %s:\n", indent,
+            r->unexplained.count ? "these rows" : "the non-finite rows", ev->rows,
+            plural(ev->rows), ev->rows == 1 ? "is" : "are");
+    fprintf(f, "%sevidence: in %zu of %zu heads (b, h)", indent, ev->heads, ev->heads_total);
     if (ev->from_q == 0)
         fputs(", every row of each", f);
     else if (ev->from_q > 0)
         fprintf(f, ", in each of them every row from q = %d on and none before", (int)ev->from_q);
     fputc('\n', f);
     if (ev->starts && ev->starts_total < r->rows)
-        fprintf(f, "%sevidence: %zu of the %zu failing rows are the first query of their "
-                   "sequence (the case has %zu such rows)\n", indent, ev->starts, r->failing,
-                ev->starts_total);
+        fprintf(f, "%sevidence: %zu of the %zu are the first query of their sequence (the case "
+                   "has %zu such rows)\n", indent, ev->starts, ev->rows, ev->starts_total);
     if (ev->empty)
-        fprintf(f, "%sevidence: %zu of the %zu failing rows have no allowed key (the case has %zu "
-                   "such rows)\n", indent, ev->empty, r->failing, ev->empty_total);
+        fprintf(f, "%sevidence: %zu of the %zu have no allowed key (the case has %zu such rows)\n",
+                indent, ev->empty, ev->rows, ev->empty_total);
     else if (ev->empty_total)
-        fprintf(f, "%sevidence: none of the case's %zu rows with no allowed key fails\n", indent,
-                ev->empty_total);
+        fprintf(f, "%sevidence: none of the case's %zu rows with no allowed key is among them\n",
+                indent, ev->empty_total);
     if (ev->decode && ev->decode_total < r->rows)
-        fprintf(f, "%sevidence: %zu of the %zu failing rows belong to sequences with fewer queries "
-                   "than keys (decode, chunked prefill; the case has %zu such rows)\n", indent,
-                ev->decode, r->failing, ev->decode_total);
-    if (r->nonfinite.count)
-        fprintf(f, "%sevidence: %zu non-finite row%s (H3), %zu of them with no allowed key\n",
-                indent, r->nonfinite.count, plural(r->nonfinite.count), ev->nonfinite_empty);
+        fprintf(f, "%sevidence: %zu of the %zu belong to sequences with fewer queries than keys "
+                   "(decode, chunked prefill; the case has %zu such rows)\n", indent, ev->decode,
+                ev->rows, ev->decode_total);
+    if (r->nonfinite.count && !r->nan_empty)
+        fprintf(f, "%sevidence: %zu non-finite (H3), %zu of them with no allowed key\n", indent,
+                r->nonfinite.count, ev->nonfinite_empty);
 }
 
 void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char *indent)

@@ -171,13 +171,28 @@ def test_every_refusal_names_its_argument(kw, name):
 # ---- outside the contract fails unless allowed ----
 
 def outside_case():
-    """float16 scores near -65536: the float16 baseline overflows (outside the contract), and an
-    all-zero output gets through every gate that runs."""
+    """float16 scores near -1.8e9 (two coordinates of +-60000 at scale 1/4), past what float32
+    resolves: no baseline holds the rows (outside the contract), and an all-zero output gets
+    through every gate that runs."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((1, 2, 16, 16)).astype(np.float16)
+    k = rng.standard_normal((1, 2, 16, 16)).astype(np.float16)
+    q[..., :2], k[..., :2] = 60000, -60000
+    v = rng.standard_normal((1, 2, 16, 16)).astype(np.float16)
+    return q, k, v, np.zeros((1, 2, 16, 16), np.float16)
+
+
+def test_an_all_zero_output_fails_where_only_the_float16_baseline_overflows():
+    # float16 scores near -65536: the float16 baseline overflows, the float32-score one holds
+    # the rows and judges them (docs/tolerance.md "When the baseline drowns"): zeros fail.
     rng = np.random.default_rng(7)
     q = np.full((1, 2, 16, 16), 128, np.float16)
     k = (-128 - rng.integers(0, 4, (1, 2, 16, 16))).astype(np.float16)
     v = rng.standard_normal((1, 2, 16, 16)).astype(np.float16)
-    return q, k, v, np.zeros((1, 2, 16, 16), np.float16)
+    vd = flexcheck.judge(q, k, v, np.zeros((1, 2, 16, 16), np.float16))
+    assert not vd.passed and not vd.outside, str(vd)
+    with pytest.raises(AssertionError):
+        flexcheck.assert_attention_close(np.zeros((1, 2, 16, 16), np.float16), q, k, v)
 
 
 def test_assert_attention_close_fails_an_output_outside_the_contract():
