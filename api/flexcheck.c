@@ -3,7 +3,8 @@
  * (check/check.h: chk_judge_output, chk_result_print): the problem handle is validated the way
  * the fixture reader validates a case, the float64 oracle and the same-precision baseline are
  * computed from the inputs, and the verdict keeps everything the accessors return. No global
- * state: every call works on its handles alone.
+ * state: every call works on its handles alone (the interrupt flag a judge polls is handed to
+ * the reference and the diagnosis through the calling thread's base/cancel.h, never a global).
  */
 #define _GNU_SOURCE /* open_memstream */
 #include <math.h>
@@ -12,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cancel.h"
 #include "base/lowp.h"
 #include "base/version.h"
 #include "check/check.h"
+#include "fixtures/fix.h"
 #include "include/flexcheck.h"
 #include "ref/ref.h"
 
@@ -37,6 +40,8 @@ struct flexcheck_problem {
     size_t nsinks;
     int32_t *cu_q, *cu_k;
     size_t ncu;
+    uint64_t max_memory, max_work; /* the budget (flexcheck_problem_set_budget); 0: defaults */
+    int interrupt; /* set by flexcheck_problem_interrupt from any thread: atomics only */
     char err[sizeof(((fc_err *)0)->msg)];
 };
 
@@ -75,8 +80,10 @@ static flexcheck_status ok(flexcheck_problem *p)
 
 static flexcheck_status of_fc(fc_status st)
 {
-    return st == FC_ENOMEM ? FLEXCHECK_ENOMEM : st == FC_EUNSUP ? FLEXCHECK_EUNSUP
-                                                                 : FLEXCHECK_EINVAL;
+    return st == FC_ENOMEM       ? FLEXCHECK_ENOMEM
+           : st == FC_EUNSUP     ? FLEXCHECK_EUNSUP
+           : st == FC_ECANCELED  ? FLEXCHECK_EINTR
+                                 : FLEXCHECK_EINVAL;
 }
 
 EXPORT int flexcheck_api_version(void)
@@ -120,24 +127,40 @@ EXPORT flexcheck_status flexcheck_problem_set_shape(flexcheck_problem *p, int32_
 {
     if (!p)
         return FLEXCHECK_EINVAL;
+    /* The limits are the library's own (masks/problem.h attn_problem_check, masks/mask.h): a
+     * shape it cannot run is refused here, named, rather than at judge time. B has none of
+     * its own; the element counts are held to memory by the budget. */
     const struct {
-        const char *name;
-        int32_t v, lo;
-    } f[] = {{"B", b, 1}, {"Hq", hq, 1}, {"Hkv", hkv, 1}, {"Lq", lq, 0},
-             {"Lk", lk, 0}, {"D", d, 1},  {"Dv", dv, 1}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        const char *name, *why;
+        int32_t v, lo, hi;
+    } f[] = {{"B", "", b, 1, INT32_MAX},
+             {"Hq", " (the most heads flexcheck judges)", hq, 1, ATTN_MAX_HEADS},
+             {"Hkv", "", hkv, 1, INT32_MAX},
+             {"Lq", " (the longest sequence flexcheck judges)", lq, 0, MASK_MAX_LEN},
+             {"Lk", " (the longest sequence flexcheck judges)", lk, 0, MASK_MAX_LEN},
+             {"D", " (the largest head dim flexcheck judges)", d, 1, ATTN_MAX_HEAD_DIM},
+             {"Dv", " (the largest head dim flexcheck judges)", dv, 1, ATTN_MAX_HEAD_DIM}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (f[i].v < f[i].lo)
             return fail(p, FLEXCHECK_EINVAL, "set_shape: %s = %d, must be at least %d", f[i].name,
                         (int)f[i].v, (int)f[i].lo);
+        if (f[i].v > f[i].hi)
+            return fail(p, FLEXCHECK_EINVAL, "set_shape: %s = %d, must be at most %d%s",
+                        f[i].name, (int)f[i].v, (int)f[i].hi, f[i].why);
+    }
     if (hq % hkv)
         return fail(p, FLEXCHECK_EINVAL, "set_shape: Hq = %d is not a multiple of Hkv = %d",
                     (int)hq, (int)hkv);
-    *p = (flexcheck_problem){.shaped = 1, .b = b, .hq = hq, .hkv = hkv, .lq = lq, .lk = lk,
-                             .d = d, .dv = dv, .dtype = p->dtype, .out_dtype = p->out_dtype,
-                             .lse_dtype = p->lse_dtype, .mask = p->mask,
-                             .scale = p->scale, .softcap = p->softcap, .sinks = p->sinks,
-                             .nsinks = p->nsinks, .cu_q = p->cu_q, .cu_k = p->cu_k,
-                             .ncu = p->ncu};
+    /* Field by field, never the whole struct: the interrupt flag may be written at any time
+     * by another thread. */
+    p->shaped = 1;
+    p->b = b;
+    p->hq = hq;
+    p->hkv = hkv;
+    p->lq = lq;
+    p->lk = lk;
+    p->d = d;
+    p->dv = dv;
     return ok(p);
 }
 
@@ -258,6 +281,29 @@ EXPORT flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const
     return ok(p);
 }
 
+/* The budget's defaults are the CLI's (`check --max-memory / --max-work`, fixtures/fix.h), and so
+ * is its estimate (attn_case_cost at check's default block sizes): an output check would refuse
+ * to judge in a file, judge refuses here, before anything is allocated. */
+EXPORT flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint64_t max_memory,
+                                                     uint64_t max_work)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    p->max_memory = max_memory;
+    p->max_work = max_work;
+    return ok(p);
+}
+
+EXPORT flexcheck_status flexcheck_problem_interrupt(flexcheck_problem *p)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    /* Only the flag, atomically, and never the message: this is the one call that may run
+     * while another thread's call on p does. */
+    __atomic_store_n(&p->interrupt, 1, __ATOMIC_RELAXED);
+    return FLEXCHECK_OK;
+}
+
 /* ---- judging ---- */
 
 /* The problem as the library's own attn_problem (its seq_info owned), held to attn_problem_check
@@ -301,6 +347,43 @@ static flexcheck_status build(flexcheck_problem *p, attn_problem *a)
         return fail(p, of_fc(st), "%s", err.msg);
     }
     return FLEXCHECK_OK;
+}
+
+/* FLEXCHECK_OK when problem a (p's) is within p's budget, else the refusal: the estimate, the
+ * budget and the argument that raises it (max_memory / max_work, the names of
+ * flexcheck_problem_set_budget's parameters and of Python's judge keywords alike). */
+static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *a)
+{
+    uint64_t mb = p->max_memory ? p->max_memory : fix_default_case_bytes();
+    uint64_t mw = p->max_work ? p->max_work : FIX_DEFAULT_CASE_WORK;
+    attn_cost c = attn_case_cost(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK);
+    char shape[160];
+    fc_fmt(shape, sizeof shape, "B %d, Hq %d, Lq %d, Lk %d, D %d, Dv %d", (int)a->seq.batch,
+           (int)a->hq, (int)a->seq.lq, (int)a->seq.lk, (int)a->d, (int)a->dv);
+    const double gib = (double)((uint64_t)1 << 30);
+    if (c.bytes > mb)
+        return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g GiB (inputs, oracle, "
+                    "buffers, reference scratch), over the memory budget max_memory = %.3g GiB "
+                    "(%llu bytes): raise max_memory to judge it", shape, (double)c.bytes / gib,
+                    (double)mb / gib, (unsigned long long)mb);
+    if (c.work > mw)
+        return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g multiply-adds, over the "
+                    "work budget max_work = %.3g (%llu): raise max_work to judge it", shape,
+                    (double)c.work, (double)mw, (unsigned long long)mw);
+    return FLEXCHECK_OK;
+}
+
+EXPORT flexcheck_status flexcheck_problem_check(flexcheck_problem *p)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    attn_problem a;
+    flexcheck_status st = build(p, &a);
+    if (st)
+        return st;
+    st = within_budget(p, &a);
+    attn_problem_free(&a);
+    return st ? st : ok(p);
 }
 
 /* An input array: not NULL, n elements exactly, finite values representable in dt. */
@@ -356,19 +439,43 @@ static void print_diag(FILE *f, const void *arg)
         fprintf(f, "diagnosis: not run: %s\n", a->res->diag_error);
 }
 
-/* The verdict's accessible parts, once the judging is done. */
-static flexcheck_status keep(flexcheck_problem *p, flexcheck_verdict *vd, const judge_case *jc)
+/* Where the header's worst element is: the first NaN of out (its error NaN), else the first
+ * infinity (+inf), else the verdict's largest finite |err| (the gates' metrics cover finite
+ * pairs only, so their worst never points at a NaN). 0 when out has no element. */
+static int worst_of(const rep_verdict *v, const float *out, size_t n, size_t dv, size_t *row,
+                    size_t *col, double *err)
+{
+    for (int want_nan = 1; want_nan >= 0; want_nan--)
+        for (size_t i = 0; (want_nan ? v->nan_count : v->inf_count) && i < n; i++)
+            if (want_nan ? isnan(out[i]) : isinf(out[i])) {
+                *row = i / dv;
+                *col = i % dv;
+                *err = want_nan ? NAN : INFINITY;
+                return 1;
+            }
+    if (!v->compared)
+        return 0;
+    *row = v->worst_row;
+    *col = v->worst_col;
+    *err = v->max_err;
+    return 1;
+}
+
+/* The verdict's accessible parts, once the judging is done (out: what was judged, n elements). */
+static flexcheck_status keep(flexcheck_problem *p, flexcheck_verdict *vd, const judge_case *jc,
+                             const float *out, size_t n)
 {
     const rep_verdict *v = &vd->res.v;
     const attn_problem *a = jc->prob;
+    size_t r, col;
     vd->worst_err = -1;
-    if (vd->res.outcome != CHK_NOT_JUDGED && (v->compared || v->nan_count || v->inf_count)) {
-        size_t r = v->worst_row, lq = (size_t)a->seq.lq;
+    if (vd->res.outcome != CHK_NOT_JUDGED &&
+        worst_of(v, out, n, (size_t)a->dv, &r, &col, &vd->worst_err)) {
+        size_t lq = (size_t)a->seq.lq;
         vd->worst[0] = (int32_t)(r / lq / (size_t)a->hq);
         vd->worst[1] = (int32_t)(r / lq % (size_t)a->hq);
         vd->worst[2] = (int32_t)(r % lq);
-        vd->worst[3] = (int32_t)v->worst_col;
-        vd->worst_err = v->max_err;
+        vd->worst[3] = (int32_t)col;
     }
     /* The findings are the causes the diagnosis claims (whole, then per head), never its
      * partial fits. */
@@ -391,20 +498,20 @@ static flexcheck_status keep(flexcheck_problem *p, flexcheck_verdict *vd, const 
     return FLEXCHECK_OK;
 }
 
-EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, size_t nq,
-                                        const float *k, size_t nk, const float *v, size_t nv,
-                                        const float *out, size_t nout, const float *lse,
-                                        size_t nlse, flexcheck_verdict **verdict)
+/* flexcheck_judge's work, with p and verdict checked and p's interrupt flag polled. */
+static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq,
+                                 const float *k, size_t nk, const float *v, size_t nv,
+                                 const float *out, size_t nout, const float *lse, size_t nlse,
+                                 flexcheck_verdict **verdict)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
-    if (!verdict)
-        return fail(p, FLEXCHECK_EINVAL, "verdict (the result pointer) is NULL");
-    *verdict = NULL;
     attn_problem a;
     flexcheck_status st = build(p, &a);
     if (st)
         return st;
+    if ((st = within_budget(p, &a))) {
+        attn_problem_free(&a);
+        return st;
+    }
     size_t no = attn_o_elems(&a), nl = attn_lse_elems(&a);
     if ((st = check_input(p, "q", q, nq, attn_q_elems(&a), p->dtype)) ||
         (st = check_input(p, "k", k, nk, attn_k_elems(&a), p->dtype)) ||
@@ -412,25 +519,25 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
         attn_problem_free(&a);
         return st;
     }
-    if ((!out && no) || nout != no || (lse && nlse != nl) || (!lse && nlse)) {
+    int bad_out = nout != no || (!out && no);
+    if (bad_out || (lse && nlse != nl) || (!lse && nlse)) {
         st = fail(p, FLEXCHECK_EINVAL, "%s has %zu elements%s; the problem's shape needs %zu",
-                  nout != no || (!out && no) ? "out" : "lse", nout != no || (!out && no) ? nout : nlse,
-                  (!out && no) || (!lse && nlse) ? " and is NULL" : "",
-                  nout != no || (!out && no) ? no : nl);
+                  bad_out ? "out" : "lse", bad_out ? nout : nlse,
+                  (!out && no) || (!lse && nlse) ? " and is NULL" : "", bad_out ? no : nl);
         attn_problem_free(&a);
         return st;
     }
     double *o64 = malloc(sizeof(double) * (no + 1)), *l64 = malloc(sizeof(double) * (nl + 1));
-    float *o_lp = malloc(sizeof(float) * (no + 1));
+    judge_lp lp = {0};
     flexcheck_verdict *vd = calloc(1, sizeof *vd);
     fc_err err;
     fc_status fs;
     judge_case jc = {.prob = &a, .dtype = p->dtype, .q = q, .k = k, .v = v, .out = o64,
                      .lse = l64};
-    if (!o64 || !l64 || !o_lp || !vd) {
+    if (!o64 || !l64 || !vd) {
         st = fail(p, FLEXCHECK_ENOMEM, "out of memory for the oracle of %zu outputs", no);
     } else if ((fs = ref_attention_f64(&a, q, k, v, o64, l64, &err)) ||
-               (fs = judge_baseline(&jc, o_lp, &err))) {
+               (fs = judge_baseline(&jc, &lp, &err))) {
         st = fail(p, of_fc(fs), "%s", err.msg);
     } else {
         chk_result *res = &vd->res;
@@ -439,8 +546,13 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
         judge_row_problem(&res->row, &a, p->dtype);
         chk_output_in in = {.o = out, .lse = lse, .out_dtype = p->out_dtype,
                             .lse_dtype = p->lse_dtype};
-        chk_judge_output(&jc, o_lp, &in, res);
-        st = keep(p, vd, &jc);
+        chk_judge_output(&jc, &lp, &in, res);
+        /* An interrupt during the diagnosis leaves a verdict without one: none is returned. */
+        if (fc_cancelled())
+            st = fail(p, FLEXCHECK_EINTR, "%s", strstr(res->diag_error, "in the diagnosis")
+                                                     ? "in the diagnosis" : "after the gates");
+        else
+            st = keep(p, vd, &jc, out, no);
     }
     if (st == FLEXCHECK_OK) {
         *verdict = vd;
@@ -450,8 +562,33 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
     }
     free(o64);
     free(l64);
-    free(o_lp);
+    judge_lp_free(&lp);
     attn_problem_free(&a);
+    return st;
+}
+
+EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, size_t nq,
+                                        const float *k, size_t nk, const float *v, size_t nv,
+                                        const float *out, size_t nout, const float *lse,
+                                        size_t nlse, flexcheck_verdict **verdict)
+{
+    if (verdict) /* NULL on every failure, a NULL handle's included (the header's promise) */
+        *verdict = NULL;
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (!verdict)
+        return fail(p, FLEXCHECK_EINVAL, "verdict (the result pointer) is NULL");
+    /* The reference and the diagnosis poll p's flag through this thread's cancel.h slot. */
+    const int *prev = fc_cancel_set(&p->interrupt);
+    flexcheck_status st = judge_on(p, q, nq, k, nk, v, nv, out, nout, lse, nlse, verdict);
+    fc_cancel_set(prev);
+    if (st == FLEXCHECK_EINTR) { /* where it stopped, from the step that saw the request */
+        char where[sizeof p->err];
+        snprintf(where, sizeof where, "%s", p->err);
+        fail(p, st, "judge: interrupted (flexcheck_problem_interrupt) %s: no verdict", where);
+    }
+    /* A request is for the judge it finds running (or the next one): done with, it goes. */
+    __atomic_store_n(&p->interrupt, 0, __ATOMIC_RELAXED);
     return st;
 }
 

@@ -4,10 +4,13 @@
 API_TEST := $(BUILD)/tests/test_api
 API_ASAN_DIR := $(BUILD)/asan
 
+# OpenBLAS too: the suite sets and reads the process-wide thread count a judge must not clobber.
+API_TEST_BLAS = $(shell pkg-config --libs openblas)
 $(API_TEST): tests/test_api.c include/flexcheck.h $(SHLIB) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' \
-	    -l:libflexcheck.so $(BUILD)/obj/base/lowp.o $(CRITERION_LIBS) -lpthread -lm
+	    -l:libflexcheck.so $(BUILD)/obj/base/lowp.o $(CRITERION_LIBS) $(API_TEST_BLAS) \
+	    -lpthread -lm
 
 # (make test's loop runs $(API_TEST) with every other suite: this rule, explicit, is what
 # builds it.)

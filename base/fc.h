@@ -20,6 +20,7 @@ typedef enum fc_status {
     FC_EIO = 3,     /* a file could not be read or written */
     FC_EUNSUP = 4,  /* valid but not supported by this implementation */
     FC_EFAIL = 5,   /* a check ran and found a mismatch (not an input error) */
+    FC_ECANCELED = 6, /* stopped at the caller's request (base/cancel.h) */
 } fc_status;
 
 /* One-line error message; functions that fail write it, callers print it. */

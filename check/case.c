@@ -101,7 +101,7 @@ void chk_case_kernel(const char *path, const fix_case *c, const chk_opts *o,
         bmask_free(&direct);
         return;
     }
-    if (judge_baseline(&jc, b.o_lp, &err)) { /* once, for every block mask's run */
+    if (judge_baseline(&jc, &b.lp, &err)) { /* once, for every block mask's run */
         r->passed = 0;
         fc_fmt(r->detail, sizeof r->detail, "baseline: %s", err.msg);
     }
@@ -118,7 +118,7 @@ void chk_case_kernel(const char *path, const fix_case *c, const chk_opts *o,
         rep_set_str(row.backend, sizeof row.backend, gpu_backend_name(o->be));
         row.kernel = o->kernel;
         judge_run_in in = {.jo = &jo, .backend = o->be, .jc = &jc, .bm = masks[i],
-                           .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+                           .lp = &b.lp, .o = b.o, .lse = b.lse, .rerun = 1};
         rep_verdict v;
         in.verdict = &v;
         int pass = judge_run(&in, &row); /* as the gate runs it: the gates, then the diagnosis */

@@ -86,6 +86,9 @@ typedef struct chk_output_in {
     uint64_t diag_budget;           /* the diagnosis's work (0: DIAG_BUDGET) */
     fc_dtype out_dtype;             /* the type out was stored in (float32 for float64 too) */
     fc_dtype lse_dtype;             /* the type lse was stored in: H5 adds its resolution */
+    int rounds_like_flex;           /* the producer claims FlexAttention's rounding of P: on a
+                                     * p-round design its rule judges the output; otherwise
+                                     * the rule's finding is a note (res->note) */
 } chk_output_in;
 
 #define CHK_DETAIL_LEN (REP_WHY_LEN + 160)
@@ -95,6 +98,8 @@ typedef struct chk_result {
     rep_row row;                   /* the report row; its identity is the caller's */
     rep_verdict v;                 /* each gate's verdict and reason, the worst element */
     char detail[CHK_DETAIL_LEN];   /* what check prints after the colon */
+    char note[REP_WHY_LEN];        /* "" or p-round's finding on a producer that does not claim
+                                    * FlexAttention's rounding (check prints it under the line) */
     char bm_text[REP_WHY_LEN];     /* the producer's block mask as found ("" without one) */
     int32_t bm_qb, bm_kb;          /* its block sizes */
     diag_report *diag;             /* the diagnosis of a failed output (NULL: none ran) */
@@ -104,11 +109,11 @@ typedef struct chk_result {
 /* 1 when o selects the output under test labelled `label` (chk_opts.labels). */
 int chk_label_selected(const chk_opts *o, const char *label);
 
-/* Judges one output of case jc (o_lp: jc's same-precision baseline) under the gates, the
+/* Judges one output of case jc (lp: jc's same-precision baselines) under the gates, the
  * producer's block mask against the case's mask, p-round's rule on a designed case, and
  * diagnoses a failure. res->row's identity (case id, group, backend, builder, producer) must be
  * set before; everything else is filled. Free with chk_result_free. */
-void chk_judge_output(const judge_case *jc, const float *o_lp, const chk_output_in *in,
+void chk_judge_output(const judge_case *jc, const judge_lp *lp, const chk_output_in *in,
                       chk_result *res);
 void chk_result_free(chk_result *res);
 

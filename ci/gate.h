@@ -30,6 +30,8 @@ typedef enum gate_input {
     GI_OUTLIERS,     /* 0.1% of entries times 10 */
     GI_FP16_LIMIT,   /* V near the fp16 range limit */
     GI_BEYOND_CAP,   /* scores shifted 2 soft-caps down (even rows) or up (odd rows) */
+    GI_FAR_LOGITS,   /* scores around -1e9, past what float32 resolves (its ulp there is 64):
+                      * no baseline holds a row, outside the contract */
     GI_NINPUTS
 } gate_input;
 

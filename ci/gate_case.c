@@ -48,6 +48,8 @@ static void apply_input(const gate_case *c, fix_case *fc)
     fix_rng_seed(&r, c->gp.seed ^ 0xad5e4ull);
     switch (c->input) {
     case GI_NORMAL:
+    case GI_NEG_LOGITS: /* the generator's score offset (gate_case_inputs) */
+    case GI_FAR_LOGITS:
     case GI_NINPUTS:
         return;
     case GI_UNIFORM:
@@ -55,14 +57,6 @@ static void apply_input(const gate_case *c, fix_case *fc)
         for (size_t i = 0; i < nk; i++) fc->k[i] = (float)rng_uniform(&r);
         for (size_t i = 0; i < nv; i++) fc->v[i] = (float)rng_uniform(&r);
         break;
-    case GI_NEG_LOGITS: {
-        /* First coordinate +a in every query and -a in every key: every score gains
-         * -a^2 * scale, about -1e5, while the differences between scores stay normal. */
-        float a = (float)sqrt(1e5 / p->scale);
-        for (size_t i = 0; i < nq; i += (size_t)p->d) fc->q[i] = a;
-        for (size_t i = 0; i < nk; i += (size_t)p->d) fc->k[i] = -a;
-        break;
-    }
     case GI_PEAKED:
         for (size_t i = 0; i < nq; i++) fc->q[i] *= 12.0f;
         break;
@@ -104,8 +98,11 @@ fc_status gate_case_inputs(const gate_case *c, const mask_params *mask, fix_case
     if (mask)
         gp.mask = *mask;
     gp.with_bmask = 0;
+    /* Every score gains the offset while the differences between scores stay normal. */
+    if (c->input == GI_NEG_LOGITS || c->input == GI_FAR_LOGITS)
+        gp.score_offset = c->input == GI_NEG_LOGITS ? -1e5 : -1e9;
     fc_status st = fix_gen_case(&gp, fc, err);
-    if (st || c->input == GI_NORMAL)
+    if (st || c->input == GI_NORMAL || gp.score_offset != 0)
         return st;
     apply_input(c, fc);
     st = ref_attention_f64(&fc->prob, fc->q, fc->k, fc->v, fc->out, fc->lse, err);
@@ -175,7 +172,7 @@ int gate_setup_make(gate_setup *s, const gate_opts *op, const gate_case *c, mask
         fix_case_free(&s->fc);
         return -1;
     }
-    if (judge_baseline(&s->jc, s->b.o_lp, &s->e) ||
+    if (judge_baseline(&s->jc, &s->b.lp, &s->e) ||
         judge_build_mask(&op->run, &s->bm, builder, mask, &s->fc.prob.seq, c->gp.qb, c->gp.kb,
                          &s->e)) {
         judge_bufs_free(&s->b);
@@ -195,7 +192,7 @@ rep_row *gate_main_row(const gate_case *c, const gate_opts *op, int i, gate_setu
     gate_row_identity(row, c, &s->fc, builder ? builder : bmask_builder_name(c->builder), op,
                       op->backends[i], suffix);
     judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &s->jc, .bm = &s->bm,
-                       .o_lp = s->b.o_lp, .o = s->b.o, .lse = s->b.lse, .rerun = 1};
+                       .lp = &s->b.lp, .o = s->b.o, .lse = s->b.lse, .rerun = 1};
     gate_judge_run(&in, row);
     return row;
 }

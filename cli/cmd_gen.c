@@ -72,6 +72,16 @@ static int parse_scale(const char *cmd, const char *opt, const char *v, void *ds
     return 0;
 }
 
+static int parse_offset(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    double *x = dst;
+    if (cli_parse_f64(cmd, opt, v, x))
+        return -1;
+    if (!isfinite(*x))
+        return cli_usage_error(cmd, "%s %s: must be finite", opt, v), -1;
+    return 0;
+}
+
 /* The seed is a full uint64 (fixtures record it), wider than CLI_K_I32: decimal digits only,
  * as every number on the command line (cli/opts.h; strtoull alone takes spaces and '+'). */
 static int parse_seed(const char *cmd, const char *opt, const char *v, void *dst)
@@ -285,6 +295,9 @@ int cmd_gen(int argc, char **argv)
         CLI_FN("packed-k", "LIST", "cu_seqlens_k when it differs from cu_seqlens_q",
                parse_packed_k, &o),
         CLI_FN("scale", "S", "softmax scale (default 1/sqrt(D))", parse_scale, &gp->scale),
+        CLI_FN("score-offset", "X", "shift every score by about X, their differences those of\n"
+               "the normal draw (-1e5: the matrix's very negative logits)", parse_offset,
+               &gp->score_offset),
         CLI_FN("seed", "N", "PRNG seed (default 0)", parse_seed, &gp->seed),
         {score_term_table[TERM_SOFTCAP].opt, "C", score_term_table[TERM_SOFTCAP].help, CLI_K_FN,
          &gp->softcap, 0, 0, parse_softcap, &o.softcap_set}, /* --softcap 0 (off) is given too */

@@ -341,9 +341,9 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
     const attn_problem *p = &c->prob;
     size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
     float *o = malloc(sizeof(float) * (no + 1)), *lse = malloc(sizeof(float) * (nl + 1));
-    float *o_lp = malloc(sizeof(float) * (no + 1));
+    judge_lp lp = {0};
     rc = CLI_BADINPUT;
-    if (!o || !lse || !o_lp) {
+    if (!o || !lse) {
         cli_usage_error(CMD, "out of memory");
         goto done;
     }
@@ -358,8 +358,8 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
                tt->out_rerun ? ", with a rerun" : "");
         out = tt->out;
         out_lse = tt->lse;
-        if (judge_baseline(&jc, o_lp, &err) ||
-            judge_given(&jc, tt->out, tt->lse, tt->out_rerun, o_lp, &v, &err) < 0) {
+        if (judge_baseline(&jc, &lp, &err) ||
+            judge_given(&jc, tt->out, tt->lse, tt->out_rerun, &lp, &v, &err) < 0) {
             cli_usage_error(CMD, "%s: case %s: %s", ro->file, fc_esc(ro->name).s, err.msg);
             goto done;
         }
@@ -401,7 +401,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
 done:
     free(o);
     free(lse);
-    free(o_lp);
+    judge_lp_free(&lp);
     bmask_free(&built);
     return rc;
 }

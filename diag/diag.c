@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cancel.h"
 #include "base/lowp.h"
 #include "diag/diag_internal.h"
 #include "ref/ref.h"
@@ -69,10 +70,11 @@ void diag_report_free(diag_report *r)
 
 /* ---- the match rule of diag.h --------------------------------------------------------- */
 
-/* H5's bound (reports/tol.c): atol + rtol |gl|, and half an ulp of a float16 / bfloat16 LSE. */
+/* H5's bound (reports/tol.c): atol + rtol |gl| + c e_lse_lp_max, and half an ulp of a float16 /
+ * bfloat16 LSE. */
 static double lse_lim(const diag_bounds *bd, double gl, float l)
 {
-    double lim = bd->lse_atol + bd->lse_rtol * fabs(gl);
+    double lim = bd->lse_atol + bd->lse_rtol * fabs(gl) + bd->lse_add;
     if (bd->lse_dtype != FC_F32 && isfinite(l))
         lim += 0.5 * fc_ulp(l, bd->lse_dtype);
     return lim;
@@ -92,10 +94,23 @@ static double h2_share_used(const diag_bounds *bd, const float *o, const double 
     return sq / allow;
 }
 
+/* The tested LSE (NULL: none stored) against a reference LSE gl: within H5's bound, or the
+ * same infinity (an LSE rounded to float16 where the truth is -1e5 is -inf, and so is the
+ * rounding hypothesis's: their distance is NaN, their values equal). */
+static int lse_matches(const diag_bounds *bd, const float *lse, double gl)
+{
+    return !lse || (isinf(gl) && (double)*lse == gl) || fabs((double)*lse - gl) <= lse_lim(bd, gl, *lse);
+}
+
 int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, const double *g,
                      double gl, size_t dv)
 {
-    if (gl == -INFINITY) { /* no allowed key: exactly 0 and -inf, as H4 */
+    /* no allowed key (LSE -inf, O all 0): exactly 0 and -inf, as H4; an LSE of -inf with an
+     * O that is not 0 is a row with keys whose LSE was rounded past the type's range */
+    int empty = gl == -INFINITY;
+    for (size_t x = 0; empty && x < dv; x++)
+        empty = g[x] == 0;
+    if (empty) {
         for (size_t x = 0; x < dv; x++)
             if (!(o[x] == 0.0f))
                 return 0;
@@ -104,14 +119,14 @@ int diag_row_matches(const diag_bounds *bd, const float *o, const float *lse, co
     if (bd->row_sq > 0) { /* H2 only: the row's squared error against its share */
         if (!(h2_share_used(bd, o, g, dv) <= 1.0))
             return 0;
-        return !lse || fabs((double)*lse - gl) <= lse_lim(bd, gl, *lse);
+        return lse_matches(bd, lse, gl);
     }
     for (size_t x = 0; x < dv; x++) {
         double lim = bd->degenerate ? bd->deg_atol + bd->deg_rtol * fabs(g[x]) : bd->h1;
         if (!(fabs((double)o[x] - g[x]) <= lim))
             return 0;
     }
-    return !lse || fabs((double)*lse - gl) <= lse_lim(bd, gl, *lse);
+    return lse_matches(bd, lse, gl);
 }
 
 /* How closely a matching hypothesis row (g, gl) reproduces the tested row's FAILING values:
@@ -194,6 +209,7 @@ static fc_status bounds_of(const rep_verdict *v, diag_bounds *bd, fc_err *err)
     *bd = (diag_bounds){.degenerate = v->degenerate, .h1 = v->c * v->e_lp_max + v->floor,
                         .deg_atol = v->deg_atol, .deg_rtol = v->deg_rtol,
                         .lse_atol = t.lse_atol, .lse_rtol = t.lse_rtol,
+                        .lse_add = v->c * v->e_lse_lp_max,
                         .lse_dtype = v->lse_dtype};
     return FC_OK;
 }
@@ -249,21 +265,29 @@ static uint64_t ref_rows_of(const diag_alt *a, int has_sink)
     return n;
 }
 
-/* 1 if alternative a explains failing row `row` (*fit: how closely, row_fit), 0 if not, -1 on
- * a reference error. */
-static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err *err)
+/* What alternative a computes for row `row`, against the tested row. */
+enum {
+    ALT_SAME = 0,  /* the truth's own row: a changes nothing there */
+    ALT_MATCH = 1, /* the tested row matches one of a's references (*fit: how closely) */
+    ALT_RIGHT = 2, /* an online softmax's bug whose keys computed right match the tested row: a
+                    * row its bug leaves alone, or the keys' (the block mask's) doing */
+    ALT_DIFF = 3,  /* a changes the row and the tested row matches none of its references */
+};
+
+/* alt_vs_row's verdict on row `row` under alternative a (ALT_*), or -1 on a reference error.
+ * e->tkeys must hold the truth's keys of the row. */
+static int alt_vs_row(exam *e, const diag_alt *a, size_t row, double *fit, fc_err *err)
 {
     const judge_case *jc = e->in->jc;
     const attn_problem *p = jc->prob;
     diag_key k = key_of(e, a, row);
     size_t lk = (size_t)p->seq.lk, d = (size_t)p->d, dv = (size_t)p->dv;
     if (a->only_empty && jc->lse[row] != -INFINITY)
-        return 0; /* the bug leaves rows with keys as they are */
+        return ALT_SAME; /* the bug leaves rows with keys as they are */
     a->keys(a, &k, e->hkeys);
     int32_t hk = a->kv_head(p, k.h);
     double sink_count = a->sink_count_of ? a->sink_count_of(a, &k) : a->sink_count;
     double sink = terms_sink(&p->terms, diag_sink_head(a, p->hq, k.h));
-    /* The truth's own computation cannot explain a row that fails against the truth. */
     int truth = memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
                 hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 &&
                 a->round_scores == FC_F32 && a->softcap == p->terms.softcap &&
@@ -271,7 +295,7 @@ static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err 
                 a->sink_mul == 1.0 && sink_count == 1.0 && a->sink_value == 0.0 &&
                 a->softmax_dt == FC_F32 && a->lse_round == FC_F32 && !a->lse_free;
     if (truth && !a->ntries)
-        return 0;
+        return ALT_SAME;
     size_t kv = ((size_t)k.b * (size_t)p->hkv + (size_t)hk) * lk;
     const float *kk = lk ? jc->k + kv * d : NULL, *vv = lk ? jc->v + kv * dv : NULL;
     double lse;
@@ -282,7 +306,7 @@ static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err 
     const float *o = e->in->o + row * dv, *ol = e->in->lse ? e->in->lse + row : NULL;
     if (a->lse_free) { /* any finite LSE: only O is compared */
         if (ol && !isfinite(*ol))
-            return 0;
+            return ALT_DIFF;
         ol = NULL;
     }
     /* An online softmax's bug: the same keys and rule computed right come first (unless they
@@ -303,16 +327,15 @@ static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err 
             double pl = lse * a->lse_mul;
             if (a->lse_round != FC_F32)
                 pl = (double)fc_round((float)pl, a->lse_round);
-            int match = diag_row_matches(e->bd, o, ol, e->oref, pl, dv);
-            if (match && !a->ntries) {
-                *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref, pl, dv);
-                return 1;
-            }
-            if (match)
-                return 0; /* the same keys computed right: not the rescale's doing */
+            if (!diag_row_matches(e->bd, o, ol, e->oref, pl, dv))
+                continue;
+            if (a->ntries)
+                return ALT_RIGHT; /* the same keys computed right: not the rescale's doing */
+            *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref, pl, dv);
+            return ALT_MATCH;
         }
         if (!a->ntries)
-            return 0;
+            return ALT_DIFF;
     }
     for (int t = 0; t < a->ntries; t++) {
         size_t nt = a->tiles(a, &k, t, e->tiles);
@@ -322,30 +345,120 @@ static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err 
         if (diag_row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv)) {
             *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref,
                            lse * a->lse_mul, dv);
-            return 1;
+            return ALT_MATCH;
         }
     }
-    return 0;
+    return ALT_DIFF;
 }
 
-/* Tries every applying hypothesis on one failing finite row; *hit[j] says which explain it. */
-static fc_status examine(exam *e, diag_report *r, size_t row, uint8_t *hit, fc_err *err)
+/* 1 if alternative a explains failing row `row` (*fit: how closely, row_fit), 0 if not, -1 on
+ * a reference error. The truth's own computation cannot explain a row that fails against it. */
+static int explains(exam *e, const diag_alt *a, size_t row, double *fit, fc_err *err)
 {
-    const attn_problem *p = e->in->jc->prob;
+    int x = alt_vs_row(e, a, row, fit, err);
+    return x < 0 ? -1 : x == ALT_MATCH;
+}
+
+/* Row `row` (a flat index) into s. */
+static fc_status add_row(diag_rows *s, const attn_problem *p, size_t row)
+{
+    size_t lq = (size_t)p->seq.lq;
+    return rows_add(s, p, (int32_t)(row / lq / (size_t)p->hq), (int32_t)(row / lq % (size_t)p->hq),
+                    (int32_t)(row % lq));
+}
+
+/* e->tkeys: the truth's keys of row `row`. */
+static void truth_keys(exam *e, size_t row)
+{
     diag_key k = key_of(e, &e->truth, row);
     e->truth.keys(&e->truth, &k, e->tkeys);
+}
+
+/* Tries every applying hypothesis on one failing finite row; hit[j] says which explain it and
+ * fits[j] how closely, *tfit how far the row is from the truth in the same units (above 1). */
+static fc_status examine(exam *e, diag_report *r, size_t row, uint8_t *hit, double *fits,
+                         double *tfit, fc_err *err)
+{
+    const judge_case *jc = e->in->jc;
+    size_t dv = (size_t)jc->prob->dv;
+    const float *o = e->in->o + row * dv, *ol = e->in->lse ? e->in->lse + row : NULL;
+    const double *g = jc->out + row * dv;
+    truth_keys(e, row);
+    *tfit = row_fit(e->bd, o, ol, g, jc->lse[row], g, jc->lse[row], dv);
     for (size_t j = 0; j < e->nalts; j++) {
         double fit = 0;
         int x = explains(e, &e->alts[j], row, &fit, err);
         if (x < 0)
             return FC_EINVAL;
         hit[j] = (uint8_t)x;
-        if (x)
-            r->findings[j].fit += fit; /* a sum here; the mean after the last row (diag_run) */
-        if (x && rows_add(&r->findings[j].rows, p, k.b, k.h, k.tq))
+        fits[j] = x ? fit : 0;
+        if (!x)
+            continue;
+        r->findings[j].fit += fit; /* sums here; the means after the last row (diag_run) */
+        r->findings[j].truth_fit += *tfit;
+        if (add_row(&r->findings[j].rows, jc->prob, row))
             return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
     }
     return FC_OK;
+}
+
+/* ---- what makes a fitting hypothesis a cause (diag.h) ---------------------------------- */
+
+/* A row's standing: it passes against the truth, fails with a finite output, or is non-finite. */
+enum { ROW_PASS = 0, ROW_FAIL = 1, ROW_NONFINITE = 2 };
+
+typedef struct passing_check {
+    size_t passing, checked, contradicted, first;
+} passing_check;
+
+/* The passing rows in [r0, r1) held to alternative a: a row a changes (its reference is not the
+ * truth's) whose output matches none of a's references contradicts it, since the output is
+ * right there. At most a quarter of the budget's work each call; past it a sample spread evenly
+ * (pc->checked of pc->passing). */
+static fc_status check_passing(exam *e, const diag_report *r, const diag_alt *a,
+                               const uint8_t *state, size_t r0, size_t r1, passing_check *pc,
+                               fc_err *err)
+{
+    const attn_problem *p = e->in->jc->prob;
+    memset(pc, 0, sizeof *pc);
+    for (size_t row = r0; row < r1; row++)
+        pc->passing += state[row] == ROW_PASS;
+    uint64_t per_row = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 1) * (uint64_t)p->d *
+                       (ref_rows_of(a, p->terms.sinks != NULL) + (uint64_t)a->ntries);
+    uint64_t cap = r->budget / 4 / per_row > 0 ? r->budget / 4 / per_row : 1;
+    size_t take = (uint64_t)pc->passing < cap ? pc->passing : (size_t)cap;
+    for (size_t row = r0, i = 0, next = 0; row < r1 && next < take; row++) {
+        if (state[row] != ROW_PASS)
+            continue;
+        if (next * pc->passing / take == i++) { /* evenly spread, in row order */
+            if (fc_cancelled()) /* a caller's interrupt (base/cancel.h), row by row */
+                return fc_errf(err, FC_ECANCELED, "in the diagnosis");
+            next++;
+            pc->checked++;
+            double fit;
+            truth_keys(e, row);
+            int x = alt_vs_row(e, a, row, &fit, err);
+            if (x < 0)
+                return FC_EINVAL;
+            if (x == ALT_DIFF && pc->contradicted++ == 0)
+                pc->first = row;
+        }
+    }
+    return FC_OK;
+}
+
+/* The whole-case check pc into f: its counts and first contradicting row, as a range. */
+static void note_contradiction(diag_finding *f, const attn_problem *p, const passing_check *pc)
+{
+    size_t lq = (size_t)p->seq.lq;
+    if (f->contradicted == 0 && pc->contradicted)
+        f->first_contradiction = (diag_range){(int32_t)(pc->first / lq / (size_t)p->hq),
+                                              (int32_t)(pc->first / lq % (size_t)p->hq),
+                                              (int32_t)(pc->first % lq),
+                                              (int32_t)(pc->first % lq)};
+    f->contradicted += pc->contradicted;
+    f->checked += pc->checked;
+    f->passing += pc->passing;
 }
 
 /* H2 alone failed (diag.h): the rows past their share of H2's allowed squared error,
@@ -386,51 +499,109 @@ static size_t h2_rows(const diag_in *in, diag_bounds *bd, diag_report *r, size_t
     return n;
 }
 
-/* What the report may claim (diag.h): whole causes (every examined row), and without one the
- * heads whose every examined failing row one hypothesis explains (group causes, their rows in
- * group_rows); the examined rows no cause covers go to unexplained. rows[i] is the i-th
- * examined row, hits[i * nalts + j] whether hypothesis j explains it. */
-static fc_status classify(const exam *e, diag_report *r, const size_t *rows, const uint8_t *hits,
+/* What the report may claim (diag.h). A whole candidate (it explains every examined row) is the
+ * cause unless refuted: it must reproduce the failing values DIAG_CLOSER times more closely than
+ * the correct output does (a hypothesis within the bounds of barely failing rows proves
+ * nothing), and no passing row may contradict it. Without an unrefuted whole cause, a
+ * hypothesis that explains every examined failing row of a head (b, h) is the cause there
+ * (a GROUP cause, rows in group_rows) under the same two tests over that head's rows; the
+ * examined rows no cause covers go to unexplained. rows[i] is the i-th examined row, hits[i *
+ * nalts + j] whether hypothesis j explains it, fits[...] how closely, tfits[i] how far the
+ * row is from the truth. f->fit and f->truth_fit are means already. */
+static fc_status classify(exam *e, diag_report *r, const uint8_t *state, const size_t *rows,
+                          const uint8_t *hits, const double *fits, const double *tfits,
                           fc_err *err)
 {
     const attn_problem *p = e->in->jc->prob;
     size_t na = e->nalts, lq = (size_t)p->seq.lq;
+    size_t cand[DIAG_MAX_HYPS];
+    double cand_fit[DIAG_MAX_HYPS];
     int whole = 0;
-    for (size_t j = 0; j < na; j++)
-        whole |= r->examined > 0 && r->findings[j].rows.count == r->examined;
+    if (na > DIAG_MAX_HYPS)
+        return fc_errf(err, FC_EINVAL, "diagnosis: %zu hypotheses, at most %d", na,
+                       DIAG_MAX_HYPS);
+    for (size_t j = 0; j < na; j++) {
+        diag_finding *f = &r->findings[j];
+        if (!(r->examined > 0 && f->rows.count == r->examined))
+            continue;
+        if (!(f->fit * DIAG_CLOSER <= f->truth_fit)) {
+            f->refuted = DIAG_REFUTED_CLOSER;
+            continue;
+        }
+        passing_check pc;
+        fc_status st = check_passing(e, r, &e->alts[j], state, 0, r->rows, &pc, err);
+        if (st)
+            return st;
+        note_contradiction(f, p, &pc);
+        if (pc.contradicted)
+            f->refuted = DIAG_REFUTED_PASSING;
+        else
+            whole = 1;
+    }
     /* heads are runs of consecutive examined rows (rows come in row order) */
     for (size_t i0 = 0, i1; i0 < r->examined; i0 = i1) {
         size_t head = rows[i0] / lq;
         for (i1 = i0; i1 < r->examined && rows[i1] / lq == head; i1++)
             ;
         int covered = whole;
+        size_t ncand = 0;
         for (size_t j = 0; j < na && !whole; j++) {
+            double fit = 0, tfit = 0;
             size_t n = 0;
-            for (size_t i = i0; i < i1; i++)
+            for (size_t i = i0; i < i1; i++) {
                 n += hits[i * na + j];
+                fit += fits[i * na + j];
+                tfit += tfits[i];
+            }
             if (n < i1 - i0)
                 continue;
-            covered = 1;
             diag_finding *f = &r->findings[j];
+            passing_check pc = {0};
+            fc_status st = fit * DIAG_CLOSER <= tfit
+                               ? check_passing(e, r, &e->alts[j], state, head * lq, head * lq + lq,
+                                               &pc, err)
+                               : FC_OK;
+            if (st)
+                return st;
+            if (!(fit * DIAG_CLOSER <= tfit) || pc.contradicted) {
+                f->heads_refuted++;
+                continue;
+            }
+            cand[ncand] = j;
+            cand_fit[ncand++] = fit;
+        }
+        /* Of several causes in the head, one fitting DIAG_CLOSER times more closely than each
+         * of the others is the head's cause alone (pick_closest's rule); else all of them. */
+        size_t best = 0;
+        for (size_t c = 1; c < ncand; c++)
+            if (cand_fit[c] < cand_fit[best])
+                best = c;
+        int alone = ncand > 1;
+        for (size_t c = 0; c < ncand; c++)
+            alone &= c == best || (cand_fit[c] > 0 && cand_fit[best] * DIAG_CLOSER <= cand_fit[c]);
+        for (size_t c = 0; c < ncand; c++) {
+            if (alone && c != best)
+                continue;
+            diag_finding *f = &r->findings[cand[c]];
+            covered = 1;
             f->ngroups++;
             for (size_t i = i0; i < i1; i++)
-                if (rows_add(&f->group_rows, p, (int32_t)(rows[i] / lq / (size_t)p->hq),
-                             (int32_t)(rows[i] / lq % (size_t)p->hq), (int32_t)(rows[i] % lq)))
+                if (add_row(&f->group_rows, p, rows[i]))
                     return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
         }
         for (size_t i = i0; i < i1 && !covered; i++)
-            if (rows_add(&r->unexplained, p, (int32_t)(rows[i] / lq / (size_t)p->hq),
-                         (int32_t)(rows[i] / lq % (size_t)p->hq), (int32_t)(rows[i] % lq)))
+            if (add_row(&r->unexplained, p, rows[i]))
                 return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
     }
     return FC_OK;
 }
 
-/* The order findings are reported in: whole causes, group causes, partial fits, then the rest. */
+/* The order findings are reported in: whole causes, group causes, refuted whole candidates,
+ * partial fits, then the rest. */
 static int rank(const diag_report *r, const diag_finding *f)
 {
-    return r->examined && f->rows.count == r->examined ? 3 : f->ngroups ? 2 : f->rows.count ? 1
-                                                                                            : 0;
+    int whole = r->examined && f->rows.count == r->examined;
+    return whole && !f->refuted ? 4 : f->ngroups ? 3 : whole ? 2 : f->rows.count ? 1 : 0;
 }
 
 /* By rank, then most rows (a group cause: most rows in its heads), ties in table order: an
@@ -439,8 +610,8 @@ static int before(const diag_report *r, const diag_finding *a, size_t ia, const 
                   size_t ib)
 {
     int ra = rank(r, a), rb = rank(r, b);
-    size_t ca = ra == 2 ? a->group_rows.count : a->rows.count;
-    size_t cb = rb == 2 ? b->group_rows.count : b->rows.count;
+    size_t ca = ra == 3 ? a->group_rows.count : a->rows.count;
+    size_t cb = rb == 3 ? b->group_rows.count : b->rows.count;
     return ra != rb ? ra > rb : ca != cb ? ca > cb : ia < ib;
 }
 
@@ -458,11 +629,13 @@ static void sort_findings(diag_report *r, size_t *idx)
         r->findings[j] = f;
         idx[j] = h;
     }
-    r->nexplaining = r->ncauses = 0;
+    r->nexplaining = r->ncauses = r->nrefuted = 0;
     while (r->nexplaining < n && r->findings[r->nexplaining].rows.count > 0)
         r->nexplaining++;
-    while (r->ncauses < n && rank(r, &r->findings[r->ncauses]) == 3)
+    while (r->ncauses < n && rank(r, &r->findings[r->ncauses]) == 4)
         r->ncauses++;
+    for (size_t i = 0; i < n; i++)
+        r->nrefuted += rank(r, &r->findings[i]) == 2;
 }
 
 /* Scales equal up to a float's rounding: a stored float32 scale squared and 1/D. */
@@ -581,6 +754,92 @@ static void exam_free(exam *e)
     free(e->tiles);
 }
 
+/* The non-finite rows, when they are exactly the rows with no allowed key and each is wholly
+ * NaN: a softmax over no key (0/0), the cause "rows with no allowed key are NaN" (diag.h).
+ * Every such row must be so: a row with no key computed right refutes it. 0 otherwise. */
+static size_t nan_empty_rows(const diag_in *in, const diag_report *r, const uint8_t *state)
+{
+    const judge_case *jc = in->jc;
+    size_t dv = (size_t)jc->prob->dv, n = 0;
+    if (!r->nonfinite.count)
+        return 0;
+    for (size_t row = 0; row < r->rows; row++) {
+        int empty = jc->lse[row] == -INFINITY;
+        if (state[row] != ROW_NONFINITE) {
+            if (empty)
+                return 0;
+            continue;
+        }
+        if (!empty)
+            return 0;
+        for (size_t x = 0; x < dv; x++)
+            if (!isnan(in->o[row * dv + x]))
+                return 0;
+        n++;
+    }
+    return n;
+}
+
+/* What the failing rows no cause explains are (diag_evidence), from the standing of every row:
+ * the rows of group causes are marked explained in state first (ROW_PASS: out of the count). */
+static void gather_evidence(const exam *e, diag_report *r, uint8_t *state)
+{
+    const attn_problem *pp = e->in->jc->prob;
+    size_t lqq = (size_t)pp->seq.lq;
+    for (size_t i = 0; i < r->nexplaining; i++)
+        for (size_t j = 0; j < r->findings[i].group_rows.nranges; j++) {
+            const diag_range *x = &r->findings[i].group_rows.r[j];
+            size_t head = (size_t)x->b * (size_t)pp->hq + (size_t)x->h;
+            for (int32_t q = x->q0; q <= x->q1; q++)
+                state[head * lqq + (size_t)q] = ROW_PASS;
+        }
+    if (r->nan_empty)
+        for (size_t row = 0; row < r->rows; row++)
+            if (state[row] == ROW_NONFINITE)
+                state[row] = ROW_PASS;
+    const attn_problem *p = e->in->jc->prob;
+    const seq_view v = e->truth.view;
+    diag_evidence *ev = &r->ev;
+    size_t lq = (size_t)p->seq.lq;
+    memset(ev, 0, sizeof *ev);
+    ev->heads_total = r->rows / (lq ? lq : 1);
+    ev->from_q = -2; /* none seen yet */
+    for (size_t head = 0; lq && head < ev->heads_total; head++) {
+        int32_t first = -1, all_after = 1;
+        for (size_t q = 0; q < lq; q++) {
+            size_t row = head * lq + q;
+            int fails = state[row] != ROW_PASS;
+            int32_t s = seq_find(v.cu_q, v.nseq, (int32_t)q), lo, hi;
+            mask_token_range(p->mask, v, (int32_t)q, &lo, &hi);
+            int start = (int32_t)q == v.cu_q[s], empty = lo >= hi;
+            int decode = v.cu_q[s + 1] - v.cu_q[s] < v.cu_k[s + 1] - v.cu_k[s];
+            ev->starts_total += (size_t)start;
+            ev->empty_total += (size_t)empty;
+            ev->decode_total += (size_t)decode;
+            if (!fails) {
+                all_after &= first < 0;
+                continue;
+            }
+            if (first < 0)
+                first = (int32_t)q;
+            ev->starts += (size_t)start;
+            ev->empty += (size_t)empty;
+            ev->decode += (size_t)decode;
+            ev->nonfinite_empty += (size_t)(empty && state[row] == ROW_NONFINITE);
+            ev->rows++;
+        }
+        if (first < 0)
+            continue;
+        ev->heads++;
+        if (ev->from_q == -2)
+            ev->from_q = all_after ? first : -1;
+        else if (ev->from_q != first || !all_after)
+            ev->from_q = -1;
+    }
+    if (ev->from_q < 0)
+        ev->from_q = -1;
+}
+
 fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
 {
     *out = NULL;
@@ -592,13 +851,15 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
         return st;
     const judge_case *jc = in->jc;
     const attn_problem *p = jc->prob;
-    size_t dv = (size_t)p->dv, lq = (size_t)p->seq.lq, nrows = attn_lse_elems(p);
+    size_t dv = (size_t)p->dv, nrows = attn_lse_elems(p);
     diag_report *r = calloc(1, sizeof *r);
-    size_t *failing = malloc(sizeof(size_t) * (nrows + 1)), nfail = 0;
+    size_t *failing = malloc(sizeof(size_t) * (nrows + 1)), nfail = 0, *picked = NULL;
+    uint8_t *state = calloc(nrows + 1, 1); /* ROW_*: every row's standing */
     uint8_t *hits = NULL; /* [examined][nalts]: which hypotheses explain each examined row */
+    double *fits = NULL, *tfits = NULL; /* how closely: [examined][nalts], the truth [examined] */
     exam e;
     memset(&e, 0, sizeof e);
-    if (!r || !failing) {
+    if (!r || !failing || !state) {
         st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
         goto done;
     }
@@ -610,20 +871,26 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
         const float *o = in->o + row * dv, *lse = in->lse ? in->lse + row : NULL;
         if (row_nonfinite(o, lse, dv)) {
             r->failing++;
-            if (rows_add(&r->nonfinite, p, (int32_t)(row / lq / (size_t)p->hq),
-                         (int32_t)(row / lq % (size_t)p->hq), (int32_t)(row % lq)))
+            state[row] = ROW_NONFINITE;
+            if (add_row(&r->nonfinite, p, row))
                 st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
         } else if (!diag_row_matches(&bd, o, lse, jc->out + row * dv, jc->lse[row], dv)) {
             r->failing++;
+            state[row] = ROW_FAIL;
             failing[nfail++] = row;
         }
     }
     /* H2 alone failed: no row is past the H1/H5 bounds, so the rows examined are those that
      * carry the NMSE, each past its share of the squared error H2 allows. */
-    if (!st && r->failing == 0 && in->v->gate[REP_H2] == REP_FAIL)
+    if (!st && r->failing == 0 && in->v->gate[REP_H2] == REP_FAIL) {
         nfail = h2_rows(in, &bd, r, failing);
-    if (!st)
+        for (size_t i = 0; i < nfail; i++)
+            state[failing[i]] = ROW_FAIL;
+    }
+    if (!st) {
+        r->nan_empty = nan_empty_rows(in, r, state);
         st = exam_init(&e, in, &bd, r, err);
+    }
     if (st)
         goto done;
 
@@ -638,10 +905,12 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
     uint64_t cap = r->budget / per_row > 0 ? r->budget / per_row : 1;
     r->examined = (uint64_t)nfail < cap ? nfail : (size_t)cap;
     r->not_examined = nfail - r->examined;
-    hits = calloc(r->examined * (e.nalts ? e.nalts : 1) + 1, 1);
-    size_t *picked = malloc(sizeof(size_t) * (r->examined + 1));
-    if (!hits || !picked) {
-        free(picked);
+    size_t cells = r->examined * (e.nalts ? e.nalts : 1) + 1;
+    hits = calloc(cells, 1);
+    fits = calloc(cells, sizeof *fits);
+    tfits = calloc(r->examined + 1, sizeof *tfits);
+    picked = malloc(sizeof(size_t) * (r->examined + 1));
+    if (!hits || !fits || !tfits || !picked) {
         st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
         goto done;
     }
@@ -649,237 +918,43 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
      * entry has its say), still in row order; the rows left out are named, by range. */
     for (size_t i = 0, next = 0; i < nfail && !st; i++) {
         int take = next < r->examined && (r->not_examined ? next * nfail / r->examined : next) == i;
-        if (take) {
+        if (take && fc_cancelled()) { /* a caller's interrupt (base/cancel.h), row by row */
+            st = fc_errf(err, FC_ECANCELED, "in the diagnosis");
+        } else if (take) {
             picked[next] = failing[i];
-            st = examine(&e, r, failing[i], hits + next * e.nalts, err);
+            st = examine(&e, r, failing[i], hits + next * e.nalts, fits + next * e.nalts,
+                         tfits + next, err);
             next++;
-        } else if (rows_add(&r->skipped, p, (int32_t)(failing[i] / lq / (size_t)p->hq),
-                            (int32_t)(failing[i] / lq % (size_t)p->hq),
-                            (int32_t)(failing[i] % lq))) {
+        } else if (add_row(&r->skipped, p, failing[i])) {
             st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
         }
     }
-    if (!st)
-        st = classify(&e, r, picked, hits, err);
-    free(picked);
     for (size_t j = 0; !st && j < r->nfindings; j++)
-        if (r->findings[j].rows.count)
+        if (r->findings[j].rows.count) {
             r->findings[j].fit /= (double)r->findings[j].rows.count;
+            r->findings[j].truth_fit /= (double)r->findings[j].rows.count;
+        }
+    if (!st)
+        st = classify(&e, r, state, picked, hits, fits, tfits, err);
     if (!st) {
         sort_findings(r, e.hyp_of);
         pick_closest(r);
+        if (!r->ncauses)
+            gather_evidence(&e, r, state);
     }
 done:
     exam_free(&e);
     free(failing);
+    free(state);
     free(hits);
+    free(fits);
+    free(tfits);
+    free(picked);
     if (st)
         diag_report_free(r);
     else
         *out = r;
     return st;
-}
-
-/* ---- printing --------------------------------------------------------------------------- */
-
-void diag_range_text(char *buf, size_t cap, const attn_problem *p, const diag_range *r)
-{
-    int n = r->q0 == r->q1
-                ? snprintf(buf, cap, "(%d, %d, %d)", (int)r->b, (int)r->h, (int)r->q0)
-                : snprintf(buf, cap, "(%d, %d, %d..%d)", (int)r->b, (int)r->h, (int)r->q0,
-                           (int)r->q1);
-    if (n < 0 || (size_t)n >= cap || !p->seq.packed || !p->seq.cu_q || p->seq.nseq < 1)
-        return;
-    /* rows_add keeps a range inside one sequence */
-    int32_t s = seq_find(p->seq.cu_q, p->seq.nseq, r->q0), q0 = p->seq.cu_q[s];
-    if (r->q0 == r->q1)
-        snprintf(buf + n, cap - (size_t)n, ", sequence %d position %d", (int)s, (int)(r->q0 - q0));
-    else
-        snprintf(buf + n, cap - (size_t)n, ", sequence %d positions %d..%d", (int)s,
-                 (int)(r->q0 - q0), (int)(r->q1 - q0));
-}
-
-/* "(b, h, q) = (0, 1, 40..43); (0, 1, 50); and 3 more ranges" */
-static void print_ranges(FILE *f, const diag_rows *s, const attn_problem *p)
-{
-    fputs("(b, h, q) = ", f);
-    for (size_t i = 0; i < s->nranges && i < DIAG_PRINT_RANGES; i++) {
-        char buf[160];
-        diag_range_text(buf, sizeof buf, p, &s->r[i]);
-        fprintf(f, "%s%s", i ? "; " : "", buf);
-    }
-    if (s->nranges > DIAG_PRINT_RANGES)
-        fprintf(f, "; and %zu more ranges", s->nranges - DIAG_PRINT_RANGES);
-}
-
-static const char *plural(size_t n)
-{
-    return n == 1 ? "" : "s";
-}
-
-/* What "all N failing rows" leaves out: " examined (of M)" when the budget left rows out, and
- * " with a finite output" when non-finite rows (H3's, never tried) fail too. */
-static void of_examined(char *buf, size_t cap, const diag_report *r)
-{
-    buf[0] = '\0';
-    fc_fmt(buf, cap, "%s%s", r->nonfinite.count ? " with a finite output" : "", "");
-    if (r->not_examined)
-        fc_fmt(buf + strlen(buf), cap - strlen(buf), " examined (of %zu)",
-               r->examined + r->not_examined);
-}
-
-void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_problem *p)
-{
-    if (!cap)
-        return;
-    buf[0] = '\0';
-    if (r->failing == 0)
-        return;
-    if (r->nonfinite.count == r->failing) {
-        fc_fmt(buf, cap, "all %zu failing row%s non-finite (H3): no hypothesis tried",
-               r->failing, r->failing == 1 ? " is" : "s are");
-        return;
-    }
-    char first[96], sample[64];
-    of_examined(sample, sizeof sample, r);
-    if (r->ncauses) {
-        const diag_finding *x = &r->findings[0];
-        diag_range_text(first, sizeof first, p, &x->rows.r[0]);
-        if (r->ncauses == 1)
-            fc_fmt(buf, cap, "%s: all %zu failing row%s%s, (b, h, q) = %s%s", x->title,
-                   r->examined, plural(r->examined), sample, first,
-                   x->rows.nranges > 1 ? " ..." : "");
-        else
-            fc_fmt(buf, cap, "one of %s; %s%s (indistinguishable here): all %zu failing rows%s, "
-                   "(b, h, q) = %s%s", x->title, r->findings[1].title,
-                   r->ncauses > 2 ? "; ..." : "", r->examined, sample, first,
-                   x->rows.nranges > 1 ? " ..." : "");
-        return;
-    }
-    if (r->nexplaining && r->findings[0].ngroups) {
-        const diag_finding *x = &r->findings[0];
-        diag_range_text(first, sizeof first, p, &x->group_rows.r[0]);
-        fc_fmt(buf, cap, "in %zu head%s, %s: %zu of %zu failing rows%s, (b, h, q) = %s%s",
-               x->ngroups, plural(x->ngroups), x->title, x->group_rows.count, r->examined,
-               sample, first, x->group_rows.nranges > 1 ? " ..." : "");
-        return;
-    }
-    if (r->nexplaining)
-        fc_fmt(buf, cap, "no hypothesis explains all %zu failing rows%s (partial fits only, the "
-               "largest %s on %zu)", r->examined, sample, r->findings[0].title,
-               r->findings[0].rows.count);
-    else
-        fc_fmt(buf, cap, "no hypothesis explains the %zu failing row%s%s", r->examined,
-               plural(r->examined), sample);
-}
-
-void diag_explain(const diag_in *in, rep_row *row, FILE *f, const char *indent)
-{
-    diag_report *r;
-    fc_err err;
-    if (diag_run(in, &r, &err)) {
-        if (row)
-            fc_fmt(row->explained, sizeof row->explained, "diagnosis not run: %s", err.msg);
-        if (f)
-            fprintf(f, "%sdiagnosis: not run: %s\n", indent ? indent : "", err.msg);
-        return;
-    }
-    if (row)
-        diag_summary(row->explained, sizeof row->explained, r, in->jc->prob);
-    if (f)
-        diag_print(f, r, in->jc->prob, indent);
-    diag_report_free(r);
-}
-
-void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char *indent)
-{
-    if (!indent)
-        indent = "";
-    if (r->failing == 0) { /* diag_explain runs on failed outputs: say what failed instead */
-        fprintf(f, "%sdiagnosis: every row is within the H1 and H5 bounds of the truth, and no "
-                   "row carries more than its share of H2's error: no row to examine\n",
-                indent);
-        return;
-    }
-    fprintf(f, "%sdiagnosis: %zu of %zu rows failing (%zu non-finite), %zu examined under %zu "
-               "hypotheses\n", indent, r->failing, r->rows, r->nonfinite.count, r->examined,
-            r->nfindings);
-    if (r->h2_mode)
-        fprintf(f, "%sH2 alone failed: the rows examined are those whose squared error passes "
-                   "their share of H2's allowance (%.3g each), and a hypothesis explains a row "
-                   "whose squared error against it is within that share or within NMSE_tol "
-                   "times its own squared sum\n",
-                indent, r->h2_row_share);
-    char sample[64];
-    of_examined(sample, sizeof sample, r);
-    if (r->ncauses == 1) {
-        const diag_finding *x = &r->findings[0];
-        fprintf(f, "%sexplained by %s: all %zu failing row%s%s: ", indent, x->title, r->examined,
-                plural(r->examined), sample);
-        print_ranges(f, &x->rows, p);
-        fputc('\n', f);
-        if (r->nalso) {
-            fprintf(f, "%salso within the bounds on every failing row, less closely: ", indent);
-            for (size_t i = 1; i <= r->nalso; i++)
-                fprintf(f, "%s%s (failing values on average %.2g of their bounds away)",
-                        i > 1 ? "; " : "", r->findings[i].title, r->findings[i].fit);
-            fprintf(f, "; the cause %.2g\n", x->fit);
-        }
-    } else if (r->ncauses > 1) {
-        fprintf(f, "%sexplained by one of %zu hypotheses, each within the bounds on every "
-                   "failing row, none %g times closer (indistinguishable here): ", indent,
-                r->ncauses, DIAG_CLOSER);
-        for (size_t i = 0; i < r->ncauses; i++)
-            fprintf(f, "%s%s", i ? "; " : "", r->findings[i].title);
-        fprintf(f, ": all %zu failing row%s%s: ", r->examined, plural(r->examined), sample);
-        print_ranges(f, &r->findings[0].rows, p);
-        fputc('\n', f);
-    }
-    size_t partial = 0;
-    for (size_t i = r->ncauses + r->nalso; i < r->nexplaining; i++) {
-        const diag_finding *x = &r->findings[i];
-        if (!x->ngroups) {
-            partial++;
-            continue;
-        }
-        fprintf(f, "%sexplained in %zu head%s by %s: all %zu failing row%s there: ", indent,
-                x->ngroups, plural(x->ngroups), x->title, x->group_rows.count,
-                plural(x->group_rows.count));
-        print_ranges(f, &x->group_rows, p);
-        fputc('\n', f);
-    }
-    if (partial) {
-        fprintf(f, "%spartial fits, no cause: ", indent);
-        for (size_t i = r->ncauses + r->nalso, n = 0; i < r->nexplaining; i++)
-            if (!r->findings[i].ngroups)
-                fprintf(f, "%s%s on %zu of %zu rows", n++ ? "; " : "", r->findings[i].title,
-                        r->findings[i].rows.count, r->examined);
-        fputc('\n', f);
-    }
-    if (r->unexplained.count) {
-        fprintf(f, "%snot explained: %zu row%s: ", indent, r->unexplained.count,
-                plural(r->unexplained.count));
-        print_ranges(f, &r->unexplained, p);
-        fputc('\n', f);
-    }
-    if (r->nonfinite.count) {
-        fprintf(f, "%snot explained: %zu row%s: ", indent, r->nonfinite.count,
-                plural(r->nonfinite.count));
-        print_ranges(f, &r->nonfinite, p);
-        fputs(" (non-finite output: H3)\n", f);
-    }
-    if (r->skipped.count) {
-        fprintf(f, "%snot examined (work budget of %" PRIu64 " multiply-adds): %zu row%s: ",
-                indent, r->budget, r->skipped.count, plural(r->skipped.count));
-        print_ranges(f, &r->skipped, p);
-        fputc('\n', f);
-    }
-    if (r->nexplaining < r->nfindings) {
-        fprintf(f, "%stried, explaining no row: ", indent);
-        for (size_t i = r->nexplaining; i < r->nfindings; i++)
-            fprintf(f, "%s%s", i > r->nexplaining ? "; " : "", r->findings[i].title);
-        fputc('\n', f);
-    }
 }
 
 void diag_after_run(const judge_run_in *in, const rep_verdict *v, rep_row *row)

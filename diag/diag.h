@@ -21,7 +21,8 @@
  * - bound of an element with reference value g: non-degenerate verdict: |o - g| <= c * e_lp_max
  *   + floor (rep_verdict's c, e_lp_max, floor: the H1 bound); degenerate verdict (element-wise
  *   H1): |o - g| <= deg_atol + deg_rtol * |g| (the verdict's own). LSE with reference value
- *   l: |lse - l| <= lse_atol + lse_rtol * |l| (H5's, rep_tol_for).
+ *   l: |lse - l| <= lse_atol + lse_rtol * |l| + c * e_lse_lp_max (H5's, rep_tol_for and the
+ *   verdict), or lse equal to an infinite l.
  * - a row MATCHES a reference row (o_ref, lse_ref) when every element is finite and within the
  *   bound of o_ref's, and the LSE, when the output under test has one, is within the LSE bound
  *   of lse_ref. A reference row with no allowed key (LSE -inf) is matched only exactly, as H4
@@ -123,7 +124,39 @@ typedef struct diag_finding {
     double fit;                   /* on average over its rows, how far the tested row's failing
                                    * values lie from its reference, in units of their bounds
                                    * (0: exactly) */
+    double truth_fit;             /* the same for the correct output over those rows (above 1:
+                                   * they fail against it) */
+    int refuted;                  /* DIAG_REFUTED_*: it fits every failing row (a whole
+                                   * candidate) but is not a cause, and why */
+    size_t heads_refuted;         /* heads whose every failing row it fits but where it is
+                                   * refuted so (no group cause there) */
+    size_t contradicted;          /* passing rows it would change that the output does not show
+                                   * (DIAG_REFUTED_PASSING), of the `checked` of `passing` */
+    size_t checked, passing;
+    diag_range first_contradiction;
 } diag_finding;
+
+/* Why a hypothesis that fits every failing row is not named the cause (diag.h). */
+enum {
+    DIAG_REFUTED_NO = 0,
+    DIAG_REFUTED_CLOSER = 1,  /* it reproduces the failing values no DIAG_CLOSER times more
+                               * closely than the correct output does (fit vs truth_fit) */
+    DIAG_REFUTED_PASSING = 2, /* passing rows contradict it (contradicted > 0) */
+};
+
+/* What the failing rows no cause explains are (when no whole cause explains them all): facts,
+ * never a cause. */
+typedef struct diag_evidence {
+    size_t rows;                       /* those rows (examined or not, non-finite included) */
+    size_t heads, heads_total;         /* (b, h) with such a row, of B * Hq */
+    int32_t from_q;                    /* >= 0: in each of those heads every row from this q on
+                                        * is such a row and none before it; -1: not so */
+    size_t starts, starts_total;       /* of them, a sequence's first query (of the case's) */
+    size_t empty, empty_total;         /* with no allowed key */
+    size_t decode, decode_total;       /* of sequences with fewer queries than keys (decode,
+                                        * chunked prefill) */
+    size_t nonfinite_empty;            /* non-finite rows with no allowed key */
+} diag_evidence;
 
 typedef struct diag_report {
     size_t rows;           /* rows of the output: B * Hq * Lq */
@@ -142,8 +175,13 @@ typedef struct diag_report {
     size_t nfindings, nexplaining, ncauses;
     size_t nalso;          /* after a single cause, whole causes it fits DIAG_CLOSER times more
                             * closely than: "also within the bounds, less closely" */
+    size_t nrefuted;       /* after the causes: whole candidates refuted (their refuted field) */
     diag_finding *findings;
     diag_rows unexplained; /* examined rows no cause (whole or group) explains */
+    size_t nan_empty;      /* > 0: the non-finite rows are exactly the rows with no allowed key,
+                            * each wholly NaN: "rows with no allowed key are NaN" is their cause
+                            * (a softmax over no key computes 0/0) */
+    diag_evidence ev;      /* filled when no whole cause explains every examined row */
 } diag_report;
 
 /* Diagnoses in; *out receives a heap report (free with diag_report_free). FC_EINVAL for

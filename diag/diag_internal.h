@@ -20,6 +20,7 @@ typedef struct diag_bounds {
     double h1;                 /* c * e_lp_max + floor */
     double deg_atol, deg_rtol; /* element-wise H1 */
     double lse_atol, lse_rtol; /* H5 */
+    double lse_add;            /* H5's c * e_lse_lp_max (the baseline's own LSE error) */
     double row_sq;             /* > 0 (H2 only, diag.h): a row matches when its squared error
                                 * is at most this, in place of the element bounds... */
     double row_nmse;           /* ...or, when > 0 (a hypothesis's row), at most this times the
@@ -104,7 +105,8 @@ typedef struct diag_hyp {
     diag_setup_fn setup;
 } diag_hyp;
 
-/* The table, in tie-break order (hyps.c). */
+/* The table, in tie-break order (hyps.c); at most DIAG_MAX_HYPS entries (a test holds it). */
+#define DIAG_MAX_HYPS 64
 extern const diag_hyp diag_hyps[];
 extern const size_t diag_nhyps;
 

@@ -20,9 +20,11 @@
  * Conventions (SQLite's and zstd's): opaque handles made and freed by the library; every call
  * returns a status and leaves a message in the problem handle (flexcheck_problem_errmsg); no
  * global state, so threads may judge concurrently with handles of their own (a handle is not
- * to be shared between threads without a lock); nothing aborts, nothing reads past the counts
- * given. The ABI is kept by adding calls, never by changing one; FLEXCHECK_API_VERSION counts
- * the additions, and flexcheck_api_version() says what the loaded library has.
+ * to be shared between threads without a lock, flexcheck_problem_interrupt excepted); nothing
+ * aborts, nothing reads past the counts given, nothing process-wide is left changed (OpenBLAS's
+ * thread count, which a judge sets to 1 while it runs, is put back only if nobody else set it
+ * meanwhile). The ABI is kept by adding calls, never by changing one; FLEXCHECK_API_VERSION
+ * counts the additions, and flexcheck_api_version() says what the loaded library has.
  *
  * Arrays are float32, row-major (C order), in the layouts of docs/fixtures.md: q [B, Hq, Lq, D],
  * k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out [B, Hq, Lq, Dv], lse [B, Hq, Lq] (natural log).
@@ -40,15 +42,17 @@
 extern "C" {
 #endif
 
-/* The calls this header declares: 1 = the first set. */
-#define FLEXCHECK_API_VERSION 1
+/* The calls this header declares: 1 = the first set; 2 = the budget, flexcheck_problem_check
+ * and the interrupt (FLEXCHECK_EINTR). */
+#define FLEXCHECK_API_VERSION 2
 
 typedef enum flexcheck_status {
     FLEXCHECK_OK = 0,
     FLEXCHECK_EINVAL = 1, /* a bad argument; the message names it and its value */
     FLEXCHECK_ENOMEM = 2, /* out of memory */
     FLEXCHECK_EUNSUP = 3, /* a configuration this library does not judge */
-    FLEXCHECK_EINTERNAL = 4 /* a fault of flexcheck's own: please report it */
+    FLEXCHECK_EINTERNAL = 4, /* a fault of flexcheck's own: please report it */
+    FLEXCHECK_EINTR = 5 /* stopped by flexcheck_problem_interrupt (API version 2) */
 } flexcheck_status;
 
 /* The API version of the library loaded (FLEXCHECK_API_VERSION of its build), and flexcheck's
@@ -68,7 +72,9 @@ void flexcheck_problem_free(flexcheck_problem *p);
  * the next call on p. */
 const char *flexcheck_problem_errmsg(const flexcheck_problem *p);
 
-/* Every count >= 1 (Lq, Lk >= 0), Hq a multiple of Hkv, D and Dv at most 1024. */
+/* Every count >= 1 (Lq, Lk >= 0), Hq a multiple of Hkv; what the library can run: Hq at most
+ * 4096, Lq and Lk at most 2^28, D and Dv at most 1024 (a larger one is refused, the limit
+ * named). How much B * Hq * Lq * Lk may be is the budget's (flexcheck_problem_set_budget). */
 flexcheck_status flexcheck_problem_set_shape(flexcheck_problem *p, int32_t b, int32_t hq,
                                              int32_t hkv, int32_t lq, int32_t lk, int32_t d,
                                              int32_t dv);
@@ -97,6 +103,30 @@ flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const int32_
 flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p, const char *out_dtype,
                                                     const char *lse_dtype);
 
+/* What a judge of p may cost (API version 2), as `flexcheck check --max-memory / --max-work`
+ * bound a case in a file, with their defaults for 0: max_memory in bytes (default the lesser
+ * of 16 GiB and half of the memory this process can have: physical, or its cgroup's limit),
+ * max_work in multiply-adds (default 2^40, B * Hq * Lq * Lk * (D + Dv)). The estimate is
+ * check's, from the shapes alone; a problem over either is refused by flexcheck_judge (and
+ * flexcheck_problem_check) before anything is allocated, with FLEXCHECK_EINVAL and a message
+ * naming the estimate, the budget and the parameter to raise (max_memory or max_work). */
+flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint64_t max_memory,
+                                              uint64_t max_work);
+/* FLEXCHECK_OK when p can be judged (API version 2): what flexcheck_judge checks before it
+ * reads an array (a shape set, packed sequences ending at Lq and Lk, sinks for every head, the
+ * budget), so that a caller can be told before it converts its inputs. */
+flexcheck_status flexcheck_problem_check(flexcheck_problem *p);
+/* Asks the flexcheck_judge running on p in another thread to stop (API version 2): it returns
+ * FLEXCHECK_EINTR, no verdict and nothing leaked, at its next check, and its message says
+ * where it stopped. The checks come between heads of each 128-query-row panel of the float64
+ * oracle and of the baseline (the longest stretch without one: 128 * Lk * (D + Dv)
+ * multiply-adds, 0.3 s at Lk 32k and 1 s at Lk 128k with D = Dv = 128 on one core of a loaded
+ * 2-core machine) and between the diagnosis's rows. The one call that may be made on p while
+ * another thread's call on p runs; it leaves p's message alone. A request holds until a judge
+ * on p returns, so one made just before a judge starts stops it at its first check; p judges
+ * as before afterwards. */
+flexcheck_status flexcheck_problem_interrupt(flexcheck_problem *p);
+
 /* ---- the verdict ---- */
 
 typedef struct flexcheck_verdict flexcheck_verdict;
@@ -104,7 +134,8 @@ typedef struct flexcheck_verdict flexcheck_verdict;
 /* Judges out (and lse, which may be NULL: the LSE gate is then not run) as the output of problem
  * p on inputs q, k, v (counts in elements). FLEXCHECK_OK with *verdict set (free it with
  * flexcheck_verdict_free) whenever the output could be judged, whatever the verdict; any other
- * status leaves *verdict NULL and a message in p. */
+ * status (a problem over its budget, an interrupt: FLEXCHECK_EINTR) leaves *verdict NULL
+ * (whenever verdict is not NULL, p NULL included) and a message in p. */
 flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, size_t nq, const float *k,
                                  size_t nk, const float *v, size_t nv, const float *out,
                                  size_t nout, const float *lse, size_t nlse,
@@ -132,8 +163,9 @@ flexcheck_gate_state flexcheck_verdict_gate(const flexcheck_verdict *v, int i, c
 /* The first failing gate or exactness check and why ("" when the output passed). */
 const char *flexcheck_verdict_reason(const flexcheck_verdict *v);
 
-/* The element with the largest |out - oracle| (a NaN the worst): its (b, h, q, d) into
- * coords[4], the error returned (NaN for a NaN element; -1 when there is no element). */
+/* The element with the largest |out - oracle|: the first NaN of out when it holds one (NaN
+ * returned), else its first infinity (+inf returned), else the largest finite error; its
+ * (b, h, q, d) into coords[4]; -1 when there is no element. */
 double flexcheck_verdict_worst(const flexcheck_verdict *v, int32_t coords[4]);
 /* A measured figure by name: "max_err", "mean_err", "rmse", "nmse", "e_lp_max", "h1_ratio",
  * "floor", "lse_err", "s1", "s2"; NaN for another name or a figure not measured. */

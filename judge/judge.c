@@ -16,10 +16,10 @@ size_t judge_rows(const judge_case *jc)
 fc_status judge_bufs_alloc(judge_bufs *b, const judge_case *jc, fc_err *err)
 {
     size_t no = attn_o_elems(jc->prob) + 1, nl = judge_rows(jc) + 1;
+    memset(b, 0, sizeof *b);
     b->o = malloc(sizeof(float) * no);
     b->lse = malloc(sizeof(float) * nl);
-    b->o_lp = malloc(sizeof(float) * no);
-    if (!b->o || !b->lse || !b->o_lp) {
+    if (!b->o || !b->lse) {
         judge_bufs_free(b);
         return fc_errf(err, FC_ENOMEM, "out of memory for %zu outputs", no);
     }
@@ -30,13 +30,54 @@ void judge_bufs_free(judge_bufs *b)
 {
     free(b->o);
     free(b->lse);
-    free(b->o_lp);
+    judge_lp_free(&b->lp);
     memset(b, 0, sizeof *b);
 }
 
-fc_status judge_baseline(const judge_case *jc, float *o_lp, fc_err *err)
+void judge_lp_free(judge_lp *lp)
 {
-    return ref_attention_lp(jc->prob, jc->dtype, jc->q, jc->k, jc->v, o_lp, NULL, err);
+    free(lp->o);
+    free(lp->lse);
+    free(lp->o32s);
+    free(lp->lse32s);
+    memset(lp, 0, sizeof *lp);
+}
+
+void judge_lp_inputs(const judge_lp *lp, rep_inputs *ri)
+{
+    ri->o_lp = lp->o;
+    ri->lse_lp = lp->lse;
+    ri->o_lp32s = lp->o32s;
+    ri->lse_lp32s = lp->lse32s;
+}
+
+fc_status judge_baseline(const judge_case *jc, judge_lp *lp, fc_err *err)
+{
+    size_t no = attn_o_elems(jc->prob) + 1, nl = judge_rows(jc) + 1;
+    judge_lp_free(lp);
+    lp->o = malloc(sizeof(float) * no);
+    lp->lse = malloc(sizeof(float) * nl);
+    if (!lp->o || !lp->lse) {
+        judge_lp_free(lp);
+        return fc_errf(err, FC_ENOMEM, "out of memory for the baseline of %zu outputs", no);
+    }
+    fc_status st = ref_attention_lp(jc->prob, jc->dtype, jc->q, jc->k, jc->v, lp->o, lp->lse, err);
+    if (st || jc->dtype == FC_F32 || !jc->out || !jc->lse)
+        return st; /* float32's baseline has its scores in float32 already */
+    /* The float32-score baseline only where the dtype's drowns a row (docs/tolerance.md). */
+    rep_inputs ri = {.dtype = jc->dtype, .rows = judge_rows(jc), .dv = (size_t)jc->prob->dv,
+                     .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = lp->o, .lse_lp = lp->lse,
+                     .prob = jc->prob};
+    if (!rep_lp_drowned_rows(&ri))
+        return FC_OK;
+    lp->o32s = malloc(sizeof(float) * no);
+    lp->lse32s = malloc(sizeof(float) * nl);
+    if (!lp->o32s || !lp->lse32s) {
+        judge_lp_free(lp);
+        return fc_errf(err, FC_ENOMEM, "out of memory for the baseline of %zu outputs", no);
+    }
+    return ref_attention_lp32s(jc->prob, jc->dtype, jc->q, jc->k, jc->v, lp->o32s, lp->lse32s,
+                               err);
 }
 
 fc_status judge_kernel(const judge_opts *jo, gpu_backend be, const judge_case *jc,
@@ -82,12 +123,13 @@ int judge_run(const judge_run_in *in, rep_row *row)
     }
     rep_inputs ri = {
         .dtype = jc->dtype, .rows = rows, .dv = (size_t)jc->prob->dv,
-        .o = in->o, .lse = in->lse, .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = in->o_lp,
+        .o = in->o, .lse = in->lse, .o_gold = jc->out, .lse_gold = jc->lse,
         .sentinels = (r1.sentinels_ok && (!in->rerun || r2.sentinels_ok)) ? REP_SENTINELS_INTACT
                                                                           : REP_SENTINELS_DAMAGED,
         .o_rerun = in->rerun ? o2 : NULL, .lse_rerun = in->rerun ? l2 : NULL,
         .prob = jc->prob, .designed = jc->designed,
     };
+    judge_lp_inputs(in->lp, &ri);
     rep_verdict v;
     if (rep_evaluate(&ri, &v, &err)) {
         rep_row_set_error(row, err.msg);
@@ -113,10 +155,10 @@ int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
         return -1;
     }
     int pass = -1;
-    if (judge_baseline(jc, b.o_lp, &e)) {
+    if (judge_baseline(jc, &b.lp, &e)) {
         rep_row_set_error(row, e.msg);
     } else {
-        judge_run_in in = {.jo = jo, .backend = be, .jc = jc, .bm = bm, .o_lp = b.o_lp,
+        judge_run_in in = {.jo = jo, .backend = be, .jc = jc, .bm = bm, .lp = &b.lp,
                            .o = b.o, .lse = b.lse, .rerun = 1, .verdict = v};
         pass = judge_run(&in, row);
         if (row->outcome == REP_ROW_ERROR || row->outcome == REP_ROW_SKIP)
@@ -130,27 +172,28 @@ int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
     return pass;
 }
 
-int judge_outputs(const judge_case *jc, const float *o, const float *lse, const float *o_lp,
+int judge_outputs(const judge_case *jc, const float *o, const float *lse, const judge_lp *lp,
                   rep_verdict *v, fc_err *err)
 {
-    return judge_given(jc, o, lse, NULL, o_lp, v, err);
+    return judge_given(jc, o, lse, NULL, lp, v, err);
 }
 
 int judge_given(const judge_case *jc, const float *o, const float *lse, const float *o_rerun,
-                const float *o_lp, rep_verdict *v, fc_err *err)
+                const judge_lp *lp, rep_verdict *v, fc_err *err)
 {
-    return judge_given_lse(jc, o, lse, FC_F32, o_rerun, o_lp, v, err);
+    return judge_given_lse(jc, o, lse, FC_F32, o_rerun, lp, v, err);
 }
 
 int judge_given_lse(const judge_case *jc, const float *o, const float *lse, fc_dtype lse_dtype,
-                    const float *o_rerun, const float *o_lp, rep_verdict *v, fc_err *err)
+                    const float *o_rerun, const judge_lp *lp, rep_verdict *v, fc_err *err)
 {
     rep_inputs ri = {
         .dtype = jc->dtype, .rows = judge_rows(jc), .dv = (size_t)jc->prob->dv,
-        .o = o, .lse = lse, .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = o_lp,
+        .o = o, .lse = lse, .o_gold = jc->out, .lse_gold = jc->lse,
         .o_rerun = o_rerun, .prob = jc->prob, .designed = jc->designed,
         .lse_dtype = lse_dtype,
     };
+    judge_lp_inputs(lp, &ri);
     if (rep_evaluate(&ri, v, err))
         return -1;
     return v->pass;

@@ -56,16 +56,31 @@ typedef struct judge_opts {
 /* Rows of O / LSE: B * Hq * Lq. */
 size_t judge_rows(const judge_case *jc);
 
-/* Output buffers of one case: the kernel's O and LSE and the same-precision baseline. */
+/* The same-precision baselines of one case (docs/tolerance.md): the dtype's O_lp and its LSE
+ * (ref_attention_lp), and, for float16/bfloat16 only when that one drowns some row
+ * (rep_lp_drowned_rows), the float32-score baseline (ref_attention_lp32s; NULL otherwise).
+ * Owned; judge_lp_free releases them. */
+typedef struct judge_lp {
+    float *o, *lse;
+    float *o32s, *lse32s;
+} judge_lp;
+
+/* Computes lp for jc (jc->out and jc->lse, the oracle, decide whether a row drowns; without
+ * them no float32-score baseline is computed). Anything lp held is freed first. */
+fc_status judge_baseline(const judge_case *jc, judge_lp *lp, fc_err *err);
+void judge_lp_free(judge_lp *lp);
+/* rep_inputs' baseline fields (o_lp, lse_lp, o_lp32s, lse_lp32s) from lp. */
+void judge_lp_inputs(const judge_lp *lp, rep_inputs *ri);
+
+/* Output buffers of one case: the kernel's O and LSE, and the baselines (judge_baseline fills
+ * lp; judge_bufs_free frees it too). */
 typedef struct judge_bufs {
-    float *o, *lse, *o_lp;
+    float *o, *lse;
+    judge_lp lp;
 } judge_bufs;
 
 fc_status judge_bufs_alloc(judge_bufs *b, const judge_case *jc, fc_err *err);
 void judge_bufs_free(judge_bufs *b);
-
-/* The same-precision baseline O_lp of docs/tolerance.md (ref_attention_lp). */
-fc_status judge_baseline(const judge_case *jc, float *o_lp, fc_err *err);
 
 /* One kernel run (jo's kernel version, or its test hook); page_table NULL: contiguous K/V,
  * else paged as gpu.h describes. res may be NULL. */
@@ -82,7 +97,7 @@ typedef struct judge_run_in {
     gpu_backend backend;
     const judge_case *jc;
     const bmask *bm;
-    const float *o_lp;    /* the baseline (judge_baseline) */
+    const judge_lp *lp;   /* the baselines (judge_baseline) */
     float *o, *lse;       /* receive the (first) run's outputs */
     int rerun;            /* run twice: H7 determinism */
     rep_verdict *verdict; /* may be NULL: receives the full verdict */
@@ -104,16 +119,16 @@ int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
 
 /* Judges outputs that are not a plain kernel run (a merge of two runs, a decode slice, another
  * producer's output) against jc's oracle. 1 pass, 0 fail, -1 error (message in err). */
-int judge_outputs(const judge_case *jc, const float *o, const float *lse, const float *o_lp,
+int judge_outputs(const judge_case *jc, const float *o, const float *lse, const judge_lp *lp,
                   rep_verdict *v, fc_err *err);
 /* The same with what another producer may store: lse may be NULL (H5 not run), o_rerun a
  * second run (H7 compares it with o bitwise; NULL: H7 not run). */
 int judge_given(const judge_case *jc, const float *o, const float *lse, const float *o_rerun,
-                const float *o_lp, rep_verdict *v, fc_err *err);
+                const judge_lp *lp, rep_verdict *v, fc_err *err);
 /* judge_given for an LSE stored in lse_dtype (float16 / bfloat16: H5 adds that type's
  * resolution, rep_inputs.lse_dtype; FC_F32: judge_given). */
 int judge_given_lse(const judge_case *jc, const float *o, const float *lse, fc_dtype lse_dtype,
-                    const float *o_rerun, const float *o_lp, rep_verdict *v, fc_err *err);
+                    const float *o_rerun, const judge_lp *lp, rep_verdict *v, fc_err *err);
 
 /* The row columns a problem determines: shapes, mask terms and dtype (the caller sets the
  * case id, group, block sizes, builder, backend and producer). */

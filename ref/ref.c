@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cancel.h"
 #include "ref/ref_internal.h"
 
 /* NULL is fine for a tensor with no elements (callers may pass malloc(0)). */
@@ -169,9 +170,18 @@ static fc_status run_panels(ref_call *c, ref_head_fn head, int32_t first, int32_
         st = panel_mask(c, &pn, seen, err);
         if (st)
             break;
-        for (int32_t b = 0; b < p->seq.batch; b++)
-            for (int32_t h = 0; h < p->hq; h++)
-                head(c, &pn, b, h);
+        /* A caller's interrupt (base/cancel.h) is seen between heads: one head of one panel
+         * is the longest the reference runs without looking. */
+        for (int32_t b = 0; b < p->seq.batch && !st; b++)
+            for (int32_t h = 0; h < p->hq && !st; h++) {
+                if (fc_cancelled())
+                    st = fc_errf(err, FC_ECANCELED, "in the reference (%s)",
+                                 c->o64 ? "the float64 oracle" : "the baseline");
+                else
+                    head(c, &pn, b, h);
+            }
+        if (st)
+            break;
         fc_progress_step(c->progress, 1, first == 0); /* the first worker reports */
     }
     free(seen);
@@ -184,6 +194,7 @@ typedef struct ref_worker {
     ref_head_fn head;
     size_t elem;
     int32_t first, stride;
+    const int *cancel; /* the caller's cancel flag, polled from this worker's thread too */
     fc_status st;
     fc_err err;
 } ref_worker;
@@ -191,10 +202,12 @@ typedef struct ref_worker {
 static void *worker_main(void *arg)
 {
     ref_worker *w = arg;
+    const int *prev = fc_cancel_set(w->cancel);
     w->st = alloc_scratch(&w->call, w->elem, &w->err);
     if (!w->st)
         w->st = run_panels(&w->call, w->head, w->first, w->stride, &w->err);
     free_scratch(&w->call);
+    fc_cancel_set(prev);
     return NULL;
 }
 
@@ -214,7 +227,11 @@ static int32_t worker_count(const attn_problem *p, int blas_threads)
  * --jobs). While any call is active BLAS stays single-threaded, and every call sizes its own
  * workers by the count the caller had set when the first of them entered: the last to leave
  * restores it. (Each call saving and restoring the count itself let one call see another's
- * temporary 1, or run its sgemm after another had restored 4: different bits.) */
+ * temporary 1, or run its sgemm after another had restored 4: different bits.) The restore
+ * happens only while the count still reads the 1 set here: in an engine's process (the
+ * public API) another thread of the host may set its own count while a judge runs, and that
+ * setting is the host's to keep. OpenBLAS 0.3.21 (Debian 12) has no per-thread count to use
+ * instead; openblas_set_num_threads_local came with 0.3.26. */
 static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
 static int blas_active, blas_saved = 1;
 
@@ -234,7 +251,7 @@ static int blas_enter(void)
 static void blas_leave(void)
 {
     pthread_mutex_lock(&blas_mu);
-    if (--blas_active == 0 && blas_saved > 1)
+    if (--blas_active == 0 && blas_saved > 1 && openblas_get_num_threads() == 1)
         openblas_set_num_threads(blas_saved);
     pthread_mutex_unlock(&blas_mu);
 }
@@ -255,7 +272,8 @@ static fc_status run(ref_call *c, size_t elem, ref_head_fn head, fc_err *err)
     pthread_t tid[REF_MAX_THREADS];
     int started[REF_MAX_THREADS] = {0};
     for (int32_t i = 0; i < n; i++)
-        w[i] = (ref_worker){.call = *c, .head = head, .elem = elem, .first = i, .stride = n};
+        w[i] = (ref_worker){.call = *c, .head = head, .elem = elem, .first = i, .stride = n,
+                            .cancel = fc_cancel_get()};
     if (n == 1)
         worker_main(&w[0]);
     for (int32_t i = 0; n > 1 && i < n; i++) {
@@ -297,8 +315,9 @@ fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *
     return run(&c, sizeof(double), ref_head_f64, err);
 }
 
-fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
-                           const float *v, float *o, float *lse, fc_err *err)
+/* The two float16/bfloat16 baselines share everything but where the scores are rounded. */
+static fc_status attention_lp(const attn_problem *p, fc_dtype dt, int scores32, const float *q,
+                              const float *k, const float *v, float *o, float *lse, fc_err *err)
 {
     if (dt == FC_F32)
         return ref_attention_f32(p, q, k, v, o, lse, err);
@@ -307,6 +326,19 @@ fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, c
     fc_status st = check_call(p, q, k, v, o, err);
     if (st)
         return st;
-    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = dt, .o32 = o, .lse32 = lse};
+    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = dt, .scores32 = scores32, .o32 = o,
+                  .lse32 = lse};
     return run(&c, sizeof(float), ref_head_f32, err);
+}
+
+fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
+                           const float *v, float *o, float *lse, fc_err *err)
+{
+    return attention_lp(p, dt, 0, q, k, v, o, lse, err);
+}
+
+fc_status ref_attention_lp32s(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
+                              const float *v, float *o, float *lse, fc_err *err)
+{
+    return attention_lp(p, dt, 1, q, k, v, o, lse, err);
 }

@@ -21,15 +21,18 @@
  * Errors: a NULL problem, a problem that fails attn_problem_check (shapes, Hq % Hkv != 0,
  * non-finite scale, ...) or a NULL tensor with elements give FC_EINVAL and a message;
  * FC_ENOMEM when scratch cannot be had; FC_EFAIL if mask_token_range (used only to narrow
- * the key range) is caught disagreeing with the predicate. NaN in an input a row may see reaches that row's
- * output (and LSE, for q and k); NaN or inf in keys/values no row may see never does.
+ * the key range) is caught disagreeing with the predicate; FC_ECANCELED once the calling
+ * thread's cancel flag is set (base/cancel.h; polled between heads of a panel). NaN in an
+ * input a row may see reaches that row's output (and LSE, for q and k); NaN or inf in
+ * keys/values no row may see never does.
  * Threads: calls of at least 2^24 multiply-adds spread their panels over as many threads
  * as OpenBLAS is set to use (openblas_get_num_threads() when the first of the concurrently
  * running calls entered; OPENBLAS_NUM_THREADS=1 makes everything single-threaded). Each panel
  * runs wholly on one thread with BLAS set to one thread while any reference call runs and
- * restored when the last one leaves, so results are bitwise the same for every thread count
- * and any number of concurrent calls (tests/test_ref.c, ref_threads). BLAS called from other
- * code while a reference call runs is single-threaded too.
+ * restored when the last one leaves (unless someone else set a count meanwhile), so results
+ * are bitwise the same for every thread count and any number of concurrent calls
+ * (tests/test_ref.c, ref_threads). BLAS called from other code while a reference call runs
+ * is single-threaded too.
  */
 #ifndef FLEXCHECK_REF_H
 #define FLEXCHECK_REF_H
@@ -59,6 +62,16 @@ fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *
  * lse (may be NULL) is the fp32 LSE of the rounded scores. */
 fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
                            const float *v, float *o, float *lse, fc_err *err);
+
+/* The float32-score baseline of docs/tolerance.md for dt (float16 / bfloat16): the inputs as
+ * given, S = scale * Q.K^T accumulated and kept in fp32, P = softmax(S) in fp32 rounded to dt,
+ * O = P.V (fp32 accumulate) rounded to dt; lse the fp32 LSE of S. What a kernel that keeps its
+ * scores in float32 computes (FlexAttention's and FlashAttention's tiled kernels): the rows on
+ * which ref_attention_lp's rounded scores drown the result (scores far larger than the dtype
+ * resolves, e.g. around -1e5) are judged against it (reports/tol.h). For FC_F32 this is
+ * ref_attention_f32. */
+fc_status ref_attention_lp32s(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
+                              const float *v, float *o, float *lse, fc_err *err);
 
 /* Which keys one row may use, for ref_row_f64, key tk being an index into the kv head's key
  * axis: 0 it does not count, 1 it counts with its score, 2 it counts with the rule's

@@ -4,6 +4,8 @@
  *   fp32: S = scale * Q.K^T (sgemm), softmax in fp32, O = P.V (sgemm).
  *   lp:   K' = rnd(scale * K); S = rnd(Q.K'^T); P = rnd(softmax(S)); O = rnd(P.V),
  *         gemms accumulating in fp32, rnd = round to nearest even in dt (lowp.h).
+ *   lp with scores32 (ref_attention_lp32s): S = scale * Q.K^T as fp32; P = rnd(softmax(S));
+ *         O = rnd(P.V).
  * Score terms (docs/semantics.md section 7), where a naive implementation applies them: the
  * soft-cap in fp32 on the fp32 score (lp: on the rounded score), c * tanhf(s / c); the sink in
  * the fp32 softmax, as one more term of the max and the sum with no value.
@@ -50,9 +52,10 @@ static const float *visible_values(ref_call *c, const ref_panel *pn, const float
  * exactly 0 outside the row's span, a max-shifted softmax inside it. Returns 0 for a row
  * with no allowed key (*lse = the sink or -inf, the row is all zeros). A NaN score never wins
  * the max, but exp(NaN - max) puts NaN into the sum, so the row's probabilities and LSE are
- * NaN: NaN in a visible input is never dropped. softcap 0 is off; sink -inf is no sink. */
-static int softmax_row(float *s, int32_t n, ref_span sp, fc_dtype dt, float softcap,
-                       float sink, const ref_vec_ops *vec, float *lse)
+ * NaN: NaN in a visible input is never dropped. softcap 0 is off; sink -inf is no sink. S is
+ * rounded to s_dt and P to dt first (FC_F32: not rounded). */
+static int softmax_row(float *s, int32_t n, ref_span sp, fc_dtype s_dt, fc_dtype dt,
+                       float softcap, float sink, const ref_vec_ops *vec, float *lse)
 {
     /* keys outside the span get probability exactly 0, whatever their score (NaN included) */
     memset(s, 0, (size_t)sp.lo * sizeof *s);
@@ -63,9 +66,9 @@ static int softmax_row(float *s, int32_t n, ref_span sp, fc_dtype dt, float soft
     }
     float *x = s + sp.lo;
     int32_t m = sp.hi - sp.lo;
-    if (dt != FC_F32)
+    if (s_dt != FC_F32)
         for (int32_t j = 0; j < m; j++)
-            x[j] = fc_round(x[j], dt); /* lp: S is rounded before the softmax */
+            x[j] = fc_round(x[j], s_dt); /* lp: S is rounded before the softmax */
     if (softcap > 0) /* libm's tanhf: soft-capped cases are few and small, not the cost */
         for (int32_t j = 0; j < m; j++)
             x[j] = softcap * tanhf(x[j] / softcap);
@@ -117,7 +120,8 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
     const float *q = c->q + qr * (size_t)d, *k = c->k + kr * (size_t)d;
     const float *v = c->v + kr * (size_t)dv;
     float alpha = (float)p->scale, *s = c->s;
-    if (c->dt != FC_F32) {
+    fc_dtype s_dt = c->scores32 ? FC_F32 : c->dt; /* where the scores are rounded */
+    if (s_dt != FC_F32) {
         k = scaled_keys(c, k, n);
         alpha = 1.0f;
     }
@@ -127,7 +131,7 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
     uint8_t nonempty[REF_PANEL_ROWS];
     for (int32_t i = 0; i < rows; i++) {
         float row_lse;
-        nonempty[i] = (uint8_t)softmax_row(s + (size_t)i * n, n, pn->span[i], c->dt,
+        nonempty[i] = (uint8_t)softmax_row(s + (size_t)i * n, n, pn->span[i], s_dt, c->dt,
                                            (float)p->terms.softcap,
                                            (float)terms_sink(&p->terms, h), vec, &row_lse);
         if (lse)

@@ -45,6 +45,8 @@ typedef struct ref_call {
     seq_view view;
     const float *q, *k, *v;
     fc_dtype dt; /* rounding points of the float pipeline; FC_F32 means none */
+    int scores32; /* dt != FC_F32: scores kept in fp32 (K neither pre-scaled nor rounded, S not
+                   * rounded), only P and O rounded to dt: ref_attention_lp32s */
     float *o32, *lse32;
     double *o64, *lse64;
     void *s;    /* scores, then probabilities: [REF_PANEL_ROWS x Lk] float or double */

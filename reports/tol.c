@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/lowp.h"
@@ -148,25 +149,9 @@ static void pass_unless_failed(rep_verdict *v, rep_gate g)
         v->gate[g] = REP_PASS;
 }
 
-/* Where the baseline overflowed although O_gold is finite: the first such element. */
-typedef struct overflow {
-    int found;
-    size_t r, j;
-    double lp, g;
-} overflow;
-
-/* Element i is one where the baseline overflowed (finite O_gold, non-finite O_lp): the scores
- * there are more than the dtype (or float32) holds, so no value there is the kernel's fault. */
-static int lp_overflowed(const rep_inputs *in, size_t i)
-{
-    return isfinite(in->o_gold[i]) && !isfinite(in->o_lp[i]);
-}
-
 /* Arguments and references. A verdict resting on a broken oracle would blame the kernel for the
- * reference's fault, so that is an input error. A baseline that overflowed where O_gold is
- * finite (scores float32 cannot hold, or a dtype that cannot) leaves H1 without a scale: the
- * case is outside the contract (*ov), which is no kernel's failure either. */
-static fc_status check_inputs(const rep_inputs *in, size_t n, overflow *ov, fc_err *err)
+ * reference's fault, so that is an input error. */
+static fc_status check_inputs(const rep_inputs *in, size_t n, fc_err *err)
 {
     if (n && (!in->o || !in->o_gold || !in->o_lp))
         return fc_errf(err, FC_EINVAL, "evaluate: o, o_gold and o_lp are required");
@@ -176,6 +161,9 @@ static fc_status check_inputs(const rep_inputs *in, size_t n, overflow *ov, fc_e
         return fc_errf(err, FC_EINVAL, "evaluate: lse_buf or lse_rerun given without lse");
     if (in->lse_rerun && !in->o_rerun)
         return fc_errf(err, FC_EINVAL, "evaluate: lse_rerun given without o_rerun");
+    if (!in->o_lp32s != !in->lse_lp32s || (in->o_lp32s && !in->lse_lp))
+        return fc_errf(err, FC_EINVAL, "evaluate: the float32-score baseline needs o_lp32s, "
+                                       "lse_lp32s and lse_lp together");
     if (!in->o_buf != !in->lse_buf)
         return fc_errf(err, FC_EINVAL, "evaluate: H6 needs both o_buf and lse_buf, or neither");
     if (in->o_buf && (in->o_buf->data != (const void *)in->o ||
@@ -201,11 +189,151 @@ static fc_status check_inputs(const rep_inputs *in, size_t n, overflow *ov, fc_e
                 return fc_errf(err, FC_EINVAL,
                                "evaluate: row %s is empty (LSE_gold -inf) but O_gold there is %g",
                                at(in, r, (long)j).s, g);
-            if (isfinite(g) && !isfinite(in->o_lp[i]) && !ov->found)
-                *ov = (overflow){1, r, j, (double)in->o_lp[i], g};
         }
     }
     return FC_OK;
+}
+
+/* ---- the baseline of each row (docs/tolerance.md "When the baseline drowns") -------------- */
+
+enum { LP_DTYPE = 0, LP_F32S = 1, LP_NONE = 2 }; /* what judges a row: o_lp, o_lp32s, neither */
+
+/* Which baseline judges each row, and what the verdict says about it. */
+typedef struct lp_rows {
+    uint8_t *pick;   /* [rows]: LP_* */
+    double scale;    /* max|O_gold| over the finite values of non-empty rows */
+    /* the first row the dtype's baseline drowns, and the first no baseline holds */
+    int drowned, unheld;
+    size_t dr, ur;
+    long dj, uj;     /* the worst column there (-1: the LSE) */
+    double derr, uerr, ulp, ug; /* the baseline's error there (inf: not finite), its value and
+                                 * O_gold's at the unheld one */
+} lp_rows;
+
+/* Whether baseline (ob, lb; lb may be NULL) holds non-empty row r: every value finite where
+ * O_gold is, each within REP_DROWN * scale of O_gold, and its LSE within log(1 + REP_DROWN) of
+ * LSE_gold. Otherwise *wj and *werr name the worst value (column, -1 for the LSE; error in units
+ * of its limit, +inf where the baseline is not finite). */
+static int lp_holds(const rep_inputs *in, const float *ob, const float *lb, size_t r,
+                    double scale, long *wj, double *werr)
+{
+    double worst = 0, lim = REP_DROWN * scale, lim_l = log1p(REP_DROWN);
+    long j_worst = 0;
+    for (size_t j = 0; j < in->dv; j++) {
+        size_t i = r * in->dv + j;
+        double g = in->o_gold[i];
+        if (!isfinite(g))
+            continue; /* an infinite truth is H3's to match */
+        /* an exact baseline holds even at scale 0 (every O_gold 0); a non-finite one never */
+        double d = fabs((double)ob[i] - g), e = !isfinite(ob[i]) ? INFINITY : d == 0 ? 0 : d / lim;
+        if (e > worst) {
+            worst = e;
+            j_worst = (long)j;
+        }
+    }
+    if (lb && isfinite(in->lse_gold[r])) {
+        double e = isfinite(lb[r]) ? fabs((double)lb[r] - in->lse_gold[r]) / lim_l : INFINITY;
+        if (e > worst) {
+            worst = e;
+            j_worst = -1;
+        }
+    }
+    *wj = j_worst;
+    *werr = worst;
+    return worst <= 1;
+}
+
+static double lp_max_gold(const rep_inputs *in)
+{
+    double m = 0;
+    for (size_t r = 0; r < in->rows; r++)
+        for (size_t j = 0; !row_empty(in, r) && j < in->dv; j++)
+            if (isfinite(in->o_gold[r * in->dv + j]))
+                raise_max(&m, fabs(in->o_gold[r * in->dv + j]));
+    return m;
+}
+
+size_t rep_lp_drowned_rows(const rep_inputs *in)
+{
+    if (!in || !in->o_lp || !in->o_gold || !in->lse_gold)
+        return 0;
+    double scale = lp_max_gold(in), e;
+    long j;
+    size_t n = 0;
+    for (size_t r = 0; r < in->rows; r++)
+        n += !row_empty(in, r) && !lp_holds(in, in->o_lp, in->lse_lp, r, scale, &j, &e);
+    return n;
+}
+
+/* Picks each row's baseline: the dtype's where it holds the row, else the float32-score one
+ * where given and holding, else none (the case is then outside the contract). Also the
+ * baselines' largest LSE error over the rows they hold (v->e_lse_lp_max, H5's scale) and the
+ * note on the rows judged against the float32-score baseline. */
+static fc_status lp_select(const rep_inputs *in, rep_verdict *v, lp_rows *s, fc_err *err)
+{
+    memset(s, 0, sizeof *s);
+    s->pick = calloc(in->rows + 1, 1);
+    if (!s->pick)
+        return fc_errf(err, FC_ENOMEM, "evaluate: out of memory");
+    s->scale = lp_max_gold(in);
+    for (size_t r = 0; r < in->rows; r++) {
+        if (row_empty(in, r))
+            continue; /* H4's: no baseline judges it */
+        long j;
+        double e;
+        const float *lb = in->lse_lp;
+        if (lp_holds(in, in->o_lp, in->lse_lp, r, s->scale, &j, &e))
+            s->pick[r] = LP_DTYPE;
+        else {
+            if (!s->drowned)
+                s->drowned = 1, s->dr = r, s->dj = j, s->derr = e;
+            long j2;
+            double e2;
+            if (in->o_lp32s && lp_holds(in, in->o_lp32s, in->lse_lp32s, r, s->scale, &j2, &e2)) {
+                s->pick[r] = LP_F32S;
+                lb = in->lse_lp32s;
+                v->lp32s_rows++;
+            } else {
+                s->pick[r] = LP_NONE;
+                if (!s->unheld) {
+                    size_t i = r * in->dv + (size_t)(j < 0 ? 0 : j);
+                    s->unheld = 1, s->ur = r, s->uj = j, s->uerr = e;
+                    s->ulp = j < 0 ? (double)in->lse_lp[r] : (double)in->o_lp[i];
+                    s->ug = j < 0 ? in->lse_gold[r] : in->o_gold[i];
+                }
+                continue;
+            }
+        }
+        if (lb && isfinite(lb[r]) && isfinite(in->lse_gold[r]))
+            raise_max(&v->e_lse_lp_max, fabs((double)lb[r] - in->lse_gold[r]));
+    }
+    char how[96];
+    if (isinf(s->derr))
+        fc_fmt(how, sizeof how, "not finite");
+    else
+        fc_fmt(how, sizeof how, "off by %.3g times 1/8 of max|O_gold| %.3g (or of log(9/8) in "
+               "LSE)", s->derr, s->scale);
+    if (v->lp32s_rows)
+        fc_fmt(v->lp_note, sizeof v->lp_note,
+               "the %s baseline drowns on %zu row%s (at %s: %s); judged there against the "
+               "float32-score baseline", fc_dtype_name(in->dtype), v->lp32s_rows,
+               v->lp32s_rows == 1 ? "" : "s", at(in, s->dr, s->dj).s, how);
+    return FC_OK;
+}
+
+/* The row's baseline values (NULL for a row no baseline holds). */
+static const float *lp_row(const rep_inputs *in, const lp_rows *s, size_t r)
+{
+    return s->pick[r] == LP_NONE ? NULL
+                                 : (s->pick[r] == LP_F32S ? in->o_lp32s : in->o_lp) + r * in->dv;
+}
+
+/* Element i is one no baseline judges and the dtype's overflowed (finite O_gold, non-finite
+ * O_lp): the scores there are more than the dtype (and float32) holds, so no value there is
+ * the kernel's fault, NaN included. */
+static int lp_overflowed(const rep_inputs *in, const lp_rows *s, size_t i)
+{
+    return s->pick[i / in->dv] == LP_NONE && isfinite(in->o_gold[i]) && !isfinite(in->o_lp[i]);
 }
 
 /* Either kind of evidence may be given, or both (a host buffer and a device check). */
@@ -225,12 +353,12 @@ static void gate_h6(const rep_inputs *in, rep_verdict *v)
     pass_unless_failed(v, REP_H6);
 }
 
-static void gate_h3(const rep_inputs *in, rep_verdict *v)
+static void gate_h3(const rep_inputs *in, const lp_rows *s, rep_verdict *v)
 {
     for (size_t i = 0; i < in->rows * in->dv; i++) {
         double o = in->o[i], g = in->o_gold[i];
         size_t r = i / in->dv, j = i % in->dv;
-        if (lp_overflowed(in, i))
+        if (lp_overflowed(in, s, i))
             continue; /* outside the contract there: anything goes, NaN included */
         if (isnan(o)) {
             v->nan_count++;
@@ -263,12 +391,15 @@ static void gate_h3(const rep_inputs *in, rep_verdict *v)
     pass_unless_failed(v, REP_H3);
 }
 
-/* H5's bound for LSE_gold g and a tested LSE l: atol + rtol |g|, plus, for an LSE stored in
- * float16 or bfloat16, half an ulp of the stored value (the resolution the producer's type
- * gives it: a correct LSE rounded to it is that far off; docs/tolerance.md). */
-static double lse_bound(const rep_inputs *in, const rep_tol *t, double g, double l)
+/* H5's bound for LSE_gold g and a tested LSE l: atol + rtol |g|, plus c times the baseline's
+ * own largest LSE error (what a correct same-precision engine may differ by: its rounded
+ * scores move the LSE as much; docs/tolerance.md), plus, for an LSE stored in float16 or
+ * bfloat16, half an ulp of the stored value (the resolution the producer's type gives it: a
+ * correct LSE rounded to it is that far off). */
+static double lse_bound(const rep_inputs *in, const rep_tol *t, const rep_verdict *v, double g,
+                        double l)
 {
-    double lim = t->lse_atol + t->lse_rtol * fabs(g);
+    double lim = t->lse_atol + t->lse_rtol * fabs(g) + t->c * v->e_lse_lp_max;
     if (in->lse_dtype != FC_F32 && isfinite(l))
         lim += 0.5 * fc_ulp(l, in->lse_dtype);
     return lim;
@@ -290,7 +421,7 @@ static void gate_h4(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
          * computes like any other LSE (m + log(l), in base 2 and back): held to H5's bound,
          * not to equality (docs/tolerance.md). */
         double want = empty_lse(in, r), l = in->lse ? (double)in->lse[r] : want;
-        if (want == -INFINITY ? !(l == want) : !(fabs(l - want) <= lse_bound(in, t, want, l)))
+        if (want == -INFINITY ? !(l == want) : !(fabs(l - want) <= lse_bound(in, t, v, want, l)))
             fail(v, REP_H4, "empty row: LSE is %.9g at %s, not %s%.9g%s", l, at(in, r, -1).s,
                  want == -INFINITY ? "" : "the sink ", want,
                  want == -INFINITY ? "" : " within H5's bound");
@@ -301,20 +432,21 @@ static void gate_h4(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
 /* Metrics of docs/tolerance.md. Oracle-side quantities (max|O_gold|, e_lp_*, rmse_lp, the
  * floor) cover every finite O_gold of a non-empty row; tested-side ones (max/mean/RMSE/NMSE)
  * the pairs where O is finite too. Non-finite values are H3's. */
-static void measure(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
+static void measure(const rep_inputs *in, const lp_rows *s, const rep_tol *t, rep_verdict *v)
 {
     double sum_err = 0, sum_sq = 0, sum_gold_sq = 0, sum_lp = 0, sum_lp_sq = 0, fl = 0;
     double sum_ref_sq = 0; /* sum O_gold^2 over the baseline's elements, for NMSE_lp */
     size_t n_ref = 0;
     for (size_t r = 0; r < in->rows; r++) {
-        if (row_empty(in, r))
-            continue;
+        const float *lp = lp_row(in, s, r);
+        if (row_empty(in, r) || !lp)
+            continue; /* measure() runs only when a baseline holds every non-empty row */
         for (size_t j = 0; j < in->dv; j++) {
             size_t i = r * in->dv + j;
             double g = in->o_gold[i];
             if (!isfinite(g))
                 continue;
-            double elp = fabs((double)in->o_lp[i] - g);
+            double elp = fabs((double)lp[j] - g);
             n_ref++;
             raise_max(&v->max_abs_gold, fabs(g));
             raise_max(&v->e_lp_max, elp);
@@ -417,7 +549,7 @@ static void gate_h5(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
          * metric, like every metric, covers the finite pairs only. */
         if (row_empty(in, r)) /* H4's; every other row is judged, whatever the baseline did */
             continue;
-        double d = fabs(l - g), lim = lse_bound(in, t, g, l);
+        double d = fabs(l - g), lim = lse_bound(in, t, v, g, l);
         if (isfinite(l))
             raise_max(&v->lse_err, d);
         if (raise_max(&v->lse_ratio, d / lim))
@@ -426,14 +558,15 @@ static void gate_h5(const rep_inputs *in, const rep_tol *t, rep_verdict *v)
     if (!(v->lse_ratio <= 1)) { /* NaN fails too */
         double g = in->lse_gold[worst], l = in->lse[worst], d = fabs(l - g);
         if (in->lse_dtype != FC_F32)
-            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at %s > %g + %g * |%.6g| + half a %s ulp %.3g "
-                 "(the LSE is stored as %s; the worst row)", d, at(in, worst, -1).s, t->lse_atol,
-                 t->lse_rtol, g, fc_dtype_name(in->lse_dtype),
-                 isfinite(l) ? 0.5 * fc_ulp(l, in->lse_dtype) : 0.0,
+            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at %s > %g + %g * |%.6g| + %g * e_lse_lp %.3g "
+                 "+ half a %s ulp %.3g (the LSE is stored as %s; the worst row)", d,
+                 at(in, worst, -1).s, t->lse_atol, t->lse_rtol, g, t->c, v->e_lse_lp_max,
+                 fc_dtype_name(in->lse_dtype), isfinite(l) ? 0.5 * fc_ulp(l, in->lse_dtype) : 0.0,
                  fc_dtype_name(in->lse_dtype));
         else
-            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at %s > %g + %g * |%.6g| (the worst row)", d,
-                 at(in, worst, -1).s, t->lse_atol, t->lse_rtol, g);
+            fail(v, REP_H5, "|LSE - LSE_gold| %.3e at %s > %g + %g * |%.6g| + %g * e_lse_lp %.3g "
+                 "(the worst row)", d, at(in, worst, -1).s, t->lse_atol, t->lse_rtol, g, t->c,
+                 v->e_lse_lp_max);
     }
     pass_unless_failed(v, REP_H5);
 }
@@ -487,8 +620,7 @@ fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
     if (fc_mul_size(in->rows, in->dv, &n) || n > SIZE_MAX / sizeof(double))
         return fc_errf(err, FC_EINVAL, "evaluate: %zu rows x %zu cols overflows", in->rows,
                        in->dv);
-    overflow ov = {0};
-    st = check_inputs(in, n, &ov, err);
+    st = check_inputs(in, n, err);
     if (st != FC_OK)
         return st;
 
@@ -496,21 +628,34 @@ fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
     v->lse_dtype = in->lse_dtype;
     v->rows = in->rows;
     v->dv = in->dv;
-    /* docs/tolerance.md "Outside the contract": the baseline overflowed, so H1 and H2 (and the
-     * soft signals) have no scale and are not run; the gates that need no baseline still are
-     * (H3 on O over the elements the baseline held, on the LSE and H5 over every row), and a
-     * failure there fails the case. */
-    v->unscaled = ov.found;
-    if (ov.found)
+    v->c = t.c; /* H5's multiple of e_lse_lp_max too, whether or not H1 runs */
+    lp_rows s;
+    st = lp_select(in, v, &s, err);
+    if (st != FC_OK)
+        return st;
+    /* docs/tolerance.md "Outside the contract": no baseline holds some row (it overflowed, or
+     * its error is of the order of the output), so H1 and H2 (and the soft signals) have no
+     * scale and are not run; the gates that need no baseline still are (H3 on O over the
+     * elements the baseline held, on the LSE and H5 over every row), and a failure there fails
+     * the case. */
+    v->unscaled = s.unheld;
+    if (s.unheld && isinf(s.uerr))
         fc_fmt(v->outside_why, sizeof v->outside_why,
-               "outside-contract: the %s baseline is %g at %s where O_gold is %g: the scores "
-               "overflow it, so H1 and H2 have no scale", fc_dtype_name(in->dtype), ov.lp,
-               at(in, ov.r, (long)ov.j).s, ov.g);
+               "outside-contract: the %s baseline is %g at %s where %s is %g (the scores "
+               "overflow it)%s: H1 and H2 have no scale", fc_dtype_name(in->dtype), s.ulp,
+               at(in, s.ur, s.uj).s, s.uj < 0 ? "LSE_gold" : "O_gold", s.ug,
+               in->o_lp32s ? " and the float32-score one drowns there" : "");
+    else if (s.unheld)
+        fc_fmt(v->outside_why, sizeof v->outside_why,
+               "outside-contract: the %s baseline's error at %s is %.3g times 1/8 of max|O_gold| "
+               "%.3g (or of log(9/8) in LSE)%s: H1 and H2 would not tell a right output from a "
+               "wrong one", fc_dtype_name(in->dtype), at(in, s.ur, s.uj).s, s.uerr, s.scale,
+               in->o_lp32s ? ", and the float32-score baseline's too" : "");
     gate_h6(in, v);
-    gate_h3(in, v);
+    gate_h3(in, &s, v);
     gate_h4(in, &t, v);
     if (!v->unscaled) {
-        measure(in, &t, v);
+        measure(in, &s, &t, v);
         gate_h1(in, &t, v);
         if (!in->designed)
             gate_h2(&t, v);
@@ -530,6 +675,7 @@ fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err)
         v->pass = 0;
         v->outside = 1;
     }
+    free(s.pick);
     return FC_OK;
 }
 

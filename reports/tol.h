@@ -120,7 +120,16 @@ typedef struct rep_inputs {
     const float *o, *lse;              /* the tested output (required) and LSE (may be NULL) */
     const double *o_gold, *lse_gold;   /* float64 oracle; LSE_gold == -inf marks an empty row
                                         * (with sinks: LSE_gold == the sink and O_gold 0) */
-    const float *o_lp;                 /* naive same-precision baseline */
+    const float *o_lp;                 /* naive same-precision baseline (ref_attention_lp) */
+    const float *lse_lp;               /* optional: its LSE. With it H5 adds c times the
+                                        * baseline's own largest LSE error to its bound, and a
+                                        * row whose baseline LSE is off by more than
+                                        * log(1 + REP_DROWN) is drowned */
+    const float *o_lp32s, *lse_lp32s;  /* optional (float16/bfloat16, both or neither, lse_lp
+                                        * with them): the float32-score baseline
+                                        * (ref_attention_lp32s), which judges the rows o_lp
+                                        * drowns; without it such rows leave the case outside
+                                        * the contract */
     const fc_guarded *o_buf, *lse_buf; /* H6, optional: the buffers o and lse live in */
     rep_sentinels sentinels;           /* H6, optional: the launcher's own guard check */
     const float *o_rerun, *lse_rerun;  /* H7, optional: a second run (lse_rerun needs both) */
@@ -168,6 +177,12 @@ typedef struct rep_verdict {
     /* H2 */
     double nmse_tol;      /* max(u^2, c^2 * nmse_lp) */
 
+    /* the baseline of each row (docs/tolerance.md "When the baseline drowns") */
+    size_t lp32s_rows;    /* rows o_lp drowns, judged against the float32-score baseline */
+    char lp_note[REP_WHY_LEN]; /* "" or what drowned where: every report of the verdict says it */
+    double e_lse_lp_max;  /* the baselines' largest LSE error over the rows they judge: H5 adds c
+                           * times it */
+
     /* H5 over non-empty rows with a finite tested LSE */
     fc_dtype lse_dtype;   /* the LSE's stored type (rep_inputs.lse_dtype) */
     double lse_err;       /* max|LSE - LSE_gold| */
@@ -187,6 +202,18 @@ typedef struct rep_verdict {
     int first_fail;       /* a rep_gate, or -1 */
     char why[REP_NGATES][REP_WHY_LEN]; /* one line per failed gate, "" otherwise */
 } rep_verdict;
+
+/* When the same-precision baseline drowns a row (docs/tolerance.md): its error there is more
+ * than REP_DROWN times max|O_gold| (or its LSE more than log(1 + REP_DROWN) off), or not finite
+ * where O_gold is. Its weights are then off by more than an eighth, and c times its error would
+ * let a wrong output pass. Over the quick matrix every case's baseline stays within 0.017 of
+ * max|O_gold| and 0.016 in LSE except on scores around -1e5 (bfloat16: 0.95; float16: not
+ * finite), so the line sits 7x above the largest healthy error. */
+#define REP_DROWN 0.125
+
+/* How many non-empty rows in->o_lp (with in->lse_lp when given) drowns: judge/ computes the
+ * float32-score baseline only when this is not 0. 0 for inputs missing the arrays it needs. */
+size_t rep_lp_drowned_rows(const rep_inputs *in);
 
 /* Judges one case. FC_OK means a verdict was reached (which may be a failure, see v->pass, or
  * outside the contract, see v->outside);

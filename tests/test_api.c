@@ -175,6 +175,69 @@ Test(api, passes_a_right_output_and_names_a_window_one_too_wide)
     }
 }
 
+/* A soft-capped problem (docs/semantics.md section 7: the scaled score s becomes c tanh(s / c)
+ * before the mask and the softmax): the output computed with the cap passes, and the uncapped
+ * output of the same inputs fails, its diagnosis naming the cap as missing; judged without the
+ * cap, the verdicts swap. So the cap given to flexcheck_problem_set_softcap is the one judged
+ * (a cap dropped on the way passed the uncapped output). The capped output is brute force here,
+ * as attend's, on the causal dense problem (row i at position i + Lk - Lq >= 8: never empty). */
+Test(api, judges_a_soft_capped_problem_with_its_cap)
+{
+    const double cap = 0.5; /* most scores here lie within [-1, 1]: the cap bends them all */
+    brute *t = calloc(1, sizeof *t), *c = calloc(1, sizeof *c);
+    cr_assert(t && c);
+    inputs(t, 13);
+    t->causal = 1;
+    attend(t, 0);
+    *c = *t;
+    for (int h = 0; h < HQ; h++)
+        for (int i = 0; i < LQ; i++) {
+            const float *qr = t->q + ((size_t)h * LQ + i) * D;
+            int n = i + LK - LQ + 1; /* keys 0 .. position */
+            double sc[LK], m = -INFINITY, l = 0, acc[D] = {0};
+            for (int j = 0; j < n; j++) {
+                const float *kr = t->k + ((size_t)(h / (HQ / HKV)) * LK + j) * D;
+                double dot = 0;
+                for (int d = 0; d < D; d++)
+                    dot += (double)qr[d] * kr[d];
+                sc[j] = cap * tanh(dot / sqrt((double)D) / cap);
+                m = fmax(m, sc[j]);
+            }
+            for (int j = 0; j < n; j++) {
+                double p = exp(sc[j] - m);
+                const float *vr = t->v + ((size_t)(h / (HQ / HKV)) * LK + j) * D;
+                l += p;
+                for (int d = 0; d < D; d++)
+                    acc[d] += p * vr[d];
+            }
+            for (int d = 0; d < D; d++)
+                c->o[((size_t)h * LQ + i) * D + d] = fc_round((float)(acc[d] / l), FC_F16);
+            c->lse[(size_t)h * LQ + i] = (float)(m + log(l));
+        }
+    flexcheck_problem *p = problem_of(t, 0);
+    for (int with_cap = 1; with_cap >= 0; with_cap--) {
+        cr_assert_eq(flexcheck_problem_set_softcap(p, with_cap ? cap : 0), FLEXCHECK_OK, "%s",
+                     flexcheck_problem_errmsg(p));
+        const brute *outs[2] = {c, t}; /* computed with the cap, without it */
+        for (int k = 0; k < 2; k++) {
+            flexcheck_verdict *v = NULL;
+            cr_assert_eq(judge(p, outs[k], &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+            int right = (k == 0) == with_cap;
+            cr_expect_eq(flexcheck_verdict_outcome(v), right ? FLEXCHECK_PASS : FLEXCHECK_FAIL,
+                         "cap %s, output %s: %s", with_cap ? "set" : "off",
+                         k ? "uncapped" : "capped", flexcheck_verdict_text(v));
+            if (with_cap && k == 1)
+                cr_expect(strstr(flexcheck_verdict_diagnosis(v), "explained by soft-cap missing "
+                                                                 "(cap 0.5 not applied"),
+                          "%s", flexcheck_verdict_text(v));
+            flexcheck_verdict_free(v);
+        }
+    }
+    flexcheck_problem_free(p);
+    free(t);
+    free(c);
+}
+
 /* Every bad argument: a status, a message naming it, no verdict, and nothing read past the
  * counts given (the ASan run of this suite holds the library to that). */
 typedef enum {
@@ -368,4 +431,254 @@ Test(api, an_lse_kept_in_bfloat16_is_judged_at_its_resolution)
     flexcheck_verdict_free(v);
     flexcheck_problem_free(p);
     free(t);
+}
+
+/* ==== Issue 35: the in-process API against a hostile caller ====
+ * The header's promises held to the letter: a NULL handle still clears the verdict, set_shape
+ * refuses what the library cannot run, the worst element is a NaN when there is one, a
+ * budget refuses before anything is allocated, an interrupt stops a judge, and the host's
+ * OpenBLAS thread count is never overwritten. */
+#include <cblas.h> /* openblas_{get,set}_num_threads: the process-wide count the judge touches */
+#include <time.h>
+
+Test(api35, a_null_problem_still_sets_the_verdict_to_null)
+{
+    float x[1] = {0};
+    flexcheck_verdict *vd = (flexcheck_verdict *)x; /* a caller's stale pointer */
+    cr_expect_eq(flexcheck_judge(NULL, x, 1, x, 1, x, 1, x, 1, NULL, 0, &vd), FLEXCHECK_EINVAL);
+    cr_expect_null(vd, "the header promises *verdict NULL for every status but OK");
+}
+
+/* Each limit refused with the figure and the limit, and the shape set before left as it was:
+ * the problem still judges. */
+Test(api35, set_shape_refuses_what_the_library_cannot_run_naming_the_limit)
+{
+    static const struct {
+        int32_t b, hq, hkv, lq, lk, d, dv;
+        const char *says;
+    } cases[] = {
+        {1, HQ, HKV, LQ, LK, 2000, D, "set_shape: D = 2000, must be at most 1024"},
+        {1, HQ, HKV, LQ, LK, D, 1025, "set_shape: Dv = 1025, must be at most 1024"},
+        {1, 8192, 8192, LQ, LK, D, D, "set_shape: Hq = 8192, must be at most 4096"},
+        {1, HQ, HKV, (1 << 28) + 1, LK, D, D, "set_shape: Lq = 268435457, must be at most "
+                                              "268435456"},
+        {1, HQ, HKV, LQ, INT32_MAX, D, D, "set_shape: Lk = 2147483647, must be at most"},
+    };
+    brute *t = calloc(1, sizeof *t);
+    inputs(t, 21);
+    attend(t, 0);
+    flexcheck_problem *p = problem_of(t, 0);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cr_expect_eq(flexcheck_problem_set_shape(p, cases[c].b, cases[c].hq, cases[c].hkv,
+                                                 cases[c].lq, cases[c].lk, cases[c].d,
+                                                 cases[c].dv),
+                     FLEXCHECK_EINVAL, "case %zu accepted", c);
+        cr_expect(strstr(flexcheck_problem_errmsg(p), cases[c].says), "case %zu: '%s'", c,
+                  flexcheck_problem_errmsg(p));
+    }
+    flexcheck_verdict *v = NULL;
+    cr_assert_eq(judge(p, t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_PASS, "%s", flexcheck_verdict_text(v));
+    flexcheck_verdict_free(v);
+    flexcheck_problem_free(p);
+    free(t);
+}
+
+/* A NaN is the worst element even beside a finite error of 100; without a NaN, an infinity. */
+Test(api35, the_worst_element_is_the_nan_then_the_infinity)
+{
+    brute *t = calloc(1, sizeof *t);
+    inputs(t, 22);
+    attend(t, 0);
+    flexcheck_problem *p = problem_of(t, 0);
+    size_t big = ((size_t)1 * LQ + 3) * D + 5, odd = ((size_t)2 * LQ + 30) * D + 7;
+    t->o[big] += 100.0f;
+    static const float planted[2] = {NAN, INFINITY};
+    for (int i = 0; i < 2; i++) {
+        float keep = t->o[odd];
+        t->o[odd] = planted[i];
+        flexcheck_verdict *v = NULL;
+        cr_assert_eq(judge(p, t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+        int32_t w[4] = {-1, -1, -1, -1};
+        double err = flexcheck_verdict_worst(v, w);
+        cr_expect(w[0] == 0 && w[1] == 2 && w[2] == 30 && w[3] == 7,
+                  "%s planted at (0, 2, 30, 7), worst %g at (%d, %d, %d, %d)",
+                  i ? "inf" : "NaN", err, w[0], w[1], w[2], w[3]);
+        cr_expect(i ? err == INFINITY : isnan(err), "error %g", err);
+        flexcheck_verdict_free(v);
+        t->o[odd] = keep;
+    }
+    flexcheck_problem_free(p);
+    free(t);
+}
+
+/* The CLI's budget and its defaults: the refusal names the estimate, the budget and the
+ * parameter that raises it, before any array is read (none is given here). */
+Test(api35, a_problem_over_its_budget_is_refused_naming_estimate_budget_and_parameter)
+{
+    flexcheck_problem *p = flexcheck_problem_new();
+    cr_assert_eq(flexcheck_problem_set_shape(p, 1, 8, 8, 1 << 18, 1 << 18, 64, 64), FLEXCHECK_OK);
+    const char *work = "B 1, Hq 8, Lq 262144, Lk 262144, D 64, Dv 64 need about 7.04e+13 "
+                       "multiply-adds, over the work budget max_work = 1.1e+12 (1099511627776): "
+                       "raise max_work to judge it";
+    cr_expect_eq(flexcheck_problem_check(p), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), work), "'%s'", flexcheck_problem_errmsg(p));
+    flexcheck_verdict *v = (flexcheck_verdict *)p;
+    cr_expect_eq(flexcheck_judge(p, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, &v),
+                 FLEXCHECK_EINVAL);
+    cr_expect_null(v);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), work), "'%s'", flexcheck_problem_errmsg(p));
+
+    cr_assert_eq(flexcheck_problem_set_budget(p, (uint64_t)1 << 40, (uint64_t)1 << 50),
+                 FLEXCHECK_OK);
+    cr_expect_eq(flexcheck_problem_check(p), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    cr_assert_eq(flexcheck_problem_set_budget(p, 1 << 20, (uint64_t)1 << 50), FLEXCHECK_OK);
+    cr_expect_eq(flexcheck_problem_check(p), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "GiB (inputs, oracle, buffers, reference "
+                     "scratch), over the memory budget max_memory = 0.000977 GiB (1048576 "
+                     "bytes): raise max_memory to judge it"), "'%s'", flexcheck_problem_errmsg(p));
+    cr_assert_eq(flexcheck_problem_set_budget(p, 0, 0), FLEXCHECK_OK); /* the defaults again */
+    cr_expect_eq(flexcheck_problem_check(p), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), work), "'%s'", flexcheck_problem_errmsg(p));
+    flexcheck_problem_free(p);
+}
+
+/* An interrupt requested before the judge stops it at its first check: no verdict, a message
+ * naming the call; the handle then judges as before (the request is gone). */
+Test(api35, an_interrupt_stops_the_judge_and_the_handle_judges_again)
+{
+    brute *t = calloc(1, sizeof *t);
+    inputs(t, 23);
+    attend(t, 0);
+    flexcheck_problem *p = problem_of(t, 0);
+    cr_assert_eq(flexcheck_problem_interrupt(p), FLEXCHECK_OK);
+    flexcheck_verdict *v = (flexcheck_verdict *)t;
+    cr_expect_eq(judge(p, t, &v), FLEXCHECK_EINTR);
+    cr_expect_null(v);
+    /* seen at the first check, between two heads of the float64 oracle's first panel */
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "judge: interrupted "
+                     "(flexcheck_problem_interrupt) in the reference (the float64 oracle): no "
+                     "verdict"), "'%s'", flexcheck_problem_errmsg(p));
+    cr_assert_eq(judge(p, t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_PASS, "%s", flexcheck_verdict_text(v));
+    flexcheck_verdict_free(v);
+    cr_expect_eq(flexcheck_problem_interrupt(NULL), FLEXCHECK_EINVAL);
+    flexcheck_problem_free(p);
+    free(t);
+}
+
+/* A judge that runs for seconds: B 1, Hq 8, Hkv 2, L 2048, D 64, float32, v = 0 (so the
+ * output 0 is right and no diagnosis runs: the time is the oracle's and the baseline's). */
+enum { LONG_HQ = 8, LONG_HKV = 2, LONG_L = 2048, LONG_D = 64 };
+typedef struct long_judge {
+    flexcheck_problem *p;
+    float *q, *k, *v, *o;
+    flexcheck_status st;
+    flexcheck_verdict *vd;
+    int done; /* atomics */
+} long_judge;
+
+static void long_judge_init(long_judge *j)
+{
+    size_t nq = (size_t)LONG_HQ * LONG_L * LONG_D, nk = (size_t)LONG_HKV * LONG_L * LONG_D;
+    *j = (long_judge){.p = flexcheck_problem_new(), .q = malloc(nq * sizeof(float)),
+                      .k = malloc(nk * sizeof(float)), .v = calloc(nk, sizeof(float)),
+                      .o = calloc(nq, sizeof(float))};
+    cr_assert(j->p && j->q && j->k && j->v && j->o);
+    unsigned s = 5;
+    for (size_t i = 0; i < nq; i++)
+        j->q[i] = draw(&s);
+    for (size_t i = 0; i < nk; i++)
+        j->k[i] = draw(&s);
+    cr_assert_eq(flexcheck_problem_set_shape(j->p, 1, LONG_HQ, LONG_HKV, LONG_L, LONG_L, LONG_D,
+                                             LONG_D), FLEXCHECK_OK);
+}
+
+static void *long_judge_run(void *arg)
+{
+    long_judge *j = arg;
+    size_t nq = (size_t)LONG_HQ * LONG_L * LONG_D, nk = (size_t)LONG_HKV * LONG_L * LONG_D;
+    j->st = flexcheck_judge(j->p, j->q, nq, j->k, nk, j->v, nk, j->o, nq, NULL, 0, &j->vd);
+    __atomic_store_n(&j->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void long_judge_free(long_judge *j)
+{
+    flexcheck_verdict_free(j->vd);
+    flexcheck_problem_free(j->p);
+    free(j->q);
+    free(j->k);
+    free(j->v);
+    free(j->o);
+}
+
+/* With BLAS set to 2 threads, a judge's reference sets it to 1 while it runs: the sign that the
+ * judge is inside the reference. 1 when seen, 0 when the judge ended first. */
+static int wait_for_the_reference(long_judge *j)
+{
+    while (!__atomic_load_n(&j->done, __ATOMIC_SEQ_CST)) {
+        if (openblas_get_num_threads() == 1)
+            return 1;
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    }
+    return 0;
+}
+
+/* The host sets its own thread count while a judge runs: the judge leaves it; and without
+ * interference the count the host had is back after the judge. */
+Test(api35, a_judge_never_overwrites_the_hosts_blas_thread_count)
+{
+    for (int meddle = 0; meddle < 2; meddle++) {
+        openblas_set_num_threads(2);
+        long_judge j;
+        long_judge_init(&j);
+        pthread_t tid;
+        cr_assert_eq(pthread_create(&tid, NULL, long_judge_run, &j), 0);
+        int seen = wait_for_the_reference(&j);
+        if (meddle && seen)
+            openblas_set_num_threads(3); /* the host's own setting, mid-judge */
+        pthread_join(tid, NULL);
+        cr_assert(seen, "the judge ended before its reference was seen running");
+        cr_expect_eq(j.st, FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(j.p));
+        cr_expect_eq(openblas_get_num_threads(), meddle ? 3 : 2,
+                     "%s: the count after the judge is %d", meddle ? "set mid-judge to 3"
+                                                                   : "2 before the judge",
+                     openblas_get_num_threads());
+        long_judge_free(&j);
+    }
+}
+
+/* Interrupted from another thread while its reference runs, a long judge returns
+ * FLEXCHECK_EINTR with no verdict (ASan's leak check covers the rest); the handle then judges
+ * a small problem as before. */
+Test(api35, an_interrupt_from_another_thread_stops_a_running_judge)
+{
+    openblas_set_num_threads(2);
+    long_judge j;
+    long_judge_init(&j);
+    pthread_t tid;
+    cr_assert_eq(pthread_create(&tid, NULL, long_judge_run, &j), 0);
+    int seen = wait_for_the_reference(&j);
+    cr_expect_eq(flexcheck_problem_interrupt(j.p), FLEXCHECK_OK);
+    pthread_join(tid, NULL);
+    cr_assert(seen, "the judge ended before its reference was seen running");
+    cr_expect_eq(j.st, FLEXCHECK_EINTR, "status %d: %s", (int)j.st,
+                 flexcheck_problem_errmsg(j.p));
+    /* stopped where it was, inside a reference (the oracle, or the baseline had the oracle
+     * just ended), not after the gates */
+    cr_expect(strstr(flexcheck_problem_errmsg(j.p), "interrupted (flexcheck_problem_interrupt) "
+                     "in the reference ("), "'%s'", flexcheck_problem_errmsg(j.p));
+    cr_expect_null(j.vd);
+    brute *t = calloc(1, sizeof *t);
+    inputs(t, 24);
+    attend(t, 0);
+    cr_assert_eq(flexcheck_problem_set_shape(j.p, 1, HQ, HKV, LQ, LK, D, D), FLEXCHECK_OK);
+    cr_assert_eq(flexcheck_problem_set_dtype(j.p, "float16"), FLEXCHECK_OK);
+    flexcheck_verdict *v = NULL;
+    cr_assert_eq(judge(j.p, t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(j.p));
+    cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_PASS, "%s", flexcheck_verdict_text(v));
+    flexcheck_verdict_free(v);
+    free(t);
+    long_judge_free(&j);
 }

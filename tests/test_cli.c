@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -803,7 +804,8 @@ Test(cli, every_max_memory_help_names_this_machines_default)
  * sanitizer's report at exit does that). A library preloaded into flexcheck makes its children,
  * and only them (processes whose parent runs the same program), end with a status of their own:
  * 131 at exit, after finishing (its high bit set, so no mask narrower than the status's 8 bits
- * reads it right), or 5 as the child opens the file, before finishing. */
+ * reads it right), or 5 as the child opens the file, before finishing. The STALL variant makes
+ * a child's libhdf5 hang between two dataset reads (the watchdog's nested steps, below). */
 
 static const char shim_src[] =
     "#define _GNU_SOURCE\n"
@@ -821,12 +823,43 @@ static const char shim_src[] =
     "    int (*real)(const char *) = (int (*)(const char *))dlsym(RTLD_NEXT, \"H5Fis_hdf5\");\n"
     "    return real(name);\n"
     "}\n"
+    "#elif defined(STALL)\n"
+    "#include <stdint.h>\n#include <stdlib.h>\n#include <time.h>\n"
+    "static int reads; /* H5Dread calls returned in this process */\n"
+    "int H5Dread(int64_t d, int64_t mt, int64_t ms, int64_t fs, int64_t pl, void *buf) {\n"
+    "    int (*real)(int64_t, int64_t, int64_t, int64_t, int64_t, void *) =\n"
+    "        (int (*)(int64_t, int64_t, int64_t, int64_t, int64_t, void *))dlsym(RTLD_NEXT,\n"
+    "                                                                 \"H5Dread\");\n"
+    "    struct timespec t = {STALL_READ_MS / 1000, STALL_READ_MS % 1000 * 1000000L};\n"
+    "    while (in_child() && nanosleep(&t, &t) != 0)\n"
+    "        ;\n"
+    "    int r = real(d, mt, ms, fs, pl, buf);\n"
+    "    reads++;\n"
+    "    return r;\n"
+    "}\n"
+    "int H5Lexists(int64_t loc, const char *name, int64_t pl) {\n"
+    "    if (in_child() && reads > 0) { /* when it began, then never returns */\n"
+    "        struct timespec now;\n"
+    "        clock_gettime(CLOCK_MONOTONIC, &now);\n"
+    "        FILE *fp = fopen(getenv(\"STALL_AT\"), \"w\");\n"
+    "        if (fp) {\n"
+    "            fprintf(fp, \"%lld %ld\\n\", (long long)now.tv_sec, now.tv_nsec);\n"
+    "            fclose(fp);\n"
+    "        }\n"
+    "        for (;;)\n"
+    "            pause();\n"
+    "    }\n"
+    "    int (*real)(int64_t, const char *, int64_t) =\n"
+    "        (int (*)(int64_t, const char *, int64_t))dlsym(RTLD_NEXT, \"H5Lexists\");\n"
+    "    return real(loc, name, pl);\n"
+    "}\n"
     "#else\n"
     "__attribute__((destructor)) static void at_exit(void) { if (in_child()) _exit(131); }\n"
     "#endif\n";
 
-/* Builds the shim (EARLY or not) into dir; skips the test without a C compiler. */
-static void build_shim(const char *name, int early)
+/* Builds the shim into dir with `defs` ("", "-DEARLY", "-DSTALL ..."); skips the test without
+ * a C compiler. */
+static void build_shim(const char *name, const char *defs)
 {
     char src[128], cmd[512];
     snprintf(src, sizeof src, "%s/shim.c", dir);
@@ -836,20 +869,20 @@ static void build_shim(const char *name, int early)
     fclose(fp);
     if (system("command -v cc >/dev/null 2>&1") != 0)
         cr_skip_test("no C compiler (cc) to build the preloaded library");
-    snprintf(cmd, sizeof cmd, "cc -shared -fPIC %s -o '%s/%s' '%s' -ldl", early ? "-DEARLY" : "",
-             dir, name, src);
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC %s -o '%s/%s' '%s' -ldl", defs, dir, name, src);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
-/* `flexcheck ARGS` with the shim preloaded, stdout and stderr captured into r. */
-static void run_shimmed(run_out *r, const char *shim, const char *args)
+/* `flexcheck ARGS` with the shim preloaded and `env` ("" or "NAME=VALUE ...") in its
+ * environment, stdout and stderr captured into r. */
+static void run_shimmed(run_out *r, const char *shim, const char *env, const char *args)
 {
     const char *bin = getenv("FLEXCHECK_BIN");
     if (!bin)
         cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "LD_PRELOAD='%s/%s' OPENBLAS_NUM_THREADS=1 %s %s >'%s/stdout' "
-             "2>'%s/stderr'", dir, shim, bin, args, dir, dir);
+    snprintf(cmd, sizeof cmd, "LD_PRELOAD='%s/%s' OPENBLAS_NUM_THREADS=1 %s %s %s >'%s/stdout' "
+             "2>'%s/stderr'", dir, shim, env, bin, args, dir, dir);
     int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st), "%s did not exit normally", cmd);
     r->status = WEXITSTATUS(st);
@@ -860,11 +893,11 @@ static void run_shimmed(run_out *r, const char *shim, const char *args)
 Test(cli, a_child_that_exits_nonzero_after_finishing_fails_its_file_with_that_status)
 {
     gen_small("a.h5");
-    build_shim("late.so", 0);
+    build_shim("late.so", "");
     run_out r;
     char args[256], want[256];
     snprintf(args, sizeof args, "check '%s/a.h5'", dir);
-    run_shimmed(&r, "late.so", args);
+    run_shimmed(&r, "late.so", "", args);
     snprintf(want, sizeof want, "%s/a.h5: the process that checked it exited with status 131 "
              "after finishing", dir);
     cr_expect_eq(r.status, 2, "status %d\n%s%s", r.status, r.out, r.err);
@@ -873,7 +906,7 @@ Test(cli, a_child_that_exits_nonzero_after_finishing_fails_its_file_with_that_st
     static const char *const more[] = {"repro '%s/a.h5'", "fill '%s/a.h5' --out '%s/f.h5'"};
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
         snprintf(args, sizeof args, more[i], dir, dir);
-        run_shimmed(&r, "late.so", args);
+        run_shimmed(&r, "late.so", "", args);
         cr_expect_eq(r.status, 2, "%s: status %d\n%s%s", args, r.status, r.out, r.err);
         cr_expect(strstr(r.err, "exited with status 131 after finishing"), "%s:\n%s", args,
                   r.err);
@@ -883,13 +916,55 @@ Test(cli, a_child_that_exits_nonzero_after_finishing_fails_its_file_with_that_st
 Test(cli, a_child_that_exits_before_finishing_is_said_to_with_its_status)
 {
     gen_small("a.h5");
-    build_shim("early.so", 1);
+    build_shim("early.so", "-DEARLY");
     run_out r;
     char args[256], want[256];
     snprintf(args, sizeof args, "check '%s/a.h5'", dir);
-    run_shimmed(&r, "early.so", args);
+    run_shimmed(&r, "early.so", "", args);
     snprintf(want, sizeof want, "%s/a.h5: the HDF5 library crashed reading it (exit status 5 "
              "before finishing)", dir);
     cr_expect_eq(r.status, 2, "status %d\n%s%s", r.status, r.out, r.err);
     cr_expect(count_lines(r.err) == 1 && strstr(r.err, want), "want '%s':\n%s", want, r.err);
+}
+
+/* The libhdf5 watchdog's nested steps (fixtures/fix_h5.c, fix_watch_begin/end): a dataset read
+ * is a step inside the step that reads the case, and when it ends the enclosing step is armed
+ * again, with its whole allowance, under its own name. The STALL shim makes each dataset read
+ * of the child take STALL_READ_MS (inside the inner step, well within its allowance), then
+ * hangs libhdf5 at its next link lookup (H5Lexists of the case's `sinks`, after the packed
+ * case's two cu_seqlens reads): back in the outer step. The child must be stopped by the outer
+ * step's alarm, named as the outer step, and no sooner than its allowance (T) after the hang
+ * began; an enclosing step not re-armed was stopped T after the last read began (T -
+ * STALL_READ_MS into the hang) and named as that dataset read. Alarms never fire early, so the
+ * lower bound has a margin of half a second on one side and a second on the other. */
+Test(cli, a_stall_after_a_nested_dataset_read_is_stopped_as_the_enclosing_step, .timeout = 120)
+{
+    enum { T = 3, READ_MS = 1500 };
+    run_out r;
+    run_cli(&r, "gen --case --packed 0,5,12 --d 4 --qb 16 --kb 16 --causal --out '%s/p.h5'",
+            dir);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char defs[64], env[256], args[256], want[256], at[128];
+    snprintf(defs, sizeof defs, "-DSTALL -DSTALL_READ_MS=%d", READ_MS);
+    build_shim("stall.so", defs);
+    snprintf(at, sizeof at, "%s/stall-at", dir);
+    /* timeout(1): a hang nothing stops fails here (124) rather than hanging the suite */
+    snprintf(env, sizeof env, "STALL_AT='%s' FLEXCHECK_HDF5_TIMEOUT=%d timeout 60", at, T);
+    snprintf(args, sizeof args, "check '%s/p.h5'", dir);
+    run_shimmed(&r, "stall.so", env, args);
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    snprintf(want, sizeof want, "%s/p.h5: libhdf5 did not return from reading /cases/c0001 "
+             "(attributes, dataset headers, block mask) within %d s (stopped)", dir, T);
+    cr_expect_eq(r.status, 2, "status %d\n%s%s", r.status, r.out, r.err);
+    cr_expect(count_lines(r.err) == 1 && strstr(r.err, want), "want '%s':\n%s", want, r.err);
+    FILE *fp = fopen(at, "r");
+    long long sec = 0;
+    long nsec = 0;
+    cr_assert(fp && fscanf(fp, "%lld %ld", &sec, &nsec) == 2, "the child never hung after a "
+              "dataset read (%s)", at);
+    fclose(fp);
+    double hung = (double)(end.tv_sec - sec) + (double)(end.tv_nsec - nsec) * 1e-9;
+    cr_expect(hung >= T - 0.5, "stopped %.2f s into the hang: before the enclosing step's "
+              "allowance of %d s", hung, T);
 }

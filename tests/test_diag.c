@@ -39,6 +39,9 @@ typedef struct spec {
     uint64_t seed;
     double softcap;                    /* score terms: the cap (0 off) */
     int sinks;                         /* 1: head h's sink is -5 + 15 ((7h + 3) % 11) / 10 */
+    double offset;                     /* != 0: every score shifted by about this much (the
+                                        * first coordinate of every query +a, of every key -a,
+                                        * a^2 scale = -offset, a rounded to the dtype) */
 } spec;
 
 typedef struct tcase {
@@ -46,13 +49,14 @@ typedef struct tcase {
     fc_dtype dt;
     float *q, *k, *v;
     double *o64, *lse64; /* the truth */
-    float *o_lp;
+    judge_lp lp;
     float *o, *lse;      /* the output under test: correct until a test changes rows */
     judge_case jc;
     rep_verdict verdict;
     bmask bm;            /* built (direct, 16 x 16) when a case needs one */
     int has_bm;
     int32_t damaged;     /* the kv block a damaged block mask lost, or listed as full */
+    int32_t damaged_tile; /* in the row of this query tile (16 rows) */
     float *sinks;        /* [Hq] when the spec has sinks: what p.terms.sinks points to */
     fc_dtype out_dt;     /* the type the output is taken to be stored in (diag_in.out_dtype) */
 } tcase;
@@ -108,20 +112,29 @@ static void tcase_make(tcase *c, const spec *s)
     fill(c->q, attn_q_elems(&c->p), &r, s->dt);
     fill(c->k, attn_k_elems(&c->p), &r, s->dt);
     fill(c->v, attn_v_elems(&c->p), &r, s->dt);
+    if (s->offset != 0) {
+        float a = fc_round((float)sqrt(fabs(s->offset) / c->p.scale), s->dt);
+        for (size_t i = 0; i < attn_q_elems(&c->p); i += (size_t)s->d)
+            c->q[i] = a;
+        for (size_t i = 0; i < attn_k_elems(&c->p); i += (size_t)s->d)
+            c->k[i] = s->offset < 0 ? -a : a;
+    }
     c->o64 = dalloc(no);
     c->lse64 = dalloc(nl);
     cr_assert_eq(ref_attention_f64(&c->p, c->q, c->k, c->v, c->o64, c->lse64, &err), FC_OK, "%s",
                  err.msg);
     c->jc = (judge_case){.prob = &c->p, .dtype = s->dt, .q = c->q, .k = c->k, .v = c->v,
                          .out = c->o64, .lse = c->lse64};
-    c->o_lp = falloc(no);
-    cr_assert_eq(judge_baseline(&c->jc, c->o_lp, &err), FC_OK, "%s", err.msg);
+    c->lp = (judge_lp){0};
+    cr_assert_eq(judge_baseline(&c->jc, &c->lp, &err), FC_OK, "%s", err.msg);
     c->o = falloc(no);
     c->lse = falloc(nl);
-    memcpy(c->o, c->o_lp, no * sizeof *c->o);
+    /* correct: the baseline that judges the rows (the float32-score one where the dtype's
+     * drowns: a case of scores far from 0) */
+    memcpy(c->o, c->lp.o32s ? c->lp.o32s : c->lp.o, no * sizeof *c->o);
     for (size_t i = 0; i < nl; i++)
         c->lse[i] = (float)c->lse64[i];
-    c->damaged = -1;
+    c->damaged = c->damaged_tile = -1;
 }
 
 /* The direct builder's mask in blocks of `block` x `block` (16 unless a case says). */
@@ -145,7 +158,7 @@ static void tcase_free(tcase *c)
     free(c->v);
     free(c->o64);
     free(c->lse64);
-    free(c->o_lp);
+    judge_lp_free(&c->lp);
     free(c->o);
     free(c->lse);
     if (c->has_bm)
@@ -186,7 +199,7 @@ static void noise_rows(tcase *c, diag_range r)
 static diag_report *diagnose(tcase *c, const mask_params *prev, uint64_t budget, int with_lse)
 {
     fc_err err = {{0}};
-    int pass = judge_given(&c->jc, c->o, with_lse ? c->lse : NULL, NULL, c->o_lp, &c->verdict,
+    int pass = judge_given(&c->jc, c->o, with_lse ? c->lse : NULL, NULL, &c->lp, &c->verdict,
                            &err);
     cr_assert(pass >= 0, "verdict: %s", err.msg);
     diag_in in = {.jc = &c->jc, .o = c->o, .lse = with_lse ? c->lse : NULL, .v = &c->verdict,
@@ -300,14 +313,16 @@ static int pred_packed_ignored(const tcase *c, int32_t tq, int32_t tk)
     return spec_allowed(c->p.mask, (int64_t)tq + c->p.seq.lk - c->p.seq.lq, tk);
 }
 
+/* The damaged block mask's keys: in the damaged query tile, its kv block lost (or listed as
+ * full); elsewhere the truth's. */
 static int pred_dropped_block(const tcase *c, int32_t tq, int32_t tk)
 {
-    return pred_truth(c, tq, tk) && tk / 16 != c->damaged;
+    return pred_truth(c, tq, tk) && (tq / 16 != c->damaged_tile || tk / 16 != c->damaged);
 }
 
 static int pred_block_made_full(const tcase *c, int32_t tq, int32_t tk)
 {
-    return pred_truth(c, tq, tk) || tk / 16 == c->damaged;
+    return pred_truth(c, tq, tk) || (tq / 16 == c->damaged_tile && tk / 16 == c->damaged);
 }
 
 /* Every key of every 16 x 16 block holding an allowed pair of tq's query tile. */
@@ -321,9 +336,10 @@ static int pred_partial_as_full(const tcase *c, int32_t tq, int32_t tk)
     return 0;
 }
 
+/* The damaged tile lost: no key in its rows, the truth's elsewhere. */
 static int pred_none(const tcase *c, int32_t tq, int32_t tk)
 {
-    return 0;
+    return tq / 16 != c->damaged_tile && pred_truth(c, tq, tk);
 }
 
 /* The truth's keys but the last of the row's sequence (an exclusive end one short). */
@@ -778,11 +794,38 @@ static int32_t tiles_with_pairs(const tcase *c, int32_t r)
     return n;
 }
 
+static void by_ref_tile(const tcase *c, mask_params m, double scale, term_bug tb,
+                        int32_t qtile, double *o, double *lse);
+
 /* The whole output of the problem with another mask, scale and score terms, by the
  * reference. A sink counted n times is the sink plus ln n (e^(s + ln n) = n e^s): twice, or
- * once and again per tile visited by the rows of query tile `qtile`. */
-static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, int32_t qtile,
-                   double *o, double *lse)
+ * once and again per tile visited by the rows of each query tile (a case of dense rows: each
+ * tile's rows computed with its own count). */
+static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, double *o,
+                   double *lse)
+{
+    if (tb != T_SINK_PER_TILE) {
+        by_ref_tile(c, m, scale, tb, 0, o, lse);
+        return;
+    }
+    size_t no = attn_o_elems(&c->p), nl = attn_lse_elems(&c->p), dv = (size_t)c->p.dv;
+    double *to = dalloc(no), *tl = dalloc(nl);
+    for (int32_t t = 0; t * 16 < c->p.seq.lq; t++) {
+        by_ref_tile(c, m, scale, tb, t, to, tl);
+        for (int32_t b = 0; b < c->p.seq.batch; b++)
+            for (int32_t h = 0; h < c->p.hq; h++)
+                for (int32_t q = t * 16; q < t * 16 + 16 && q < c->p.seq.lq; q++) {
+                    size_t row = row_of(c, b, h, q);
+                    memcpy(o + row * dv, to + row * dv, dv * sizeof *o);
+                    lse[row] = tl[row];
+                }
+    }
+    free(to);
+    free(tl);
+}
+
+static void by_ref_tile(const tcase *c, mask_params m, double scale, term_bug tb,
+                        int32_t qtile, double *o, double *lse)
 {
     attn_problem p = c->p; /* shares the sequences */
     p.mask = m;
@@ -791,8 +834,8 @@ static void by_ref(const tcase *c, mask_params m, double scale, term_bug tb, int
     cr_assert(p.hq <= 64);
     int32_t times = tb == T_SINK_TWICE ? 2 : tb == T_SINK_PER_TILE
                                                 ? 1 + tiles_with_pairs(c, qtile) : 1;
-    cr_assert(tb != T_SINK_PER_TILE || times > 2, "the case's rows must visit 2 tiles or more, "
-              "else it is sink-twice's bug");
+    cr_assert(tb != T_SINK_PER_TILE || times > 1 || tiles_with_pairs(c, qtile) == 0,
+              "a tile's rows visit a tile or none");
     for (int32_t h = 0; c->sinks && h < p.hq; h++)
         sk[h] = tb == T_SINK_SCALED ? (float)(c->sinks[h] * c->p.scale)
               : times > 1 ? (float)(c->sinks[h] + log((double)times)) : c->sinks[h];
@@ -891,12 +934,14 @@ static const hyp_case hyp_cases[] = {
      {0, 1, 40, 43}, BY_BRUTE, .pred = pred_packed_ignored},
     {"lse-log2", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 19}, {0, 0, 30, 33}, BY_LSE2,
      .bug_mask = {0}},
-    /* PyTorch 2.7's eager path: q.k in bfloat16. The rounding moves a row's LSE by up to half an
-     * ulp of its largest score, past H5's bound only on rows whose largest score rounds far
-     * enough: with this seed and scale 2, rows 54 and 55 of head 1 (found by running it; on
-     * rows 51-53 the rounded scores stay within every bound, so the bug is invisible there). */
-    {"scores-rounded", {FC_BF16, 1, 2, 1, 64, 64, 32, CW(40), .seed = 20, .scale = 2},
-     {0, 1, 54, 55}, BY_BRUTE, .pred = pred_truth, .round_scores = 1},
+    /* PyTorch 2.7's eager path: q.k in bfloat16, every score rounded before the softmax. Where
+     * scores are small that is what the same-precision baseline does too, and passes; on scores
+     * around -1e5 (an ulp of 512) it drowns the rows, which are then judged against the
+     * float32-score baseline, and fails them. */
+    {"scores-rounded", {FC_BF16, 1, 2, 1, 64, 64, 32, CW(40), .seed = 20, .offset = -1e5},
+     {0, 1, 50, 53}, BY_BRUTE, .pred = pred_truth, .round_scores = 1, .ties = 1},
+    /* (ties: the rounded scores lie 512 apart or more, so every weight other than the max's
+     * is 0 and a softmax in bfloat16 on them, softmax-lowp-scores, computes these rows too) */
     /* Score terms: a cap of 5 on scores of spread ~8 (scale 2), so capping matters; head 1's
      * sink is 10, which dominates its rows. */
     {"softcap-missing", {FC_F16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 21, .scale = 2,
@@ -949,19 +994,22 @@ static const hyp_case hyp_cases[] = {
      {FC_F16, 1, 2, 1, 0, 0, 16, CW(64), .nseq = 2, .cu_q = {0, 40, 128}, .cu_k = {0, 40, 128},
       .seed = 37, .scale = 2},
      {0, 0, 92, 94}, BY_NO_RESCALE_ACC, .bug_mask = {0}, .bm = BM_NONE, .tile = 32},
-    /* The issue-28 bug classes. A softmax in bfloat16 over windows of 40 keys (scale 2): rows
-     * found by running it, as for scores-rounded. */
-    {"softmax-lowp", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 40, .scale = 0.5},
-     {0, 1, 200, 203}, BY_SOFTMAX_LOWP, .bug_mask = {0}},
+    /* The issue-28 bug classes. A softmax in bfloat16 over causal rows of 129 to 256 keys of
+     * small scores (scale 0.1): its running sum drifts as it grows, past the bounds on some of
+     * the rows. (At scale 0.5 the baseline's own rounded scores move its LSE by 0.029, and
+     * H5's bound, twice that added, holds the drift: the bug is within what the contract lets a
+     * same-precision engine differ by.) */
+    {"softmax-lowp", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 40, .scale = 0.1},
+     {0, 1, 128, 255}, BY_SOFTMAX_LOWP, .bug_mask = {0}, .some_rows = 1},
     /* The same bug as a kernel writes it (O = acc / l, l a running bfloat16 sum, the sink
-     * added last). Head 2's sink (4) is large enough against these scores that adding it first
-     * stalls the running sum sooner: the rows fail, and only diag.c's sink-last ways explain
-     * them (with the sink first they stay unexplained; checked by taking those ways out).
-     * Whether P is normalised or O divided at the end is a rounding-level difference, within
-     * the bounds here (test_ref checks that way). Rows and head found by running it. */
-    {"softmax-lowp", {FC_BF16, 1, 6, 1, 256, 256, 32, {.causal = 1}, .seed = 47, .scale = 0.25,
+     * added last), on rows 128-255 of head 2 (sink 4). Adding the sink first would stall the
+     * running sum sooner: the rows that fail are explained only by diag.c's sink-last ways
+     * (with those ways taken out, this seed's rows are no longer named; checked by running
+     * it). Whether P is normalised or O divided at the end is a rounding-level difference,
+     * within the bounds here (test_ref checks that way). Seed and scale found by running it. */
+    {"softmax-lowp", {FC_BF16, 1, 6, 1, 256, 256, 32, {.causal = 1}, .seed = 54, .scale = 0.1,
                       .sinks = 1},
-     {0, 2, 201, 203}, BY_SOFTMAX_LOWP_KERNEL, .bug_mask = {0}},
+     {0, 2, 128, 255}, BY_SOFTMAX_LOWP_KERNEL, .bug_mask = {0}, .some_rows = 1},
     {"drop-last-key", {FC_F16, 1, 2, 1, 64, 64, 16, BW(24), .seed = 41}, {0, 1, 50, 53},
      BY_BRUTE, .pred = pred_drop_last},
     /* Lq 96 over Lk 64, causal: rows 0-31 see no key (bottom-right alignment). */
@@ -973,8 +1021,12 @@ static const hyp_case hyp_cases[] = {
      {0, 0, 5, 8}, BY_MASKED_MEAN_ALL, .bug_mask = {0}},
     {"masked-row-lse", {FC_BF16, 1, 2, 1, 96, 64, 16, {.causal = 1}, .seed = 44},
      {0, 0, 20, 23}, BY_MASKED_LSE, .bug_mask = {0}},
-    /* bfloat16's ulp near LSE 4 is 2^-5: rounding moves it past H5's 0.005 on most rows. */
-    {"lse-rounded", {FC_BF16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 45}, {0, 1, 0, 63},
+    /* bfloat16's ulp near LSE 3 is 2^-6: rounding moves it past H5's 0.004 (plus twice the
+     * baseline's own LSE error: small scores, scale 0.05, keep that near 0) on many rows. The
+     * seed is one where no online-softmax try lands within the bounds of a barely failing row
+     * (found by running it; on some seeds one does, as a partial fit). */
+    {"lse-rounded", {FC_BF16, 1, 2, 1, 64, 64, 16, CW(24), .seed = 47, .scale = 0.05},
+     {0, 1, 0, 63},
      BY_LSE_ROUND, .bug_mask = {0}, .lse_to = FC_BF16, .some_rows = 1},
     {"lse-out-type", {FC_F32, 1, 2, 1, 64, 64, 16, CW(24), .seed = 46}, {0, 0, 0, 63},
      BY_LSE_ROUND, .bug_mask = {0}, .lse_to = FC_BF16, .out_dt = FC_BF16},
@@ -1017,14 +1069,14 @@ static const hyp_case hyp_cases[] = {
      {0, 2, 20, 23}, BY_TERMS, .sink_from = sink_of_prev_head},
     {"sink-next-head", {FC_F32, 1, 4, 1, 64, 64, 16, CW(24), .seed = 62, .sinks = 1},
      {0, 0, 30, 33}, BY_TERMS, .sink_from = sink_of_next_head},
-    /* A softmax in bfloat16 on bfloat16 scores (scale 1, D 32: scores of spread ~6, each
-     * rounded by up to 2^-6). Rows found by running it: the rounded scores with a float64
-     * softmax (scores-rounded) explain one of the two, the softmax in bfloat16 on unrounded
-     * scores (softmax-lowp) the other, neither both; on rows 202-203 the bug stays within the
-     * bounds. */
+    /* A softmax in bfloat16 on bfloat16 scores, as softmax-lowp's case (causal rows of up to
+     * 256 keys, small scores: the running sum drifts past the bounds on some rows); rounding
+     * the scores moves each weight by up to 2^-9, which the softmax on unrounded scores
+     * (softmax-lowp) does not reproduce on every failing row, nor a float64 softmax on rounded
+     * ones (scores-rounded). Seed found by running it (63 to 66 all name this alone). */
     {"softmax-lowp-scores", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 63,
-                             .scale = 1},
-     {0, 1, 200, 201}, BY_SOFTMAX_LOWP, .round_scores = 1},
+                             .scale = 0.1},
+     {0, 1, 128, 255}, BY_SOFTMAX_LOWP, .round_scores = 1, .some_rows = 1},
 };
 
 /* The block mask the producer ran with: exact, or damaged in the tile of `rows`. */
@@ -1034,6 +1086,7 @@ static void producer_bm(tcase *c, const hyp_case *hc)
         return;
     tcase_build_bm_sized(c, hc->block ? hc->block : 16);
     size_t r = bmask_row(&c->bm, 0, 0, hc->rows.q0 / 16);
+    c->damaged_tile = hc->rows.q0 / 16;
     if (hc->bm == BM_DROP_FULL) { /* the tile's last full block goes missing */
         int32_t n = c->bm.full_kv_num_blocks[r];
         cr_assert(n >= 1, "the case needs a full block in the tile");
@@ -1062,6 +1115,26 @@ static void producer_bm(tcase *c, const hyp_case *hc)
     }
 }
 
+/* a and b equal to a few double ulps (the same infinity when either is infinite). */
+static int same_value(double a, double b)
+{
+    return isfinite(a) && isfinite(b) ? fabs(a - b) <= 1e-12 * (1 + fabs(b)) : a == b;
+}
+
+/* Whether the bug's output (o, lse; lse alone when lse_only) differs from the truth at row: the
+ * only rows a correct judge may fail. */
+static int row_changed(const tcase *c, const double *o, const double *lse, size_t row,
+                       int lse_only)
+{
+    size_t dv = (size_t)c->p.dv;
+    if (!same_value(lse[row], c->lse64[row]))
+        return 1;
+    for (size_t x = 0; !lse_only && x < dv; x++)
+        if (!same_value(o[row * dv + x], c->o64[row * dv + x]))
+            return 1;
+    return 0;
+}
+
 static void run_hyp_case(const hyp_case *hc)
 {
     tcase c;
@@ -1071,7 +1144,7 @@ static void run_hyp_case(const hyp_case *hc)
     double *o = dalloc(no), *lse = dalloc(nl);
     if (hc->how == BY_REF) {
         by_ref(&c, hc->bug_mask, hc->bug_scale > 0 ? hc->bug_scale : c.p.scale, hc->bug_terms,
-               hc->rows.q0 / 16, o, lse);
+               o, lse);
     } else if (hc->how == BY_CAP_FILL || hc->how == BY_CAP_FILL_DENSE) {
         brute_capped_fill(&c, hc->how == BY_CAP_FILL_DENSE, o, lse);
     } else if (hc->how == BY_SINK_VALUED) {
@@ -1097,24 +1170,38 @@ static void run_hyp_case(const hyp_case *hc)
         for (size_t i = 0; i < nl; i++)
             lse[i] = c.lse64[i] / log(2.0);
     }
-    if (hc->how == BY_LSE2) {
-        for (int32_t q = hc->rows.q0; q <= hc->rows.q1; q++)
-            c.lse[row_of(&c, hc->rows.b, hc->rows.h, q)] =
-                (float)lse[row_of(&c, hc->rows.b, hc->rows.h, q)];
-    } else {
-        put_rows(&c, hc->rows, o, lse);
-    }
+    /* The engine has the bug everywhere: every row of the case is its (a cause is named only
+     * when no passing row contradicts it, diag.h); the rows it changes beyond the bounds fail. */
+    for (int32_t b = 0; b < c.p.seq.batch; b++)
+        for (int32_t h = 0; h < c.p.hq; h++) {
+            diag_range all = {b, h, 0, c.p.seq.lq - 1};
+            if (hc->how == BY_LSE2)
+                for (int32_t q = 0; q < c.p.seq.lq; q++)
+                    c.lse[row_of(&c, b, h, q)] = (float)lse[row_of(&c, b, h, q)];
+            else
+                put_rows(&c, all, o, lse);
+        }
     c.out_dt = hc->out_dt;
     diag_report *r = diagnose(&c, hc->use_prev ? &hc->prev : NULL, 0, 1);
     char *text = print_report(r, &c.p);
     cr_assert(!c.verdict.pass, "%s: the buggy rows must fail the verdict", hc->expect);
-    if (hc->some_rows) /* the bug shows past the bounds on some of the planted rows only */
-        cr_assert(r->failing >= 4 && r->failing < (size_t)(hc->rows.q1 - hc->rows.q0 + 1),
-                  "%s: %zu failing rows\n%s", hc->expect, r->failing, text);
-    else
-        cr_assert_eq(r->failing, (size_t)(hc->rows.q1 - hc->rows.q0 + 1),
-                     "%s: %zu failing rows, want exactly the buggy ones\n%s", hc->expect,
-                     r->failing, text);
+    /* hc->rows: rows the bug moves past the bounds (all of them, or with some_rows at least 4),
+     * and no row fails that the bug leaves as the truth computes it */
+    size_t in_rows = 0;
+    for (size_t i = 0; i < r->findings[0].rows.nranges && r->nexplaining; i++) {
+        const diag_range *x = &r->findings[0].rows.r[i];
+        for (int32_t q = x->q0; q <= x->q1; q++)
+            in_rows += x->b == hc->rows.b && x->h == hc->rows.h && q >= hc->rows.q0 &&
+                       q <= hc->rows.q1;
+    }
+    size_t want = hc->some_rows ? 4 : (size_t)(hc->rows.q1 - hc->rows.q0 + 1);
+    cr_assert(in_rows >= want, "%s: %zu of the planted rows explained as failing, want %s%zu\n%s",
+              hc->expect, in_rows, hc->some_rows ? "at least " : "", want, text);
+    size_t changed = 0;
+    for (size_t row = 0; row < nl; row++)
+        changed += row_changed(&c, o, lse, row, hc->how == BY_LSE2);
+    cr_assert(r->failing <= changed, "%s: %zu rows fail, the bug changes %zu\n%s", hc->expect,
+              r->failing, changed, text);
     cr_assert_eq(r->examined, r->failing, "%s", hc->expect);
     cr_assert_eq(r->nonfinite.count, 0, "%s", hc->expect);
     cr_assert_eq(r->unexplained.count, 0, "%s: unexplained rows\n%s", hc->expect, text);
@@ -1124,21 +1211,16 @@ static void run_hyp_case(const hyp_case *hc)
                   strcmp(r->findings[0].name, hc->expect) == 0,
               "%s: %zu causes, the first %s\n%s", hc->expect, r->ncauses,
               r->nexplaining ? r->findings[0].name : "(none)", text);
-    if (hc->some_rows)
-        for (size_t i = 0; i < r->findings[0].rows.nranges; i++) {
-            const diag_range *x = &r->findings[0].rows.r[i];
-            cr_assert(x->b == hc->rows.b && x->h == hc->rows.h && x->q0 >= hc->rows.q0 &&
-                          x->q1 <= hc->rows.q1, "%s: a failing row outside the planted ones",
-                      hc->expect);
-        }
-    else
-        assert_rows(&r->findings[0].rows, &hc->rows, 1, hc->expect);
-    /* The online softmax's bugs claim no row of another bug's case (diag.c credits them only
-     * where the same keys computed right do not match: not the block mask's rows). */
+    cr_assert_eq(r->findings[0].rows.count, r->failing, "%s: explains every failing row\n%s",
+                 hc->expect, text);
+    /* The online softmax's bugs are never claimed on another bug's case (diag.c credits them
+     * only where the same keys computed right do not match: not the block mask's rows). With
+     * the bug on every row, one of their many tries may land within the bounds of a few rows
+     * by coincidence: a partial fit, printed as evidence, never a cause or a head's cause. */
     if (strncmp(hc->expect, "no-rescale", 10))
         for (size_t f = 0; f < r->nfindings; f++)
             cr_assert(strncmp(r->findings[f].name, "no-rescale", 10) ||
-                          !r->findings[f].rows.count,
+                          (r->findings[f].rows.count < r->examined && !r->findings[f].ngroups),
                       "%s: %s explains %zu rows\n%s", hc->expect, r->findings[f].name,
                       r->findings[f].rows.count, text);
     free(text);
@@ -1157,6 +1239,7 @@ Test(diag_hyps, each_hypothesis_is_named_first_for_exactly_the_rows_it_broke)
 /* Every hypothesis of the table is exercised above (a new one needs a case here). */
 Test(diag_hyps, every_hypothesis_has_a_case)
 {
+    cr_assert_leq(diag_nhyps, DIAG_MAX_HYPS, "the table outgrew classify's scratch");
     for (size_t i = 0; i < diag_nhyps; i++) { /* the table itself, so none is forgotten */
         int found = 0;
         for (size_t j = 0; j < sizeof hyp_cases / sizeof hyp_cases[0]; j++)
@@ -1167,8 +1250,8 @@ Test(diag_hyps, every_hypothesis_has_a_case)
 
 /* ---- the whole picture on the engine dump of test_tested.c ------------------------------ */
 
-/* float16 causal W = 17: rows 40-43 of head 1 with W + 1, row 90 of head 0 NaN, rows 60-61 of
- * head 0 garbage. */
+/* float16 causal W = 17: head 1 computed with W + 1 (every row: rows 17 on see one key more),
+ * row 90 of head 0 NaN, rows 60-61 of head 0 garbage. */
 Test(diag_report, window_rows_nan_row_and_noise_are_told_apart)
 {
     const spec s = {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 21};
@@ -1176,44 +1259,89 @@ Test(diag_report, window_rows_nan_row_and_noise_are_told_apart)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, 0, o, lse);
-    put_rows(&c, (diag_range){0, 1, 40, 43}, o, lse);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, o, lse);
+    put_rows(&c, (diag_range){0, 1, 0, 95}, o, lse);
     c.o[row_of(&c, 0, 0, 90) * 16 + 3] = NAN;
     noise_rows(&c, (diag_range){0, 0, 60, 61});
     diag_report *r = diagnose(&c, NULL, 0, 1);
     char *text = print_report(r, &c.p);
 
     cr_assert_eq(r->rows, 192);
-    cr_assert_eq(r->failing, 7, "%s", text);
-    cr_assert_eq(r->examined, 6, "%s", text);
+    size_t w1 = r->failing - 3; /* head 1's failing rows: W + 1 changes rows 17..95 only */
+    cr_assert(w1 >= 60 && w1 <= 79, "%s", text);
+    cr_assert_eq(r->examined, r->failing - 1, "%s", text);
     cr_assert_eq(r->not_examined, 0);
     assert_rows(&r->nonfinite, &(diag_range){0, 0, 90, 90}, 1, "non-finite");
     assert_rows(&r->unexplained, &(diag_range){0, 0, 60, 61}, 1, "unexplained");
-    cr_assert_eq(r->nexplaining, 1, "%s", text);
     cr_assert_str_eq(r->findings[0].name, "window+1");
     cr_assert_str_eq(r->findings[0].title, "window W+1 (17 -> 18)");
-    assert_rows(&r->findings[0].rows, &(diag_range){0, 1, 40, 43}, 1, "window+1");
+    cr_assert_eq(r->findings[0].rows.count, w1, "%s", text);
+    for (size_t i = 0; i < r->findings[0].rows.nranges; i++)
+        cr_assert(r->findings[0].rows.r[i].h == 1 && r->findings[0].rows.r[i].q0 >= 17, "%s",
+                  text);
     /* the NaN row is never tried, so never explained */
     for (size_t i = 0; i < r->nfindings; i++)
         for (size_t j = 0; j < r->findings[i].rows.nranges; j++)
             cr_assert(!(r->findings[i].rows.r[j].h == 0 && r->findings[i].rows.r[j].q0 <= 90 &&
                         r->findings[i].rows.r[j].q1 >= 90),
                       "%s explains the NaN row", r->findings[i].name);
-
-    cr_assert(strstr(text, "  diagnosis: 7 of 192 rows failing (1 non-finite), 6 examined under "),
-              "%s", text);
+    char want[160];
+    snprintf(want, sizeof want, "  diagnosis: %zu of 192 rows failing (1 non-finite), %zu "
+             "examined under ", r->failing, r->examined);
+    cr_assert(strstr(text, want), "%s", text);
     /* no hypothesis explains every row: W+1 is the cause in head 1 alone, where it explains
-     * every failing row; head 0's garbage stays unexplained */
+     * every failing row and no passing row contradicts it; head 0's garbage stays unexplained */
     cr_assert_eq(r->ncauses, 0, "%s", text);
     cr_assert_eq(r->findings[0].ngroups, 1, "%s", text);
-    assert_rows(&r->findings[0].group_rows, &(diag_range){0, 1, 40, 43}, 1, "window+1 group");
-    cr_assert(strstr(text, "\n  explained in 1 head by window W+1 (17 -> 18): all 4 failing rows "
-                           "there: (b, h, q) = (0, 1, 40..43)\n"), "%s", text);
-    cr_assert(!strstr(text, "partial fits"), "%s", text);
+    cr_assert_eq(r->findings[0].group_rows.count, w1, "%s", text);
+    snprintf(want, sizeof want, "\n  explained in 1 head by window W+1 (17 -> 18): all %zu "
+             "failing rows there: (b, h, q) = (0, 1, ", w1);
+    cr_assert(strstr(text, want), "%s", text);
     cr_assert(strstr(text, "\n  not explained: 2 rows: (b, h, q) = (0, 0, 60..61)\n"), "%s", text);
     cr_assert(strstr(text, "\n  not explained: 1 row: (b, h, q) = (0, 0, 90) (non-finite "
                            "output: H3)\n"), "%s", text);
     cr_assert(strstr(text, "\n  tried, explaining no row: window W-1 (17 -> 16); "), "%s", text);
+    free(text);
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
+/* The rule of diag.h: W + 1 on rows 40-43 of head 1 alone. It explains every failing row, but
+ * applied to the case it would change every row from 17 on, and those pass: they contradict
+ * it, so it is not named; the rows stay unexplained, the output says so and what they are. */
+Test(diag_report, a_hypothesis_passing_rows_contradict_is_not_named)
+{
+    const spec s = {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 21};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, o, lse);
+    put_rows(&c, (diag_range){0, 1, 40, 43}, o, lse);
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert_eq(r->failing, 4, "%s", text);
+    cr_assert_eq(r->ncauses, 0, "%s", text);
+    const diag_finding *f = finding(r, "window+1");
+    cr_assert(f && f->rows.count == 4 && f->refuted == DIAG_REFUTED_PASSING && !f->ngroups,
+              "%s", text);
+    /* the passing rows W + 1 changes: 17..95 of both heads but the 4 failing ones */
+    cr_assert(f->contradicted > 100 && f->contradicted <= 2 * 79 - 4 && f->checked == f->passing &&
+                  f->passing == 192 - 4, "contradicted %zu checked %zu passing %zu\n%s",
+              f->contradicted, f->checked, f->passing, text);
+    cr_assert(strstr(text, "\n  fits every failing row, but not the cause: window W+1 (17 -> 18): "),
+              "%s", text);
+    cr_assert(strstr(text, "contradict it (it changes them, and they are right), the first (b, h, "
+                           "q) = (0, 0, 17)"), "%s", text);
+    cr_assert(strstr(text, "\n  no hypothesis of the diagnosis's table explains these rows: the "
+                           "bug lies outside what it knows"), "%s", text);
+    cr_assert(strstr(text, "\n  evidence: in 1 of 2 heads (b, h)\n"), "%s", text);
+    char line[DIAG_TITLE_LEN * 2];
+    diag_summary(line, sizeof line, r, &c.p);
+    cr_assert(!strncmp(line, "no cause: window W+1 (17 -> 18) fits all 4 failing rows but ", 60),
+              "%s", line);
     free(text);
     diag_report_free(r);
     free(o);
@@ -1293,6 +1421,134 @@ Test(diag_report, packed_ranges_name_the_sequence_and_positions)
     tcase_free(&c);
 }
 
+/* The second rule of diag.h: a hypothesis within the bounds of barely failing rows is no cause.
+ * Every row where W + 1's reference lies between 1.05 and 2 bounds from the truth gets the
+ * elements where it lies beyond a bound moved 1.05 bounds from the truth towards it: those
+ * rows fail by 5% and sit within W + 1's bounds (0.95 of a bound or closer), but W + 1
+ * reproduces them no 4 times more closely than the truth does. */
+Test(diag_report, a_hypothesis_within_the_bounds_of_barely_failing_rows_is_no_cause)
+{
+    const spec s = {FC_F16, 1, 4, 1, 192, 192, 16, CW(17), .seed = 21};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p), dv = 16;
+    double *o = dalloc(no), *lse = dalloc(nl);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, o, lse);
+    fc_err err = {{0}};
+    cr_assert_eq(judge_given(&c.jc, c.o, NULL, NULL, &c.lp, &c.verdict, &err), 1, "%s", err.msg);
+    double b = c.verdict.c * c.verdict.e_lp_max + c.verdict.floor; /* the H1 bound */
+    size_t moved = 0;
+    for (size_t row = 0; row < nl; row++) {
+        double far = 0;
+        for (size_t x = 0; x < dv; x++)
+            far = fmax(far, fabs(o[row * dv + x] - c.o64[row * dv + x]));
+        if (!(far > 1.05 * b && far < 2 * b))
+            continue;
+        moved++;
+        for (size_t x = 0; x < dv; x++) {
+            double g = c.o64[row * dv + x], d = o[row * dv + x] - g;
+            if (fabs(d) > b) /* float holds it to 1e-7 relative: far below the 0.05 margin */
+                c.o[row * dv + x] = (float)(g + (d > 0 ? 1.05 : -1.05) * b);
+        }
+    }
+    cr_assert(moved >= 4, "rows to move: %zu", moved);
+    diag_report *r = diagnose(&c, NULL, 0, 0);
+    char *text = print_report(r, &c.p);
+    cr_assert_eq(r->failing, moved, "%s", text);
+    const diag_finding *f = finding(r, "window+1");
+    cr_assert(f && f->rows.count == moved && f->refuted == DIAG_REFUTED_CLOSER, "%s", text);
+    cr_assert(f->truth_fit > 1 && f->truth_fit < 1.1 && f->fit * DIAG_CLOSER > f->truth_fit,
+              "fit %g truth %g", f->fit, f->truth_fit);
+    cr_assert_eq(r->ncauses, 0, "%s", text);
+    cr_assert(strstr(text, "\n  fits every failing row, but not the cause: window W+1 (17 -> 18): "
+                           "it reproduces the failing values no 4 times more closely than the "
+                           "correct output does"), "%s", text);
+    free(text);
+    diag_report_free(r);
+    free(o);
+    free(lse);
+    tcase_free(&c);
+}
+
+/* Rows with no allowed key computed as a softmax over no key: 0/0, NaN. Causal 96 x 80 (rows
+ * 0..15 see no key) with every such row NaN: named as their cause, the only claim. With one of
+ * them computed right (0), the NaN rows are not "rows with no allowed key" as a rule: not
+ * named, and the evidence says what they are. */
+Test(diag_report, rows_with_no_key_all_nan_are_named_and_a_right_one_refutes_it)
+{
+    const spec s = {FC_F16, 1, 2, 1, 96, 80, 16, {.causal = 1}, .seed = 31};
+    tcase c;
+    tcase_make(&c, &s);
+    size_t dv = 16, empty = 0;
+    for (size_t row = 0; row < attn_lse_elems(&c.p); row++) {
+        if (c.lse64[row] != -INFINITY)
+            continue;
+        empty++;
+        for (size_t x = 0; x < dv; x++)
+            c.o[row * dv + x] = NAN;
+        c.lse[row] = NAN;
+    }
+    cr_assert_eq(empty, 2 * 16, "rows 0..15 of each head have no key");
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert(r->nan_empty == empty && r->failing == empty, "%s", text);
+    cr_assert(strstr(text, "\n  explained by rows with no allowed key are NaN (a softmax over no "
+                           "key computes 0/0): all 32 failing rows: (b, h, q) = (0, 0, 0..15); "
+                           "(0, 1, 0..15)\n"), "%s", text);
+    cr_assert(!strstr(text, "not explained"), "%s", text);
+    char line[DIAG_TITLE_LEN * 2];
+    diag_summary(line, sizeof line, r, &c.p);
+    cr_assert(!strncmp(line, "rows with no allowed key are NaN", 32), "%s", line);
+    free(text);
+    diag_report_free(r);
+
+    size_t keep = row_of(&c, 0, 1, 3); /* one empty row right: the rule does not hold */
+    for (size_t x = 0; x < dv; x++)
+        c.o[keep * dv + x] = 0;
+    c.lse[keep] = -INFINITY;
+    r = diagnose(&c, NULL, 0, 1);
+    text = print_report(r, &c.p);
+    cr_assert(r->nan_empty == 0 && r->failing == empty - 1, "%s", text);
+    cr_assert(strstr(text, "\n  not explained: 31 rows: "), "%s", text);
+    cr_assert(strstr(text, "\n  evidence: in 2 of 2 heads (b, h)\n"), "%s", text);
+    cr_assert(strstr(text, "\n  evidence: 31 of the 31 have no allowed key (the case has 32 such "
+                           "rows)\n"), "%s", text);
+    cr_assert(strstr(text, "\n  evidence: 31 non-finite (H3), 31 of them with no allowed key\n"), "%s", text);
+    free(text);
+    diag_report_free(r);
+    tcase_free(&c);
+}
+
+/* The evidence when nothing explains: a packed batch whose every sequence's first query is
+ * garbage (a boundary bug no hypothesis models). */
+Test(diag_report, unexplained_rows_come_with_what_they_are)
+{
+    const spec s = {FC_F16, 1, 2, 1, 0, 0, 16, {.causal = 1}, .nseq = 3, .cu_q = {0, 30, 70, 96},
+                    .cu_k = {0, 30, 70, 96}, .seed = 32};
+    tcase c;
+    tcase_make(&c, &s);
+    for (int32_t h = 0; h < 2; h++)
+        for (int32_t q = 0; q < 96; q++)
+            if (q == 0 || q == 30 || q == 70)
+                noise_rows(&c, (diag_range){0, h, q, q});
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert_eq(r->failing, 6, "%s", text);
+    cr_assert_eq(r->ncauses, 0, "%s", text);
+    cr_assert(strstr(text, "\n  no hypothesis of the diagnosis's table explains these rows: the "
+                           "bug lies outside what it knows; what the 6 rows no cause explains "
+                           "are:\n"), "%s", text);
+    cr_assert(strstr(text, "\n  evidence: 6 of the 6 are the first query of their sequence (the "
+                           "case has 6 such rows)\n"), "%s", text);
+    cr_assert(!strstr(text, "no allowed key ("), "%s", text);
+    char line[DIAG_TITLE_LEN * 2];
+    diag_summary(line, sizeof line, r, &c.p);
+    cr_assert(strstr(line, ": outside the diagnosis's table"), "%s", line);
+    free(text);
+    diag_report_free(r);
+    tcase_free(&c);
+}
+
 /* ---- hypotheses that coincide never invent rows ----------------------------------------- */
 
 /* Rows 3-5 under causal W = 17 see keys 0..q whatever the window's size: W+1, W-1, W/2 and
@@ -1320,15 +1576,16 @@ Test(diag_coincide, hypotheses_computing_the_same_rows_are_one_finding_named_twi
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(1), c.p.scale, T_AS_IS, 0, o, lse);
-    put_rows(&c, (diag_range){0, 1, 20, 24}, o, lse);
+    by_ref(&c, (mask_params)CW(1), c.p.scale, T_AS_IS, o, lse);
+    put_rows(&c, (diag_range){0, 0, 0, 63}, o, lse); /* W = 1 everywhere: rows 1.. fail */
+    put_rows(&c, (diag_range){0, 1, 0, 63}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     cr_assert_eq(r->nexplaining, 1);
     cr_assert_eq(r->ncauses, 1);
     cr_assert_str_eq(r->findings[0].name, "window-1");
     cr_assert_str_eq(r->findings[0].title, "window W-1 (2 -> 1), here the same as window "
                                            "halved W/2");
-    assert_rows(&r->findings[0].rows, &(diag_range){0, 1, 20, 24}, 1, "window-1");
+    cr_assert_eq(r->findings[0].rows.count, r->failing);
     cr_assert_null(finding(r, "window/2"), "merged into window-1");
     cr_assert_null(finding(r, "window/2+1"), "W/2+1 = W: not tried");
     diag_report_free(r);
@@ -1337,49 +1594,40 @@ Test(diag_coincide, hypotheses_computing_the_same_rows_are_one_finding_named_twi
     tcase_free(&c);
 }
 
-/* An LSE rounded to bfloat16 over windows of 2 keys (scale 8: one key dominates a row):
- * "scores rounded to bfloat16" lands within H5's bound on those rows too, but the rounded LSE
- * is reproduced to the bit: it is named the cause, the other listed as fitting less closely,
- * with both fits. At W = 1 (one key a row) the two compute the same LSE and stay
- * indistinguishable, and so does the softmax in bfloat16 on rounded scores (one weight, 1,
- * rounds to itself: the rounded score's LSE again). */
+/* An LSE rounded to bfloat16 on every row, over windows of 16 keys (scale 24: one key
+ * dominates a row): on the rows where the rounding passes H5's bound (2 times the baseline's
+ * own LSE error added to it: the baseline rounds its scores, so most rounded LSEs stay within),
+ * "scores rounded to bfloat16" lands within the bound of the rounded LSE too, and so does the
+ * softmax in bfloat16 on rounded scores, and no passing row refutes any, but the rounded LSE
+ * is reproduced to the bit: it is named the cause, the others listed as fitting less closely,
+ * with their fits. (Seed and scale found by running it. At scale 16, seed 54, the softmax in
+ * bfloat16 reproduces the rounded LSE to the bit too, its sum rounding to 1 and its LSE to the
+ * rounded largest score, and the three are indistinguishable. At W = 1 scores-rounded computes
+ * the same LSE, the score itself, but an LSE rounded so never fails now: the baseline's rounded
+ * score is as far off; the tie branch is the empty-tile case of hyp_cases.) */
 Test(diag_coincide, of_two_whole_causes_the_one_fitting_four_times_closer_is_named)
 {
-    for (int w = 2; w >= 1; w--) {
-        const spec s = {FC_BF16, 1, 2, 1, 64, 64, 16, CW(w), .seed = 50, .scale = 8};
-        tcase c;
-        tcase_make(&c, &s);
-        /* head 0's rows where "scores rounded" lands within H5's bound of the rounded LSE
-         * (found by running it): there the rounded LSE fails H5 and both hypotheses fit */
-        static const int32_t rows[] = {1, 8, 15, 17, 18, 20, 21};
-        for (size_t n = 0; n < sizeof rows / sizeof rows[0]; n++) {
-            size_t i = row_of(&c, 0, 0, rows[n]);
-            c.lse[i] = fc_round((float)c.lse64[i], FC_BF16);
-        }
-        diag_report *r = diagnose(&c, NULL, 0, 1);
-        char *text = print_report(r, &c.p);
-        cr_assert(r->examined >= (w == 2 ? 7u : 4u) && r->unexplained.count == 0, "W %d\n%s", w, text);
-        const diag_finding *sr = finding(r, "scores-rounded");
-        cr_assert(sr && sr->rows.count == r->examined, "W %d: scores-rounded fits every row\n%s",
-                  w, text);
-        if (w == 2) {
-            cr_assert(r->ncauses == 1 && r->nalso >= 1, "%s", text);
-            cr_assert_str_eq(r->findings[0].name, "lse-rounded");
-            cr_assert(r->findings[0].fit * DIAG_CLOSER <= sr->fit, "%s", text);
-            cr_assert(strstr(text, "\n  also within the bounds on every failing row, less "
-                                   "closely: scores rounded to bfloat16"), "%s", text);
-        } else {
-            const diag_finding *ls = finding(r, "softmax-lowp-scores");
-            cr_assert(r->ncauses == 3 && r->nalso == 0, "%s", text);
-            cr_assert(ls && ls->rows.count == r->examined, "%s", text);
-            for (size_t i = 0; i < 3; i++)
-                cr_assert(sr->fit == r->findings[i].fit, "%s", text);
-            cr_assert(strstr(text, "indistinguishable here"), "%s", text);
-        }
-        free(text);
-        diag_report_free(r);
-        tcase_free(&c);
-    }
+    const spec s = {FC_BF16, 1, 2, 1, 64, 64, 16, CW(16), .seed = 52, .scale = 24};
+    tcase c;
+    tcase_make(&c, &s);
+    for (size_t i = 0; i < attn_lse_elems(&c.p); i++)
+        c.lse[i] = fc_round((float)c.lse64[i], FC_BF16);
+    diag_report *r = diagnose(&c, NULL, 0, 1);
+    char *text = print_report(r, &c.p);
+    cr_assert(r->examined >= 4 && r->unexplained.count == 0, "%s", text);
+    const diag_finding *sr = finding(r, "scores-rounded");
+    cr_assert(sr && sr->rows.count == r->examined, "scores-rounded fits every row\n%s", text);
+    cr_assert(r->ncauses == 1 && r->nalso >= 1, "%s", text);
+    cr_assert_str_eq(r->findings[0].name, "lse-rounded");
+    cr_assert(r->findings[0].fit * DIAG_CLOSER <= sr->fit, "%s", text);
+    cr_assert(strstr(text, "\n  also within the bounds on every failing row, less closely: "
+                           "scores rounded to bfloat16"), "%s", text);
+    const diag_finding *ls = finding(r, "softmax-lowp-scores");
+    cr_assert(r->nalso == 2 && ls == &r->findings[2] && r->findings[0].fit * DIAG_CLOSER <= ls->fit,
+              "%s", text);
+    free(text);
+    diag_report_free(r);
+    tcase_free(&c);
 }
 
 /* One query over 64 keys under a bidirectional W = 20 (p_q = 63, keys 44-63; nothing after
@@ -1395,11 +1643,12 @@ Test(diag_coincide, decode_rows_and_one_sided_windows_merge_into_the_window_they
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)BW(19), c.p.scale, T_AS_IS, 0, o, lse);
-    put_rows(&c, (diag_range){0, 1, 0, 0}, o, lse);
+    by_ref(&c, (mask_params)BW(19), c.p.scale, T_AS_IS, o, lse);
+    for (int32_t h = 0; h < c.p.hq; h++) /* the bug everywhere: both heads' row */
+        put_rows(&c, (diag_range){0, h, 0, 0}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     char *text = print_report(r, &c.p);
-    cr_assert(r->failing == 1 && r->ncauses == 1, "%s", text);
+    cr_assert(r->failing == 2 && r->ncauses == 1, "%s", text);
     cr_assert_str_eq(r->findings[0].name, "window-1");
     cr_assert_str_eq(r->findings[0].title, "window W-1 (20 -> 19), here the same as asymmetric "
                                            "window, W-1 before the query, here the same as "
@@ -1431,12 +1680,14 @@ Test(diag_coincide, a_decode_blocks_last_row_without_the_last_key_is_drop_last_k
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
     brute(&c, pred_drop_last, 0, FC_F32, o, lse);
-    put_rows(&c, (diag_range){0, 1, 0, 31}, o, lse);
+    for (int32_t h = 0; h < c.p.hq; h++) /* the bug everywhere */
+        put_rows(&c, (diag_range){0, h, 0, 31}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     char *text = print_report(r, &c.p);
-    cr_assert(r->failing == 1 && r->ncauses == 1, "%s", text);
+    cr_assert(r->failing == 2 && r->ncauses == 1, "%s", text);
     cr_assert_str_eq(r->findings[0].name, "drop-last-key");
-    assert_rows(&r->findings[0].rows, &(diag_range){0, 1, 31, 31}, 1, "drop-last-key");
+    diag_range want[2] = {{0, 0, 31, 31}, {0, 1, 31, 31}};
+    assert_rows(&r->findings[0].rows, want, 2, "drop-last-key");
     cr_assert_null(finding(r, "decode-behind"), "%s", text);
     free(text);
     diag_report_free(r);
@@ -1455,10 +1706,11 @@ Test(diag_coincide, at_two_heads_the_previous_heads_sink_is_the_next_ones)
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
     brute_terms(&c, 0, sink_of_prev_head, o, lse);
-    put_rows(&c, (diag_range){0, 0, 30, 33}, o, lse);
+    for (int32_t h = 0; h < c.p.hq; h++) /* the bug everywhere */
+        put_rows(&c, (diag_range){0, h, 0, 63}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     char *text = print_report(r, &c.p);
-    cr_assert(r->failing == 4 && r->ncauses == 1, "%s", text);
+    cr_assert(r->failing > 4 && r->ncauses == 1, "%s", text);
     cr_assert_str_eq(r->findings[0].name, "sink-prev-head");
     cr_assert_str_eq(r->findings[0].title, "sink of the previous head (query head h took "
                                            "sink[h - 1], head 0 sink[1]), here the same as sink "
@@ -1480,7 +1732,7 @@ Test(diag_coincide, degenerate_verdict_uses_element_wise_bounds)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(2), c.p.scale, T_AS_IS, 0, o, lse);
+    by_ref(&c, (mask_params)CW(2), c.p.scale, T_AS_IS, o, lse);
     put_rows(&c, (diag_range){0, 0, 10, 12}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
     cr_assert(c.verdict.degenerate, "the case must be degenerate");
@@ -1499,8 +1751,9 @@ Test(diag_coincide, degenerate_verdict_uses_element_wise_bounds)
 /* ---- the work budget, the printing cap, bad input --------------------------------------- */
 
 /* Every other row of head 1 from 20 to 88 computed with W+1 (35 rows, 35 ranges): all of them
- * explained under the default budget, printed 8 ranges and "and 27 more"; under a budget for 5
- * rows, 5 spread evenly over them are examined and the rest counted. */
+ * examined and fitted by W+1 under the default budget (which passing rows refute: the other
+ * rows it would change pass), printed 8 ranges and "and 27 more"; under a budget for 5 rows, 5
+ * spread evenly over them are examined and the rest counted. */
 Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_counted)
 {
     const spec s = {FC_F16, 1, 2, 1, 96, 96, 16, CW(17), .seed = 27};
@@ -1508,7 +1761,7 @@ Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_count
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, 0, o, lse);
+    by_ref(&c, (mask_params)CW(18), c.p.scale, T_AS_IS, o, lse);
     for (int32_t q = 20; q <= 88; q += 2)
         put_rows(&c, (diag_range){0, 1, q, q}, o, lse);
     diag_report *r = diagnose(&c, NULL, 0, 1);
@@ -1516,10 +1769,11 @@ Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_count
     cr_assert_eq(r->examined, 35);
     cr_assert_eq(r->findings[0].rows.count, 35);
     cr_assert_eq(r->findings[0].rows.nranges, 35);
+    cr_assert_eq(r->findings[0].refuted, DIAG_REFUTED_PASSING);
     char *text = print_report(r, &c.p);
-    cr_assert(strstr(text, "explained by window W+1 (17 -> 18): all 35 failing rows: (b, h, q) "
-                           "= (0, 1, 20); (0, 1, 22); (0, 1, 24); (0, 1, 26); (0, 1, 28); (0, 1, "
-                           "30); (0, 1, 32); (0, 1, 34); and 27 more ranges\n"), "%s", text);
+    cr_assert(strstr(text, "not explained: 35 rows: (b, h, q) = (0, 1, 20); (0, 1, 22); (0, 1, "
+                           "24); (0, 1, 26); (0, 1, 28); (0, 1, 30); (0, 1, 32); (0, 1, 34); and "
+                           "27 more ranges\n"), "%s", text);
     free(text);
     /* Lk x D a hypothesis, the two online-softmax ones once more a try: a tile width (16, 32,
      * 64, 128 with no block mask) and an order (2); the two softmaxes in the input type once
@@ -1541,8 +1795,8 @@ Test(diag_budget, past_the_budget_a_spread_sample_is_examined_and_the_rest_count
                      (int)r->findings[0].rows.r[k].q0);
     char line[256];
     diag_summary(line, sizeof line, r, &c.p);
-    cr_assert(strstr(line, "window W+1 (17 -> 18): all 5 failing rows examined (of 35), (b, h, "
-                           "q) = (0, 1, 20) ..."), "%s", line);
+    cr_assert(strstr(line, "no cause: window W+1 (17 -> 18) fits all 5 failing rows examined "
+                           "(of 35) but "), "%s", line);
     text = print_report(r, &c.p);
     cr_assert(strstr(text, "35 of 192 rows failing (0 non-finite), 5 examined under "), "%s", text);
     cr_assert(strstr(text, "\n  not examined (work budget of "), "%s", text);
@@ -1561,7 +1815,7 @@ Test(diag_input, a_block_mask_for_another_grid_or_a_verdict_of_another_shape_is_
     tcase c;
     tcase_make(&c, &s);
     fc_err err = {{0}};
-    cr_assert(judge_given(&c.jc, c.o, c.lse, NULL, c.o_lp, &c.verdict, &err) >= 0);
+    cr_assert(judge_given(&c.jc, c.o, c.lse, NULL, &c.lp, &c.verdict, &err) >= 0);
     bmask other;
     seq_info big;
     cr_assert_eq(seq_init_dense(&big, 1, 128, 128, &err), FC_OK);
@@ -1590,7 +1844,7 @@ Test(diag_input, without_an_lse_only_the_output_is_compared)
     tcase_make(&c, &s);
     size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
     double *o = dalloc(no), *lse = dalloc(nl);
-    by_ref(&c, (mask_params)CW(16), c.p.scale, T_AS_IS, 0, o, lse);
+    by_ref(&c, (mask_params)CW(16), c.p.scale, T_AS_IS, o, lse);
     put_rows(&c, (diag_range){0, 0, 50, 52}, o, lse);
     for (size_t i = 0; i < nl; i++)
         c.lse[i] = NAN; /* not given, so never read */

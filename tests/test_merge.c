@@ -937,6 +937,17 @@ Test(refuse, rows_no_run_can_write_naming_file_row_and_field)
                                    "measured"},
         {"skip", "lse_err", "0", "rows[1].lse_err: 0, yet the row is skip"},
         {"skip", "nan_count", "1", "rows[1].nan_count: 1, yet the row is skip"},
+        /* every count of an unjudged row, on a skip and on an error row (check_unjudged's
+         * list, one entry each: a count left out of it merged a row claiming 3 infinities) */
+        {"skip", "inf_count", "3", "rows[1].inf_count: 3, yet the row is skip: nothing was "
+                                   "counted (0)"},
+        {"file-error", "inf_count", "3", "rows[1].inf_count: 3, yet the row is error"},
+        {"gate-skip", "inf_count", "1", "rows[1].inf_count: 1, yet the row is skip"},
+        {"file-error", "nan_count", "2", "rows[1].nan_count: 2, yet the row is error"},
+        {"skip", "empty_rows", "4", "rows[1].empty_rows: 4, yet the row is skip"},
+        {"file-error", "empty_rows", "1", "rows[1].empty_rows: 1, yet the row is error"},
+        {"skip", "degenerate", "1", "rows[1].degenerate: 1, yet the row is skip"},
+        {"file-error", "degenerate", "1", "rows[1].degenerate: 1, yet the row is error"},
         {"file-error", "gates", "P------", "rows[1].gates: 'P------', yet the row is error"},
         {"file-error", "hq", "4", "rows[1].b: 0 is out of range [1, 2147483647]"},
         {"file-error", "softcap", "-1", "rows[1].softcap: -1: must be finite"},

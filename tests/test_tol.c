@@ -1105,3 +1105,149 @@ Test(gates, an_lse_stored_in_bfloat16_is_judged_at_its_resolution)
                                             "as bfloat16"), "%s", v.why[REP_H5]);
     }
 }
+
+/* ---- the baseline of each row (docs/tolerance.md "When the baseline drowns") ------------- */
+
+/* The clean case's baselines with their LSEs: the dtype's off by 2^-6 in O and 2^-10 in LSE
+ * everywhere, the float32-score one likewise; row 2 is empty (no baseline judges it). */
+typedef struct lpcase {
+    tcase c;
+    float lse_lp[ROWS], o32[N], lse32[ROWS];
+} lpcase;
+
+static void lp_case(lpcase *l, fc_dtype dt)
+{
+    clean_case(&l->c, dt);
+    memcpy(l->o32, l->c.o_lp, sizeof l->o32);
+    for (int r = 0; r < ROWS; r++)
+        l->lse_lp[r] = l->lse32[r] = r < 2 ? (float)(gold_lse[r] + 0x1p-10) : -INFINITY;
+}
+
+static rep_inputs lp_inputs(const lpcase *l, int with32)
+{
+    rep_inputs in = inputs_of(&l->c);
+    in.lse_lp = l->lse_lp;
+    if (with32) {
+        in.o_lp32s = l->o32;
+        in.lse_lp32s = l->lse32;
+    }
+    return in;
+}
+
+/* Row 1's baseline off by 0.5 where max|O_gold| is 1 (REP_DROWN * 1 = 0.125 holds a row): c
+ * times that would bound H1 at 1.0 and pass an output wrong by 0.25 (a GQA head mix-up on the
+ * bfloat16 very-negative-logits case passed so, at ratio 0.55). With the float32-score baseline
+ * (2^-6 off) row 1 is judged against it and the same output fails H1; the correct one passes;
+ * without it the case is outside the contract and says why. */
+Test(baseline, a_row_the_baseline_drowns_is_judged_against_the_float32_score_baseline)
+{
+    fc_dtype dts[] = {FC_F16, FC_BF16};
+    for (int d = 0; d < 2; d++) {
+        lpcase l;
+        lp_case(&l, dts[d]);
+        for (int j = 0; j < DV; j++)
+            l.c.o_lp[DV + j] = (float)(gold_rows[1][j] + 0.5);
+        const char *dn = fc_dtype_name(dts[d]);
+        rep_inputs in = lp_inputs(&l, 1);
+        rep_verdict v = judge_inputs("correct", &in);
+        cr_expect(v.pass && v.lp32s_rows == 1 && v.e_lp_max == E_LP, "%s: pass %d rows %zu "
+                  "e_lp_max %g", dn, v.pass, v.lp32s_rows, v.e_lp_max);
+        char want[160];
+        snprintf(want, sizeof want, "the %s baseline drowns on 1 row (at row 1 col 0: off by 4 "
+                 "times 1/8 of max|O_gold| 1 (or of log(9/8) in LSE)); judged there against the "
+                 "float32-score baseline", dn);
+        cr_expect(!strncmp(v.lp_note, want, strlen(want)), "%s: %s", dn, v.lp_note);
+
+        l.c.o[DV + 0] += 0.25f; /* wrong by a quarter of max|O_gold| */
+        in = lp_inputs(&l, 1);
+        v = judge_inputs("wrong", &in);
+        cr_expect(!v.pass && !v.outside && v.first_fail == REP_H1, "%s: wrong output: pass %d "
+                  "first %s", dn, v.pass, first_gate_name(&v));
+        /* what the drowned baseline alone would allow: the case is outside, not a pass */
+        in = lp_inputs(&l, 0);
+        v = judge_inputs("no float32-score baseline", &in);
+        cr_expect(v.outside && !v.pass && v.unscaled && v.lp32s_rows == 0, "%s: outside %d",
+                  dn, v.outside);
+        snprintf(want, sizeof want, "outside-contract: the %s baseline's error at row 1 col 0 "
+                 "is 4 times 1/8 of max|O_gold| 1", dn);
+        cr_expect(!strncmp(rep_verdict_reason(&v), want, strlen(want)), "%s: %s", dn,
+                  rep_verdict_reason(&v));
+        /* and a float32-score baseline that drowns too leaves it outside */
+        l.o32[DV + 1] = (float)(gold_rows[1][1] - 0.5);
+        in = lp_inputs(&l, 1);
+        v = judge_inputs("both drown", &in);
+        cr_expect(v.outside && v.lp32s_rows == 0 && strstr(rep_verdict_reason(&v),
+                  "and the float32-score baseline's too"), "%s: %s", dn, rep_verdict_reason(&v));
+    }
+}
+
+/* A row whose O the baseline holds but whose LSE it has off by more than log(9/8) is drowned
+ * too (a row of scores around -1e5 whose weights one key dominates: O right, LSE off by a
+ * bfloat16 ulp of the score), and its LSE judged against the float32-score baseline's. */
+Test(baseline, an_lse_off_by_more_than_log_nine_eighths_drowns_the_row)
+{
+    lpcase l;
+    lp_case(&l, FC_BF16);
+    l.lse_lp[0] = (float)(gold_lse[0] + 0.125); /* log(9/8) = 0.1178 */
+    rep_inputs in = lp_inputs(&l, 1);
+    rep_verdict v = judge_inputs("lse drowned", &in);
+    cr_expect(v.pass && v.lp32s_rows == 1, "pass %d rows %zu", v.pass, v.lp32s_rows);
+    cr_expect(v.e_lse_lp_max == 0x1p-10, "H5's scale from the baselines that judge: %g",
+              v.e_lse_lp_max);
+    l.lse_lp[0] = (float)(gold_lse[0] + 0.1171875); /* within log(9/8): holds */
+    in = lp_inputs(&l, 1);
+    v = judge_inputs("lse held", &in);
+    cr_expect(v.lp32s_rows == 0 && v.e_lse_lp_max == 0.1171875, "rows %zu e %g", v.lp32s_rows,
+              v.e_lse_lp_max);
+}
+
+/* Where the dtype's baseline overflowed (scores float16 cannot hold) and the float32-score one
+ * holds the row, the row is judged: a NaN there is the kernel's (H3), no longer "anything
+ * goes". */
+Test(baseline, an_overflowed_row_with_a_float32_score_baseline_is_judged)
+{
+    lpcase l;
+    lp_case(&l, FC_F16);
+    l.c.o_lp[4] = INFINITY;
+    rep_inputs in = lp_inputs(&l, 1);
+    rep_verdict v = judge_inputs("overflowed, correct", &in);
+    cr_expect(v.pass && !v.unscaled && v.lp32s_rows == 1, "pass %d unscaled %d rows %zu", v.pass,
+              v.unscaled, v.lp32s_rows);
+    l.c.o[4] = NAN;
+    in = lp_inputs(&l, 1);
+    v = judge_inputs("overflowed, NaN", &in);
+    cr_expect(!v.pass && !v.outside && v.first_fail == REP_H3, "pass %d first %s", v.pass,
+              first_gate_name(&v));
+    in = lp_inputs(&l, 0); /* without it: outside, the NaN not the kernel's (as before) */
+    v = judge_inputs("overflowed, NaN, no fallback", &in);
+    cr_expect(v.outside && v.nan_count == 0, "outside %d nan %zu", v.outside, v.nan_count);
+}
+
+/* H5 adds c times the baseline's largest LSE error over the rows it judges to atol + rtol |g|:
+ * a correct same-precision engine (math SDPA pre-scaling q in the input type) moves its LSE by
+ * as much as the baseline's rounded scores move it. Row 0: |g| = 1.5, baseline 2^-7 off (row 1
+ * 2^-8): float16's bound 1e-3 + 1.5e-3 + 2 * 2^-7 = 0.018125. */
+Test(h5, the_bound_adds_c_times_the_baselines_largest_lse_error)
+{
+    lpcase l;
+    lp_case(&l, FC_F16);
+    l.lse_lp[0] = (float)(gold_lse[0] + 0x1p-7);
+    l.lse_lp[1] = (float)(gold_lse[1] - 0x1p-8);
+    l.c.lse[0] = (float)(gold_lse[0] + 0.018);
+    rep_inputs in = lp_inputs(&l, 0);
+    rep_verdict v = judge_inputs("inside", &in);
+    cr_expect(v.pass && v.e_lse_lp_max == 0x1p-7, "pass %d e_lse_lp_max %g: %s", v.pass,
+              v.e_lse_lp_max, rep_verdict_reason(&v));
+    cr_expect(fabs(v.lse_ratio - 0.018 / 0.018125) < 1e-5, "ratio %.7g", v.lse_ratio);
+    l.c.lse[0] = (float)(gold_lse[0] + 0.0185);
+    in = lp_inputs(&l, 0);
+    v = judge_inputs("outside", &in);
+    cr_expect(!v.pass && v.first_fail == REP_H5, "pass %d first %s", v.pass, first_gate_name(&v));
+    cr_expect(strstr(rep_verdict_reason(&v), "> 0.001 + 0.001 * |1.5| + 2 * e_lse_lp 0.00781 "
+                     "(the worst row)"), "%s", rep_verdict_reason(&v));
+    /* without the baseline's LSE, the fixed bound alone (0.0025): 0.018 fails */
+    l.c.lse[0] = (float)(gold_lse[0] + 0.018);
+    in = inputs_of(&l.c);
+    v = judge_inputs("no lse_lp", &in);
+    cr_expect(!v.pass && v.first_fail == REP_H5 && v.e_lse_lp_max == 0, "pass %d", v.pass);
+}

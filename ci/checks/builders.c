@@ -55,7 +55,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
                 continue;
             }
             judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &s.jc,
-                               .bm = &bms[b], .o_lp = s.b.o_lp, .o = s.b.o, .lse = s.b.lse,
+                               .bm = &bms[b], .lp = &s.b.lp, .o = s.b.o, .lse = s.b.lse,
                                .rerun = 0};
             gate_judge_run(&in, row);
             if (exact[0])

@@ -71,7 +71,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
             continue;
         }
         rep_verdict vd;
-        int pass = judge_outputs(&s.jc, o, l, s.b.o_lp, &vd, &e);
+        int pass = judge_outputs(&s.jc, o, l, &s.b.lp, &vd, &e);
         if (pass < 0 || (!pass && !vd.outside))
             judge_row_fail_check(row, CHECK, "dense attention over the last %d keys "
                                 "differs from the windowed row: %s", (int)w,

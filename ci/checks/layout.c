@@ -103,7 +103,7 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l,
     float *of = malloc(sizeof(float) * (attn_o_elems(&fc.prob) + 1));
     float *lf = malloc(sizeof(float) * (judge_rows(&jc) + 1));
     int ok = of && lf &&
-             !judge_baseline(&jc, b.o_lp, &e) &&
+             !judge_baseline(&jc, &b.lp, &e) &&
              (shared = meta_get(meta, op, m, &fc.prob.seq, c->gp.qb, c->gp.kb, c->builder,
                                 &e)) != NULL &&
              !judge_build_mask(&op->run, &fresh, c->builder, m, &fc.prob.seq, c->gp.qb, c->gp.kb, &e);
@@ -122,7 +122,7 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l,
             continue;
         }
         judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = shared,
-                           .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+                           .lp = &b.lp, .o = b.o, .lse = b.lse, .rerun = 1};
         gate_judge_run(&in, row);
         if (judge_kernel(&op->run, op->backends[i], &jc, &fresh, NULL, 0, of, lf, NULL, &e)) {
             judge_row_fail_check(row, CHECK, "fresh-mask run: %s", e.msg);

@@ -100,7 +100,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows,
                 om[r * dv + j] = (float)(wa * o[0][r * dv + j] + wb * o[1][r * dv + j]);
         }
         rep_verdict v;
-        int pass = judge_outputs(&s.jc, om, lm, s.b.o_lp, &v, &e);
+        int pass = judge_outputs(&s.jc, om, lm, &s.b.lp, &v, &e);
         if (pass < 0) {
             rep_row_set_error(row, e.msg);
             continue;

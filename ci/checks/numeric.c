@@ -26,7 +26,7 @@ static fc_status run_numeric_dtype(const gate_case *c, const gate_opts *op, gate
         fix_case_free(&fc);
         return st;
     }
-    st = judge_baseline(&jc, b.o_lp, &e);
+    st = judge_baseline(&jc, &b.lp, &e);
     if (!st)
         st = judge_build_mask(&op->run, &bm, c->builder, fc.prob.mask, &fc.prob.seq, c->gp.qb,
                               c->gp.kb, &e);
@@ -42,7 +42,7 @@ static fc_status run_numeric_dtype(const gate_case *c, const gate_opts *op, gate
             continue;
         }
         judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = &bm,
-                           .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+                           .lp = &b.lp, .o = b.o, .lse = b.lse, .rerun = 1};
         gate_judge_run(&in, row);
     }
     if (st != FC_ENOMEM)

@@ -155,12 +155,12 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
     judge_case jc = fix_judge_case(&fc), dc = fix_judge_case(&dfc);
     dc.designed = 1;
     fc_status st = FC_OK;
-    float *d_lp = malloc(sizeof(float) * (attn_o_elems(p) + 1)); /* the design's baseline */
-    if (!d_lp || judge_bufs_alloc(&b, &jc, &e)) {
+    judge_lp d_lp = {0}; /* the design's baselines */
+    if (judge_bufs_alloc(&b, &jc, &e)) {
         st = fc_errf(err, FC_ENOMEM, "out of memory for the p-round inputs");
         goto done;
     }
-    if (judge_baseline(&jc, b.o_lp, &e) || judge_baseline(&dc, d_lp, &e) ||
+    if (judge_baseline(&jc, &b.lp, &e) || judge_baseline(&dc, &d_lp, &e) ||
         judge_build_mask(&op->run, &bm, c->builder, p->mask, &p->seq, c->gp.qb, c->gp.kb, &e)) {
         st = gate_case_error(c, op, rows, e.msg, err);
         goto done;
@@ -174,7 +174,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
         gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op,
                           op->backends[i], NULL);
         judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = &bm,
-                           .o_lp = b.o_lp, .o = b.o, .lse = b.lse, .rerun = 1};
+                           .lp = &b.lp, .o = b.o, .lse = b.lse, .rerun = 1};
         gate_judge_run(&in, row);
         if (row->outcome != REP_ROW_PASS && row->outcome != REP_ROW_OUTSIDE)
             continue; /* failed, skipped or unrunnable already */
@@ -183,7 +183,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
             continue;
         }
         rep_verdict dv; /* the designed run under the gates but H2, as check judges a design */
-        int gp = judge_given(&dc, b.o, b.lse, NULL, d_lp, &dv, &e);
+        int gp = judge_given(&dc, b.o, b.lse, NULL, &d_lp, &dv, &e);
         if (gp < 0) {
             rep_row_set_error(row, e.msg);
             continue;
@@ -200,7 +200,7 @@ static fc_status run(const gate_case *c, const gate_opts *op, gate_rows *rows, f
             judge_row_fail_check(row, CHECK, "%s", msg);
     }
 done:
-    free(d_lp);
+    judge_lp_free(&d_lp);
     bmask_free(&bm);
     judge_bufs_free(&b);
     fix_case_free(&fc);

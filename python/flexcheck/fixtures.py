@@ -82,8 +82,11 @@ def _is_torch(x) -> bool:
 
 
 def _as_array(x, what: str) -> Tuple[np.ndarray, bool]:
-    """(numpy array, True if the values came as bfloat16). bfloat16 tensors (and ml_dtypes
-    arrays) go through float32, which holds every bfloat16 value exactly."""
+    """(numpy array in the machine's byte order, True if the values came as bfloat16).
+    bfloat16 tensors (and ml_dtypes arrays) go through float32, which holds every bfloat16
+    value exactly. A big-endian array (">f2", as h5py or np.frombuffer can hand out) is
+    converted value for value: every check below compares dtypes with == np.float16 and friends,
+    which a non-native dtype never equals, so it would be taken for another type."""
     if x is None:
         raise ValueError(f"{what}: missing")
     if _is_torch(x):
@@ -96,6 +99,8 @@ def _as_array(x, what: str) -> Tuple[np.ndarray, bool]:
     a = np.asarray(x)
     if a.dtype.name == "bfloat16":  # ml_dtypes (JAX): not a numpy float kind
         return a.astype(np.float32), True
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
     return a, False
 
 
@@ -160,12 +165,16 @@ def round_to(x, dtype: str) -> np.ndarray:
         return bfloat16_to_float32(bfloat16_bits(x32))
 
 
-def _input_values(a: np.ndarray, what: str, dtype: str,
-                  round: bool) -> Tuple[np.ndarray, Optional[str]]:
+ROUND_HINT = "(round=True rounds to nearest even)"
+
+
+def _input_values(a: np.ndarray, what: str, dtype: str, round: bool,
+                  hint: str = ROUND_HINT) -> Tuple[np.ndarray, Optional[str]]:
     """(q, k, v or the sinks converted to the storage type; None, or where rounding first
     changed a value, "[i]..: x -> y", for a message). Values must be finite and exactly
     representable in dtype: silently rounding an engine's inputs would make flexcheck judge
-    a different attention call than the one the engine ran."""
+    a different attention call than the one the engine ran. hint: how the caller's API rounds,
+    for the refusal."""
     if a.dtype.kind != "f":
         raise ValueError(f"{what}: dtype {a.dtype}: must be floating point")
     bad = ~np.isfinite(a)
@@ -185,7 +194,7 @@ def _input_values(a: np.ndarray, what: str, dtype: str,
     i = _first(bad)
     if not round:
         raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not "
-                         f"representable in {dtype} (round=True rounds to nearest even)")
+                         f"representable in {dtype} {hint}")
     return r, f"{_fmt_index(i)}: {float(a[i])!r} -> {float(r[i])!r}"
 
 
@@ -199,7 +208,10 @@ def _infer_dtype(q: np.ndarray, q_bf16: bool) -> str:
 # ---- scalar arguments ----
 
 def _int_arg(value, what: str, lo: int, hi: int) -> int:
-    """An integer in [lo, hi]; floats are refused rather than truncated."""
+    """An integer in [lo, hi]; floats are refused rather than truncated, booleans (an int to
+    Python: window=True would be W = 1) rather than taken for 0 and 1."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{what}: {value!r} is not an integer")
     try:
         v = operator.index(value)
     except TypeError:
@@ -232,23 +244,52 @@ def _case_name(name) -> str:
     return name
 
 
+def _flag(value, what: str) -> bool:
+    """A boolean: True/False (numpy's too) or the integers 0/1. Nothing else: "False" is a
+    true string, None and 2 are not answers, 1.0 is a float."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if not isinstance(value, (str, bytes)):
+        try:
+            v = operator.index(value)
+        except TypeError:
+            v = None
+        if v in (0, 1):
+            return bool(v)
+    raise ValueError(f"{what} = {value!r}: must be True/False or 0/1")
+
+
 def _mask_attrs(causal, window, chunk) -> Dict[str, np.int64]:
     """The mask attributes under their file names (masks/mask.h MASK_PARAMS)."""
-    if causal not in (0, 1):  # True/False and 0/1 (numpy ones too)
-        raise ValueError(f"causal = {causal!r}: must be True/False or 0/1")
-    return {"causal": np.int64(int(causal)),
+    return {"causal": np.int64(_flag(causal, "causal")),
             "sliding_window": np.int64(_int_arg(window, "window", 0, INT32_MAX)),
             "chunk_size": np.int64(_int_arg(chunk, "chunk", 0, INT32_MAX))}
+
+
+def _real(value, what: str) -> float:
+    """One real number as a float: Python numbers (Fraction and Decimal too), numpy scalars and
+    0-d arrays, torch scalar tensors. Booleans, strings (float("0.17") would parse: a number is
+    meant), bytes, complex numbers and arrays with elements are refused, naming `what`."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise ValueError(f"{what}: {value!r} is not a number")
+    if isinstance(value, np.ndarray) or _is_torch(value):
+        a, _ = _as_array(value, what)
+        if a.ndim != 0 or a.dtype.kind not in "fiu":
+            raise ValueError(f"{what}: {value!r} is not a number")
+        value = a[()]
+    if not isinstance(value, (numbers.Real, decimal.Decimal)):
+        raise ValueError(f"{what}: {value!r} is not a number")
+    try:
+        return float(value)
+    except OverflowError:  # an int or Fraction past float's range
+        raise ValueError(f"{what}: a {type(value).__name__} beyond float's range") from None
 
 
 def _scale(scale, d: int) -> float:
     """The softmax scale; None is the usual 1/sqrt(D) (flexcheck gen's default)."""
     if scale is None:
         return 1.0 / math.sqrt(d)
-    try:
-        s = float(scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"scale: {scale!r} is not a number") from None
+    s = _real(scale, "scale")
     if not (math.isfinite(s) and s > 0):
         raise ValueError(f"scale = {s!r}: must be finite and > 0")
     return s
@@ -289,8 +330,8 @@ def _softcap(softcap, where: str) -> float:
     return c
 
 
-def _sinks(sinks, where: str, hq: int,
-           round: bool) -> Tuple[Optional[np.ndarray], Optional[str]]:
+def _sinks(sinks, where: str, hq: int, round: bool,
+           hint: str = ROUND_HINT) -> Tuple[Optional[np.ndarray], Optional[str]]:
     """(per-head sink logits as stored, where rounding changed one as _input_values says):
     float32 [Hq], finite, checked as q/k/v are (_input_values): the case must hold the logits
     the engine used, so values must be float32 values (float16 and bfloat16 ones are);
@@ -300,7 +341,7 @@ def _sinks(sinks, where: str, hq: int,
     a, _ = _as_array(sinks, f"{where}sinks")
     if a.shape != (hq,):
         raise ValueError(f"{where}sinks: shape {list(a.shape)}: must be [Hq] = [{hq}]")
-    r, changed = _input_values(a, f"{where}sinks", "float32", round)
+    r, changed = _input_values(a, f"{where}sinks", "float32", round, hint)
     bad = np.abs(r) > MAX_SINK
     if bad.any():
         i = int(np.argmax(bad))
@@ -371,6 +412,9 @@ def _cu_seqlens(cu, what: str, total: int, tensor: str) -> np.ndarray:
         raise ValueError(f"{what}: shape {list(a.shape)}: must be [R + 1], R >= 1 sequences")
     if a.dtype.kind not in "iu":
         raise ValueError(f"{what}: dtype {a.dtype}: must be integers")
+    if a.size and int(a.max()) > INT32_MAX:  # before int64: a uint64 past it would turn negative
+        raise ValueError(f"{what}: value {int(a.max())} at index {int(np.argmax(a))}: past "
+                         f"int32 ({INT32_MAX})")
     a = a.astype(np.int64)
     if a[0] != 0:
         raise ValueError(f"{what}: starts at {a[0]}: must start at 0")
@@ -873,8 +917,11 @@ def _tested_lse(x, grid: _Grid) -> Tuple[np.ndarray, Optional[str]]:
     return _to_grid(a, "lse", grid, 3), None
 
 
+ROUNDINGS = ("flexattention",)  # the rounding profiles a producer may claim (docs/fixtures.md)
+
+
 def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, block_mask=None,
-               encoding=None, overwrite=False) -> None:
+               encoding=None, overwrite=False, rounding=None) -> None:
     """Store what a kernel under test produced from case `case`'s inputs, as
     /cases/<case>/tested/<label>, for `flexcheck check` to judge (docs/tolerance.md) against
     the case's float64 out/lse.
@@ -896,6 +943,10 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
     out_rerun: optional second run on the same inputs, stored like out (same encoding):
     the gate compares it bitwise (H7). block_mask: the producer's own, as in write_case
     (stored under the label; the default block sizes are the case's).
+    rounding: "flexattention" claims that the producer rounds P to the input type as
+    FlexAttention does (attribute `rounding`): on a p-round design (`<dtype>@design`, flexcheck
+    export) the output is then held to that rounding (docs/tolerance.md p-round); without the
+    claim the rule's finding is a note. None: no claim.
 
     Atomic, like write_case.
     """
@@ -918,12 +969,16 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
             raise ValueError(f"out_rerun: stored as {renc or r.dtype}, out as {enc or o.dtype}: "
                              f"a rerun is stored as the run")
     bm = _block_mask(block_mask, "block_mask", grid, sizes)
+    if rounding is not None and rounding not in ROUNDINGS:
+        raise ValueError(f"rounding {rounding!r}: None or one of {', '.join(ROUNDINGS)}")
     with _rewrite(path) as f:
         tg = f[f"cases/{case}"].require_group("tested")
         if label in tg:
             del tg[label]
         g = tg.create_group(label)
         g.attrs["producer"] = producer
+        if rounding is not None:
+            g.attrs["rounding"] = rounding
         for key, arr in (("out", o), ("out_rerun", r)):
             if arr is not None:
                 ds = _dataset(g, key, arr)

@@ -231,10 +231,12 @@ def _designed_output(c, model):
     return rnd(o)
 
 
-def test_p_round_design_judges_a_producers_rounding_of_p(tmp_path):
-    # The p-round check's designed run travels as "<dtype>@design": a producer rounding P as
-    # either of FlexAttention's paths passes, one keeping P in fp32 (closer to the oracle, so
-    # every tolerance gate passes it) fails under p-round.
+def test_p_round_design_judges_a_producers_claimed_rounding_of_p(tmp_path):
+    # The p-round check's designed run travels as "<dtype>@design". A producer that claims
+    # FlexAttention's rounding of P (attribute rounding = "flexattention") is held to it: either
+    # of FlexAttention's paths passes, P kept in fp32 fails under p-round. A producer that does
+    # not claim it is not: P kept in fp32 is closer to the oracle, passes every gate, and the
+    # rule's finding is a note under its line.
     _, files = export(tmp_path, "pr", "--filter", "m4-p-round")
     assert len(files) >= 2
     for f in files:
@@ -243,20 +245,51 @@ def test_p_round_design_judges_a_producers_rounding_of_p(tmp_path):
         c = read_case(f, design[0])
         assert c.scale == 1.0 and not c.packed
         for model in ("tiled", "eager", "fp32"):
-            add_tested(f, design[0], model, _designed_output(c, model).astype(np.float32),
-                       producer=f"P {model}")
+            o = _designed_output(c, model).astype(np.float32)
+            add_tested(f, design[0], model, o, producer=f"P {model}", rounding="flexattention")
+            add_tested(f, design[0], model + "-unclaimed", o, producer=f"P {model}")
         # Right rounding, wrong rows: every 16th query row set to 7. p-round's rule looks at some
         # elements only; H1 still judges every one on a design (only H2 is set aside).
         wrong = _designed_output(c, "tiled").astype(np.float32)
         wrong[:, :, 1::16, :] = 7.0
-        add_tested(f, design[0], "wrongrows", wrong, producer="right P, wrong rows")
+        add_tested(f, design[0], "wrongrows", wrong, producer="right P, wrong rows",
+                   rounding="flexattention")
         rc, text, err = run("check", f, "--report", str(tmp_path / "rep"))
         assert rc == 1, text + err
-        lines = {m: [ln for ln in text.splitlines() if f"@design tested/{m} " in ln][0]
-                 for m in ("tiled", "eager", "fp32", "wrongrows")}
-        assert lines["wrongrows"].startswith("FAIL") and "H1" in lines["wrongrows"], text
-        assert lines["tiled"].startswith("PASS"), lines["tiled"]
-        assert lines["eager"].startswith("PASS"), lines["eager"]
-        assert lines["fp32"].startswith("FAIL") and "p-round: " in lines["fp32"], lines["fp32"]
+        lines = text.splitlines()
+        at = {m: next(i for i, ln in enumerate(lines) if f"@design tested/{m} " in ln)
+              for m in ("tiled", "eager", "fp32", "wrongrows", "tiled-unclaimed",
+                        "eager-unclaimed", "fp32-unclaimed")}
+        line = {m: lines[i] for m, i in at.items()}
+        assert line["wrongrows"].startswith("FAIL") and "H1" in line["wrongrows"], text
+        assert line["tiled"].startswith("PASS"), line["tiled"]
+        assert line["eager"].startswith("PASS"), line["eager"]
+        assert line["fp32"].startswith("FAIL") and "p-round: " in line["fp32"], line["fp32"]
+        for m in ("tiled", "eager", "fp32"):
+            u = line[m + "-unclaimed"]
+            assert u.startswith("PASS"), u
+            note = lines[at[m + "-unclaimed"] + 1]
+            if m == "fp32":  # the rule's finding, as a note
+                assert note.startswith("    note: p-round (not claimed; the producer does not "
+                                       "say it rounds P as FlexAttention does): "), note
+            else:
+                assert not note.startswith("    note: p-round"), note
         csv = (tmp_path / "rep" / "rows.csv").read_text()
         assert ",fail,p-round," in csv and "@design" in csv
+
+
+def test_a_rounding_profile_other_than_flexattention_is_refused(tmp_path):
+    _, files = export(tmp_path, "pr", "--filter", "m4-p-round")
+    f = files[0]
+    name = list_cases(f)[0]
+    c = read_case(f, name)
+    with pytest.raises(ValueError, match="rounding 'flex': None or one of flexattention"):
+        add_tested(f, name, "x", c.out.astype(np.float32), producer="p", rounding="flex")
+    add_tested(f, name, "x", c.out.astype(np.float32), producer="p", rounding="flexattention")
+    with h5py.File(f, "r+") as h:
+        h[f"cases/{name}/tested/x"].attrs["rounding"] = "fp32-p"
+    rc, text, err = run("check", f)
+    assert rc == 2, text + err
+    errs = [ln for ln in err.splitlines() if ln]
+    assert len(errs) == 1 and 'attribute rounding = "fp32-p": the one profile is ' \
+        '"flexattention"' in errs[0], err

@@ -133,7 +133,7 @@ def test_views_and_odd_strides_are_copied_not_misread():
     (dict(q=np.full((1, 8, 64, 32), 0.1)), "q: value 0.1 at [0][0][0][0] is not representable "
                                            "in float32"),
     (dict(k=np.full((1, 2, 64, 32), np.nan, np.float16)), "k: value nan"),
-    (dict(window=-1), "mask: set_mask: window = -1"),
+    (dict(window=-2), "window = -2: must be in [1, 2147483647] (None, 0 or -1 for no window)"),
     (dict(lse=np.zeros((1, 8, 63), np.float32)), "lse: shape [1, 8, 63]"),
     (dict(out=np.zeros((1, 8, 64, 32), np.int32)), "out: dtype int32"),
     (dict(sinks=np.zeros(3, np.float32)), "sinks: shape [3]"),

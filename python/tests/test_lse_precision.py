@@ -56,11 +56,9 @@ def test_an_lse_rounded_to_bfloat16_is_named_alone_or_judged_at_its_resolution(t
     assert not any("not explained" in ln for ln in block), "\n".join(block)
 
 
-def test_an_lse_of_minus_inf_fails_outside_the_contract_and_says_why_no_diagnosis(tmp_path):
-    # The quick export's float16 case with logits near -1e5: the float16 baseline overflows
-    # (the case is outside H1's contract), the truth's LSE is finite. An LSE rounded to float16
-    # (-inf there) fails whatever the baseline did, and the printout says why no diagnosis ran.
-    cid = "m5-numeric-f16-d64-h6x2-b1-256x512-cw129-q64k64-direct-neglogits"
+def _lse16_output(tmp_path, cid):
+    """The exported case cid (float16) with its oracle's output and the LSE rounded to float16
+    stored under tested/lse16; the file's path."""
     rc, text, err = run("export", "--quick", "--out", tmp_path, "--filter", cid)
     assert rc == 0, text + err
     p = str(tmp_path / f"{cid}.h5")
@@ -70,10 +68,38 @@ def test_an_lse_of_minus_inf_fails_outside_the_contract_and_says_why_no_diagnosi
         lse16 = c.lse.astype(np.float16).astype(np.float32)
     add_tested(p, "float16", "lse16", c.out.astype(np.float16), producer="lse in float16",
                lse=lse16)
+    return p
+
+
+def test_an_lse_of_minus_inf_fails_where_the_float32_score_baseline_judges_the_rows(tmp_path):
+    # The quick export's float16 case with logits near -1e5: the float16 baseline overflows
+    # there, so its rows are judged against the float32-score baseline (docs/tolerance.md "When
+    # the baseline drowns"). An LSE rounded to float16 (-inf) fails, and the diagnosis runs and
+    # names the rounding: the hypothesis's LSE is that same -inf.
+    p = _lse16_output(tmp_path,
+                      "m5-numeric-f16-d64-h6x2-b1-256x512-cw129-q64k64-direct-neglogits")
     rc, text, err = run("check", "--tested", "lse16", p)
     assert rc == 1, text + err
     lines = text.splitlines()
     i = next(i for i, ln in enumerate(lines) if "tested/lse16" in ln)
     assert lines[i].startswith("FAIL ") and "LSE is -inf" in lines[i], lines[i]
-    assert "    diagnosis: not run: the float16 baseline overflows on this case (outside the " \
-           "contract)" in text, text
+    block = [ln for ln in lines[i + 1:] if ln.startswith("    ")]
+    assert any(ln.startswith("    diagnosis: 1536 of 1536 rows failing") for ln in block), text
+    claims = [ln for ln in block if ln.startswith("    explained")]
+    assert len(claims) == 1 and claims[0].startswith(
+        "    explained by LSE rounded to float16 (the input type): all 1536 failing rows"), text
+
+
+def test_an_lse_of_minus_inf_fails_outside_the_contract_and_says_why_no_diagnosis(tmp_path):
+    # The float16 case with logits near -1e9: past what float32 resolves, so no baseline holds
+    # its rows (outside H1's contract); the truth's LSE is finite. An LSE rounded to float16
+    # (-inf there) fails whatever the baselines did, and the printout says why no diagnosis ran.
+    p = _lse16_output(tmp_path,
+                      "m5-numeric-f16-d64-h6x2-b1-256x512-cw129-q64k64-direct-farlogits")
+    rc, text, err = run("check", "--tested", "lse16", p)
+    assert rc == 1, text + err
+    lines = text.splitlines()
+    i = next(i for i, ln in enumerate(lines) if "tested/lse16" in ln)
+    assert lines[i].startswith("FAIL ") and "LSE is -inf" in lines[i], lines[i]
+    assert "    diagnosis: not run: no float16 baseline holds every row of this case (outside " \
+           "the contract)" in text, text
