@@ -112,7 +112,10 @@ enum {
     REF_LOWP_UNNORMALISED = 2,
     /* with REF_LOWP_SEQ_SUM and a sink: the sink's term added after the keys, not before */
     REF_LOWP_SINK_LAST = 4,
-    REF_LOWP_WAYS = 8 /* the combinations: softmax_how < REF_LOWP_WAYS */
+    /* every scaled score rounded to the type first, as round_scores rounds it (q.k computed in
+     * the input type too); round_scores, when set, rounds them already */
+    REF_LOWP_SCORES = 8,
+    REF_LOWP_WAYS = 16 /* the combinations: softmax_how < REF_LOWP_WAYS */
 };
 
 /* The problem's own rule for query head h: its scale, scores in double, its soft-cap, the

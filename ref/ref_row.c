@@ -29,6 +29,8 @@ static double score(const float *q, const float *k, int32_t d, const ref_row_rul
     double s = r->scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
     if (r->round_scores != FC_F32)
         s = (double)fc_round((float)s, r->round_scores);
+    else if (r->softmax_dt != FC_F32 && (r->softmax_how & REF_LOWP_SCORES))
+        s = (double)fc_round((float)s, r->softmax_dt);
     return r->softcap > 0 ? r->softcap * tanh(s / r->softcap) : s;
 }
 

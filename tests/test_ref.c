@@ -619,12 +619,13 @@ static int every_key(void *ctx, int32_t tk)
 
 /* A softmax in bfloat16, each way of REF_LOWP_* against the same softmax written out here: one
  * key scoring 0, six scoring -5 (weights below half a bfloat16 ulp of a sum near 2, above half
- * one near 1: a running sum keeps or drops them by where it stands), one -0.3, and a sink 0.7.
- * The six ways give six different rows, so a way ref_row_f64 ignored would show. */
+ * one near 1: a running sum keeps or drops them by where it stands), one -1.01 (bfloat16's
+ * -1.0078125 when the scores are rounded first), and a sink 0.7 (never rounded: not a score).
+ * The twelve ways give twelve different rows, so a way ref_row_f64 ignored would show. */
 Test(ref_row, each_way_of_a_softmax_in_bfloat16_is_its_own)
 {
     enum { N = 8 };
-    static const float sc[N] = {0, -5, -5, -5, -5, -5, -5, -0.3f};
+    static const float sc[N] = {0, -5, -5, -5, -5, -5, -5, -1.01f};
     float q[2] = {1, 0}, k[2 * N], v[N];
     for (int j = 0; j < N; j++) {
         k[2 * j] = sc[j];
@@ -633,14 +634,16 @@ Test(ref_row, each_way_of_a_softmax_in_bfloat16_is_its_own)
     }
     const double sink = 0.7;
     double e[N], es = fc_round((float)exp(sink - sink), FC_BF16); /* the sink is the max */
-    for (int j = 0; j < N; j++)
-        e[j] = fc_round((float)exp((double)sc[j] - sink), FC_BF16);
     double got[REF_LOWP_WAYS];
     int nways = 0;
     for (unsigned how = 0; how < REF_LOWP_WAYS; how++) {
         int seq = how & REF_LOWP_SEQ_SUM, last = how & REF_LOWP_SINK_LAST;
         if (last && !seq)
             continue;
+        for (int j = 0; j < N; j++) {
+            double s = how & REF_LOWP_SCORES ? fc_round(sc[j], FC_BF16) : (double)sc[j];
+            e[j] = fc_round((float)exp(s - sink), FC_BF16);
+        }
         double sum = 0;
         if (!seq) {
             for (int j = 0; j < N; j++)
@@ -669,12 +672,12 @@ Test(ref_row, each_way_of_a_softmax_in_bfloat16_is_its_own)
             cr_assert(got[w] != o[0], "way %u gives another way's row (%.17g)", how, o[0]);
         got[nways++] = o[0];
     }
-    cr_assert_eq(nways, 6);
+    cr_assert_eq(nways, 12);
     ref_row_rule bad = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, REF_LOWP_WAYS};
     double o[1];
     fc_err err = {{0}};
     cr_assert_eq(ref_row_f64(q, k, v, N, 2, 1, &bad, every_key, NULL, o, NULL, &err), FC_EINVAL);
-    cr_assert(strstr(err.msg, "softmax_how = 8"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "softmax_how = 16"), "%s", err.msg);
 }
 
 /* 0 for key 3, 2 (masked, visited) for key 1, 1 for the others. */
