@@ -47,20 +47,31 @@
  *   values (those outside the truth's bounds) lie from its reference, in units of their bounds
  *   (the largest over a row's failing values).
  *
- * What the report CLAIMS (the rest is evidence, never a finding): a hypothesis is the CAUSE
- * when it explains every examined finite failing row. Hypotheses that compute the same rows on
- * the case are one finding, titled with both names. Of several that all explain every row, one
- * that fits DIAG_CLOSER times more closely than each of the others is the cause (the others
- * listed as fitting less closely, with their fits); else they are reported together as
+ * What the report CLAIMS (the rest is evidence, never a finding): a hypothesis that explains
+ * every examined finite failing row is a whole CANDIDATE; it is the CAUSE unless REFUTED: it
+ * must reproduce the failing values DIAG_CLOSER times more closely than the correct output does
+ * (its fit against the truth's: a hypothesis within the bounds of barely failing rows proves
+ * nothing), and no passing row may contradict it (a row that passes against the truth, which
+ * the hypothesis changes, computed from its reference, and which the output does not show
+ * changed: applied to the whole case it would fail that row). Hypotheses that compute the same
+ * rows on the case are one finding, titled with both names. Of several causes, one that fits
+ * DIAG_CLOSER times more closely than each of the others is the cause (the others listed as
+ * fitting less closely, with their fits); else they are reported together as
  * indistinguishable on this output. Without a whole cause, a hypothesis that explains every
- * failing row of a head (b, h) is the cause there (a GROUP cause, heads named). Hypotheses that
- * explain some rows only are PARTIAL fits: one line, no claim. Rows no cause covers are "not
- * explained"; rows past the work budget are "not examined", by range.
+ * failing row of a head (b, h), under the same two tests on that head's rows, is the cause
+ * there (a GROUP cause, heads named; of several in a head, one DIAG_CLOSER times closer
+ * alone). Hypotheses that explain some rows only are PARTIAL fits: one line, no claim. Rows no
+ * cause covers are "not explained", and then what they are is stated (diag_evidence); rows past
+ * the work budget are "not examined", by range. Non-finite rows are never tried; when they are
+ * exactly the rows with no allowed key, each NaN, "rows with no allowed key are NaN" is their
+ * cause (nan_empty).
  *
  * Work: examining one row under one hypothesis costs about Lk * D multiply-adds; rows are
  * examined while failing rows x Lk x D x hypotheses stays within the budget (diag_in.budget,
  * default DIAG_BUDGET = 2^31; at least one row is always examined): all of them, or past the
  * budget a sample spread evenly over them in row order. The report says how many were examined.
+ * Each candidate's check against the passing rows takes at most a quarter of the budget more
+ * (a spread sample past it; the refutation says how many were checked).
  *
  * Rows are reported as ranges of consecutive q of one (b, h) (and, for a packed batch, one
  * sequence), in the coordinates of attn_row_where (masks/problem.h).
@@ -192,6 +203,7 @@ void diag_report_free(diag_report *r);
 
 /* The report, each line starting with indent:
  *   diagnosis: 7 of 192 rows failing (1 non-finite), 6 examined under 12 hypotheses
+ *   explained by rows with no allowed key are NaN (...): all 1 non-finite row: ...   (nan_empty)
  *   explained by window W+1 (16 -> 17): all 6 failing rows examined: (b, h, q) = (0, 1, 40..45)
  *   also within the bounds on every failing row, less closely: B (failing values on average
  *   0.6 of their bounds away); the cause 0
@@ -199,11 +211,17 @@ void diag_report_free(diag_report *r);
  *   explained by one of 2 hypotheses, each within the bounds on every failing row, none 4 times
  *   closer (indistinguishable here): A; B: all 6 failing rows ...
  * or, without a whole cause, per head
- *   explained in head (0, 1) by window W+1 (16 -> 17): all its 4 failing rows: (b, h, q) = ...
+ *   explained in 1 head by window W+1 (16 -> 17): all 4 failing rows there: (b, h, q) = ...
+ *   fits every failing row, but not the cause: T: 225 of the 280 passing rows checked
+ *   contradict it (it changes them, and they are right), the first (b, h, q) = (0, 0, 17)
  *   partial fits, no cause: window W-1 (16 -> 15) on 2 of 6 rows; ...
  *   not explained: 2 rows: (b, h, q) = (0, 0, 60..61)
  *   not explained: 1 row: (b, h, q) = (0, 0, 90) (non-finite output: H3)
  *   not examined (work budget of N multiply-adds): 9 rows: (b, h, q) = ...
+ *   no hypothesis of the diagnosis's table explains these rows: the bug lies outside what it
+ *   knows; what the 3 rows no cause explains are:
+ *   evidence: in 1 of 2 heads (b, h) [, ...]; and one line each for sequence starts, rows
+ *   with no allowed key, decode rows and non-finite ones among them, where there are any
  *   tried, explaining no row: window W-1 (16 -> 15); causal flipped (causal -> bidirectional); ...
  * p is the problem of the report's case (for packed batches ranges name the sequence and the
  * positions in it: "(0, 0, 40..43), sequence 2 positions 8..11"). */
@@ -212,9 +230,11 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
 /* One line for a report row, claiming only what diag_print claims: the whole cause with its
  * count and first range ("window W+1 (16 -> 17): all 4 failing rows, (b, h, q) = (0, 1,
  * 40..43)"), "one of A; B (indistinguishable here): all 4 failing rows, ...", a group cause
- * ("in 2 heads, window W+1 (16 -> 17): 4 of 7 failing rows, ..."), "no hypothesis explains all N
- * failing rows" (with the best partial fit's count), "all N failing rows are non-finite (H3):
- * no hypothesis tried", or "" when no row fails. */
+ * ("in 2 heads, window W+1 (16 -> 17): 4 of 7 failing rows, ..."), "rows with no allowed key
+ * are NaN (...): all N failing rows, ...", "no cause: T fits all N failing rows but <why>" (a
+ * refuted candidate), "no hypothesis explains all N failing rows (...): outside the diagnosis's
+ * table" (with the best partial fit's count), "all N failing rows are non-finite (H3): no
+ * hypothesis tried", or "" when no row fails. */
 void diag_summary(char *buf, size_t cap, const diag_report *r, const attn_problem *p);
 
 /* The whole diagnosis of one failed output in one call: run, then the summary into

@@ -84,7 +84,11 @@ static double max_score(const row_in *r, int32_t j0, int32_t j1, int *any)
         double s = score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, r->rule, kind);
         if (s > mx)
             mx = s;
-        *any = 1;
+        /* A score rounded to the input type that overflowed to -inf weighs nothing, as a
+         * kernel's -inf mask fill does: a row whose every such score is -inf has no key (a
+         * float16 kernel at scores of -1e5 returns 0 and LSE -inf). The truth's scores are not
+         * rounded, and a NaN still counts (it poisons the sums). */
+        *any |= !(s == -INFINITY && r->rule->round_scores != FC_F32);
     }
     return mx;
 }

@@ -703,6 +703,30 @@ Test(ref_row, a_filled_key_counts_with_the_masked_score)
     cr_assert(fabs(lse - log(z)) < 1e-15, "lse %.17g", lse);
 }
 
+/* Scores rounded to float16 that overflow (-1e5 and -2e5, past -65504) weigh nothing, as a
+ * kernel's -inf fill: a row of such scores alone has no key (O 0, LSE -inf, what a float16
+ * kernel at scores of -1e5 returns); beside a score float16 holds (-3) they drop out; the truth
+ * (scores not rounded) keeps its finite row; a NaN score still poisons the row. By hand. */
+Test(ref_row, scores_rounded_past_the_range_weigh_nothing)
+{
+    float q[1] = {1}, v[3] = {2, 4, 8};
+    float k[3] = {-1e5f, -2e5f, -3};
+    double o[1], lse;
+    fc_err err = {{0}};
+    ref_row_rule r = {1.0, FC_F16, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0};
+    cr_assert_eq(ref_row_f64(q, k, v, 2, 1, 1, &r, every_key, NULL, o, &lse, &err), FC_OK);
+    cr_assert(o[0] == 0 && lse == -INFINITY, "out %g lse %g", o[0], lse);
+    cr_assert_eq(ref_row_f64(q, k, v, 3, 1, 1, &r, every_key, NULL, o, &lse, &err), FC_OK);
+    cr_assert(o[0] == 8 && lse == -3, "out %g lse %g", o[0], lse);
+    r.round_scores = FC_F32; /* the truth: e^-1e5 and e^-2e5 under e^-1e5, finite */
+    cr_assert_eq(ref_row_f64(q, k, v, 2, 1, 1, &r, every_key, NULL, o, &lse, &err), FC_OK);
+    cr_assert(fabs(o[0] - 2) < 1e-12 && lse == -1e5, "out %.17g lse %.17g", o[0], lse);
+    float kn[2] = {NAN, -1e5f};
+    r.round_scores = FC_F16;
+    cr_assert_eq(ref_row_f64(q, kn, v, 2, 1, 1, &r, every_key, NULL, o, &lse, &err), FC_OK);
+    cr_assert(isnan(o[0]) && isnan(lse), "out %g lse %g", o[0], lse);
+}
+
 static int no_key(void *ctx, int32_t tk)
 {
     (void)ctx;
