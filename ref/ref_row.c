@@ -18,6 +18,15 @@ ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h)
     return r;
 }
 
+/* The type the rule rounds every scaled score to (ref.h: round_scores, or a softmax in the
+ * input type's REF_LOWP_SCORES way), FC_F32 for none. */
+static fc_dtype scores_type(const ref_row_rule *r)
+{
+    if (r->round_scores != FC_F32)
+        return r->round_scores;
+    return r->softmax_dt != FC_F32 && (r->softmax_how & REF_LOWP_SCORES) ? r->softmax_dt : FC_F32;
+}
+
 /* Key j's score under the rule; kind is the predicate's answer for it (1 or 2). */
 static double score(const float *q, const float *k, int32_t d, const ref_row_rule *r, int kind)
 {
@@ -27,10 +36,8 @@ static double score(const float *q, const float *k, int32_t d, const ref_row_rul
     for (int32_t x = 0; x < d; x++)
         acc += (double)q[x] * (double)k[x];
     double s = r->scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
-    if (r->round_scores != FC_F32)
-        s = (double)fc_round((float)s, r->round_scores);
-    else if (r->softmax_dt != FC_F32 && (r->softmax_how & REF_LOWP_SCORES))
-        s = (double)fc_round((float)s, r->softmax_dt);
+    if (scores_type(r) != FC_F32)
+        s = (double)fc_round((float)s, scores_type(r));
     return r->softcap > 0 ? r->softcap * tanh(s / r->softcap) : s;
 }
 
@@ -88,7 +95,7 @@ static double max_score(const row_in *r, int32_t j0, int32_t j1, int *any)
          * kernel's -inf mask fill does: a row whose every such score is -inf has no key (a
          * float16 kernel at scores of -1e5 returns 0 and LSE -inf). The truth's scores are not
          * rounded, and a NaN still counts (it poisons the sums). */
-        *any |= !(s == -INFINITY && r->rule->round_scores != FC_F32);
+        *any |= !(s == -INFINITY && scores_type(r->rule) != FC_F32);
     }
     return mx;
 }
