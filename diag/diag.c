@@ -265,6 +265,36 @@ static uint64_t ref_rows_of(const diag_alt *a, int has_sink)
     return n;
 }
 
+/* Whether a softmax in the input type on rounded scores (its REF_LOWP_SCORES ways) computes,
+ * on this row, what a float64 softmax on the same rounded scores (the scores-rounded
+ * hypothesis) computes, o and lse within 1e-12 relative: where every weight but the largest
+ * vanishes (scores of -1e5 rounded to bfloat16 lie 512 apart) the input type's softmax changes
+ * nothing, and the row is evidence of the rounded scores alone. -1 on a reference error. */
+static int lowp_changes_nothing(const float *q, const float *kk, const float *vv,
+                                const attn_problem *p, const ref_row_rule *lowp,
+                                ref_key_fn keys, void *ctx, const double *o, double lse,
+                                fc_err *err)
+{
+    ref_row_rule f64 = *lowp;
+    f64.round_scores = lowp->softmax_dt;
+    f64.softmax_dt = FC_F32;
+    f64.softmax_how = 0;
+    double *g = malloc(sizeof *g * (size_t)p->dv), gl;
+    if (!g) {
+        fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+        return -1;
+    }
+    if (ref_row_f64(q, kk, vv, p->seq.lk, p->d, p->dv, &f64, keys, ctx, g, &gl, err)) {
+        free(g);
+        return -1;
+    }
+    int same = gl == lse || fabs(gl - lse) <= 1e-12 * fabs(gl); /* (both -inf: the same) */
+    for (int32_t x = 0; same && x < p->dv; x++)
+        same = g[x] == o[x] || fabs(g[x] - o[x]) <= 1e-12 * (fabs(g[x]) + fabs(o[x]));
+    free(g);
+    return same;
+}
+
 /* What alternative a computes for row `row`, against the tested row. */
 enum {
     ALT_SAME = 0,  /* the truth's own row: a changes nothing there */
@@ -329,6 +359,14 @@ static int alt_vs_row(exam *e, const diag_alt *a, size_t row, double *fit, fc_er
                 pl = (double)fc_round((float)pl, a->lse_round);
             if (!diag_row_matches(e->bd, o, ol, e->oref, pl, dv))
                 continue;
+            if ((how & REF_LOWP_SCORES) && a->round_scores == FC_F32) {
+                int same = lowp_changes_nothing(jc->q + row * d, kk, vv, p, &rule, key_in,
+                                                e->hkeys, e->oref, lse, err);
+                if (same < 0)
+                    return -1;
+                if (same)
+                    continue; /* scores-rounded's row: not this way's evidence */
+            }
             if (a->ntries)
                 return ALT_RIGHT; /* the same keys computed right: not the rescale's doing */
             *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref, pl, dv);

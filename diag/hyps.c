@@ -878,7 +878,9 @@ static int no_rescale_acc(const diag_in *in, diag_alt *a)
  * rounds its scores too, so the bounds hold most of what it moves, and as two hypotheses
  * (issue 35's outsider engines, 2026-12-02) the softmax on rounded scores and the one on
  * unrounded scores tied on 66 of the 364 outputs the two bugs failed, and one was named alone,
- * the other's bug planted, on 14 more. */
+ * the other's bug planted, on 14 more. A rounded-scores way is credited only where its row is
+ * not scores-rounded's (diag.c lowp_changes_nothing): on scores of -1e5, 512 apart in
+ * bfloat16, every weight but the largest vanishes and the two compute the same rows. */
 static int softmax_lowp(const diag_in *in, diag_alt *a)
 {
     if (in->jc->dtype == FC_F32)
