@@ -300,7 +300,8 @@ enum {
     ALT_SAME = 0,  /* the truth's own row: a changes nothing there */
     ALT_MATCH = 1, /* the tested row matches one of a's references (*fit: how closely) */
     ALT_RIGHT = 2, /* an online softmax's bug whose keys computed right match the tested row: a
-                    * row its bug leaves alone, or the keys' (the block mask's) doing */
+                    * row its bug leaves alone, or the keys' (the block mask's) doing; a
+                    * softmax in the input type matched only where it is scores-rounded's row */
     ALT_DIFF = 3,  /* a changes the row and the tested row matches none of its references */
 };
 
@@ -346,7 +347,7 @@ static int alt_vs_row(exam *e, const diag_alt *a, size_t row, double *fit, fc_er
      * orders: the kernel's own are unknown); a row matching any of them is explained. */
     if (!truth) {
         /* a softmax in the input type: each way an engine writes one (ref.h's REF_LOWP_*) */
-        int has_sink = rule.sink_count > 0 && rule.sink > -INFINITY;
+        int has_sink = rule.sink_count > 0 && rule.sink > -INFINITY, rounded_only = 0;
         for (unsigned how = 0; how < (a->softmax_dt != FC_F32 ? REF_LOWP_WAYS : 1u); how++) {
             if (!lowp_way_applies(how, has_sink))
                 continue;
@@ -364,6 +365,7 @@ static int alt_vs_row(exam *e, const diag_alt *a, size_t row, double *fit, fc_er
                                                 e->hkeys, e->oref, lse, err);
                 if (same < 0)
                     return -1;
+                rounded_only |= same;
                 if (same)
                     continue; /* scores-rounded's row: not this way's evidence */
             }
@@ -372,8 +374,8 @@ static int alt_vs_row(exam *e, const diag_alt *a, size_t row, double *fit, fc_er
             *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref, pl, dv);
             return ALT_MATCH;
         }
-        if (!a->ntries)
-            return ALT_DIFF;
+        if (!a->ntries) /* a way matched as scores-rounded's row: no evidence either way */
+            return rounded_only ? ALT_RIGHT : ALT_DIFF;
     }
     for (int t = 0; t < a->ntries; t++) {
         size_t nt = a->tiles(a, &k, t, e->tiles);
