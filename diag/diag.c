@@ -345,6 +345,10 @@ static int alt_vs_row(exam *e, const diag_alt *a, size_t row, double *fit, fc_er
      * rescale's doing (it is the block mask's, whose keys these are), so a row whose max never
      * rises is never credited here. Then each of the alternative's tries (tile widths, visit
      * orders: the kernel's own are unknown); a row matching any of them is explained. */
+    /* Of the ways (and tries) that match, the closest gives the fit: the engine computes one of
+     * them, and a nearby way within the bounds is not it (the first match's fit could call an
+     * exact reproduction a rough one, and the cause no closer than the truth). */
+    double best = INFINITY;
     if (!truth) {
         /* a softmax in the input type: each way an engine writes one (ref.h's REF_LOWP_*) */
         int has_sink = rule.sink_count > 0 && rule.sink > -INFINITY, rounded_only = 0;
@@ -371,7 +375,11 @@ static int alt_vs_row(exam *e, const diag_alt *a, size_t row, double *fit, fc_er
             }
             if (a->ntries)
                 return ALT_RIGHT; /* the same keys computed right: not the rescale's doing */
-            *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref, pl, dv);
+            double f = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref, pl, dv);
+            best = f < best ? f : best;
+        }
+        if (best < INFINITY) {
+            *fit = best;
             return ALT_MATCH;
         }
         if (!a->ntries) /* a way matched as scores-rounded's row: no evidence either way */
@@ -383,10 +391,14 @@ static int alt_vs_row(exam *e, const diag_alt *a, size_t row, double *fit, fc_er
                                e->hkeys, e->tiles, nt, a->rescale, e->oref, &lse, err))
             return -1;
         if (diag_row_matches(e->bd, o, ol, e->oref, lse * a->lse_mul, dv)) {
-            *fit = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref,
-                           lse * a->lse_mul, dv);
-            return ALT_MATCH;
+            double f = row_fit(e->bd, o, ol, jc->out + row * dv, jc->lse[row], e->oref,
+                               lse * a->lse_mul, dv);
+            best = f < best ? f : best;
         }
+    }
+    if (best < INFINITY) {
+        *fit = best;
+        return ALT_MATCH;
     }
     return ALT_DIFF;
 }
