@@ -324,9 +324,11 @@ def store_file(path: str, bugs: Sequence[str], labels: Dict[str, str]) -> List[d
             o, l = clean if bug == "none" else case_attention(
                 c, bug, prev if c.layout is not None else None)
             arr, enc = _stored(o, c.dtype)
+            # the engine rounds P as FlexAttention's tiled kernels do and says so: the p-round
+            # designs hold it to that (docs/tolerance.md)
             fixtures.add_tested(path, name, labels[bug], arr, encoding=enc, lse=l,
                                 producer=f"outsider.py numpy engine, planted bug {bug}",
-                                overwrite=True)
+                                overwrite=True, rounding="flexattention")
             changed = not (np.array_equal(o, clean[0], equal_nan=True)
                            and np.array_equal(l, clean[1], equal_nan=True))
             notes.append({"file": os.path.basename(path), "case": name, "case_id": case_id,
@@ -358,6 +360,9 @@ class Record:
     partial: List[Tuple[str, int]] = dataclasses.field(default_factory=list)  # no cause
     unexplained_rows: int = 0             # finite rows no cause covers
     not_examined_rows: int = 0            # left out by the work budget
+    # Hypotheses that fit every failing row but are not the cause (diag.h): (title, why), why
+    # "passing" (passing rows contradict it) or "closer" (no 4x closer than the correct output)
+    refuted: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
     edge_fail: bool = False               # a window-edge line named it
     changed: Optional[bool] = None        # differs from the bug-free engine's output
     case_id: str = ""                     # the report row's id and dtype (case_ids)
@@ -377,6 +382,8 @@ RE_PARTIAL = re.compile(r"^    partial fits, no cause: (.*)$")
 RE_PART1 = re.compile(r"^(.*) on (\d+) of (\d+) rows$")
 RE_NOTX = re.compile(r"^    not explained: (\d+) rows?: (.*)$")
 RE_SKIP = re.compile(r"^    not examined \(work budget of \d+ multiply-adds\): (\d+) rows?")
+RE_REFUTED = re.compile(r"^    fits every failing row, but not the cause: (.*?): (\d+ of the \d+ "
+                        r"passing rows checked|it reproduces the failing values no)")
 
 
 def _diag_line(r: Record, line: str) -> None:
@@ -407,6 +414,8 @@ def _diag_line(r: Record, line: str) -> None:
             r.unexplained_rows += int(m.group(1))
     elif (m := RE_SKIP.match(line)):
         r.not_examined_rows += int(m.group(1))
+    elif (m := RE_REFUTED.match(line)):
+        r.refuted.append((m.group(1), "closer" if m.group(2).startswith("it") else "passing"))
 
 
 def parse_check(stdout: str) -> Dict[Tuple[str, str, str], Record]:
@@ -542,6 +551,9 @@ def bug_table(bug: str, label: str, recs: Sequence[Record]) -> Tuple[dict, List[
             if not _prefix_match(t, exp):
                 claimed[f"{_short(t)}{'' if kind == 'cause' else f' ({kind})'}"] += 1
         n["any_claim"] += bool(r.claims)
+        for t, why in r.refuted:
+            n["refuted_" + why] += 1
+            n["refuted_expected"] += _prefix_match(t, exp)
         n["claim_expected"] += bool(mine)
         n["claim_other"] += any(not _prefix_match(t, exp) for t, _, _ in r.claims)
         if mine:
@@ -567,6 +579,8 @@ def bug_table(bug: str, label: str, recs: Sequence[Record]) -> Tuple[dict, List[
          "unexplained_rows": n["unexpl"], "not_examined_rows": n["skipped"],
          "any_claim": n["any_claim"], "claim_expected": n["claim_expected"],
          "claim_other": n["claim_other"],
+         "refuted_passing": n["refuted_passing"], "refuted_closer": n["refuted_closer"],
+         "refuted_expected": n["refuted_expected"],
          "gates": dict(collections.Counter(r.first_gate or "-" for r in failed)),
          "claimed": dict(claimed.most_common()), "expected": list(exp) if exp else None,
          "silent": sum(1 for r in recs if r.changed and r.verdict != "FAIL")}
@@ -584,6 +598,10 @@ def bug_table(bug: str, label: str, recs: Sequence[Record]) -> Tuple[dict, List[
         lines.append(f"- of the named alone, {c['alone_merged']} under a title naming with it the "
                      f"hypotheses that compute the same rows on that case (\"{SAME_AS.strip()}\")")
     lines.append(f"- outside the contract: {c['outside']}; not judged (error): {c['errors']}")
+    lines.append(f"- fitting every failing row but not named (diag.h's refutations; no cause is "
+                 f"named that a passing row contradicts): {c['refuted_passing']} contradicted by "
+                 f"passing rows, {c['refuted_closer']} no 4x closer than the correct output "
+                 f"({c['refuted_expected']} of them the expected hypothesis)")
     if c["changed_known"]:
         lines.append(f"- changed by the bug but passed the gates: {c['silent']}")
     if c["gates"]:
