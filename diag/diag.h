@@ -99,7 +99,7 @@ extern "C" {
 #define DIAG_TITLE_LEN 256
 #define DIAG_PRINT_RANGES 8 /* ranges printed per line, then "and N more" */
 #define DIAG_CLOSER 4.0     /* how much closer one whole cause must fit than the others to be
-                             * named alone (diag.c pick_closest) */
+                             * named alone (diag_claims.c diag_pick_closest) */
 
 /* What to diagnose. Views: the caller owns everything. */
 typedef struct diag_in {

@@ -1,5 +1,6 @@
 /*
- * diag_internal.h - what the evaluator (diag.c) and the hypotheses (hyps.c) share. Not part of
+ * diag_internal.h - what the run (diag_run.c), the evaluator (diag_eval.c), the claims (diag_claims.c) and the
+ * hypotheses (hyps.c) share. Not part of
  * the public API.
  *
  * A hypothesis is an alternative way of computing a row: another key set (a mask with changed
@@ -86,7 +87,7 @@ struct diag_alt {
     /* The sink query head h uses: head (h / sink_div + sink_shift) mod Hq's (diag_sink_head);
      * 1 and 0, its own, for the truth. Numbers rather than a function, so that two mappings
      * that send every head to the same sink on a case (the previous and the next head when
-     * Hq = 2) compare equal and merge (diag.c merge_same). */
+     * Hq = 2) compare equal and merge (diag_run.c merge_same). */
     int32_t sink_div, sink_shift;
 };
 
@@ -118,5 +119,57 @@ void diag_alt_init(const diag_in *in, diag_alt *a);
 #define DIAG_MAX_TILES(lk, nkb) ((lk) / 16 + (nkb) + 2)
 /* The key set of a->mask on a->view (mask_row_allows): the truth's, under the truth's alt. */
 void diag_keys_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed);
+
+/* ---- shared by the run, the evaluator (diag_eval.c) and the claims (diag_claims.c) --------------------- */
+
+/* Scratch of one examination: the truth's and a hypothesis's key sets, a reference row. */
+typedef struct diag_exam {
+    const diag_in *in;
+    const diag_bounds *bd;
+    diag_alt truth;
+    diag_alt *alts;   /* [nalts]: the hypotheses that apply */
+    size_t *hyp_of;   /* [nalts]: their index in diag_hyps */
+    size_t nalts;
+    uint8_t *tkeys, *hkeys; /* [Lk] */
+    double *oref;           /* [Dv] */
+    int32_t *tiles;         /* [2 * DIAG_MAX_TILES(Lk, NKB)]: an online try's key ranges */
+} diag_exam;
+
+/* What alternative a computes for row `row`, against the tested row. */
+enum {
+    ALT_SAME = 0,  /* the truth's own row: a changes nothing there */
+    ALT_MATCH = 1, /* the tested row matches one of a's references (*fit: how closely) */
+    ALT_RIGHT = 2, /* an online softmax's bug whose keys computed right match the tested row: a
+                    * row its bug leaves alone, or the keys' (the block mask's) doing; a
+                    * softmax in the input type matched only where it is scores-rounded's row */
+    ALT_DIFF = 3,  /* a changes the row and the tested row matches none of its references */
+};
+
+/* A row's standing: it passes against the truth, fails with a finite output, or is non-finite. */
+enum { ROW_PASS = 0, ROW_FAIL = 1, ROW_NONFINITE = 2 };
+
+/* Row `row` under alternative a: ALT_* (*fit how closely when it
+ * matches), or -1 on a reference error; e->tkeys must hold the truth's keys of the row
+ * (diag_truth_keys). */
+int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc_err *err);
+/* e->tkeys: the truth's keys of row `row`. */
+void diag_truth_keys(diag_exam *e, size_t row);
+/* Row `row` (a flat index) into s; rows arrive in row order. */
+fc_status diag_add_row(diag_rows *s, const attn_problem *p, size_t row);
+void diag_rows_free(diag_rows *s);
+/* How closely reference row (g, gl) reproduces the tested row's failing values (those outside
+ * the bounds of the truth (gold, gold_l)), in units of their bounds. */
+double diag_row_fit(const diag_bounds *bd, const float *o, const float *lse, const double *gold,
+                    double gold_l, const double *g, double gl, size_t dv);
+/* Reference rows hypothesis a computes per row besides its online tries (the ways). */
+uint64_t diag_ref_rows_of(const diag_alt *a, int has_sink);
+
+/* diag_claims.c: state[row] is each row's ROW_*; rows/hits/fits/tfits as diag_run keeps them. */
+fc_status diag_classify(diag_exam *e, diag_report *r, const uint8_t *state, const size_t *rows,
+                        const uint8_t *hits, const double *fits, const double *tfits, fc_err *err);
+void diag_sort_findings(diag_report *r, size_t *idx);
+void diag_pick_closest(diag_report *r);
+size_t diag_nan_empty_rows(const diag_in *in, const diag_report *r, const uint8_t *state);
+void diag_gather_evidence(const diag_exam *e, diag_report *r, uint8_t *state);
 
 #endif

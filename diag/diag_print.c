@@ -307,3 +307,11 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
     }
 }
 
+void diag_after_run(const judge_run_in *in, const rep_verdict *v, rep_row *row)
+{
+    if (row->outcome != REP_ROW_FAIL || v->unscaled)
+        return;
+    diag_in d = {.jc = in->jc, .o = in->o, .lse = in->lse, .v = v, .bm = in->bm,
+                 .budget = DIAG_RUN_BUDGET};
+    diag_explain(&d, row, NULL, NULL);
+}

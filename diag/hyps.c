@@ -3,7 +3,7 @@
  *
  * THE RULE: a hypothesis is one entry of the table at the bottom (its stable id and its setup)
  * plus ONE setup function. Adding one touches only this file, unless it needs a new field of
- * diag_alt (a new way to compute a row: diag.c's explains). A setup looks at the case
+ * diag_alt (a new way to compute a row: diag_eval.c's diag_alt_vs_row). A setup looks at the case
  * (diag_in), returns 0 when its bug cannot apply or cannot differ from the truth, and otherwise
  * changes the fields of the diag_alt its bug changes and writes a title with the case's values.
  * The key-set functions in the first section are shared by the setups; a bug that needs a new
@@ -305,7 +305,7 @@ static int same_keys(const diag_in *in, const diag_alt *a, const diag_alt *b)
 /* For a setup whose bug changes only the key set: 0 when on this case it gives every row the
  * truth's keys (it cannot differ from the truth). When it gives every row the keys of window
  * W-1, W+1 or the last key dropped (other hypotheses of the table), it becomes that
- * alternative, title kept, so that diag.c merges the two into one finding titled with both
+ * alternative, title kept, so that diag_run.c merges the two into one finding titled with both
  * names, the earlier in the table first, instead of reporting two causes no row can tell apart
  * (a decode row's position one ahead under a causal window is window W-1). 1 otherwise. */
 static int keys_settled(const diag_in *in, diag_alt *a)
@@ -571,7 +571,7 @@ static int scale_squared(const diag_in *in, diag_alt *a)
 }
 
 /* 1/D instead of 1/sqrt(D) (the square root forgotten). Where the stored scale is the default
- * this computes what "scale applied twice" does, and diag.c names the two together. */
+ * this computes what "scale applied twice" does, and diag_run.c names the two together. */
 static int scale_one_over_d(const diag_in *in, diag_alt *a)
 {
     return scale_to(a, 1.0 / (double)in->jc->prob->d, "scale 1/D");
@@ -701,7 +701,7 @@ static int sink_kv_head(const diag_in *in, diag_alt *a)
 }
 
 /* ...or by a head index one off, wrapping (Python's sinks[h - 1] reads the last head's at
- * h = 0). At Hq = 2 the previous head is the next one: one alternative, merged by diag.c. */
+ * h = 0). At Hq = 2 the previous head is the next one: one alternative, merged by diag_run.c. */
 static int sink_head_moved(const diag_in *in, diag_alt *a, int32_t by)
 {
     const attn_problem *p = in->jc->prob;
@@ -785,7 +785,7 @@ static int scores_rounded(const diag_in *in, diag_alt *a)
  * (FlashAttention's l *= alpha and acc *= alpha, alpha = exp(m_old - m_new)): the keys of tiles
  * visited before the row's largest score weigh too much. Its tries: every power-of-two tile
  * width from 16 to online_wmax (the kernel's own is unknown) and, without a block mask, both
- * visit orders (online_tiles). Keys: the block mask's, as a kernel applies it. diag.c credits
+ * visit orders (online_tiles). Keys: the block mask's, as a kernel applies it. diag_eval.c credits
  * only rows the same keys computed right do not match. Not with sinks: whether a kernel folds
  * the sink in first or last changes what the bug does. */
 
@@ -870,7 +870,7 @@ static int no_rescale_acc(const diag_in *in, diag_alt *a)
 }
 
 /* A softmax in the input type (JAX's softmax on bfloat16 logits, a kernel that keeps P and its
- * sum in half precision): each weight and their sum rounded to it (ref.h's softmax_dt; diag.c
+ * sum in half precision): each weight and their sum rounded to it (ref.h's softmax_dt; diag_eval.c
  * tries each REF_LOWP_* way: the sum rounded once or after every add, P normalised weight by
  * weight or O divided by the sum at the end, the sink first or last, the scores as computed or
  * rounded to the type first). Only float16 and bfloat16 cases.
@@ -879,7 +879,7 @@ static int no_rescale_acc(const diag_in *in, diag_alt *a)
  * (issue 35's outsider engines, 2026-12-02) the softmax on rounded scores and the one on
  * unrounded scores tied on 66 of the 364 outputs the two bugs failed, and one was named alone,
  * the other's bug planted, on 14 more. A rounded-scores way is credited only where its row is
- * not scores-rounded's (diag.c lowp_changes_nothing): on scores of -1e5, 512 apart in
+ * not scores-rounded's (diag_eval.c lowp_changes_nothing): on scores of -1e5, 512 apart in
  * bfloat16, every weight but the largest vanishes and the two compute the same rows. */
 static int softmax_lowp(const diag_in *in, diag_alt *a)
 {

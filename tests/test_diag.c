@@ -1001,7 +1001,7 @@ static const hyp_case hyp_cases[] = {
      {0, 1, 128, 255}, BY_SOFTMAX_LOWP, .bug_mask = {0}, .some_rows = 1},
     /* The same bug as a kernel writes it (O = acc / l, l a running bfloat16 sum, the sink
      * added last), on rows 128-255 of head 2 (sink 4). Adding the sink first would stall the
-     * running sum sooner: the rows that fail are explained only by diag.c's sink-last ways
+     * running sum sooner: the rows that fail are explained only by diag_eval.c's sink-last ways
      * (with those ways taken out, this seed's rows are no longer named; checked by running
      * it). Whether P is normalised or O divided at the end is a rounding-level difference,
      * within the bounds here (test_ref checks that way). Seed and scale found by running it. */
@@ -1218,7 +1218,7 @@ static void run_hyp_case(const hyp_case *hc)
               r->nexplaining ? r->findings[0].name : "(none)", text);
     cr_assert_eq(r->findings[0].rows.count, r->failing, "%s: explains every failing row\n%s",
                  hc->expect, text);
-    /* The online softmax's bugs are never claimed on another bug's case (diag.c credits them
+    /* The online softmax's bugs are never claimed on another bug's case (diag_eval.c credits them
      * only where the same keys computed right do not match: not the block mask's rows). With
      * the bug on every row, one of their many tries may land within the bounds of a few rows
      * by coincidence: a partial fit, printed as evidence, never a cause or a head's cause. */
@@ -1380,7 +1380,7 @@ Test(diag_report, a_passing_output_has_no_failing_rows)
  * a long causal case moves each row by about the output's own rounding, no row past H1's
  * bound, and together past H2's. The rows carrying H2's error are examined, and the bug is
  * named on every one of them: a row heavier than average is held to NMSE_tol times its own
- * squared sum (diag.c h2_rows): held to the average share alone, the output's float16 rounding
+ * squared sum (diag_run.c h2_rows): held to the average share alone, the output's float16 rounding
  * leaves 94 of this case's 189 examined rows unexplained (measured with that rule removed). */
 Test(diag_report, h2_alone_a_softmax_in_float16_is_named_on_every_row_carrying_the_error)
 {

@@ -114,7 +114,7 @@ EXPECTED: Dict[str, Optional[Tuple[str, ...]]] = {
     "window+1": ("window W+1",),
     "top-left": ("top-left alignment",),
     # Where the case's scale is the default 1/sqrt(D), "scale applied twice" computes 1/D too:
-    # one finding titled with both names (diag.c merge_same), matched by either.
+    # one finding titled with both names (diag_run.c merge_same), matched by either.
     "scale-1/D": ("scale 1/D",),
     "stale-layer": ("the previous layer's mask",),
     "softmax-lowp": ("softmax in ",),
@@ -387,7 +387,7 @@ RE_REFUTED = re.compile(r"^    fits every failing row, but not the cause: (.*?):
 
 
 def _diag_line(r: Record, line: str) -> None:
-    """One indented line under an output's verdict (diag/diag.c diag_print) into r."""
+    """One indented line under an output's verdict (diag/diag_print.c diag_print) into r."""
     if line.startswith("    diagnosis: not run"):
         r.diagnosis = line.strip()[len("diagnosis: "):]
     elif line.startswith("    diagnosis: every row is within"):
@@ -514,7 +514,7 @@ def run_check(bin_path: str, files: Sequence[str], jobs: int) -> Tuple[List[Reco
 
 # ---- the tables ------------------------------------------------------------------------------
 
-# diag.c names hypotheses that compute the same rows on a case in one title:
+# diag_run.c names hypotheses that compute the same rows on a case in one title:
 # "window W+1 (1 -> 2), here the same as window doubled 2W".
 SAME_AS = ", here the same as "
 
