@@ -106,6 +106,43 @@ static uint64_t sadd(uint64_t a, uint64_t b)
     return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
+/* Query-key pairs the reference's score products cover for one (batch entry, head): every panel
+ * of ATTN_PANEL_ROWS query tokens times the hull of its rows' allowed keys. O(Lq) mask
+ * evaluations; dense Lq * Lk when the sequences are not known yet (a packed problem read
+ * before its cu_seqlens) or the mask is unusable. */
+static uint64_t hull_pairs(const attn_problem *p)
+{
+    int32_t lq = p->seq.lq, lk = p->seq.lk;
+    if (lq <= 0 || lk <= 0)
+        return 0;
+    int32_t cu_q[2] = {0, lq}, cu_k[2] = {0, lk};
+    seq_view v = {cu_q, cu_k, 1, lq, lk, 0};
+    if (p->seq.packed || p->seq.cu_q) {
+        if (!p->seq.cu_q || !p->seq.cu_k || p->seq.nseq < 1)
+            return smul((uint64_t)lq, (uint64_t)lk);
+        v = seq_info_view(&p->seq);
+    }
+    fc_err e;
+    if (mask_params_check(&p->mask, &e))
+        return smul((uint64_t)lq, (uint64_t)lk);
+    uint64_t pairs = 0;
+    for (int32_t r0 = 0; r0 < lq; r0 += ATTN_PANEL_ROWS) {
+        int32_t rows = lq - r0 < ATTN_PANEL_ROWS ? lq - r0 : ATTN_PANEL_ROWS;
+        int32_t k0 = INT32_MAX, k1 = INT32_MIN;
+        for (int32_t i = 0; i < rows; i++) {
+            int32_t lo, hi;
+            mask_token_range(p->mask, v, r0 + i, &lo, &hi);
+            if (lo < hi) {
+                k0 = lo < k0 ? lo : k0;
+                k1 = hi > k1 ? hi : k1;
+            }
+        }
+        if (k1 > k0)
+            pairs = sadd(pairs, smul((uint64_t)rows, (uint64_t)(k1 - k0)));
+    }
+    return pairs;
+}
+
 attn_cost attn_case_cost(const attn_problem *p, int32_t qb, int32_t kb)
 {
     uint64_t b = (uint64_t)(p->seq.batch > 0 ? p->seq.batch : 0);
@@ -124,7 +161,7 @@ attn_cost attn_case_cost(const attn_problem *p, int32_t qb, int32_t kb)
     uint64_t scratch = sadd(sadd(smul(128, smul(lk, 9)), smul(lk, smul(d + dv, 8))),
                             smul(128, smul(d, 8)));              /* ref.h, e = 8 */
     bytes = sadd(bytes, smul(scratch, 2));
-    attn_cost c = {bytes, smul(smul(rows, lk), d + dv)};
+    attn_cost c = {bytes, smul(smul(smul(b, hq), hull_pairs(p)), d + dv)};
     return c;
 }
 

@@ -41,13 +41,19 @@ size_t attn_v_elems(const attn_problem *p);
 size_t attn_o_elems(const attn_problem *p);
 size_t attn_lse_elems(const attn_problem *p);
 
+/* Query rows the reference takes together (ref/: one panel's scores at a time, over the hull
+ * of the panel's allowed keys). */
+#define ATTN_PANEL_ROWS 128
+
 /* What judging one case costs, from its shapes alone (before anything is allocated): bytes for
  * its inputs (as float), the float64 oracle, the judge's buffers (two kernel runs and the
  * baseline), three block masks of [Lq / qb, Lk / kb] tiles (a bound: the slow builder's
- * arrays; the others list fewer), and the
- * reference's scratch for two workers (ref.h's formula); work in multiply-adds of the dense
- * score and value products, B * Hq * Lq * Lk * (D + Dv), an upper bound whatever the mask.
- * Saturates at UINT64_MAX rather than wrapping. */
+ * arrays; the others list fewer), and the reference's scratch for two workers (ref.h's
+ * formula); work in multiply-adds of the score and value products the reference computes:
+ * for every panel of ATTN_PANEL_ROWS query tokens, its rows times the hull of their allowed
+ * keys (mask_token_range), times B * Hq * (D + Dv). Without the sequences (cu_q NULL) a packed
+ * problem is counted dense, Lq * Lk: an upper bound. Saturates at UINT64_MAX rather than
+ * wrapping. */
 typedef struct attn_cost {
     uint64_t bytes, work;
 } attn_cost;

@@ -13,7 +13,7 @@
 
 /* Query rows per panel. Large enough that both gemms run near the machine's sgemm rate,
  * small enough that a panel of scores stays a few MB even at Lk = 64k. */
-#define REF_PANEL_ROWS 128
+#define REF_PANEL_ROWS ATTN_PANEL_ROWS /* masks/problem.h: the cost estimate counts the same */
 
 /* Threads: at most this many workers, and only for calls of at least this many
  * multiply-adds (B * Hq * Lq * Lk * (D + Dv)). */

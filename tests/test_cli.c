@@ -411,6 +411,18 @@ Test(cli, the_work_budget_is_the_commands_to_raise_or_lower)
               r.err);
     run_cli(&r, "check --max-work 0 %s", f);
     cr_expect(r.status == 2 && strstr(r.err, "--max-work '0': a positive count"), "%s", r.err);
+    /* The estimate is the reference's own work, the key hull of each panel of 128 query rows:
+     * a packed causal W = 8 case of two 200-token sequences (Hq 2, D = Dv = 4) needs
+     * 128 * 128 + 128 * 135 + 128 * 135 + 16 * 23 = 51,312 pairs x 8 x 2 = 820,992
+     * multiply-adds (dense: 400 * 400 * 8 * 2 = 2,560,000), so it runs under --max-work 1M,
+     * read after its sequences, and is refused under 800K. */
+    run_cli(&r, "gen --case --out %s --force --packed 0,200,400 --causal --window 8 --d 4 --dv 4",
+            f);
+    cr_assert_eq(r.status, 0, "gen: %s", r.err);
+    run_cli(&r, "check --max-work 1M %s", f);
+    cr_expect_eq(r.status, 0, "under 1M: %s%s", r.out, r.err);
+    run_cli(&r, "check --max-work 800K %s", f);
+    cr_expect(r.status == 2 && strstr(r.err, "need about 8.21e+05 multiply-adds"), "%s", r.err);
     unlink(f);
 }
 

@@ -237,6 +237,65 @@ Test(problem, rejects_bad_shapes_and_parameters)
     cr_expect(strstr(err.msg, "lq"), "%s", err.msg);
 }
 
+/* The work estimate counts what the reference computes: for every panel of ATTN_PANEL_ROWS query
+ * tokens, its rows times the hull of their allowed keys, found here by brute force with the
+ * predicate (mask_pair_allowed), never mask_token_range. Causal W = 16 on 300 x 300: hulls 128,
+ * 143 (keys 113..255) and 59 (241..299), worked by hand and checked against the scan; packed
+ * and chunked cases by the scan; a 131,072-token causal W = 1024 head needs about 1/114 of
+ * the dense count, so it runs under the default budget. */
+static uint64_t scan_pairs(const attn_problem *p)
+{
+    seq_view v = seq_info_view(&p->seq);
+    uint64_t pairs = 0;
+    for (int32_t r0 = 0; r0 < p->seq.lq; r0 += ATTN_PANEL_ROWS) {
+        int32_t rows = p->seq.lq - r0 < ATTN_PANEL_ROWS ? p->seq.lq - r0 : ATTN_PANEL_ROWS;
+        int32_t k0 = INT32_MAX, k1 = -1;
+        for (int32_t q = r0; q < r0 + rows; q++)
+            for (int32_t k = 0; k < p->seq.lk; k++)
+                if (mask_pair_allowed(p->mask, v, q, k)) {
+                    k0 = k < k0 ? k : k0;
+                    k1 = k > k1 ? k : k1;
+                }
+        if (k1 >= k0)
+            pairs += (uint64_t)rows * (uint64_t)(k1 - k0 + 1);
+    }
+    return pairs;
+}
+
+Test(problem, the_work_estimate_counts_each_panels_key_hull)
+{
+    fc_err err;
+    attn_problem p = {.hq = 2, .hkv = 1, .d = 8, .dv = 4, .scale = 0.25,
+                      .mask = {.causal = 1, .sliding_window = 16}};
+    cr_assert_eq(seq_init_dense(&p.seq, 3, 300, 300, &err), FC_OK);
+    uint64_t hand = 128 * 128 + 128 * 143 + 44 * 59;
+    cr_expect_eq(scan_pairs(&p), hand);
+    cr_expect_eq(attn_case_cost(&p, 64, 64).work, 3 * 2 * hand * 12, "work %llu",
+                 (unsigned long long)attn_case_cost(&p, 64, 64).work);
+    attn_problem_free(&p);
+
+    static const int32_t cu_q[4] = {0, 100, 101, 390}, cu_k[4] = {0, 200, 450, 700};
+    static const mask_params ms[] = {{.causal = 1}, {.causal = 1, .sliding_window = 33},
+                                     {.chunk_size = 50}, {.sliding_window = 7}, {0}};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        attn_problem q = {.hq = 1, .hkv = 1, .d = 1, .dv = 1, .scale = 1, .mask = ms[i]};
+        cr_assert_eq(seq_init_packed(&q.seq, 3, cu_q, cu_k, &err), FC_OK, "%s", err.msg);
+        uint64_t want = scan_pairs(&q);
+        cr_expect_eq(attn_case_cost(&q, 16, 16).work, want * 2, "mask %zu: %llu vs %llu", i,
+                     (unsigned long long)attn_case_cost(&q, 16, 16).work,
+                     (unsigned long long)(want * 2));
+        attn_problem_free(&q);
+    }
+
+    attn_problem l = {.hq = 1, .hkv = 1, .d = 128, .dv = 128, .scale = 1,
+                      .mask = {.causal = 1, .sliding_window = 1024}};
+    cr_assert_eq(seq_init_dense(&l.seq, 1, 131072, 131072, &err), FC_OK);
+    uint64_t w = attn_case_cost(&l, 128, 128).work, dense = (uint64_t)131072 * 131072 * 256;
+    cr_expect(w < dense / 100 && w > dense / 130 && w < ((uint64_t)1 << 40), "work %.4g, dense "
+              "%.4g", (double)w, (double)dense);
+    attn_problem_free(&l);
+}
+
 Test(bmask, rejects_block_sizes_that_are_not_powers_of_two_in_range)
 {
     static const int32_t bad[] = {0, 8, 15, 24, 100, 512, -16};
