@@ -31,20 +31,33 @@ static fc_status check_tensor(const char *name, const void *ptr, size_t elems, f
     return FC_OK;
 }
 
-static fc_status check_call(const attn_problem *p, const float *q, const float *k,
-                            const float *v, const void *o, fc_err *err)
+/* The token selection t (NULL: every token) is strictly increasing in [0, Lq); q and o hold
+ * its rows (ref.h). */
+static fc_status check_call(const attn_problem *p, const ref_tokens *t, const float *q,
+                            const float *k, const float *v, const void *o, fc_err *err)
 {
     if (!p)
         return fc_errf(err, FC_EINVAL, "reference attention: problem is NULL");
     fc_status st = attn_problem_check(p, err);
-    if (!st)
-        st = check_tensor("q", q, attn_q_elems(p), err);
+    if (st)
+        return st;
+    size_t lq = (size_t)(p->seq.lq > 0 ? p->seq.lq : 1), n = t ? (size_t)t->n : lq;
+    if (t && (t->n < 0 || (t->n && !t->tq)))
+        return fc_errf(err, FC_EINVAL, "reference attention: %d query tokens, list %s", (int)t->n,
+                       t->tq ? "given" : "NULL");
+    for (int32_t i = 0; t && i < t->n; i++)
+        if (t->tq[i] < 0 || t->tq[i] >= p->seq.lq || (i && t->tq[i] <= t->tq[i - 1]))
+            return fc_errf(err, FC_EINVAL, "reference attention: query token %d at %d: the "
+                           "tokens must increase within [0, Lq = %d)", (int)t->tq[i], (int)i,
+                           (int)p->seq.lq);
+    /* q and o hold n of every Lq rows: their element counts scaled so */
+    st = check_tensor("q", q, attn_q_elems(p) / lq * n, err);
     if (!st)
         st = check_tensor("k", k, attn_k_elems(p), err);
     if (!st)
         st = check_tensor("v", v, attn_v_elems(p), err);
     if (!st)
-        st = check_tensor("out", o, attn_o_elems(p), err);
+        st = check_tensor("out", o, attn_o_elems(p) / lq * n, err);
     return st;
 }
 
@@ -87,7 +100,7 @@ static void panel_spans(const ref_call *c, ref_panel *pn)
     int32_t k0 = INT32_MAX, k1 = INT32_MIN;
     for (int32_t i = 0; i < pn->rows; i++) {
         ref_span *sp = &pn->span[i];
-        mask_token_range(c->p->mask, c->view, pn->r0 + i, &sp->lo, &sp->hi);
+        mask_token_range(c->p->mask, c->view, ref_token(pn, i), &sp->lo, &sp->hi);
         if (sp->lo < sp->hi) {
             k0 = sp->lo < k0 ? sp->lo : k0;
             k1 = sp->hi > k1 ? sp->hi : k1;
@@ -131,7 +144,7 @@ static fc_status panel_mask(const ref_call *c, ref_panel *pn, uint8_t *seen, fc_
     panel_spans(c, pn);
     for (int32_t i = 0; i < pn->rows; i++) {
         ref_span *sp = &pn->span[i];
-        fc_status st = check_span(c, pn->r0 + i, sp, err);
+        fc_status st = check_span(c, ref_token(pn, i), sp, err);
         if (st)
             return st;
         if (sp->lo < sp->hi) {
@@ -152,8 +165,8 @@ static fc_status panel_mask(const ref_call *c, ref_panel *pn, uint8_t *seen, fc_
 
 typedef void (*ref_head_fn)(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
 
-/* Step 3: every batch entry and head of panels first, first + stride, ... (panel index =
- * r0 / REF_PANEL_ROWS), so several workers can share the panels without sharing a row. */
+/* Step 3: every batch entry and head of panels first, first + stride, ... of the call's panel
+ * list, so several workers can share the panels without sharing a row. */
 static fc_status run_panels(ref_call *c, ref_head_fn head, int32_t first, int32_t stride,
                             fc_err *err)
 {
@@ -162,11 +175,8 @@ static fc_status run_panels(ref_call *c, ref_head_fn head, int32_t first, int32_
     fc_status st = FC_OK;
     if (!seen)
         st = fc_errf(err, FC_ENOMEM, "out of memory for a panel's %d seen keys", (int)p->seq.lk);
-    for (int64_t r0 = (int64_t)first * REF_PANEL_ROWS; !st && r0 < p->seq.lq;
-         r0 += (int64_t)stride * REF_PANEL_ROWS) {
-        ref_panel pn = {.r0 = (int32_t)r0, .rows = p->seq.lq - (int32_t)r0};
-        if (pn.rows > REF_PANEL_ROWS)
-            pn.rows = REF_PANEL_ROWS;
+    for (int32_t pi = first; !st && pi < c->npanels; pi += stride) {
+        ref_panel pn = {.r0 = c->panels[pi].r0, .rows = c->panels[pi].rows, .tq = c->tq};
         st = panel_mask(c, &pn, seen, err);
         if (st)
             break;
@@ -213,10 +223,11 @@ static void *worker_main(void *arg)
 
 /* As many workers as OpenBLAS was told to use, for runs big enough to be worth a thread
  * (below REF_THREAD_MIN_WORK multiply-adds a call takes well under a millisecond). */
-static int32_t worker_count(const attn_problem *p, int blas_threads)
+static int32_t worker_count(const ref_call *c, int blas_threads)
 {
-    int64_t panels = ((int64_t)p->seq.lq + REF_PANEL_ROWS - 1) / REF_PANEL_ROWS;
-    double work = (double)p->seq.batch * p->hq * p->seq.lq * p->seq.lk * (p->d + p->dv);
+    const attn_problem *p = c->p;
+    int64_t panels = c->npanels;
+    double work = (double)p->seq.batch * p->hq * c->nrows * p->seq.lk * (p->d + p->dv);
     if (blas_threads <= 1 || panels < 2 || work < REF_THREAD_MIN_WORK)
         return 1;
     int64_t n = blas_threads < panels ? blas_threads : panels;
@@ -261,13 +272,11 @@ static void blas_leave(void)
  * threading is not: its sgemm changes in the last bits with the thread count). */
 static fc_status run(ref_call *c, size_t elem, ref_head_fn head, fc_err *err)
 {
-    c->view = seq_info_view(&c->p->seq);
     fc_progress pr;
-    fc_progress_start(&pr, "reference", (uint64_t)(c->p->seq.lq + REF_PANEL_ROWS - 1) /
-                                            REF_PANEL_ROWS);
+    fc_progress_start(&pr, "reference", (uint64_t)c->npanels);
     c->progress = &pr;
     int blas_threads = blas_enter();
-    int32_t n = worker_count(c->p, blas_threads);
+    int32_t n = worker_count(c, blas_threads);
     ref_worker w[REF_MAX_THREADS];
     pthread_t tid[REF_MAX_THREADS];
     int started[REF_MAX_THREADS] = {0};
@@ -295,50 +304,120 @@ static fc_status run(ref_call *c, size_t elem, ref_head_fn head, fc_err *err)
     return FC_OK;
 }
 
+/* The panels of the call's rows: REF_PANEL_ROWS consecutive tokens each for every token; for a
+ * selection, up to REF_PANEL_ROWS tokens while the panel's cost (rows x key hull) stays within
+ * twice its rows' own allowed keys, plus REF_PANEL_ROWS keys a row of slack (tokens far apart
+ * under a window go to panels of their own). */
+static fc_status plan_panels(ref_call *c, ref_prange **out, fc_err *err)
+{
+    int32_t n = c->nrows;
+    ref_prange *pr = malloc(sizeof *pr * ((size_t)n + 1));
+    if (!pr)
+        return fc_errf(err, FC_ENOMEM, "out of memory for %d query panels", (int)n);
+    int32_t np = 0;
+    for (int32_t i = 0; i < n;) {
+        int32_t k0 = INT32_MAX, k1 = INT32_MIN, rows = 0;
+        uint64_t own = 0;
+        while (i + rows < n && rows < REF_PANEL_ROWS) {
+            int32_t lo, hi, a = k0, b = k1;
+            mask_token_range(c->p->mask, c->view, c->tq ? c->tq[i + rows] : i + rows, &lo, &hi);
+            if (lo < hi) {
+                a = lo < a ? lo : a;
+                b = hi > b ? hi : b;
+            }
+            uint64_t span = lo < hi ? (uint64_t)(hi - lo) : 0, hull = b > a ? (uint64_t)(b - a) : 0;
+            if (c->tq && rows > 0 &&
+                (uint64_t)(rows + 1) * hull > 2 * (own + span) + (uint64_t)(rows + 1) * REF_PANEL_ROWS)
+                break;
+            k0 = a;
+            k1 = b;
+            own += span;
+            rows++;
+        }
+        pr[np++] = (ref_prange){i, rows};
+        i += rows;
+    }
+    *out = pr;
+    c->npanels = np;
+    c->panels = pr;
+    return FC_OK;
+}
+
+/* One call on the rows of t (NULL: every query token). */
+static fc_status call_at(ref_call *c, const ref_tokens *t, size_t elem, ref_head_fn head,
+                         fc_err *err)
+{
+    fc_status st = check_call(c->p, t, c->q, c->k, c->v, c->o32 ? (const void *)c->o32
+                                                                 : (const void *)c->o64, err);
+    if (st)
+        return st;
+    c->tq = t ? t->tq : NULL;
+    c->nrows = t ? t->n : c->p->seq.lq;
+    c->view = seq_info_view(&c->p->seq);
+    ref_prange *pr = NULL;
+    if ((st = plan_panels(c, &pr, err)))
+        return st;
+    st = run(c, elem, head, err);
+    free(pr);
+    return st;
+}
+
 fc_status ref_attention_f32(const attn_problem *p, const float *q, const float *k,
                             const float *v, float *o, float *lse, fc_err *err)
 {
-    fc_status st = check_call(p, q, k, v, o, err);
-    if (st)
-        return st;
     ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = FC_F32, .o32 = o, .lse32 = lse};
-    return run(&c, sizeof(float), ref_head_f32, err);
+    return call_at(&c, NULL, sizeof(float), ref_head_f32, err);
+}
+
+fc_status ref_attention_f64_at(const attn_problem *p, const ref_tokens *t, const float *q,
+                               const float *k, const float *v, double *o, double *lse,
+                               fc_err *err)
+{
+    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = FC_F32, .o64 = o, .lse64 = lse};
+    return call_at(&c, t, sizeof(double), ref_head_f64, err);
 }
 
 fc_status ref_attention_f64(const attn_problem *p, const float *q, const float *k,
                             const float *v, double *o, double *lse, fc_err *err)
 {
-    fc_status st = check_call(p, q, k, v, o, err);
-    if (st)
-        return st;
-    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = FC_F32, .o64 = o, .lse64 = lse};
-    return run(&c, sizeof(double), ref_head_f64, err);
+    return ref_attention_f64_at(p, NULL, q, k, v, o, lse, err);
 }
 
-/* The two float16/bfloat16 baselines share everything but where the scores are rounded. */
-static fc_status attention_lp(const attn_problem *p, fc_dtype dt, int scores32, const float *q,
-                              const float *k, const float *v, float *o, float *lse, fc_err *err)
+/* The float pipeline at dt: float32's reference, or the float16/bfloat16 baselines, which share
+ * everything but where the scores are rounded. */
+static fc_status attention_lp(const attn_problem *p, fc_dtype dt, int scores32,
+                              const ref_tokens *t, const float *q, const float *k, const float *v,
+                              float *o, float *lse, fc_err *err)
 {
-    if (dt == FC_F32)
-        return ref_attention_f32(p, q, k, v, o, lse, err);
-    if (dt != FC_F16 && dt != FC_BF16)
+    if (dt != FC_F32 && dt != FC_F16 && dt != FC_BF16)
         return fc_errf(err, FC_EINVAL, "low-precision baseline: unknown dtype %d", (int)dt);
-    fc_status st = check_call(p, q, k, v, o, err);
-    if (st)
-        return st;
-    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = dt, .scores32 = scores32, .o32 = o,
-                  .lse32 = lse};
-    return run(&c, sizeof(float), ref_head_f32, err);
+    ref_call c = {.p = p, .q = q, .k = k, .v = v, .dt = dt, .scores32 = dt != FC_F32 && scores32,
+                  .o32 = o, .lse32 = lse};
+    return call_at(&c, t, sizeof(float), ref_head_f32, err);
 }
 
 fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
                            const float *v, float *o, float *lse, fc_err *err)
 {
-    return attention_lp(p, dt, 0, q, k, v, o, lse, err);
+    return attention_lp(p, dt, 0, NULL, q, k, v, o, lse, err);
 }
 
 fc_status ref_attention_lp32s(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
                               const float *v, float *o, float *lse, fc_err *err)
 {
-    return attention_lp(p, dt, 1, q, k, v, o, lse, err);
+    return attention_lp(p, dt, 1, NULL, q, k, v, o, lse, err);
+}
+
+fc_status ref_attention_lp_at(const attn_problem *p, fc_dtype dt, const ref_tokens *t,
+                              const float *q, const float *k, const float *v, float *o,
+                              float *lse, fc_err *err)
+{
+    return attention_lp(p, dt, 0, t, q, k, v, o, lse, err);
+}
+
+fc_status ref_attention_lp32s_at(const attn_problem *p, fc_dtype dt, const ref_tokens *t,
+                                 const float *q, const float *k, const float *v, float *o,
+                                 float *lse, fc_err *err)
+{
+    return attention_lp(p, dt, 1, t, q, k, v, o, lse, err);
 }

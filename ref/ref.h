@@ -73,6 +73,28 @@ fc_status ref_attention_lp(const attn_problem *p, fc_dtype dt, const float *q, c
 fc_status ref_attention_lp32s(const attn_problem *p, fc_dtype dt, const float *q, const float *k,
                               const float *v, float *o, float *lse, fc_err *err);
 
+/* A selection of query tokens: tq[0 .. n) strictly increasing in [0, Lq), the same for every
+ * batch entry and head. The _at calls compute those rows only, from and into compact arrays:
+ * q [B, Hq, n, D], o [B, Hq, n, Dv], lse [B, Hq, n] (k and v whole). Each row equals its row
+ * of the whole call to the rounding of its panel's products (its panel holds other rows: the
+ * key hull, and so the gemms' shapes, may differ). Panels group up to REF_PANEL_ROWS tokens
+ * while the hull costs at most about twice the rows' own keys (tokens far apart in a window
+ * are panels of their own). NULL or n = Lq with tq[i] = i: the whole call. */
+typedef struct ref_tokens {
+    const int32_t *tq;
+    int32_t n;
+} ref_tokens;
+
+fc_status ref_attention_f64_at(const attn_problem *p, const ref_tokens *t, const float *q,
+                               const float *k, const float *v, double *o, double *lse,
+                               fc_err *err);
+fc_status ref_attention_lp_at(const attn_problem *p, fc_dtype dt, const ref_tokens *t,
+                              const float *q, const float *k, const float *v, float *o,
+                              float *lse, fc_err *err);
+fc_status ref_attention_lp32s_at(const attn_problem *p, fc_dtype dt, const ref_tokens *t,
+                                 const float *q, const float *k, const float *v, float *o,
+                                 float *lse, fc_err *err);
+
 /* Which keys one row may use, for ref_row_f64, key tk being an index into the kv head's key
  * axis: 0 it does not count, 1 it counts with its score, 2 it counts with the rule's
  * masked_score (a masked key a kernel visits and fills wrongly: diag/'s alternatives; the

@@ -26,22 +26,39 @@ typedef struct ref_span {
     int32_t lo, hi;
 } ref_span;
 
-/* One panel of query tokens [r0, r0 + rows) with their allowed keys on key tokens
+/* One panel of query rows [r0, r0 + rows) of the call's rows (the query tokens r0 .. r0 + rows
+ * - 1, or with a token list tq[r0 .. r0 + rows - 1]) with their allowed keys on key tokens
  * [k0, k0 + n). The mask does not depend on the batch entry or the head, so it is found once
  * per panel and reused for every (b, h). A row's allowed keys are always one interval (every
  * term of docs/semantics.md section 2 allows one), so a row's mask is two numbers. */
 typedef struct ref_panel {
     int32_t r0, rows;
+    const int32_t *tq;              /* the call's token list, or NULL: row i is token r0 + i */
     int32_t k0, n;                  /* the hull of the rows' spans (n = 0: every row empty) */
     ref_span span[REF_PANEL_ROWS];  /* row i may see hull keys [span[i].lo, span[i].hi) */
     const uint8_t *seen;            /* [n]: 1 iff some row of the panel may see key k0 + j */
     int all_seen;                   /* every key of the hull is seen by some row */
 } ref_panel;
 
+/* A panel as a range of the call's rows: [r0, r0 + rows). */
+typedef struct ref_prange {
+    int32_t r0, rows;
+} ref_prange;
+
+/* The query token of row i of panel pn. */
+static inline int32_t ref_token(const ref_panel *pn, int32_t i)
+{
+    return pn->tq ? pn->tq[pn->r0 + i] : pn->r0 + i;
+}
+
 /* One reference call: the checked problem, its inputs and outputs, and scratch sized for
  * one panel (see ref.h for the bound). Exactly one of o32 / o64 is set. */
 typedef struct ref_call {
     const attn_problem *p;
+    const int32_t *tq;      /* the query tokens computed (ref_tokens), or NULL: all of them */
+    int32_t nrows;          /* rows per (b, h) in q, o and lse: Lq, or the tokens' count */
+    const ref_prange *panels; /* the panels, in row order */
+    int32_t npanels;
     seq_view view;
     const float *q, *k, *v;
     fc_dtype dt; /* rounding points of the float pipeline; FC_F32 means none */
@@ -61,7 +78,7 @@ typedef struct ref_call {
 static inline size_t ref_q_row(const ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
 {
     const attn_problem *p = c->p;
-    return ((size_t)b * (size_t)p->hq + (size_t)h) * (size_t)p->seq.lq + (size_t)pn->r0;
+    return ((size_t)b * (size_t)p->hq + (size_t)h) * (size_t)c->nrows + (size_t)pn->r0;
 }
 
 static inline size_t ref_k_row(const ref_call *c, const ref_panel *pn, int32_t b, int32_t h)

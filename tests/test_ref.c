@@ -452,6 +452,102 @@ static int close_rel(double a, double b, double tol)
  * ref_row_f64 with the true mask equals the oracle to 1e-12 relative, empty rows exactly; so
  * does ref_row_online_f64 with the rescale, over tiles of 16 keys visited last tile first, on
  * every sink-free case (a rule with a sink it refuses). */
+/* The reference on a selection of query tokens (ref.h's _at calls) gives each selected row as
+ * the whole call does, to the rounding of its panel's products: float64 within 1e-12 of the row
+ * (relative to the row's largest value), float32 within 64 u, the float16 / bfloat16 baselines
+ * within two ulps of the type (a different panel groups other rows into the same gemm, whose
+ * float sums may round otherwise, and a score one ulp off moves its weight). Selections: every token, every third, a few far apart (panels of their
+ * own under a window), the first and the last. A list that does not increase, or leaves
+ * [0, Lq), is refused. */
+Test(ref_at, a_selection_of_tokens_gives_the_rows_of_the_whole_call)
+{
+    size_t ncases = sizeof brute_cases / sizeof brute_cases[0];
+    for (size_t c = 0; c < ncases; c++) {
+        const ref_case *rc = &brute_cases[c];
+        attn_problem p;
+        make_problem(rc, &p);
+        int32_t lq = p.seq.lq, hq = p.hq, nb = p.seq.batch, d = p.d, dv = p.dv;
+        if (lq < 1)
+            continue;
+        int32_t *tq = malloc(sizeof *tq * ((size_t)lq + 1));
+        for (int sel = 0; sel < 4; sel++) {
+            int32_t n = 0;
+            for (int32_t t = 0; t < lq; t++)
+                if (sel == 0 || (sel == 1 && t % 3 == 1) || (sel == 2 && t % 97 == 5) ||
+                    (sel == 3 && (t == 0 || t == lq - 1)))
+                    tq[n++] = t;
+            if (n == 0)
+                continue;
+            ref_tokens tk = {tq, n};
+            for (int var = 0; var < NVARIANTS; var++) {
+                fc_dtype dt = var == V_F64 ? FC_F32 : variant_dtype[var];
+                tensors t;
+                make_inputs(&p, 900 + c, dt, &t);
+                outputs whole = run_ok(rc->name, (variant)var, &p, &t);
+                size_t rows = (size_t)nb * (size_t)hq * (size_t)n;
+                float *qs = malloc(sizeof *qs * (rows * (size_t)d + 1));
+                double *o = malloc(sizeof *o * (rows * (size_t)dv + 1)), *l = malloc(sizeof *l * (rows + 1));
+                float *o32 = malloc(sizeof *o32 * (rows * (size_t)dv + 1)), *l32 = malloc(sizeof *l32 * (rows + 1));
+                cr_assert(qs && o && l && o32 && l32);
+                for (size_t r = 0; r < rows; r++) /* the selected queries, compact */
+                    memcpy(qs + r * (size_t)d, t.q + ((r / (size_t)n) * (size_t)lq +
+                                                       (size_t)tq[r % (size_t)n]) * (size_t)d,
+                           sizeof *qs * (size_t)d);
+                fc_err err = {{0}};
+                fc_status st = var == V_F64
+                    ? ref_attention_f64_at(&p, &tk, qs, t.k, t.v, o, l, &err)
+                    : ref_attention_lp_at(&p, dt, &tk, qs, t.k, t.v, o32, l32, &err);
+                cr_assert_eq(st, FC_OK, "%s/%s sel %d: %s", rc->name, variant_names[var], sel,
+                             err.msg);
+                double tol = var == V_F64 ? 1e-12 : var == V_F32 ? 64 * unit_roundoff(V_F32)
+                                                                : 4 * unit_roundoff((variant)var);
+                for (size_t r = 0; r < rows; r++) {
+                    size_t wr = (r / (size_t)n) * (size_t)lq + (size_t)tq[r % (size_t)n];
+                    double big = 1e-30;
+                    for (int32_t x = 0; x < dv; x++)
+                        big = fmax(big, fabs(whole.o[wr * (size_t)dv + (size_t)x]));
+                    for (int32_t x = 0; x < dv; x++) {
+                        double a = var == V_F64 ? o[r * (size_t)dv + (size_t)x]
+                                                : o32[r * (size_t)dv + (size_t)x];
+                        double w = whole.o[wr * (size_t)dv + (size_t)x];
+                        cr_assert(a == w || fabs(a - w) <= tol * big, "%s/%s sel %d row %zu: "
+                                  "%.17g vs %.17g", rc->name, variant_names[var], sel, r, a, w);
+                    }
+                    double a = var == V_F64 ? l[r] : l32[r], w = whole.lse[wr];
+                    cr_assert(a == w || fabs(a - w) <= tol * fmax(1, fabs(w)), "%s/%s sel %d "
+                              "lse row %zu: %.17g vs %.17g", rc->name, variant_names[var], sel,
+                              r, a, w);
+                }
+                free(qs);
+                free(o);
+                free(l);
+                free(o32);
+                free(l32);
+                free_outputs(&whole);
+                free_inputs(&t);
+            }
+        }
+        if (lq >= 2) { /* refused: not increasing, out of range */
+            int32_t bad[2][2] = {{1, 1}, {0, lq}};
+            tensors t;
+            make_inputs(&p, 1, FC_F32, &t);
+            double o[1024], l[64];
+            for (int k = 0; k < 2; k++) {
+                ref_tokens tk = {bad[k], 2};
+                fc_err err = {{0}};
+                if ((size_t)nb * hq * 2 * dv > 1024 || (size_t)nb * hq * 2 > 64)
+                    break;
+                cr_expect_eq(ref_attention_f64_at(&p, &tk, t.q, t.k, t.v, o, l, &err), FC_EINVAL,
+                             "%s: list %d accepted", rc->name, k);
+                cr_expect(strstr(err.msg, "the tokens must increase within [0, Lq"), "%s", err.msg);
+            }
+            free_inputs(&t);
+        }
+        free(tq);
+        attn_problem_free(&p);
+    }
+}
+
 Test(ref_row, one_row_with_the_true_mask_equals_the_oracle_on_random_cases)
 {
     static const ref_case extra = {.name = "GQA 8:2, causal window 33, decode 64x200",
