@@ -55,14 +55,14 @@ static fc_status check_passing(diag_exam *e, const diag_report *r, const diag_al
 }
 
 /* The whole-case check pc into f: its counts and first contradicting row, as a range. */
-static void note_contradiction(diag_finding *f, const attn_problem *p, const passing_check *pc)
+static void note_contradiction(diag_finding *f, const judge_case *jc, const passing_check *pc)
 {
-    size_t lq = (size_t)p->seq.lq;
+    const attn_problem *p = jc->prob;
+    size_t n = judge_per_head(jc);
+    int32_t q = judge_row_token(jc, pc->first);
     if (f->contradicted == 0 && pc->contradicted)
-        f->first_contradiction = (diag_range){(int32_t)(pc->first / lq / (size_t)p->hq),
-                                              (int32_t)(pc->first / lq % (size_t)p->hq),
-                                              (int32_t)(pc->first % lq),
-                                              (int32_t)(pc->first % lq)};
+        f->first_contradiction = (diag_range){(int32_t)(pc->first / n / (size_t)p->hq),
+                                              (int32_t)(pc->first / n % (size_t)p->hq), q, q};
     f->contradicted += pc->contradicted;
     f->checked += pc->checked;
     f->passing += pc->passing;
@@ -81,8 +81,7 @@ fc_status diag_classify(diag_exam *e, diag_report *r, const uint8_t *state, cons
                           const uint8_t *hits, const double *fits, const double *tfits,
                           fc_err *err)
 {
-    const attn_problem *p = e->in->jc->prob;
-    size_t na = e->nalts, lq = (size_t)p->seq.lq;
+    size_t na = e->nalts, lq = judge_per_head(e->in->jc); /* rows per (b, h) */
     size_t cand[DIAG_MAX_HYPS];
     double cand_fit[DIAG_MAX_HYPS];
     int whole = 0;
@@ -101,7 +100,7 @@ fc_status diag_classify(diag_exam *e, diag_report *r, const uint8_t *state, cons
         fc_status st = check_passing(e, r, &e->alts[j], state, 0, r->rows, &pc, err);
         if (st)
             return st;
-        note_contradiction(f, p, &pc);
+        note_contradiction(f, e->in->jc, &pc);
         if (pc.contradicted)
             f->refuted = DIAG_REFUTED_PASSING;
         else
@@ -155,11 +154,11 @@ fc_status diag_classify(diag_exam *e, diag_report *r, const uint8_t *state, cons
             covered = 1;
             f->ngroups++;
             for (size_t i = i0; i < i1; i++)
-                if (diag_add_row(&f->group_rows, p, rows[i]))
+                if (diag_add_row(&f->group_rows, e->in->jc, rows[i]))
                     return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
         }
         for (size_t i = i0; i < i1 && !covered; i++)
-            if (diag_add_row(&r->unexplained, p, rows[i]))
+            if (diag_add_row(&r->unexplained, e->in->jc, rows[i]))
                 return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
     }
     return FC_OK;
@@ -263,34 +262,37 @@ size_t diag_nan_empty_rows(const diag_in *in, const diag_report *r, const uint8_
  * the rows of group causes are marked explained in state first (ROW_PASS: out of the count). */
 void diag_gather_evidence(const diag_exam *e, diag_report *r, uint8_t *state)
 {
-    const attn_problem *pp = e->in->jc->prob;
-    size_t lqq = (size_t)pp->seq.lq;
+    const judge_case *jc = e->in->jc;
+    size_t lq = judge_per_head(jc); /* rows per (b, h) */
     for (size_t i = 0; i < r->nexplaining; i++)
         for (size_t j = 0; j < r->findings[i].group_rows.nranges; j++) {
             const diag_range *x = &r->findings[i].group_rows.r[j];
-            size_t head = (size_t)x->b * (size_t)pp->hq + (size_t)x->h;
-            for (int32_t q = x->q0; q <= x->q1; q++)
-                state[head * lqq + (size_t)q] = ROW_PASS;
+            size_t head = (size_t)x->b * (size_t)jc->prob->hq + (size_t)x->h;
+            for (size_t row = head * lq; row < head * lq + lq; row++) {
+                int32_t q = judge_row_token(jc, row);
+                if (q >= x->q0 && q <= x->q1)
+                    state[row] = ROW_PASS;
+            }
         }
     if (r->nan_empty)
         for (size_t row = 0; row < r->rows; row++)
             if (state[row] == ROW_NONFINITE)
                 state[row] = ROW_PASS;
-    const attn_problem *p = e->in->jc->prob;
+    const attn_problem *p = jc->prob;
     const seq_view v = e->truth.view;
     diag_evidence *ev = &r->ev;
-    size_t lq = (size_t)p->seq.lq;
     memset(ev, 0, sizeof *ev);
     ev->heads_total = r->rows / (lq ? lq : 1);
     ev->from_q = -2; /* none seen yet */
     for (size_t head = 0; lq && head < ev->heads_total; head++) {
         int32_t first = -1, all_after = 1;
-        for (size_t q = 0; q < lq; q++) {
-            size_t row = head * lq + q;
+        for (size_t i = 0; i < lq; i++) {
+            size_t row = head * lq + i;
+            int32_t q = judge_row_token(jc, row);
             int fails = state[row] != ROW_PASS;
-            int32_t s = seq_find(v.cu_q, v.nseq, (int32_t)q), lo, hi;
-            mask_token_range(p->mask, v, (int32_t)q, &lo, &hi);
-            int start = (int32_t)q == v.cu_q[s], empty = lo >= hi;
+            int32_t s = seq_find(v.cu_q, v.nseq, q), lo, hi;
+            mask_token_range(p->mask, v, q, &lo, &hi);
+            int start = q == v.cu_q[s], empty = lo >= hi;
             int decode = v.cu_q[s + 1] - v.cu_q[s] < v.cu_k[s + 1] - v.cu_k[s];
             ev->starts_total += (size_t)start;
             ev->empty_total += (size_t)empty;
@@ -300,7 +302,7 @@ void diag_gather_evidence(const diag_exam *e, diag_report *r, uint8_t *state)
                 continue;
             }
             if (first < 0)
-                first = (int32_t)q;
+                first = q;
             ev->starts += (size_t)start;
             ev->empty += (size_t)empty;
             ev->decode += (size_t)decode;

@@ -144,10 +144,11 @@ static int key_in(void *ctx, int32_t tk)
 /* Row `row`'s context under alternative a. */
 static diag_key key_of(const diag_exam *e, const diag_alt *a, size_t row)
 {
-    const attn_problem *p = e->in->jc->prob;
-    size_t lq = (size_t)p->seq.lq;
-    diag_key k = {e->in, p, (int32_t)(row / lq / (size_t)p->hq),
-                  (int32_t)(row / lq % (size_t)p->hq), (int32_t)(row % lq), {0, 0, 0}, 0};
+    const judge_case *jc = e->in->jc;
+    const attn_problem *p = jc->prob;
+    size_t n = judge_per_head(jc);
+    diag_key k = {e->in, p, (int32_t)(row / n / (size_t)p->hq),
+                  (int32_t)(row / n % (size_t)p->hq), judge_row_token(jc, row), {0, 0, 0}, 0};
     k.row = mask_row_of(a->view, k.tq);
     k.i = k.tq - a->view.cu_q[seq_find(a->view.cu_q, a->view.nseq, k.tq)];
     return k;
@@ -301,11 +302,12 @@ int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc
 }
 
 /* Row `row` (a flat index) into s. */
-fc_status diag_add_row(diag_rows *s, const attn_problem *p, size_t row)
+fc_status diag_add_row(diag_rows *s, const judge_case *jc, size_t row)
 {
-    size_t lq = (size_t)p->seq.lq;
-    return rows_add(s, p, (int32_t)(row / lq / (size_t)p->hq), (int32_t)(row / lq % (size_t)p->hq),
-                    (int32_t)(row % lq));
+    const attn_problem *p = jc->prob;
+    size_t n = judge_per_head(jc);
+    return rows_add(s, p, (int32_t)(row / n / (size_t)p->hq), (int32_t)(row / n % (size_t)p->hq),
+                    judge_row_token(jc, row));
 }
 
 /* e->tkeys: the truth's keys of row `row`. */

@@ -155,7 +155,7 @@ int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc
 /* e->tkeys: the truth's keys of row `row`. */
 void diag_truth_keys(diag_exam *e, size_t row);
 /* Row `row` (a flat index) into s; rows arrive in row order. */
-fc_status diag_add_row(diag_rows *s, const attn_problem *p, size_t row);
+fc_status diag_add_row(diag_rows *s, const judge_case *jc, size_t row);
 void diag_rows_free(diag_rows *s);
 /* How closely reference row (g, gl) reproduces the tested row's failing values (those outside
  * the bounds of the truth (gold, gold_l)), in units of their bounds. */

@@ -48,7 +48,7 @@ static fc_status check_in(const diag_in *in, fc_err *err)
     fc_status st = attn_problem_check(p, err);
     if (st)
         return st;
-    size_t rows = attn_lse_elems(p);
+    size_t rows = judge_rows(jc);
     if (in->v->dtype != jc->dtype)
         return fc_errf(err, FC_EINVAL, "diagnosis: the verdict is for %s, the case is %s",
                        fc_dtype_name(in->v->dtype), fc_dtype_name(jc->dtype));
@@ -119,7 +119,7 @@ static fc_status examine(diag_exam *e, diag_report *r, size_t row, uint8_t *hit,
             continue;
         r->findings[j].fit += fit; /* sums here; the means after the last row (diag_run) */
         r->findings[j].truth_fit += *tfit;
-        if (diag_add_row(&r->findings[j].rows, jc->prob, row))
+        if (diag_add_row(&r->findings[j].rows, jc, row))
             return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
     }
     return FC_OK;
@@ -264,7 +264,7 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
         return st;
     const judge_case *jc = in->jc;
     const attn_problem *p = jc->prob;
-    size_t dv = (size_t)p->dv, nrows = attn_lse_elems(p);
+    size_t dv = (size_t)p->dv, nrows = judge_rows(jc);
     diag_report *r = calloc(1, sizeof *r);
     size_t *failing = malloc(sizeof(size_t) * (nrows + 1)), nfail = 0, *picked = NULL;
     uint8_t *state = calloc(nrows + 1, 1); /* ROW_*: every row's standing */
@@ -285,7 +285,7 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
         if (row_nonfinite(o, lse, dv)) {
             r->failing++;
             state[row] = ROW_NONFINITE;
-            if (diag_add_row(&r->nonfinite, p, row))
+            if (diag_add_row(&r->nonfinite, jc, row))
                 st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
         } else if (!diag_row_matches(&bd, o, lse, jc->out + row * dv, jc->lse[row], dv)) {
             r->failing++;
@@ -338,7 +338,7 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
             st = examine(&e, r, failing[i], hits + next * e.nalts, fits + next * e.nalts,
                          tfits + next, err);
             next++;
-        } else if (diag_add_row(&r->skipped, p, failing[i])) {
+        } else if (diag_add_row(&r->skipped, jc, failing[i])) {
             st = fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
         }
     }

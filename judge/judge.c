@@ -7,15 +7,38 @@
 #include "judge/judge.h"
 #include "ref/ref.h"
 
+size_t judge_per_head(const judge_case *jc)
+{
+    return jc->tokens ? (size_t)jc->tokens->n : (size_t)jc->prob->seq.lq;
+}
+
 size_t judge_rows(const judge_case *jc)
 {
-    return attn_lse_elems(jc->prob);
+    return (size_t)jc->prob->seq.batch * (size_t)jc->prob->hq * judge_per_head(jc);
+}
+
+int32_t judge_row_token(const judge_case *jc, size_t r)
+{
+    size_t n = judge_per_head(jc);
+    return jc->tokens ? jc->tokens->tq[r % n] : (int32_t)(r % n);
+}
+
+size_t judge_full_row(const judge_case *jc, size_t r)
+{
+    size_t n = judge_per_head(jc);
+    return r / n * (size_t)jc->prob->seq.lq + (size_t)judge_row_token(jc, r);
+}
+
+/* Elements of O: the rows times Dv. */
+static size_t o_elems(const judge_case *jc)
+{
+    return judge_rows(jc) * (size_t)jc->prob->dv;
 }
 
 /* One spare element each: a zero-size case still gets distinct, freeable buffers. */
 fc_status judge_bufs_alloc(judge_bufs *b, const judge_case *jc, fc_err *err)
 {
-    size_t no = attn_o_elems(jc->prob) + 1, nl = judge_rows(jc) + 1;
+    size_t no = o_elems(jc) + 1, nl = judge_rows(jc) + 1;
     memset(b, 0, sizeof *b);
     b->o = malloc(sizeof(float) * no);
     b->lse = malloc(sizeof(float) * nl);
@@ -53,7 +76,7 @@ void judge_lp_inputs(const judge_lp *lp, rep_inputs *ri)
 
 fc_status judge_baseline(const judge_case *jc, judge_lp *lp, fc_err *err)
 {
-    size_t no = attn_o_elems(jc->prob) + 1, nl = judge_rows(jc) + 1;
+    size_t no = o_elems(jc) + 1, nl = judge_rows(jc) + 1;
     judge_lp_free(lp);
     lp->o = malloc(sizeof(float) * no);
     lp->lse = malloc(sizeof(float) * nl);
@@ -61,13 +84,15 @@ fc_status judge_baseline(const judge_case *jc, judge_lp *lp, fc_err *err)
         judge_lp_free(lp);
         return fc_errf(err, FC_ENOMEM, "out of memory for the baseline of %zu outputs", no);
     }
-    fc_status st = ref_attention_lp(jc->prob, jc->dtype, jc->q, jc->k, jc->v, lp->o, lp->lse, err);
+    fc_status st = ref_attention_lp_at(jc->prob, jc->dtype, jc->tokens, jc->q, jc->k, jc->v,
+                                       lp->o, lp->lse, err);
     if (st || jc->dtype == FC_F32 || !jc->out || !jc->lse)
         return st; /* float32's baseline has its scores in float32 already */
     /* The float32-score baseline only where the dtype's drowns a row (docs/tolerance.md). */
     rep_inputs ri = {.dtype = jc->dtype, .rows = judge_rows(jc), .dv = (size_t)jc->prob->dv,
                      .o_gold = jc->out, .lse_gold = jc->lse, .o_lp = lp->o, .lse_lp = lp->lse,
-                     .prob = jc->prob};
+                     .prob = jc->prob, .tokens = jc->tokens ? jc->tokens->tq : NULL,
+                     .ntokens = jc->tokens ? jc->tokens->n : 0};
     if (!rep_lp_drowned_rows(&ri))
         return FC_OK;
     lp->o32s = malloc(sizeof(float) * no);
@@ -76,14 +101,17 @@ fc_status judge_baseline(const judge_case *jc, judge_lp *lp, fc_err *err)
         judge_lp_free(lp);
         return fc_errf(err, FC_ENOMEM, "out of memory for the baseline of %zu outputs", no);
     }
-    return ref_attention_lp32s(jc->prob, jc->dtype, jc->q, jc->k, jc->v, lp->o32s, lp->lse32s,
-                               err);
+    return ref_attention_lp32s_at(jc->prob, jc->dtype, jc->tokens, jc->q, jc->k, jc->v, lp->o32s,
+                                  lp->lse32s, err);
 }
 
 fc_status judge_kernel(const judge_opts *jo, gpu_backend be, const judge_case *jc,
                        const bmask *bm, const int32_t *page_table, int32_t num_pages, float *o,
                        float *lse, gpu_result *res, fc_err *err)
 {
+    if (jc->tokens) /* the kernel computes whole cases; a sample of rows is for given outputs */
+        return fc_errf(err, FC_EUNSUP, "a kernel run on a sample of rows: the kernel runs on "
+                       "whole cases only");
     gpu_call call = {
         .p = jc->prob, .dtype = jc->dtype, .q = jc->q, .k = jc->k, .v = jc->v,
         .bm = bm, .kernel = jo->kernel, .backend = be,
@@ -101,7 +129,7 @@ fc_status judge_build_mask(const judge_opts *jo, bmask *out, bmask_builder b, ma
 int judge_run(const judge_run_in *in, rep_row *row)
 {
     const judge_case *jc = in->jc;
-    size_t rows = judge_rows(jc), no = attn_o_elems(jc->prob);
+    size_t rows = judge_rows(jc), no = o_elems(jc);
     float *o2 = malloc(sizeof(float) * (no + 1)), *l2 = malloc(sizeof(float) * (rows + 1));
     fc_err err;
     gpu_result r1, r2;
@@ -164,7 +192,7 @@ int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
         if (row->outcome == REP_ROW_ERROR || row->outcome == REP_ROW_SKIP)
             pass = -1;
         if (o)
-            memcpy(o, b.o, sizeof(float) * attn_o_elems(jc->prob));
+            memcpy(o, b.o, sizeof(float) * o_elems(jc));
         if (lse)
             memcpy(lse, b.lse, sizeof(float) * judge_rows(jc));
     }
@@ -191,7 +219,8 @@ int judge_given_lse(const judge_case *jc, const float *o, const float *lse, fc_d
         .dtype = jc->dtype, .rows = judge_rows(jc), .dv = (size_t)jc->prob->dv,
         .o = o, .lse = lse, .o_gold = jc->out, .lse_gold = jc->lse,
         .o_rerun = o_rerun, .prob = jc->prob, .designed = jc->designed,
-        .lse_dtype = lse_dtype,
+        .lse_dtype = lse_dtype, .tokens = jc->tokens ? jc->tokens->tq : NULL,
+        .ntokens = jc->tokens ? jc->tokens->n : 0,
     };
     judge_lp_inputs(lp, &ri);
     if (rep_evaluate(&ri, v, err))

@@ -23,6 +23,7 @@
 #include "masks/bmask.h"
 #include "masks/problem.h"
 #include "reports/rep.h"
+#include "ref/ref.h"
 #include "reports/tol.h"
 
 #ifdef __cplusplus
@@ -38,6 +39,10 @@ typedef struct judge_case {
     const double *out, *lse; /* the float64 oracle; lse -inf marks a row with no allowed key */
     int designed; /* inputs built for an exactness check (p-round's design), not drawn from a
                    * distribution: H2 does not apply (rep_inputs.designed) */
+    const ref_tokens *tokens; /* a sample: only these query tokens' rows, of every batch entry
+                               * and head; q, out, lse (and every output judged) hold those
+                               * rows alone, [B, Hq, n, ...]; k and v are whole. NULL: every
+                               * row */
 } judge_case;
 
 /* Test hooks: a deliberately broken kernel or builder, to prove the gates catch it. */
@@ -53,8 +58,13 @@ typedef struct judge_opts {
     judge_bmask_fn bmask_fn;         /* NULL outside tests: bmask_build */
 } judge_opts;
 
-/* Rows of O / LSE: B * Hq * Lq. */
+/* Rows of O / LSE: B * Hq * Lq, or B * Hq * n for a sample of n tokens. */
 size_t judge_rows(const judge_case *jc);
+/* Rows per (b, h): Lq, or the sample's n. */
+size_t judge_per_head(const judge_case *jc);
+/* Row r's query token, and its index in the whole output ((b * Hq + h) * Lq + q). */
+int32_t judge_row_token(const judge_case *jc, size_t r);
+size_t judge_full_row(const judge_case *jc, size_t r);
 
 /* The same-precision baselines of one case (docs/tolerance.md): the dtype's O_lp and its LSE
  * (ref_attention_lp), and, for float16/bfloat16 only when that one drowns some row

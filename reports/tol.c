@@ -89,9 +89,12 @@ static int raise_max(double *m, double x)
 static double empty_lse(const rep_inputs *in, size_t r)
 {
     const attn_problem *p = in->prob;
-    if (!p || !p->terms.sinks || p->seq.lq < 1 || p->hq < 1)
+    if (!p || !p->terms.sinks || p->hq < 1)
         return -INFINITY;
-    return (double)p->terms.sinks[r / (size_t)p->seq.lq % (size_t)p->hq];
+    size_t per_head = in->tokens ? (size_t)in->ntokens : (size_t)p->seq.lq;
+    if (per_head < 1)
+        return -INFINITY;
+    return (double)p->terms.sinks[r / per_head % (size_t)p->hq];
 }
 
 /* A row with no allowed key: LSE_gold -inf; with sinks LSE_gold equal to the sink and O_gold
@@ -106,6 +109,14 @@ static int row_empty(const rep_inputs *in, size_t r)
         if (in->o_gold[r * in->dv + j] != 0)
             return 0;
     return 1;
+}
+
+size_t rep_full_row(const rep_inputs *in, size_t r)
+{
+    if (!in->tokens || !in->prob || in->ntokens < 1)
+        return r;
+    size_t n = (size_t)in->ntokens;
+    return r / n * (size_t)in->prob->seq.lq + (size_t)in->tokens[r % n];
 }
 
 /* Marks gate g failed; the first message of a gate is kept (it names the first place). */
@@ -135,7 +146,7 @@ static where_buf at(const rep_inputs *in, size_t r, long j)
 {
     where_buf w;
     if (in->prob)
-        attn_row_where(w.s, sizeof w.s, in->prob, r, j);
+        attn_row_where(w.s, sizeof w.s, in->prob, rep_full_row(in, r), j);
     else if (j >= 0)
         snprintf(w.s, sizeof w.s, "row %zu col %ld", r, j);
     else

@@ -136,6 +136,10 @@ typedef struct rep_inputs {
     const attn_problem *prob;          /* optional: messages name elements by (b, h, q, d)
                                         * (attn_row_where); NULL: by flat row and column.
                                         * Required with sinks: empty rows' LSE is the sink */
+    const int32_t *tokens;             /* optional, with prob: the rows are those of these
+                                        * query tokens only (ntokens of them, increasing), in
+                                        * the order (b, h, token): a sample (ref_tokens) */
+    int32_t ntokens;
     fc_dtype lse_dtype;                /* the type the tested LSE was stored in: FC_F32 (float32
                                         * or finer, the default), or float16 / bfloat16, whose
                                         * resolution H5 adds (half an ulp of the stored value) */
@@ -219,6 +223,10 @@ size_t rep_lp_drowned_rows(const rep_inputs *in);
  * outside the contract, see v->outside);
  * FC_EINVAL means bad arguments or unusable references (the message says which). */
 fc_status rep_evaluate(const rep_inputs *in, rep_verdict *v, fc_err *err);
+
+/* Row r of in's arrays as a row of the whole output ((b * Hq + h) * Lq + q): itself, or with
+ * in->tokens the row of its token. */
+size_t rep_full_row(const rep_inputs *in, size_t r);
 
 /* v->why[v->first_fail], the outside-contract reason, or "pass". */
 const char *rep_verdict_reason(const rep_verdict *v);
