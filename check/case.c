@@ -75,6 +75,12 @@ static int pround_rule(const judge_case *jc, const float *o, rep_row *row)
 void chk_case_kernel(const char *path, const fix_case *c, const chk_opts *o,
                      chk_layer_meta *meta, fix_check_result *r, int *skipped, chk_tally *t)
 {
+    if (c->sample.tq) { /* the kernel computes every row: a sample holds q for its own alone */
+        *skipped = 1;
+        fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s: not run on a sample (it computes "
+               "every row; --rows all runs it)", (int)o->kernel, gpu_backend_name(o->be));
+        return;
+    }
     judge_opts jo = {.kernel = o->kernel};
     judge_case jc = fix_judge_case(c);
     jc.designed = chk_pround_design(c);

@@ -50,7 +50,8 @@ typedef struct chk_opts {
 #define CHK_COUNTERS(X)                                                                          \
     X(files) X(rejected) X(cases) X(passed) X(failed) X(skipped)                                 \
     X(tested) X(tested_passed) X(tested_failed) /* outputs under test (tested/<label>) */    \
-    X(outside) X(tested_outside) /* cases / outputs outside the contract (docs/tolerance.md) */
+    X(outside) X(tested_outside) /* cases / outputs outside the contract (docs/tolerance.md) */ \
+    X(computed) X(sampled) /* cases with no stored oracle; cases judged on a sample of rows */
 
 typedef struct chk_tally {
 #define CHK_INT(name) int name;
@@ -104,6 +105,8 @@ typedef struct chk_result {
     int32_t bm_qb, bm_kb;          /* its block sizes */
     diag_report *diag;             /* the diagnosis of a failed output (NULL: none ran) */
     char diag_error[REP_WHY_LEN];  /* why the diagnosis could not run ("" when it did) */
+    char sample[REP_WHY_LEN];      /* "" or what was judged of a sample (fix_sample_text): check
+                                    * ends the verdict line with it */
 } chk_result;
 
 /* 1 when o selects the output under test labelled `label` (chk_opts.labels). */

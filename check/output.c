@@ -66,7 +66,9 @@ static chk_outcome judge_it(const judge_case *jc, const judge_lp *lp, const chk_
         judge_row_fail_check(row, "block-mask", "the producer's block mask is %s", res->bm_text);
         return CHK_FAILED;
     }
-    if (jc->designed && (row->outcome == REP_ROW_PASS || row->outcome == REP_ROW_OUTSIDE)) {
+    /* p-round's design reads every row (a sample of it is no design: not run) */
+    if (jc->designed && !jc->tokens &&
+        (row->outcome == REP_ROW_PASS || row->outcome == REP_ROW_OUTSIDE)) {
         char msg[REP_WHY_LEN];
         int r = judge_pround(jc, in->o, msg, sizeof msg);
         if (r < 0) {
@@ -92,7 +94,7 @@ void chk_judge_output(const judge_case *jc, const judge_lp *lp, const chk_output
                       chk_result *res)
 {
     memset(&res->v, 0, sizeof res->v);
-    res->bm_text[0] = res->diag_error[0] = res->note[0] = '\0';
+    res->bm_text[0] = res->diag_error[0] = res->note[0] = res->sample[0] = '\0';
     res->bm_qb = res->bm_kb = 0;
     res->diag = NULL;
     chk_outcome oc = res->outcome = judge_it(jc, lp, in, res);
@@ -111,7 +113,8 @@ void chk_judge_output(const judge_case *jc, const judge_lp *lp, const chk_output
                v->h1_ratio, lse_note, in->o_rerun ? "; rerun bitwise equal" : "");
     } else if (v->first_fail >= 0 && v->first_fail != REP_H1 && !v->unscaled) {
         char at[112];
-        attn_row_where(at, sizeof at, jc->prob, v->worst_row, (int64_t)v->worst_col);
+        attn_row_where(at, sizeof at, jc->prob, judge_full_row(jc, v->worst_row),
+                       (int64_t)v->worst_col);
         fc_fmt(res->detail, sizeof res->detail, "%s; largest |err| %.3g at %s", row->reason,
                v->max_err, at);
     } else {
@@ -148,14 +151,15 @@ void chk_result_print(FILE *f, const chk_result *res, const chk_who *who, const 
     const rep_verdict *v = &res->v;
     chk_outcome oc = res->outcome;
     const char *verdict = oc == CHK_PASSED ? "PASS" : oc == CHK_OUTSIDE ? "OUTSIDE" : "FAIL";
+    const char *sep = res->sample[0] ? "; " : ""; /* a sample says so on the verdict line */
     if (who->where)
-        fprintf(f, "%s %s %s tested/%s %s (%s, out stored as %s): %s\n", verdict,
+        fprintf(f, "%s %s %s tested/%s %s (%s, out stored as %s): %s%s%s\n", verdict,
                 fc_esc(who->where).s, fc_esc(who->name).s, fc_esc(who->label).s,
                 fc_dtype_name(jc->dtype), fc_esc(who->producer).s, fc_esc(who->encoding).s,
-                fc_esc(res->detail).s);
+                fc_esc(res->detail).s, sep, res->sample);
     else /* judged in process (include/flexcheck.h): no file, label or stored encoding */
-        fprintf(f, "%s %s %s: %s\n", verdict, fc_esc(who->name).s, fc_dtype_name(jc->dtype),
-                fc_esc(res->detail).s);
+        fprintf(f, "%s %s %s: %s%s%s\n", verdict, fc_esc(who->name).s, fc_dtype_name(jc->dtype),
+                fc_esc(res->detail).s, sep, res->sample);
     for (int g = 0; oc == CHK_FAILED && g < REP_NGATES; g++) /* every other failed gate too */
         if (v->gate[g] == REP_FAIL && g != v->first_fail)
             fprintf(f, "    also %s\n", v->why[g]); /* the gates' own words and numbers */
@@ -210,6 +214,7 @@ void chk_case_outputs(const char *path, const fix_case *c, const mask_params *pr
                             .out_dtype = stored, .lse_dtype = lse_stored,
                             .rounds_like_flex = tt->rounds_like_flex};
         chk_judge_output(&jc, &lp, &in, &res);
+        fix_sample_text(res.sample, sizeof res.sample, c);
         t->tested++;
         t->tested_passed += res.outcome == CHK_PASSED;
         t->tested_outside += res.outcome == CHK_OUTSIDE;
@@ -320,10 +325,15 @@ int chk_window_edges(const fix_file *f, int i, const chk_opts *o, chk_tally *t,
     }
     fix_case w, ed[2];
     fc_err err;
-    if (fix_read_case(f, i, &w, &err))
+    /* every row (the rule compares rows across the three cases), outputs alone: no oracle */
+    fix_file g = *f;
+    g.budget.rows = 0;
+    g.oracle_compute = 0;
+    g.oracle_optional = 1;
+    if (fix_read_case(&g, i, &w, &err))
         return 0;
     int ok = 0, bad = 0;
-    for (; ok < 2 && !fix_read_case(f, ix[ok], &ed[ok], &err); ok++)
+    for (; ok < 2 && !fix_read_case(&g, ix[ok], &ed[ok], &err); ok++)
         ;
     for (int j = 0; ok == 2 && j < 2 && !bad; j++) {
         char why[64];

@@ -23,18 +23,24 @@ static void print_case(FILE *f, const chk_item *it, const chk_opts *o)
             !r->passed ? "FAIL" : it->skipped == 2 ? "OUTSIDE" : it->skipped ? "SKIP" : "PASS",
             fc_esc(it->path).s, fc_esc(c->name).s, fc_dtype_name(c->dtype), mask, c->prob.scale,
             terms);
+    char sample[REP_WHY_LEN];
+    fix_sample_text(sample, sizeof sample, c);
     if (!r->passed || it->skipped) {
-        fprintf(f, ": %s\n", r->detail); /* its sources escape what came from the file */
+        fprintf(f, ": %s%s%s\n", r->detail, sample[0] ? "; " : "", sample); /* its sources
+                                                            * escape what came from the file */
         return;
     }
-    fprintf(f, ": out %.1e lse %.1e", r->out_err, r->lse_err);
+    if (r->oracle_computed)
+        fprintf(f, ": oracle computed (none stored)");
+    else
+        fprintf(f, ": out %.1e lse %.1e", r->out_err, r->lse_err);
     if (r->bmask_checked)
         fprintf(f, ", block mask sound%s (%lld partial, %lld full)",
                 r->bmask_exact ? ", exact" : "", (long long)r->n_partial, (long long)r->n_full);
     if (o->kernel_backend)
         fprintf(f, ", kernel %d on %s passes the gates", (int)o->kernel,
                 gpu_backend_name(o->be));
-    fprintf(f, "\n");
+    fprintf(f, "%s%s\n", sample[0] ? "; " : "", sample);
 }
 
 /* One message line on err, its raw control characters escaped. */

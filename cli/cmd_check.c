@@ -26,6 +26,8 @@ typedef struct opts {
     const char *labels[MAX_LABELS]; /* --tested, repeatable */
     const char *report_dir; /* NULL: no report files */
     cli_iso iso;            /* each file in a child under this limit (cli/isolate.h) */
+    int32_t rows;           /* --rows (fix_budget.rows): FIX_ROWS_AUTO by default */
+    uint64_t rows_seed;     /* --rows-seed */
 } opts;
 
 /* Each item as check prints it, as it is judged (in the file's child). */
@@ -136,8 +138,13 @@ static void print_summary(const chk_tally *t, const chk_opts *o)
                gpu_backend_name(o->be), t->passed, t->failed);
     else
         printf("oracle confirmed in %d, not in %d", t->passed, t->failed);
+    if (t->computed) /* "confirmed" above: a computed oracle has nothing to confirm */
+        printf(" (%d of them with no stored oracle: computed)", t->computed);
+    if (t->sampled)
+        printf(", %d judged on a sample of their rows", t->sampled);
     if (t->skipped)
-        printf(", %d skipped (the kernel refuses their configuration)", t->skipped);
+        printf(", %d skipped (the kernel refuses their configuration%s)", t->skipped,
+               t->sampled && o->kernel_backend ? ", or does not run on a sample" : "");
     if (t->outside)
         printf(", %d outside the contract", t->outside);
     if (t->tested || o->nlabels)
@@ -152,7 +159,8 @@ int cmd_check(int argc, char **argv)
 {
     opts o = {.c = {.be = GPU_BACKEND_EMU, .kernel = GPU_DEFAULT_KERNEL, .on_read = mark_read,
                     .errmsg = cli_iso_errmsg},
-              .iso = {CLI_ISO_DEFAULT_MAX_MEMORY, 0, 0}};
+              .iso = {CLI_ISO_DEFAULT_MAX_MEMORY, 0, 0}, .rows = FIX_ROWS_AUTO,
+              .rows_seed = FIX_ROWS_SEED};
     const cli_opt table[] = {
         CLI_FN("backend", "B", "ref: the reference checks only (default); emu or gpu: also\n"
                "run the kernel on each case and judge it under the gates", parse_backend, &o.c),
@@ -174,6 +182,13 @@ int cmd_check(int argc, char **argv)
                "(K, M, G, T suffixes)", cli_parse_bytes, &o.iso.max_memory),
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o.iso.max_work),
+        CLI_FN("rows", "N|all|auto", "judge a sample of N query tokens of each case (every batch\n"
+               "entry and head; the whole case when N >= Lq), or every row (all); auto, the\n"
+               "default: every row when the case fits --max-work and --max-memory, else the\n"
+               "largest sample up to " CLI_TEXT(FIX_SAMPLE_ROWS) " tokens that does "
+               "(docs/tolerance.md)", cli_parse_rows, &o.rows),
+        CLI_FN("rows-seed", "S", "the seed of a sample's uniform part (default "
+               CLI_TEXT(FIX_ROWS_SEED) ")", cli_parse_seed, &o.rows_seed),
     };
     char intro[768];
     snprintf(intro, sizeof intro,
@@ -191,7 +206,7 @@ int cmd_check(int argc, char **argv)
         .usage = "usage: flexcheck check [--backend ref|emu|gpu] [--kernel K] [--exact-blocks] "
                  "[--case NAME] [--tested LABEL]... [--quiet] [--strict] [--report DIR] "
                  "[--max-memory BYTES] "
-                 "[--max-work N] FILE...\n",
+                 "[--max-work N] [--rows N|all|auto] [--rows-seed S] FILE...\n",
         .intro = intro,
         .opts = table,
         .nopts = sizeof table / sizeof table[0],
@@ -210,6 +225,8 @@ int cmd_check(int argc, char **argv)
     o.c.labels = o.labels;
     o.iso.data_limit = o.c.kernel_backend && o.c.be == GPU_BACKEND_CUDA;
     o.c.budget = cli_iso_budget(&o.iso);
+    o.c.budget.rows = o.rows;
+    o.c.budget.rows_seed = o.rows_seed;
     chk_tally t = {0};
     for (int i = 1; i <= nfiles; i++) /* cli_parse moved the files to argv[1..nfiles] */
         check_file_isolated(argv[i], &o, &t);

@@ -82,20 +82,6 @@ static int parse_offset(const char *cmd, const char *opt, const char *v, void *d
     return 0;
 }
 
-/* The seed is a full uint64 (fixtures record it), wider than CLI_K_I32: decimal digits only,
- * as every number on the command line (cli/opts.h; strtoull alone takes spaces and '+'). */
-static int parse_seed(const char *cmd, const char *opt, const char *v, void *dst)
-{
-    char *end;
-    errno = 0;
-    if (!v[0] || strspn(v, "0123456789") != strlen(v))
-        return cli_usage_error(cmd, "%s '%s': not an unsigned decimal integer", opt, v), -1;
-    *(uint64_t *)dst = strtoull(v, &end, 10);
-    if (errno)
-        return cli_usage_error(cmd, "%s '%s': above 2^64 - 1", opt, v), -1;
-    return 0;
-}
-
 static int parse_packed(const char *cmd, const char *opt, const char *v, void *dst)
 {
     gen_opts *o = dst;
@@ -126,7 +112,7 @@ static int parse_sinks(const char *cmd, const char *opt, const char *v, void *ds
     gen_opts *o = dst;
     o->gp.sinks = 1;
     if (v[0] && strspn(v, "0123456789") == strlen(v))
-        return parse_seed(cmd, opt, v, &o->gp.sinks_seed);
+        return cli_parse_seed(cmd, opt, v, &o->gp.sinks_seed);
     o->sinks_file = v;
     return 0;
 }
@@ -298,7 +284,7 @@ int cmd_gen(int argc, char **argv)
         CLI_FN("score-offset", "X", "shift every score by about X, their differences those of\n"
                "the normal draw (-1e5: the matrix's very negative logits)", parse_offset,
                &gp->score_offset),
-        CLI_FN("seed", "N", "PRNG seed (default 0)", parse_seed, &gp->seed),
+        CLI_FN("seed", "N", "PRNG seed (default 0)", cli_parse_seed, &gp->seed),
         {score_term_table[TERM_SOFTCAP].opt, "C", score_term_table[TERM_SOFTCAP].help, CLI_K_FN,
          &gp->softcap, 0, 0, parse_softcap, &o.softcap_set}, /* --softcap 0 (off) is given too */
         CLI_FN(score_term_table[TERM_SINKS].opt, "SEED|FILE", score_term_table[TERM_SINKS].help,
@@ -359,7 +345,7 @@ int cmd_gen(int argc, char **argv)
             return cli_usage_error(CMD, "--%s with --set: a set's cases are fixed (the options "
                                    "describe one --case)", given.name[g]);
     }
-    o.gp.budget = (fix_budget){o.max_memory, o.max_work};
+    o.gp.budget = (fix_budget){.max_bytes = o.max_memory, .max_work = o.max_work};
     if (o.is_case && finish_case(&o))
         return CLI_BADINPUT;
     return run(&o);

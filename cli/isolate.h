@@ -54,7 +54,7 @@ typedef struct cli_iso {
  * before it is read, and the work budget. */
 static inline fix_budget cli_iso_budget(const cli_iso *iso)
 {
-    fix_budget b = {iso->max_memory, iso->max_work};
+    fix_budget b = {.max_bytes = iso->max_memory, .max_work = iso->max_work};
     return b;
 }
 

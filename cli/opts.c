@@ -432,6 +432,37 @@ int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst)
     }
 }
 
+int cli_parse_seed(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    char *end;
+    errno = 0;
+    if (!v[0] || strspn(v, "0123456789") != strlen(v))
+        return cli_usage_error(cmd, "%s '%s': not an unsigned decimal integer", opt, v), -1;
+    *(uint64_t *)dst = strtoull(v, &end, 10);
+    if (errno)
+        return cli_usage_error(cmd, "%s '%s': above 2^64 - 1", opt, v), -1;
+    return 0;
+}
+
+int cli_parse_rows(const char *cmd, const char *opt, const char *v, void *dst)
+{
+    int32_t *rows = dst;
+    if (!strcmp(v, "all")) {
+        *rows = 0;
+        return 0;
+    }
+    if (!strcmp(v, "auto")) {
+        *rows = FIX_ROWS_AUTO;
+        return 0;
+    }
+    long long n;
+    if (cli_decimal(v, strlen(v), &n) || n < 1 || n > INT32_MAX)
+        return cli_usage_error(cmd, "%s '%s': a number of query tokens from 1 to %d, all or auto",
+                               opt, v, (int)INT32_MAX), -1;
+    *rows = (int32_t)n;
+    return 0;
+}
+
 int cli_parse_count(const char *cmd, const char *opt, const char *s, void *dst)
 {
     switch (parse_scaled(s, 1, dst)) {

@@ -127,6 +127,12 @@ int cli_parse_bytes(const char *cmd, const char *opt, const char *s, void *dst);
 /* A cli_parse_fn for a count (multiply-adds) into size_t dst: a positive integer with an
  * optional K, M, G or T suffix (powers of 1024). */
 int cli_parse_count(const char *cmd, const char *opt, const char *s, void *dst);
+/* A cli_parse_fn for a full uint64 seed into uint64_t dst: decimal digits only (fixtures record
+ * seeds; strtoull alone takes spaces and '+'). */
+int cli_parse_seed(const char *cmd, const char *opt, const char *s, void *dst);
+/* A cli_parse_fn for --rows into int32_t dst (fix_budget.rows): "all" 0, "auto" FIX_ROWS_AUTO,
+ * or a number of query tokens from 1 to INT32_MAX (0, a sign, a fraction: refused). */
+int cli_parse_rows(const char *cmd, const char *opt, const char *s, void *dst);
 
 /* Every number on the command line is decimal and nothing else: no leading space, no '+', no
  * hex, no inf or nan (strtol and strtod take all of these), so an integer option and a number

@@ -145,13 +145,19 @@ static uint64_t hull_pairs(const attn_problem *p)
 
 attn_cost attn_case_cost(const attn_problem *p, int32_t qb, int32_t kb)
 {
+    return attn_case_cost_rows(p, qb, kb, p->seq.lq);
+}
+
+attn_cost attn_case_cost_rows(const attn_problem *p, int32_t qb, int32_t kb, int32_t n)
+{
     uint64_t b = (uint64_t)(p->seq.batch > 0 ? p->seq.batch : 0);
     uint64_t hq = (uint64_t)(p->hq > 0 ? p->hq : 0), hkv = (uint64_t)(p->hkv > 0 ? p->hkv : 0);
     uint64_t lq = (uint64_t)(p->seq.lq > 0 ? p->seq.lq : 0);
     uint64_t lk = (uint64_t)(p->seq.lk > 0 ? p->seq.lk : 0);
+    uint64_t nq = n < 0 ? 0 : (uint64_t)n < lq ? (uint64_t)n : lq; /* the rows computed */
     uint64_t d = (uint64_t)(p->d > 0 ? p->d : 0), dv = (uint64_t)(p->dv > 0 ? p->dv : 0);
-    uint64_t rows = smul(smul(b, hq), lq), o = smul(rows, dv);
-    uint64_t in = sadd(smul(smul(b, hq), smul(lq, d)), smul(smul(b, hkv), smul(lk, d + dv)));
+    uint64_t rows = smul(smul(b, hq), nq), o = smul(rows, dv);
+    uint64_t in = sadd(smul(smul(b, hq), smul(nq, d)), smul(smul(b, hkv), smul(lk, d + dv)));
     uint64_t bytes = smul(in, 4);                                /* q, k, v as float */
     bytes = sadd(bytes, smul(sadd(o, rows), 8));                 /* the float64 oracle */
     bytes = sadd(bytes, smul(sadd(smul(o, 4), smul(rows, 3)), 4)); /* o x2, o_lp, rerun; LSEs */
@@ -161,7 +167,12 @@ attn_cost attn_case_cost(const attn_problem *p, int32_t qb, int32_t kb)
     uint64_t scratch = sadd(sadd(smul(128, smul(lk, 9)), smul(lk, smul(d + dv, 8))),
                             smul(128, smul(d, 8)));              /* ref.h, e = 8 */
     bytes = sadd(bytes, smul(scratch, 2));
-    attn_cost c = {bytes, smul(smul(smul(b, hq), hull_pairs(p)), d + dv)};
+    uint64_t work = smul(smul(b, hq), hull_pairs(p)), per = d + dv;
+    /* A sample's panels group tokens while their hull stays within about twice the rows' own
+     * keys (ref.h, ref_tokens): twice the whole's share of them bounds it. */
+    if (nq < lq && lq > 0)
+        work = smul(work / lq + 1, smul(2, nq)) < work ? smul(work / lq + 1, smul(2, nq)) : work;
+    attn_cost c = {bytes, smul(work, per)};
     return c;
 }
 

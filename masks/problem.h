@@ -58,6 +58,10 @@ typedef struct attn_cost {
     uint64_t bytes, work;
 } attn_cost;
 attn_cost attn_case_cost(const attn_problem *p, int32_t qb, int32_t kb);
+/* The same for the rows of n query tokens of every (b, h) (a sample, ref_tokens; n >= Lq is the
+ * whole): q, the oracle and the outputs hold those rows, k and v stay whole; the work is twice
+ * the whole's share of n rows, the most a sample's panels compute (capped at the whole's). */
+attn_cost attn_case_cost_rows(const attn_problem *p, int32_t qb, int32_t kb, int32_t n);
 
 /* Where output row `row` (= (b * Hq + h) * Lq + q, the order of o and lse) sits, in the one
  * convention every message and report uses: "(b, h, q, d) = (0, 1, 40, 5)", without d when

@@ -2689,10 +2689,12 @@ Test(fixture_cli, a_file_libhdf5_never_returns_from_is_stopped_and_one_line)
 
 /* A file whose tensors the memory limit cannot hold: q declared [1, 2, 2^24, 4] (512 MiB as
  * float32; HDF5 stores nothing for a dataset never written, so the file stays small) under
- * --max-memory 512M. The case's estimate (4.22 GiB with the oracle, buffers and block masks) is
- * over that figure, so the reader refuses it from its shapes before allocating anything (the
- * child's address-space limit is the backstop behind the estimate); the next file is still
- * checked. A sanitizer build applies no limit (its shadow memory alone exceeds it). */
+ * --max-memory 512M, every row asked for (--rows all; by default check would judge a sample
+ * that fits, test_sample.c). The case's estimate (4.22 GiB with the oracle, buffers and block
+ * masks) is over that figure, so the reader refuses it from its shapes before allocating
+ * anything (the child's address-space limit is the backstop behind the estimate); the next
+ * file is still checked. A sanitizer build applies no limit (its shadow memory alone exceeds
+ * it). */
 Test(fixture_cli, a_file_larger_than_the_memory_limit_is_one_line_naming_the_limit)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -2704,7 +2706,7 @@ Test(fixture_cli, a_file_larger_than_the_memory_limit_is_one_line_naming_the_lim
            put_ds(f, C0 "/lse", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 3, dl, NULL); del(f, BM));
     const char *good = write_base("good.h5", FC_F32, 0);
     char out[8192], errs[4096], args[1024];
-    snprintf(args, sizeof args, "check --max-memory 512M '%s' '%s'", p, good);
+    snprintf(args, sizeof args, "check --rows all --max-memory 512M '%s' '%s'", p, good);
     int st = run_cli(args, out, sizeof out, errs, sizeof errs);
     cr_assert_eq(st, 2, "status %d\n%s%s", st, out, errs);
     cr_expect_eq(count_lines(errs), 1, "%s", errs);

@@ -1,0 +1,419 @@
+/*
+ * test_sample.c - judging a sample of query rows (docs/tolerance.md "Judging a sample"): which
+ * tokens the stratified sample holds (fixtures/fix_sample.c), the chance it prints, reading a
+ * sample's rows by hyperslab, and `flexcheck check --rows` on a 40,000-token dump whose planted
+ * defects a sample must catch (rows past 2^15) or may miss (one token it does not hold).
+ *
+ * Expected tokens are derived here from the thresholds' definitions, not from the sampler; the
+ * verdicts follow from how each output is built (the same-precision computation is what a
+ * correct float32 engine returns; a defect changes named rows).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "tests/test_tmpdir.h"
+#include "fixtures/fix.h"
+#include "fixtures/fix_h5.h"
+#include "ref/ref.h"
+
+TEST_TMPDIR("sampletest")
+
+static void make_dir_quiet(void)
+{
+    make_dir();
+    fix_h5_quiet();
+}
+
+TestSuite(sample, .init = make_dir_quiet, .fini = remove_dir);
+
+static int has(const fix_sample *s, int64_t t)
+{
+    for (int32_t i = 0; i < s->n; i++)
+        if (s->tq[i] == t)
+            return 1;
+    return 0;
+}
+
+static attn_problem dense(int32_t hq, int32_t hkv, int32_t lq, int32_t lk, int32_t d,
+                          mask_params m)
+{
+    attn_problem p = {.hq = hq, .hkv = hkv, .d = d, .dv = d, .mask = m, .scale = 0.25};
+    fc_err err;
+    cr_assert_eq(seq_init_dense(&p.seq, 1, lq, lk, &err), FC_OK, "%s", err.msg);
+    return p;
+}
+
+/* Every token of the sample once, in increasing order, inside [0, Lq); n of them. */
+static void expect_well_formed(const fix_sample *s, int32_t n, int32_t lq)
+{
+    cr_assert_eq(s->n, n);
+    cr_assert_eq(s->placed + s->uniform, n, "%d placed + %d uniform != %d", s->placed,
+                 s->uniform, n);
+    for (int32_t i = 0; i < n; i++) {
+        cr_assert(s->tq[i] >= 0 && s->tq[i] < lq, "token %d at %d", s->tq[i], i);
+        cr_assert(i == 0 || s->tq[i] > s->tq[i - 1], "not increasing at %d", i);
+    }
+}
+
+/* A Gemma-3-27B-shaped local layer past 128k: the tokens on both sides of each threshold the
+ * header names, worked out from their definitions, the ends, and the first row the window cuts. */
+Test(sample, the_stratified_part_holds_every_named_threshold_and_the_ends)
+{
+    const int32_t lq = 140000, hq = 32, hkv = 16, d = 128, w = 1024;
+    attn_problem p = dense(hq, hkv, lq, lq, d, (mask_params){.causal = 1, .sliding_window = w});
+    fix_sample s;
+    fc_err err;
+    cr_assert_eq(fix_sample_tokens(&p, 128, 4096, 7, &s, &err), FC_OK, "%s", err.msg);
+    expect_well_formed(&s, 4096, lq);
+    int64_t want[] = {0, lq - 1, 1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 17,
+                      46341,                                     /* 46,341^2 > 2^31 */
+                      (int64_t)4294967296LL / lq,                /* 2^32 / Lk = 30678 */
+                      w};                                        /* the first row the window cuts
+                                                                  * (keys 1 .. 1024, not 0) */
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        for (int64_t dt = -1; dt <= 1; dt++) {
+            int64_t t = want[i] + dt;
+            if (t >= 0 && t < lq)
+                cr_expect(has(&s, t), "token %lld (threshold %lld %+lld) is not in the sample",
+                          (long long)t, (long long)want[i], (long long)dt);
+        }
+    /* 2^31 / (Hq D) = 524,288 and 2^31 / (Hkv D) = 1,048,576 lie past Lq: nothing to place */
+    cr_expect(s.placed <= 4096 - 4096 / 2, "placed %d: at most half of the sample", s.placed);
+    fix_sample_free(&s);
+    seq_free(&p.seq);
+}
+
+/* The uniform part comes from the seed alone: the same seed, the same tokens; another seed,
+ * the same placed tokens and other uniform ones, spread over the axis (not bunched at one end:
+ * the mean of 2,048 uniform draws from [0, 140000) is within 4% of the middle with
+ * overwhelming probability, its standard error being 0.6%). */
+Test(sample, the_uniform_part_is_reproducible_from_its_seed_and_spread)
+{
+    const int32_t lq = 140000;
+    attn_problem p = dense(4, 2, lq, lq, 64, (mask_params){.causal = 1});
+    fix_sample a, b, c;
+    fc_err err;
+    cr_assert_eq(fix_sample_tokens(&p, 128, 4096, 1, &a, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_sample_tokens(&p, 128, 4096, 1, &b, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_sample_tokens(&p, 128, 4096, 2, &c, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(memcmp(a.tq, b.tq, sizeof *a.tq * 4096), 0, "same seed, other tokens");
+    cr_assert(memcmp(a.tq, c.tq, sizeof *a.tq * 4096) != 0, "another seed, the same tokens");
+    cr_assert_eq(a.placed, c.placed);
+    int32_t common = 0;
+    double sum = 0;
+    for (int32_t i = 0; i < 4096; i++) {
+        common += has(&c, a.tq[i]);
+        sum += a.tq[i];
+    }
+    /* the placed ones in both, and about n_u^2 / (Lq - placed) of the uniform ones by chance */
+    cr_expect(common >= a.placed && common < a.placed + 200, "%d in common, %d placed", common,
+              a.placed);
+    /* the placed tiles' first and last rows are spread evenly too: the whole mean is central */
+    cr_expect(fabs(sum / 4096 - lq / 2.0) < 0.04 * lq, "mean token %.0f", sum / 4096);
+    fix_sample_free(&a);
+    fix_sample_free(&b);
+    fix_sample_free(&c);
+    seq_free(&p.seq);
+}
+
+/* Packed sequences: each sequence's first and last query; a decode sequence (2 queries, 40
+ * keys) every query; chunks of 64: both sides of each chunk boundary. */
+Test(sample, sequence_ends_decode_rows_and_chunk_boundaries_are_placed)
+{
+    int32_t cq[] = {0, 300, 302, 1000}, ck[] = {0, 300, 340, 1038};
+    attn_problem p = {.hq = 2, .hkv = 1, .d = 16, .dv = 16, .scale = 0.25,
+                      .mask = {.causal = 1, .chunk_size = 64}};
+    fc_err err;
+    cr_assert_eq(seq_init_packed(&p.seq, 3, cq, ck, &err), FC_OK, "%s", err.msg);
+    fix_sample s;
+    cr_assert_eq(fix_sample_tokens(&p, 128, 200, 3, &s, &err), FC_OK, "%s", err.msg);
+    expect_well_formed(&s, 200, 1000);
+    int32_t want[] = {0, 1, 299, 298, 300, 301, 302, 303, 999, 998};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect(has(&s, want[i]), "token %d is not in the sample", want[i]);
+    /* sequence 0's chunks change at queries 64k; sequence 2's (queries 302 .. 999, as many
+     * keys: query i at key position i) at queries 302 + 64k */
+    for (int32_t t = 64; t < 300; t += 64)
+        cr_expect(has(&s, t) && has(&s, t - 1), "chunk boundary at query %d", t);
+    for (int32_t pos = 64; pos + 302 < 1000; pos += 64) {
+        int32_t t = 302 + pos;
+        cr_expect(has(&s, t) && has(&s, t - 1), "chunk boundary at query %d", t);
+    }
+    fix_sample_free(&s);
+    seq_free(&p.seq);
+}
+
+Test(sample, a_sample_of_every_token_is_the_axis_and_bad_sizes_are_refused)
+{
+    attn_problem p = dense(1, 1, 300, 300, 16, (mask_params){.causal = 1, .sliding_window = 8});
+    fix_sample s;
+    fc_err err;
+    cr_assert_eq(fix_sample_tokens(&p, 16, 300, 9, &s, &err), FC_OK, "%s", err.msg);
+    expect_well_formed(&s, 300, 300);
+    fix_sample_free(&s);
+    cr_assert_eq(fix_sample_tokens(&p, 16, 0, 9, &s, &err), FC_EINVAL);
+    cr_expect(strstr(err.msg, "a sample of 0 query tokens: must be 1 to Lq = 300"), "%s", err.msg);
+    cr_assert_eq(fix_sample_tokens(&p, 16, 301, 9, &s, &err), FC_EINVAL);
+    seq_free(&p.seq);
+}
+
+/* C(Lq - n, k) / C(Lq, k), against counting the k-subsets that miss the sample by brute force. */
+Test(sample, the_escape_chance_is_the_share_of_defects_that_miss_the_sample)
+{
+    for (int32_t lq = 1; lq <= 12; lq++)
+        for (int32_t n = 1; n <= lq; n++)
+            for (int32_t k = 1; k <= lq && k <= 4; k++) {
+                /* the sample: tokens 0 .. n-1 (any fixed set of n does as well) */
+                long miss = 0, all = 0;
+                for (unsigned m = 0; m < (1u << lq); m++) {
+                    if (__builtin_popcount(m) != k)
+                        continue;
+                    all++;
+                    miss += (m & ((1u << n) - 1)) == 0;
+                }
+                double want = (double)miss / (double)all;
+                cr_expect(fabs(fix_sample_escape(lq, n, k) - want) < 1e-12,
+                          "Lq %d n %d k %d: %g, counted %g", lq, n, k,
+                          fix_sample_escape(lq, n, k), want);
+            }
+    /* the printed figures of a 64-token sample of 40,000 */
+    cr_expect(fabs(fix_sample_escape(40000, 64, 1) - (1 - 64.0 / 40000)) < 1e-15);
+}
+
+/* ---- a 40,000-token dump checked with --rows ---- */
+
+enum { HQ = 2, HKV = 1, L = 40000, D = 16, W = 256, NO = HQ * L * D, NL = HQ * L };
+
+static const char *path_of(const char *name)
+{
+    static char p[4][128];
+    static int k;
+    char *s = p[k++ % 4];
+    snprintf(s, 128, "%s/%s", dir, name);
+    return s;
+}
+
+static void base_case(fix_case *c)
+{
+    fix_gen_params gp = {.name = "c0", .dtype = FC_F32, .b = 1, .hq = HQ, .hkv = HKV, .lq = L,
+                         .lk = L, .d = D, .dv = D, .mask = {.causal = 1, .sliding_window = W},
+                         .qb = 128, .kb = 128, .seed = 5};
+    fc_err err;
+    cr_assert_eq(fix_gen_case(&gp, c, &err), FC_OK, "%s", err.msg);
+}
+
+static void put(hid_t g, const char *name, int rank, const hsize_t *dims, const float *x)
+{
+    hid_t sp = H5Screate_simple(rank, dims, NULL);
+    hid_t ds = H5Dcreate2(g, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert(ds >= 0 && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0,
+              "write %s", name);
+    H5Dclose(ds);
+    H5Sclose(sp);
+}
+
+/* The case, with tested/<label> for each of n outputs; without out/lse when !oracle (a dump). */
+static const char *write_dump(const char *name, const char *const *labels, float *const *outs,
+                              const float *lse, int n, int oracle)
+{
+    const char *p = path_of(name);
+    fix_case c;
+    base_case(&c);
+    fc_err err;
+    cr_assert_eq(fix_write(p, NULL, &c, 1, 0, &err), FC_OK, "%s", err.msg);
+    fix_case_free(&c);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert(f >= 0);
+    if (!oracle)
+        cr_assert(H5Ldelete(f, "/cases/c0/out", H5P_DEFAULT) >= 0 &&
+                  H5Ldelete(f, "/cases/c0/lse", H5P_DEFAULT) >= 0);
+    hid_t t = H5Gcreate2(f, "/cases/c0/tested", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t od[4] = {1, HQ, L, D}, ld[3] = {1, HQ, L};
+    for (int i = 0; i < n; i++) {
+        hid_t g = H5Gcreate2(t, labels[i], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        cr_assert(H5LTset_attribute_string(g, ".", "producer", "test_sample") >= 0);
+        put(g, "out", 4, od, outs[i]);
+        put(g, "lse", 3, ld, lse);
+        H5Gclose(g);
+    }
+    H5Gclose(t);
+    H5Fclose(f);
+    return p;
+}
+
+/* The float32 same-precision outputs (a correct float32 engine's, near enough). */
+static void correct_outputs(float *o, float *lse)
+{
+    fix_case c;
+    base_case(&c);
+    fc_err err;
+    cr_assert_eq(ref_attention_lp(&c.prob, c.dtype, c.q, c.k, c.v, o, lse, &err), FC_OK, "%s",
+                 err.msg);
+    fix_case_free(&c);
+}
+
+static int run(const char *args, char *out, size_t cap)
+{
+    const char *bin = getenv("FLEXCHECK_BIN");
+    if (!bin)
+        cr_skip_test("FLEXCHECK_BIN is not set (make test sets it)");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s %s >'%s/o' 2>&1", bin, args, dir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "%s", cmd);
+    char q[128];
+    snprintf(q, sizeof q, "%s/o", dir);
+    FILE *fp = fopen(q, "r");
+    size_t n = fp ? fread(out, 1, cap - 1, fp) : 0;
+    out[n] = 0;
+    if (fp)
+        fclose(fp);
+    return WEXITSTATUS(st);
+}
+
+/* The verdict line of tested/<label>. */
+static const char *line_of(const char *out, const char *label, char *buf, size_t cap)
+{
+    char key[96];
+    snprintf(key, sizeof key, " tested/%s ", label);
+    const char *s = strstr(out, key);
+    cr_assert(s, "no line for %s in:\n%s", label, out);
+    while (s > out && s[-1] != '\n')
+        s--;
+    size_t n = strcspn(s, "\n");
+    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    return buf;
+}
+
+/* Outputs: the correct one; rows 2^15 .. Lq - 1 of head 1 from the row 300 tokens earlier (a
+ * position offset past a threshold); and one token (of both heads) the seed-1 64-token sample
+ * does not hold, its output negated. */
+Test(sample, a_sample_catches_rows_past_a_threshold_and_says_what_it_may_miss,
+     .timeout = 600)
+{
+    float *good = malloc(sizeof(float) * NO), *lse = malloc(sizeof(float) * NL);
+    float *past = malloc(sizeof(float) * NO), *one = malloc(sizeof(float) * NO);
+    correct_outputs(good, lse);
+    memcpy(past, good, sizeof(float) * NO);
+    memcpy(one, good, sizeof(float) * NO);
+    for (size_t q = 1u << 15; q < L; q++)
+        memcpy(past + ((size_t)L + q) * D, good + ((size_t)L + q - 300) * D, sizeof(float) * D);
+    fix_case c;
+    base_case(&c);
+    fix_sample s;
+    fc_err err;
+    cr_assert_eq(fix_sample_tokens(&c.prob, 128, 64, 1, &s, &err), FC_OK, "%s", err.msg);
+    int32_t miss = 12345;
+    while (has(&s, miss))
+        miss++;
+    fix_sample_free(&s);
+    fix_case_free(&c);
+    for (int h = 0; h < HQ; h++)
+        for (int d = 0; d < D; d++)
+            one[((size_t)h * L + (size_t)miss) * D + d] *= -1;
+    const char *labels[] = {"good", "past", "one"};
+    float *outs[] = {good, past, one};
+    char *out = malloc(1 << 16), args[512], line[2048];
+    for (int oracle = 1; oracle >= 0; oracle--) { /* with the oracle stored, and a bare dump */
+        const char *p = write_dump(oracle ? "stored.h5" : "dump.h5", labels, outs, lse, 3,
+                                   oracle);
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            snprintf(args, sizeof args, "check --rows 64 --rows-seed %llu '%s'",
+                     (unsigned long long)seed, p);
+            cr_expect_eq(run(args, out, 1 << 16), 1, "%s", out);
+            cr_expect(strstr(line_of(out, "good", line, sizeof line), "PASS ") == line, "%s",
+                      line);
+            char want[160];
+            snprintf(want, sizeof want, "judged a sample: 64 of 40000 query tokens (every batch "
+                     "entry and head), ");
+            cr_expect(strstr(line, want), "%s", line);
+            snprintf(want, sizeof want, "uniform from seed %llu; a defect on 1 random token "
+                     "escapes it with chance 0.998, on 10 0.984, on 100 0.852",
+                     (unsigned long long)seed);
+            cr_expect(strstr(line, want), "%s", line);
+            /* past 2^15: the rows placed at 2^15 and after fail, named at head 1 */
+            cr_expect(strstr(line_of(out, "past", line, sizeof line), "FAIL ") == line, "%s",
+                      line);
+            cr_expect(strstr(line, "(b, h, q, d) = (0, 1, "), "%s", line);
+            if (seed == 1) /* the token it does not hold: passes, the chance printed */
+                cr_expect(strstr(line_of(out, "one", line, sizeof line), "PASS ") == line,
+                          "%s", line);
+            cr_expect(strstr(out, oracle ? "1 cases: oracle confirmed in 1, not in 0, 1 judged "
+                                           "on a sample of their rows"
+                                         : "(1 of them with no stored oracle: computed), 1 judged "
+                                           "on a sample of their rows"), "%s", out);
+        }
+        /* every row: the one token fails too, named */
+        snprintf(args, sizeof args, "check --rows all '%s'", p);
+        cr_expect_eq(run(args, out, 1 << 16), 1, "%s", out);
+        char at[64];
+        snprintf(at, sizeof at, "(b, h, q, d) = (0, 0, %d, ", (int)miss);
+        cr_expect(strstr(line_of(out, "one", line, sizeof line), "FAIL ") == line, "%s", line);
+        cr_expect(strstr(line, at) || strstr(line, "(b, h, q, d) = (0, 1, "), "%s", line);
+        cr_expect(!strstr(out, "judged a sample"), "%s", out);
+    }
+    free(out);
+    free(good);
+    free(lse);
+    free(past);
+    free(one);
+}
+
+/* Past --max-work the whole case is not refused: the largest sample that fits is judged, and
+ * the line says so; --rows all keeps the refusal, naming the flags. */
+Test(sample, over_the_work_budget_a_sample_is_judged_unless_every_row_is_asked_for,
+     .timeout = 600)
+{
+    float *good = malloc(sizeof(float) * NO), *lse = malloc(sizeof(float) * NL);
+    correct_outputs(good, lse);
+    const char *labels[] = {"good"};
+    float *outs[] = {good};
+    const char *p = write_dump("a.h5", labels, outs, lse, 1, 1);
+    char *out = malloc(1 << 16), args[512], line[2048];
+    snprintf(args, sizeof args, "check --max-work 100M '%s'", p);
+    cr_expect_eq(run(args, out, 1 << 16), 0, "%s", out);
+    cr_expect(strstr(line_of(out, "good", line, sizeof line), "PASS ") == line, "%s", line);
+    int n = 0;
+    const char *s = strstr(line, "judged a sample: ");
+    cr_assert(s && sscanf(s, "judged a sample: %d of 40000", &n) == 1, "%s", line);
+    /* the sample fits 100M = 104,857,600 multiply-adds, twice its rows' share of the whole */
+    fix_case c;
+    base_case(&c);
+    attn_cost whole = attn_case_cost(&c.prob, 128, 128),
+              part = attn_case_cost_rows(&c.prob, 128, 128, n);
+    fix_case_free(&c);
+    cr_expect(part.work <= 104857600 && whole.work > 104857600, "%d rows: %llu of %llu", n,
+              (unsigned long long)part.work, (unsigned long long)whole.work);
+    cr_expect(n >= FIX_SAMPLE_MIN && n <= FIX_SAMPLE_ROWS, "%d", n);
+    snprintf(args, sizeof args, "check --max-work 100M --rows all '%s'", p);
+    cr_expect_eq(run(args, out, 1 << 16), 2, "%s", out);
+    cr_expect(strstr(out, "multiply-adds, over the work budget of 1.05e+08: raise it with "
+                          "--max-work"), "%s", out);
+    free(out);
+    free(good);
+    free(lse);
+}
+
+Test(sample, bad_sample_options_are_one_line_each)
+{
+    char out[4096];
+    const char *bad[][2] = {
+        {"--rows 0", "--rows '0': a number of query tokens from 1 to 2147483647, all or auto"},
+        {"--rows -5", "--rows '-5': a number of query tokens"},
+        {"--rows 1.5", "--rows '1.5': a number of query tokens"},
+        {"--rows some", "--rows 'some': a number of query tokens"},
+        {"--rows-seed x", "--rows-seed 'x': not an unsigned decimal integer"},
+        {"--rows-seed 18446744073709551616", "--rows-seed '18446744073709551616': above 2^64 - 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "check %s /nonexistent.h5", bad[i][0]);
+        cr_expect_eq(run(args, out, sizeof out), 2, "%s: %s", bad[i][0], out);
+        cr_expect(strstr(out, bad[i][1]), "%s: %s", bad[i][0], out);
+        cr_expect(strchr(out, '\n') == out + strlen(out) - 1, "one line: %s", out);
+    }
+}
