@@ -41,6 +41,8 @@ struct flexcheck_problem {
     int32_t *cu_q, *cu_k;
     size_t ncu;
     uint64_t max_memory, max_work; /* the budget (flexcheck_problem_set_budget); 0: defaults */
+    int32_t rows;                  /* flexcheck_problem_set_rows: 0 every row, -1 auto, n */
+    uint64_t rows_seed;
     int interrupt; /* set by flexcheck_problem_interrupt from any thread: atomics only */
     char err[sizeof(((fc_err *)0)->msg)];
 };
@@ -352,25 +354,56 @@ static flexcheck_status build(flexcheck_problem *p, attn_problem *a)
 /* FLEXCHECK_OK when problem a (p's) is within p's budget, else the refusal: the estimate, the
  * budget and the argument that raises it (max_memory / max_work, the names of
  * flexcheck_problem_set_budget's parameters and of Python's judge keywords alike). */
-static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *a)
+/* The budget as check's reader holds a case to it, with p's rows rule (fix_budget.rows). */
+static fix_budget budget_of(const flexcheck_problem *p)
 {
+    fix_budget b = {.max_bytes = p->max_memory, .max_work = p->max_work,
+                    .rows = p->rows, .rows_seed = p->rows_seed};
+    return b;
+}
+
+/* FLEXCHECK_OK when a (the rows *n of it that will be judged: Lq, or a sample's) fits p's
+ * budget; a message naming the estimate, the budget and the parameter otherwise. */
+static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *a, int32_t *n)
+{
+    fix_budget b = budget_of(p);
+    if (p->rows > a->seq.lq)
+        return fail(p, FLEXCHECK_EINVAL, "rows = %d: past the problem's %d query tokens (Lq)",
+                    (int)p->rows, (int)a->seq.lq);
+    *n = fix_budget_rows(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK, &b);
     uint64_t mb = p->max_memory ? p->max_memory : fix_default_case_bytes();
     uint64_t mw = p->max_work ? p->max_work : FIX_DEFAULT_CASE_WORK;
-    attn_cost c = attn_case_cost(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK);
-    char shape[160];
-    fc_fmt(shape, sizeof shape, "B %d, Hq %d, Lq %d, Lk %d, D %d, Dv %d", (int)a->seq.batch,
-           (int)a->hq, (int)a->seq.lq, (int)a->seq.lk, (int)a->d, (int)a->dv);
+    attn_cost c = attn_case_cost_rows(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK, *n);
+    char shape[200];
+    fc_fmt(shape, sizeof shape, "B %d, Hq %d, Lq %d, Lk %d, D %d, Dv %d%s", (int)a->seq.batch,
+           (int)a->hq, (int)a->seq.lq, (int)a->seq.lk, (int)a->d, (int)a->dv,
+           *n < a->seq.lq ? " (a sample of rows)" : "");
+    const char *also = *n < a->seq.lq ? " or judge fewer rows (rows)"
+                                      : " or judge a sample of rows (rows)";
     const double gib = (double)((uint64_t)1 << 30);
     if (c.bytes > mb)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g GiB (inputs, oracle, "
                     "buffers, reference scratch), over the memory budget max_memory = %.3g GiB "
-                    "(%llu bytes): raise max_memory to judge it", shape, (double)c.bytes / gib,
-                    (double)mb / gib, (unsigned long long)mb);
+                    "(%llu bytes): raise max_memory to judge it,%s", shape,
+                    (double)c.bytes / gib, (double)mb / gib, (unsigned long long)mb, also);
     if (c.work > mw)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g multiply-adds, over the "
-                    "work budget max_work = %.3g (%llu): raise max_work to judge it", shape,
-                    (double)c.work, (double)mw, (unsigned long long)mw);
+                    "work budget max_work = %.3g (%llu): raise max_work to judge it,%s", shape,
+                    (double)c.work, (double)mw, (unsigned long long)mw, also);
     return FLEXCHECK_OK;
+}
+
+EXPORT flexcheck_status flexcheck_problem_set_rows(flexcheck_problem *p, int32_t rows,
+                                                   uint64_t seed)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (rows < -1)
+        return fail(p, FLEXCHECK_EINVAL, "rows = %d: a number of query tokens >= 1, 0 (every "
+                    "row) or -1 (a sample only where every row is over the budget)", (int)rows);
+    p->rows = rows;
+    p->rows_seed = seed;
+    return ok(p);
 }
 
 EXPORT flexcheck_status flexcheck_problem_check(flexcheck_problem *p)
@@ -381,7 +414,8 @@ EXPORT flexcheck_status flexcheck_problem_check(flexcheck_problem *p)
     flexcheck_status st = build(p, &a);
     if (st)
         return st;
-    st = within_budget(p, &a);
+    int32_t n;
+    st = within_budget(p, &a, &n);
     attn_problem_free(&a);
     return st ? st : ok(p);
 }
@@ -471,6 +505,7 @@ static flexcheck_status keep(flexcheck_problem *p, flexcheck_verdict *vd, const 
     vd->worst_err = -1;
     if (vd->res.outcome != CHK_NOT_JUDGED &&
         worst_of(v, out, n, (size_t)a->dv, &r, &col, &vd->worst_err)) {
+        r = judge_full_row(jc, r); /* a sample's row: its place in the whole output */
         size_t lq = (size_t)a->seq.lq;
         vd->worst[0] = (int32_t)(r / lq / (size_t)a->hq);
         vd->worst[1] = (int32_t)(r / lq % (size_t)a->hq);
@@ -508,7 +543,8 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
     flexcheck_status st = build(p, &a);
     if (st)
         return st;
-    if ((st = within_budget(p, &a))) {
+    int32_t n;
+    if ((st = within_budget(p, &a, &n))) {
         attn_problem_free(&a);
         return st;
     }
@@ -527,16 +563,44 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
         attn_problem_free(&a);
         return st;
     }
+    fc_err err;
+    fc_status fs;
+    /* A sample: its rows of q, out and lse, compact ([B, Hq, n, ...]); k and v whole. */
+    fix_sample smp = {0};
+    ref_tokens t = {0};
+    float *qs = NULL, *os = NULL, *ls = NULL;
+    if (n < a.seq.lq) {
+        if ((fs = fix_sample_tokens(&a, FIX_DEFAULT_BLOCK, n, p->rows_seed, &smp, &err))) {
+            attn_problem_free(&a);
+            return fail(p, of_fc(fs), "%s", err.msg);
+        }
+        t = (ref_tokens){smp.tq, smp.n};
+        size_t heads = (size_t)a.seq.batch * (size_t)a.hq, rows = heads * (size_t)n;
+        qs = malloc(sizeof(float) * (rows * (size_t)a.d + 1));
+        os = malloc(sizeof(float) * (rows * (size_t)a.dv + 1));
+        ls = lse ? malloc(sizeof(float) * (rows + 1)) : NULL;
+        for (size_t r = 0; qs && os && (ls || !lse) && r < rows; r++) {
+            size_t whole = r / (size_t)n * (size_t)a.seq.lq + (size_t)smp.tq[r % (size_t)n];
+            memcpy(qs + r * (size_t)a.d, q + whole * (size_t)a.d, sizeof(float) * (size_t)a.d);
+            memcpy(os + r * (size_t)a.dv, out + whole * (size_t)a.dv,
+                   sizeof(float) * (size_t)a.dv);
+            if (ls)
+                ls[r] = lse[whole];
+        }
+        q = qs;
+        out = os;
+        lse = ls;
+        no = rows * (size_t)a.dv;
+        nl = rows;
+    }
     double *o64 = malloc(sizeof(double) * (no + 1)), *l64 = malloc(sizeof(double) * (nl + 1));
     judge_lp lp = {0};
     flexcheck_verdict *vd = calloc(1, sizeof *vd);
-    fc_err err;
-    fc_status fs;
     judge_case jc = {.prob = &a, .dtype = p->dtype, .q = q, .k = k, .v = v, .out = o64,
-                     .lse = l64};
-    if (!o64 || !l64 || !vd) {
+                     .lse = l64, .tokens = t.tq ? &t : NULL};
+    if (!o64 || !l64 || !vd || (t.tq && (!qs || !os || (!ls && lse)))) {
         st = fail(p, FLEXCHECK_ENOMEM, "out of memory for the oracle of %zu outputs", no);
-    } else if ((fs = ref_attention_f64(&a, q, k, v, o64, l64, &err)) ||
+    } else if ((fs = ref_attention_f64_at(&a, jc.tokens, q, k, v, o64, l64, &err)) ||
                (fs = judge_baseline(&jc, &lp, &err))) {
         st = fail(p, of_fc(fs), "%s", err.msg);
     } else {
@@ -547,6 +611,9 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
         chk_output_in in = {.o = out, .lse = lse, .out_dtype = p->out_dtype,
                             .lse_dtype = p->lse_dtype};
         chk_judge_output(&jc, &lp, &in, res);
+        if (t.tq) /* the verdict line says it judged a sample, and what a sample may miss */
+            fix_sample_describe(res->sample, sizeof res->sample, a.seq.lq, smp.n, smp.placed,
+                                smp.seed);
         /* An interrupt during the diagnosis leaves a verdict without one: none is returned. */
         if (fc_cancelled())
             st = fail(p, FLEXCHECK_EINTR, "%s", strstr(res->diag_error, "in the diagnosis")
@@ -562,6 +629,10 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
     }
     free(o64);
     free(l64);
+    free(qs);
+    free(os);
+    free(ls);
+    fix_sample_free(&smp);
     judge_lp_free(&lp);
     attn_problem_free(&a);
     return st;

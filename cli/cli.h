@@ -47,5 +47,6 @@ int bench_blockmask(int argc, char **argv);
 int bench_ref(int argc, char **argv);
 int bench_kernel(int argc, char **argv);
 int bench_judge(int argc, char **argv);
+int bench_long(int argc, char **argv);
 
 #endif

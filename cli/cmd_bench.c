@@ -12,13 +12,16 @@ typedef struct bench_part {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
+    int alone; /* only when named: too long for "all" */
 } bench_part;
 
 static const bench_part parts[] = {
-    {"blockmask", bench_blockmask, "direct block-mask builder per listed block, beside slow"},
-    {"ref", bench_ref, "reference attention GFLOP/s vs plain sgemm of the same sizes"},
-    {"kernel", bench_kernel, "kernel time next to the fp32 reference (emu: CPU throughput)"},
-    {"judge", bench_judge, "judging one output in process next to the float64 oracle alone"},
+    {"blockmask", bench_blockmask, "direct block-mask builder per listed block, beside slow", 0},
+    {"ref", bench_ref, "reference attention GFLOP/s vs plain sgemm of the same sizes", 0},
+    {"kernel", bench_kernel, "kernel time next to the fp32 reference (emu: CPU throughput)", 0},
+    {"judge", bench_judge, "judging one output in process next to the float64 oracle alone", 0},
+    {"long", bench_long, "gen and check of a Gemma-3-27B-shaped 128k dump (only when named:\n"
+                         "             about 20 minutes)", 1},
 };
 #define NPARTS (sizeof parts / sizeof parts[0])
 
@@ -39,6 +42,8 @@ int cmd_bench(int argc, char **argv)
     if (all && argc <= 2) {
         int rc = CLI_PASS;
         for (size_t i = 0; i < NPARTS; i++) {
+            if (parts[i].alone)
+                continue;
             char *sub[] = {(char *)parts[i].name, NULL};
             int r = parts[i].run(1, sub);
             if (r > rc)

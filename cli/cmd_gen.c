@@ -291,6 +291,9 @@ int cmd_gen(int argc, char **argv)
                parse_sinks, &o),
         CLI_FLAG("no-block-mask", "do not store the slow builder's block mask", &gp->with_bmask,
                  0),
+        CLI_FLAG("no-oracle", "compute and store no out/lse: a dump as an engine gives it\n"
+                 "(check computes the oracle of the rows it judges; no --max-work)",
+                 &gp->no_oracle, 1),
         CLI_FN("max-memory", "BYTES", "refuse a case whose estimated memory exceeds this (K, M,\n"
                "G, T suffixes)", cli_parse_bytes, &o.max_memory),
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"

@@ -44,7 +44,7 @@ extern "C" {
 
 /* The calls this header declares: 1 = the first set; 2 = the budget, flexcheck_problem_check
  * and the interrupt (FLEXCHECK_EINTR). */
-#define FLEXCHECK_API_VERSION 2
+#define FLEXCHECK_API_VERSION 3
 
 typedef enum flexcheck_status {
     FLEXCHECK_OK = 0,
@@ -112,6 +112,17 @@ flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p, const 
  * naming the estimate, the budget and the parameter to raise (max_memory or max_work). */
 flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint64_t max_memory,
                                               uint64_t max_work);
+/* Which query rows a judge of p computes (API version 3; docs/tolerance.md "Judging a
+ * sample"): 0, the default, every row; n >= 1 a sample of n query tokens, the same for every
+ * batch entry and head (n = Lq: every row; n > Lq is refused when judged), chosen as `check
+ * --rows n --rows-seed seed` chooses it: tokens placed at length thresholds, sequence, window
+ * and chunk edges and tile ends, the rest uniform from seed; -1 every row when p fits its
+ * budget, else the largest sample of up to 4,096 tokens that does. The oracle and the baselines
+ * are computed on those rows alone; out and lse are still given whole. The verdict's text ends
+ * with what was judged ("judged a sample: n of Lq query tokens ...") and the chance that a
+ * defect on 1, 10 or 100 random tokens escapes it; the worst element's coordinates are the
+ * whole output's. FLEXCHECK_EINVAL for rows < -1. */
+flexcheck_status flexcheck_problem_set_rows(flexcheck_problem *p, int32_t rows, uint64_t seed);
 /* FLEXCHECK_OK when p can be judged (API version 2): what flexcheck_judge checks before it
  * reads an array (a shape set, packed sequences ending at Lq and Lk, sinks for every head, the
  * budget), so that a caller can be told before it converts its inputs. */

@@ -682,3 +682,43 @@ Test(api35, an_interrupt_from_another_thread_stops_a_running_judge)
     free(t);
     long_judge_free(&j);
 }
+
+/* ---- rows (API version 3): a sample of query tokens ---- */
+
+/* A sample of 8 of the 40 query tokens: the right output passes and its text says what was
+ * judged; an output wrong on one token only is caught by the sample that holds the token (the
+ * last: placed in every sample) and its worst element is in the whole output's coordinates;
+ * rows past Lq and below -1 are refused naming rows. */
+Test(api36, a_sample_of_rows_is_judged_and_said)
+{
+    brute t = {.causal = 1};
+    inputs(&t, 11);
+    attend(&t, 0);
+    flexcheck_problem *p = problem_of(&t, 0);
+    cr_assert_eq(flexcheck_problem_set_rows(p, 8, 3), FLEXCHECK_OK);
+    flexcheck_verdict *v = NULL;
+    cr_assert_eq(judge(p, &t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_PASS, "%s", flexcheck_verdict_text(v));
+    cr_expect(strstr(flexcheck_verdict_text(v), "judged a sample: 8 of 40 query tokens (every "
+                     "batch entry and head), "), "%s", flexcheck_verdict_text(v));
+    cr_expect(strstr(flexcheck_verdict_text(v), "uniform from seed 3; a defect on 1 random token "
+                     "escapes it with chance 0.8,"), "%s", flexcheck_verdict_text(v));
+    flexcheck_verdict_free(v);
+    for (int d = 0; d < D; d++) /* head 3, the last token */
+        t.o[((size_t)3 * LQ + LQ - 1) * D + d] = -t.o[((size_t)3 * LQ + LQ - 1) * D + d] - 0.5f;
+    cr_assert_eq(judge(p, &t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_FAIL, "%s", flexcheck_verdict_text(v));
+    int32_t at[4];
+    flexcheck_verdict_worst(v, at);
+    cr_expect(at[0] == 0 && at[1] == 3 && at[2] == LQ - 1, "(%d, %d, %d, %d)", at[0], at[1],
+              at[2], at[3]);
+    flexcheck_verdict_free(v);
+    cr_assert_eq(flexcheck_problem_set_rows(p, LQ + 1, 3), FLEXCHECK_OK);
+    cr_expect_eq(judge(p, &t, &v), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "rows = 41: past the problem's 40 query tokens "
+                     "(Lq)"), "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_problem_set_rows(p, -2, 0), FLEXCHECK_EINVAL);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), "rows = -2: a number of query tokens"), "%s",
+              flexcheck_problem_errmsg(p));
+    flexcheck_problem_free(p);
+}

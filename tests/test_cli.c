@@ -59,7 +59,8 @@ static const cmd_opts commands[] = {
                  {"report-dir", "DIR"}, {"list", NULL}, {"strict", NULL}}},
     {"check", 0, {{"backend", "B"}, {"kernel", "K"}, {"exact-blocks", NULL}, {"case", "NAME"},
                   {"quiet", NULL}, {"report", "DIR"}, {"strict", NULL},
-                  {"max-memory", "BYTES"}, {"max-work", "N"}}},
+                  {"max-memory", "BYTES"}, {"max-work", "N"}, {"rows", "N|all|auto"},
+                  {"rows-seed", "S"}}},
     {"fill", 0, {{"out", "OUT"}, {"in-place", NULL}, {"force", NULL}, {"max-memory", "BYTES"},
                  {"max-work", "N"}}},
     {"export", 0, {{"quick", NULL}, {"full", NULL}, {"filter", "PATTERN"}, {"shard", "I/N"},
@@ -71,7 +72,8 @@ static const cmd_opts commands[] = {
                 {"force", NULL}, {"name", "NAME"}, {"b", "N"}, {"hq", "N"}, {"hkv", "N"},
                 {"lq", "N"}, {"lk", "N"}, {"d", "N"}, {"dv", "N"}, {"dtype", "T"}, {"qb", "N"},
                 {"kb", "N"}, {"packed", "LIST"}, {"packed-k", "LIST"}, {"scale", "S"},
-                {"seed", "N"}, {"no-block-mask", NULL}, {"layout", "NAME"}, {"layers", "N"},
+                {"seed", "N"}, {"no-block-mask", NULL}, {"no-oracle", NULL}, {"layout", "NAME"},
+                {"layers", "N"},
                 {"scale-div", "N"}, {"max-memory", "BYTES"}, {"max-work", "N"}}},
     {"blockmask", 1, {{"lq", "N"}, {"lk", "N"}, {"cu-q", "LIST"}, {"cu-k", "LIST"},
                       {"qb", "N"}, {"kb", "N"}, {"layout", "NAME"}, {"layer", "I"},
@@ -741,7 +743,7 @@ Test(cli, bench_says_an_option_goes_after_a_part_and_names_the_parts)
         {"bench --quick", "unknown option '--quick' for bench: options go after a part"},
         {"bench all --quick", "unknown option '--quick' for bench: options go after a part"},
         {"bench all ref", "all takes no options: 'ref'"},
-        {"bench nope", "unknown part 'nope' (one of blockmask, ref, kernel, judge, all)"},
+        {"bench nope", "unknown part 'nope' (one of blockmask, ref, kernel, judge, long, all)"},
     };
     run_out r;
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
@@ -750,7 +752,7 @@ Test(cli, bench_says_an_option_goes_after_a_part_and_names_the_parts)
                       !r.out[0], "%s: status %d: %s", lines[i][0], r.status, r.err);
     }
     run_cli(&r, "bench --quick");
-    cr_expect(strstr(r.err, "(PART one of blockmask, ref, kernel, judge)"), "%s", r.err);
+    cr_expect(strstr(r.err, "(PART one of blockmask, ref, kernel, judge, long)"), "%s", r.err);
 }
 
 /* ---- README's synopses ---- */

@@ -27,6 +27,12 @@ wrapped to 32 bits), scale a number (not "0.17"). "No window" is spelled None (v
 sliding_window), 0 (flexcheck's) or -1 (FlashAttention's window_size=(-1, -1)); no chunking
 None or 0. Every refusal is a ValueError naming the argument.
 
+Rows: rows=N judges a sample of N query tokens (every batch entry and head; "auto": only where
+every row would be over the budget; None or "all": every row), chosen as `flexcheck check --rows
+N --rows-seed S` chooses them (rows_seed, default 1), docs/tolerance.md "Judging a sample";
+out and lse are still given whole, and the verdict's text says what was judged and what a
+sample may miss.
+
 Budget: max_memory (bytes) and max_work (multiply-adds, B * Hq * Lq * Lk * (D + Dv)) bound a
 judge as `flexcheck check --max-memory / --max-work` bound a case, with the same defaults (the
 lesser of 16 GiB and half of the memory this process can have; 2^40); a problem over either is
@@ -67,7 +73,7 @@ from .fixtures import (
     INT32_MAX,
 )
 
-API_VERSION = 2  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
+API_VERSION = 3  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
 GATES = ("H1", "H2", "H3", "H4", "H5", "H6", "H7")
 _STATES = {0: "not run", 1: "pass", 2: "fail"}
 _OUTCOMES = {0: "fail", 1: "pass", 2: "outside"}
@@ -133,6 +139,7 @@ def _declare(lib) -> None:
         "flexcheck_problem_set_packed": ([P, i32p, i32p, sz], st),
         "flexcheck_problem_set_output_types": ([P, cs, cs], st),
         "flexcheck_problem_set_budget": ([P, ctypes.c_uint64, ctypes.c_uint64], st),
+        "flexcheck_problem_set_rows": ([P, ctypes.c_int32, ctypes.c_uint64], st),
         "flexcheck_problem_check": ([P], st),
         "flexcheck_problem_interrupt": ([P], st),
         "flexcheck_judge": ([P, f32p, sz, f32p, sz, f32p, sz, f32p, sz, f32p, sz,
@@ -260,6 +267,36 @@ def _budget(value, what: str) -> int:
     return v
 
 
+def _rows(rows, rows_seed) -> Tuple[int, int]:
+    """rows / rows_seed as the library takes them (flexcheck_problem_set_rows): rows None or
+    "all" every row (0), "auto" a sample only where every row is over the budget (-1), or a
+    number of query tokens >= 1; the seed an integer in [0, 2^64 - 1], None for check's 1."""
+    if rows is None or (isinstance(rows, str) and rows == "all"):
+        r = 0
+    elif isinstance(rows, str) and rows == "auto":
+        r = -1
+    else:
+        r = None if isinstance(rows, (bool, np.bool_, str, bytes)) else rows
+        try:
+            r = operator.index(r)
+        except TypeError:
+            r = None
+        if r is None or not 1 <= r <= INT32_MAX:
+            raise ValueError(f"rows = {rows!r}: must be a number of query tokens in [1, "
+                             f"{INT32_MAX}], \"all\" (or None: every row) or \"auto\"")
+    if rows_seed is None:
+        return r, 1
+    sd = None if isinstance(rows_seed, (bool, np.bool_, str, bytes)) else rows_seed
+    try:
+        sd = operator.index(sd)
+    except TypeError:
+        sd = None
+    if sd is None or not 0 <= sd <= 2**64 - 1:
+        raise ValueError(f"rows_seed = {rows_seed!r}: must be an integer in [0, 2^64 - 1] "
+                         f"(None: 1, as `flexcheck check --rows-seed`)")
+    return r, sd
+
+
 def _dims(a: np.ndarray, what: str, names: str) -> None:
     """Each dimension of a fits the library's int32 (a broadcast view can claim any length
     at no cost): never wrapped on the way through ctypes."""
@@ -321,7 +358,7 @@ class _Call:
 
 def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None,
           cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None,
-          dtype=None, max_memory=None, max_work=None) -> Verdict:
+          dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None) -> Verdict:
     """flexcheck's verdict on `out` (and `lse`, optional) as the attention of q, k, v (see the
     module's text for shapes and types). Raises ValueError naming the argument for inputs that
     do not fit (shapes, dtypes, non-finite or unrepresentable inputs, a problem over the
@@ -331,6 +368,7 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
     window = _mask_size(window, "window", WINDOW_OFF, "no window")
     chunk = _mask_size(chunk, "chunk", CHUNK_OFF, "no chunking")
     max_memory, max_work = _budget(max_memory, "max_memory"), _budget(max_work, "max_work")
+    nrows, seed = _rows(rows, rows_seed)
     cap = _softcap(softcap, "")
     (qa, q_bf16), (ka, _), (va, _) = (_as_array(x, w) for x, w in ((q, "q"), (k, "k"), (v, "v")))
     if dtype is None:
@@ -374,6 +412,7 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
                                                             c.ctypes.data_as(ip), a.size),
                    "cu_seqlens")
         _check(lib, p, lib.flexcheck_problem_set_budget(p, max_memory, max_work), "judge")
+        _check(lib, p, lib.flexcheck_problem_set_rows(p, nrows, seed), "rows")
         # The whole problem and its budget, before any array is converted or copied.
         _check(lib, p, lib.flexcheck_problem_check(p), "judge")
 

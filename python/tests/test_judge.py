@@ -240,3 +240,75 @@ def test_judge_agrees_with_check_on_exported_cases(tmp_path):
     compared, kinds = agreement(tmp_path, filt)
     print(f"judge vs check: {compared} outputs compared, {kinds}")
     assert compared >= 4 and kinds.get("pass") and kinds.get("fail"), kinds
+
+
+# ---- rows: a sample of query tokens (docs/tolerance.md "Judging a sample") ----
+
+def _long(lq=20000, w=64):
+    """A float32 causal window-w layer (Hq 2, Hkv 1, D 16) and its float64 attention in
+    float32, computed band by band (docs/semantics.md: keys q - w < k <= q): an output a
+    correct float32 engine could give."""
+    q, k, v = inputs(seed=3, hq=2, hkv=1, lq=lq, lk=lq, d=16, dt=np.float32)
+    o = np.zeros((1, 2, lq, 16), np.float64)
+    lse = np.zeros((1, 2, lq), np.float64)
+    for s in range(0, lq, 512):
+        e = min(s + 512, lq)
+        k0 = max(0, s - w + 1)
+        oo, ll = attention(q[:, :, s:e], k[:, :, k0:e], v[:, :, k0:e], causal=True, window=w)
+        o[:, :, s:e], lse[:, :, s:e] = oo, ll
+    return q, k, v, o.astype(np.float32), lse.astype(np.float32)
+
+
+def test_a_sample_judges_its_rows_catches_rows_past_2_15_and_says_what_it_may_miss():
+    q, k, v, o, lse = _long()
+    good = flexcheck.judge(q, k, v, o, lse, causal=True, window=64, rows=64)
+    assert good.passed, str(good)
+    assert "judged a sample: 64 of 20000 query tokens (every batch entry and head)" in str(good)
+    assert "uniform from seed 1; a defect on 1 random token escapes it with chance 0.997" \
+        in str(good)
+    past = o.copy()  # head 1's rows from 2^14 on shifted by 100 tokens (2^14 is placed)
+    past[0, 1, 2**14:] = o[0, 1, 2**14 - 100:o.shape[2] - 100]
+    for seed in (1, 7, 12345):
+        bad = flexcheck.judge(q, k, v, past, lse, causal=True, window=64, rows=64,
+                              rows_seed=seed)
+        assert bad.failed, str(bad)
+        (b, h, row, _), _ = bad.worst
+        assert (b, h) == (0, 1) and row >= 2**14, bad.worst  # the whole output's coordinates
+    # one token a 64-token sample of seed 1 does not hold: missed there, caught on every row
+    miss = next(t for t in range(5001, 20000)
+                if flexcheck.judge(q, k, v, _negate(o, t), lse, causal=True, window=64,
+                                   rows=64).passed)
+    assert flexcheck.judge(q, k, v, _negate(o, miss), lse, causal=True, window=64).failed
+
+
+def _negate(o, t):
+    x = o.copy()
+    x[0, :, t] *= -1
+    return x
+
+
+def test_rows_auto_samples_only_past_the_budget():
+    q, k, v, o, lse = _long(lq=4096, w=64)
+    whole = flexcheck.judge(q, k, v, o, lse, causal=True, window=64, rows="auto")
+    assert whole.passed and "judged a sample" not in str(whole)
+    part = flexcheck.judge(q, k, v, o, lse, causal=True, window=64, rows="auto",
+                           max_work=2 * 1024 * 1024)
+    assert part.passed and "judged a sample: " in str(part), str(part)
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"rows": 0}, "rows = 0: must be a number of query tokens"),
+    ({"rows": -3}, "rows = -3: must be a number of query tokens"),
+    ({"rows": 2.5}, "rows = 2.5: must be a number of query tokens"),
+    ({"rows": "64"}, "rows = '64': must be a number of query tokens"),
+    ({"rows": True}, "rows = True: must be a number of query tokens"),
+    ({"rows": 65}, "rows = 65: past the problem's 64 query tokens (Lq)"),
+    ({"rows": 8, "rows_seed": -1}, "rows_seed = -1: must be an integer"),
+    ({"rows": 8, "rows_seed": "1"}, "rows_seed = '1': must be an integer"),
+])
+def test_bad_rows_raise_value_error_naming_rows(kw, says):
+    q, k, v = inputs()
+    o, _ = attention(q, k, v)
+    with pytest.raises(ValueError) as e:
+        flexcheck.judge(q, k, v, o.astype(np.float16), **kw)
+    assert says in str(e.value)

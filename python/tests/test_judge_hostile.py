@@ -248,7 +248,7 @@ def test_a_problem_over_the_work_budget_is_refused_before_any_copy():
     assert str(e.value) == (
         "judge: budget: B 1, Hq 8, Lq 262144, Lk 262144, D 64, Dv 64 need about 7.04e+13 "
         "multiply-adds, over the work budget max_work = 1.1e+12 (1099511627776): raise max_work "
-        "to judge it")
+        "to judge it, or judge a sample of rows (rows)")
 
 
 def test_max_work_and_max_memory_bound_a_judge_and_raise_it():
