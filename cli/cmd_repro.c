@@ -28,6 +28,8 @@ typedef struct repro_opts {
     const char *file, *name, *builder_s, *dtype_s, *backend_s, *label, *row_s;
     int32_t kernel, worst;
     int kernel_given;
+    int32_t rows;       /* --rows (fix_budget.rows): 0, every row, by default */
+    uint64_t rows_seed; /* --rows-seed */
     cli_iso iso; /* the file is read and judged in a child under this limit */
 } repro_opts;
 
@@ -38,6 +40,7 @@ static int parse(int argc, char **argv, repro_opts *o)
     o->kernel = GPU_DEFAULT_KERNEL;
     o->worst = 5;
     o->iso.max_memory = CLI_ISO_DEFAULT_MAX_MEMORY;
+    o->rows_seed = FIX_ROWS_SEED;
     const cli_opt opts[] = {
         CLI_STR("case", "NAME", "the case to tell (required when FILE holds more than one)",
                 &o->name),
@@ -59,6 +62,11 @@ static int parse(int argc, char **argv, repro_opts *o)
                cli_parse_bytes, &o->iso.max_memory),
         CLI_FN("max-work", "N", "refuse a case needing more than N multiply-adds (K, M, G, T\n"
                "suffixes, powers of 1024; default 1T = 2^40)", cli_parse_count, &o->iso.max_work),
+        CLI_FN("rows", "N|all|auto", "with --tested: judge a sample of N query tokens, as check\n"
+               "--rows does (default all; auto: a sample only past the budgets)",
+               cli_parse_rows, &o->rows),
+        CLI_FN("rows-seed", "S", "the seed of a sample's uniform part (default "
+               CLI_TEXT(FIX_ROWS_SEED) ")", cli_parse_seed, &o->rows_seed),
     };
     const cli_spec spec = {
         .cmd = CMD,
@@ -82,6 +90,9 @@ static int parse(int argc, char **argv, repro_opts *o)
         return cli_usage_error(CMD, "%s does not apply with --tested, which judges a stored "
                                "output (--dtype, --builder, --backend and --kernel run our "
                                "kernel)", runs);
+    if (o->rows && !o->label) /* the kernel computes every row: a sample has no q for it */
+        return cli_usage_error(CMD, "--rows judges a sample of a stored output (--tested LABEL); "
+                               "our kernel computes every row");
     return CLI_GO;
 }
 
@@ -90,8 +101,12 @@ typedef struct coords {
     int32_t b, h, tq, seq, pq;
 } coords;
 
-static coords coords_of(const attn_problem *p, size_t row)
+/* row: of what c holds (a sample's rows are [B, Hq, n]). */
+static coords coords_of(const fix_case *fc, size_t row)
 {
+    const attn_problem *p = &fc->prob;
+    judge_case jc = fix_judge_case(fc);
+    row = judge_full_row(&jc, row);
     coords c;
     c.tq = (int32_t)(row % (size_t)p->seq.lq);
     c.h = (int32_t)(row / (size_t)p->seq.lq % (size_t)p->hq);
@@ -114,7 +129,7 @@ static void print_ids(const char *what, const int32_t *ids, int32_t n)
 static void print_element(const fix_case *c, const float *o, size_t i)
 {
     const attn_problem *p = &c->prob;
-    coords co = coords_of(p, i / (size_t)p->dv);
+    coords co = coords_of(c, i / (size_t)p->dv);
     double e = fabs((double)o[i] - c->out[i]);
     printf("  %4d %4d %7d %5zu %6d %9d  %14.7g  %14.7g  %10.3g\n", (int)co.b, (int)co.h,
            (int)co.tq, i % (size_t)p->dv, (int)co.seq, (int)co.pq, (double)o[i], c->out[i], e);
@@ -131,7 +146,8 @@ static void element_header(void)
 static size_t list_worst(const fix_case *c, const float *o, int worst)
 {
     const attn_problem *p = &c->prob;
-    size_t no = attn_o_elems(p), dv = (size_t)p->dv, row = (size_t)-1;
+    judge_case jc = fix_judge_case(c);
+    size_t no = judge_rows(&jc) * (size_t)p->dv, dv = (size_t)p->dv, row = (size_t)-1;
     size_t *idx = malloc(sizeof(size_t) * (size_t)worst);
     double *errv = malloc(sizeof(double) * (size_t)worst);
     int k = 0;
@@ -171,7 +187,7 @@ static void explain_row(const fix_case *c, const bmask *bm, const float *o, cons
 {
     const attn_problem *p = &c->prob;
     seq_view sv = seq_info_view(&p->seq);
-    coords co = coords_of(p, row);
+    coords co = coords_of(c, row);
     int32_t lo, hi;
     mask_token_range(p->mask, sv, co.tq, &lo, &hi);
     int32_t k0 = p->seq.cu_k[co.seq];
@@ -207,9 +223,11 @@ static void explain_row(const fix_case *c, const bmask *bm, const float *o, cons
                (int)((hi - 1) / bm->kv_block_size));
 }
 
-/* "B,H,Q" inside the problem, as a flat row index; -1 and a message otherwise. */
-static int parse_row(const char *s, const attn_problem *p, size_t *row)
+/* "B,H,Q" inside the problem, as a flat row index of what c holds (of a sample: Q must be one
+ * of its tokens); -1 and a message otherwise. */
+static int parse_row(const char *s, const fix_case *c, size_t *row)
 {
+    const attn_problem *p = &c->prob;
     long long v[3];
     const char *at = s;
     for (int k = 0; k < 3; k++) { /* decimal fields, as every number option (cli_decimal) */
@@ -222,7 +240,24 @@ static int parse_row(const char *s, const attn_problem *p, size_t *row)
     if (b < 0 || b >= p->seq.batch || h < 0 || h >= p->hq || q < 0 || q >= p->seq.lq)
         return cli_usage_error(CMD, "--row %s: outside the case (B %d, Hq %d, Lq %d)", s,
                                (int)p->seq.batch, (int)p->hq, (int)p->seq.lq), -1;
-    *row = ((size_t)b * (size_t)p->hq + (size_t)h) * (size_t)p->seq.lq + (size_t)q;
+    size_t per = (size_t)p->seq.lq, idx = (size_t)q;
+    if (c->sample.tq) { /* its index among the sample's tokens */
+        const int32_t *t = c->sample.tq;
+        size_t lo = 0, hi = (size_t)c->sample.n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (t[mid] < q)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == (size_t)c->sample.n || t[lo] != q)
+            return cli_usage_error(CMD, "--row %s: query token %lld is not in the sample "
+                                   "(--rows all judges every row)", s, q), -1;
+        per = (size_t)c->sample.n;
+        idx = lo;
+    }
+    *row = ((size_t)b * (size_t)p->hq + (size_t)h) * per + idx;
     return 0;
 }
 
@@ -329,7 +364,7 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         return cli_usage_error(CMD, "%s: case %s has no output tested/%s", ro->file,
                                fc_esc(ro->name).s, ro->label);
     size_t asked = (size_t)-1;
-    if (ro->row_s && parse_row(ro->row_s, &c->prob, &asked))
+    if (ro->row_s && parse_row(ro->row_s, c, &asked))
         return CLI_BADINPUT;
     bmask built;
     memset(&built, 0, sizeof built);
@@ -338,8 +373,8 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
     int rc = pick_bmask(ro, c, tt, &built, &bm, &bm_name);
     if (rc != CLI_PASS)
         return rc;
-    const attn_problem *p = &c->prob;
-    size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
+    judge_case jc0 = fix_judge_case(c);
+    size_t nl = judge_rows(&jc0), no = nl * (size_t)c->prob.dv;
     float *o = malloc(sizeof(float) * (no + 1)), *lse = malloc(sizeof(float) * (nl + 1));
     judge_lp lp = {0};
     rc = CLI_BADINPUT;
@@ -356,6 +391,10 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         printf("  output under test: tested/%s by %s (out stored as %s%s%s)\n", fc_esc(tt->label).s,
                fc_esc(tt->producer).s, tt->encoding, tt->lse ? ", with LSE" : ", no LSE",
                tt->out_rerun ? ", with a rerun" : "");
+        char sample[REP_WHY_LEN];
+        fix_sample_text(sample, sizeof sample, c);
+        if (sample[0])
+            printf("  %s\n", sample);
         out = tt->out;
         out_lse = tt->lse;
         if (judge_baseline(&jc, &lp, &err) ||
@@ -396,6 +435,10 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         printf(" --dtype %s", ro->dtype_s);
     if (ro->row_s)
         printf(" --row %s", ro->row_s);
+    if (ro->rows < 0)
+        printf(" --rows auto --rows-seed %llu", (unsigned long long)ro->rows_seed);
+    else if (ro->rows)
+        printf(" --rows %d --rows-seed %llu", (int)ro->rows, (unsigned long long)ro->rows_seed);
     printf("\n");
     rc = v.pass ? CLI_PASS : CLI_FAIL;
 done:
@@ -449,6 +492,9 @@ static int repro_file(void *arg, cli_iso_chan *ch)
     if (st)
         return cli_usage_error(CMD, "%s", cli_iso_errmsg(st, err.msg, msg, sizeof msg));
     f.budget = cli_iso_budget(&o->iso);
+    f.budget.rows = o->rows;
+    f.budget.rows_seed = o->rows_seed;
+    f.oracle_compute = 1; /* a dump without out/lse: the oracle of the rows judged, computed */
     int i = pick_case(&f, o);
     if (i < 0) {
         fix_close(&f);

@@ -417,3 +417,40 @@ Test(sample, bad_sample_options_are_one_line_each)
         cr_expect(strchr(out, '\n') == out + strlen(out) - 1, "one line: %s", out);
     }
 }
+
+/* repro --rows tells a sampled output in full: the sample on its header, the worst row in the
+ * whole case's coordinates, the rerun line with the sample's flags; --row must name a sampled
+ * token, and --rows applies to a stored output only. */
+Test(sample, repro_tells_a_sampled_output_and_refuses_what_it_cannot, .timeout = 600)
+{
+    float *good = malloc(sizeof(float) * NO), *lse = malloc(sizeof(float) * NL);
+    float *past = malloc(sizeof(float) * NO);
+    correct_outputs(good, lse);
+    memcpy(past, good, sizeof(float) * NO);
+    for (size_t q = 1u << 15; q < L; q++)
+        memcpy(past + ((size_t)L + q) * D, good + ((size_t)L + q - 300) * D, sizeof(float) * D);
+    const char *labels[] = {"past"};
+    float *outs[] = {past};
+    const char *p = write_dump("r.h5", labels, outs, lse, 1, 0);
+    char *out = malloc(1 << 16), args[512];
+    snprintf(args, sizeof args, "repro '%s' --tested past --rows 64 --rows-seed 2", p);
+    cr_expect_eq(run(args, out, 1 << 16), 1, "%s", out);
+    cr_expect(strstr(out, "\n  judged a sample: 64 of 40000 query tokens"), "%s", out);
+    int h = -1, q = -1;
+    const char *w = strstr(out, "worst row: b 0, h ");
+    cr_assert(w && sscanf(w, "worst row: b 0, h %d (kv head 0), q %d", &h, &q) == 2, "%s", out);
+    cr_expect(h == 1 && q >= 32768, "h %d q %d", h, q);
+    cr_expect(strstr(out, "--tested past --rows 64 --rows-seed 2\n"), "%s", out);
+    snprintf(args, sizeof args, "repro '%s' --tested past --rows 64 --row 0,1,12346", p);
+    cr_expect_eq(run(args, out, 1 << 16), 2, "%s", out);
+    cr_expect(strstr(out, "--row 0,1,12346: query token 12346 is not in the sample (--rows all "
+                          "judges every row)"), "%s", out);
+    snprintf(args, sizeof args, "repro '%s' --rows 64", p);
+    cr_expect_eq(run(args, out, 1 << 16), 2, "%s", out);
+    cr_expect(strstr(out, "--rows judges a sample of a stored output (--tested LABEL)"), "%s",
+              out);
+    free(out);
+    free(good);
+    free(lse);
+    free(past);
+}
