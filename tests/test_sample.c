@@ -454,3 +454,168 @@ Test(sample, repro_tells_a_sampled_output_and_refuses_what_it_cannot, .timeout =
     free(lse);
     free(past);
 }
+
+/* ---- planted length defects (issue 36 item 8) ----
+ * Each is a bug of long contexts, planted in a correct float32 output (the same-precision
+ * computation): the sampled check (64 tokens, five seeds) must fail every one. Defects that
+ * start at a token (a threshold) are caught by the tokens placed around it, whatever the seed;
+ * the others change most rows, which any uniform draw meets. */
+
+/* The case (one head, D 8) and tested/<label> for each output (lse may be NULL). */
+static const char *write_outputs(const char *name, const fix_case *c, const char *const *labels,
+                                 float *const *outs, float *const *lses, int n)
+{
+    const char *p = path_of(name);
+    fc_err err;
+    cr_assert_eq(fix_write(p, NULL, c, 1, 0, &err), FC_OK, "%s", err.msg);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert(f >= 0);
+    char grp[256];
+    snprintf(grp, sizeof grp, "/cases/%s/tested", c->name);
+    hid_t t = H5Gcreate2(f, grp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const attn_problem *pr = &c->prob;
+    const hsize_t od[4] = {1, (hsize_t)pr->hq, (hsize_t)pr->seq.lq, (hsize_t)pr->dv};
+    const hsize_t ld[3] = {1, (hsize_t)pr->hq, (hsize_t)pr->seq.lq};
+    for (int i = 0; i < n; i++) {
+        hid_t g = H5Gcreate2(t, labels[i], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        cr_assert(H5LTset_attribute_string(g, ".", "producer", "planted") >= 0);
+        put(g, "out", 4, od, outs[i]);
+        if (lses[i])
+            put(g, "lse", 3, ld, lses[i]);
+        H5Gclose(g);
+    }
+    H5Gclose(t);
+    H5Fclose(f);
+    return p;
+}
+
+static void gen_long(fix_case *c, const char *name, int32_t l, int32_t w)
+{
+    fix_gen_params gp = {.name = name, .dtype = FC_F32, .b = 1, .hq = 1, .hkv = 1, .lq = l,
+                         .lk = l, .d = 8, .dv = 8, .mask = {.causal = 1, .sliding_window = w},
+                         .qb = 128, .kb = 128, .seed = 9};
+    fc_err err;
+    cr_assert_eq(fix_gen_case(&gp, c, &err), FC_OK, "%s", err.msg);
+}
+
+/* ref_attention_lp of c with another mask and/or other keys and values. */
+static void lp_of(const fix_case *c, mask_params m, const float *k, const float *v, float *o,
+                  float *lse)
+{
+    attn_problem p = c->prob;
+    p.mask = m;
+    fc_err err;
+    cr_assert_eq(ref_attention_lp(&p, c->dtype, c->q, k, v, o, lse, &err), FC_OK, "%s", err.msg);
+}
+
+/* Each labelled output fails `check --rows 64` on seeds 1 to 5; where `from` is set, the
+ * diagnosis's evidence says the failing rows start there. */
+static void expect_all_fail(const char *p, const char *const *labels, const char *const *from,
+                            int n)
+{
+    char *out = malloc(1 << 17), args[512], line[4096];
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        snprintf(args, sizeof args, "check --rows 64 --rows-seed %llu '%s'",
+                 (unsigned long long)seed, p);
+        cr_expect_eq(run(args, out, 1 << 17), 1, "%s", out);
+        for (int i = 0; i < n; i++) {
+            cr_expect(strstr(line_of(out, labels[i], line, sizeof line), "FAIL ") == line,
+                      "seed %llu: %s", (unsigned long long)seed, line);
+            if (from[i]) {
+                const char *s = strstr(out, line);
+                const char *next = s ? strstr(s + 1, "\nPASS ") : NULL, *f2 = NULL;
+                const char *e = s ? strstr(s, from[i]) : NULL;
+                f2 = strstr(s ? s + 1 : out, "\nFAIL ");
+                cr_expect(e && (!next || e < next) && (!f2 || e < f2), "seed %llu, %s: no "
+                          "'%s' in its diagnosis:\n%s", (unsigned long long)seed, labels[i],
+                          from[i], out);
+            }
+        }
+    }
+    free(out);
+}
+
+/* 70,000 tokens, causal W 64: rows from 2^16 on shifted by 100 tokens (an index past 2^16);
+ * rows from 65,535 on left zero (a grid of 65,535 one-row blocks, the rest never launched);
+ * keys from 2^16 on read at j - 2^16 (an index wrapping at 16 bits). */
+Test(sample, length_defects_past_an_index_fail_every_sample, .timeout = 900)
+{
+    enum { LL = 70000, DD = 8 };
+    fix_case c;
+    gen_long(&c, "layer", LL, 64);
+    size_t no = (size_t)LL * DD;
+    float *good = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * LL);
+    float *shift = malloc(sizeof(float) * no), *zero = malloc(sizeof(float) * no);
+    float *wrap = malloc(sizeof(float) * no), *wlse = malloc(sizeof(float) * LL);
+    float *k = malloc(sizeof(float) * no), *v = malloc(sizeof(float) * no);
+    lp_of(&c, c.prob.mask, c.k, c.v, good, lse);
+    memcpy(shift, good, sizeof(float) * no);
+    memcpy(zero, good, sizeof(float) * no);
+    for (size_t q = 65536; q < LL; q++)
+        memcpy(shift + q * DD, good + (q - 100) * DD, sizeof(float) * DD);
+    memset(zero + (size_t)65535 * DD, 0, sizeof(float) * (LL - 65535) * DD);
+    for (size_t j = 0; j < LL; j++) { /* key j >= 2^16 read at j - 2^16 */
+        size_t from = j >= 65536 ? j - 65536 : j;
+        memcpy(k + j * DD, c.k + from * DD, sizeof(float) * DD);
+        memcpy(v + j * DD, c.v + from * DD, sizeof(float) * DD);
+    }
+    lp_of(&c, c.prob.mask, k, v, wrap, wlse);
+    const char *labels[] = {"rows-past-2-16", "grid-cap", "keys-wrap-2-16"};
+    float *outs[] = {shift, zero, wrap}, *lses[] = {lse, lse, wlse};
+    const char *from[] = {"every row from q = 65536 on and none before",
+                          "every row from q = 65535 on and none before",
+                          "every row from q = 65536 on and none before"};
+    const char *p = write_outputs("index.h5", &c, labels, outs, lses, 3);
+    expect_all_fail(p, labels, from, 3);
+    fix_case_free(&c);
+    free(good), free(lse), free(shift), free(zero), free(wrap), free(wlse), free(k), free(v);
+}
+
+/* 20,000 tokens, causal (a global layer): a ring cache of 4,096 keys (a row sees its last
+ * 4,096 keys only: window 4,096), and a split-K merge past 8,192 keys in the wrong base (the
+ * two partial outputs weighted 2^LSE_i instead of e^LSE_i). */
+Test(sample, a_ring_cache_and_a_base_2_merge_fail_every_sample, .timeout = 900)
+{
+    enum { LL = 20000, DD = 8, SPLIT = 8192 };
+    fix_case c;
+    gen_long(&c, "global", LL, 0);
+    size_t no = (size_t)LL * DD;
+    float *ring = malloc(sizeof(float) * no), *rlse = malloc(sizeof(float) * LL);
+    float *merge = malloc(sizeof(float) * no), *mlse = malloc(sizeof(float) * LL);
+    lp_of(&c, (mask_params){.causal = 1, .sliding_window = 4096}, c.k, c.v, ring, rlse);
+    lp_of(&c, c.prob.mask, c.k, c.v, merge, mlse);
+    const double sc = c.prob.scale;
+    double *s = malloc(sizeof(double) * LL);
+    for (size_t q = SPLIT; q < LL; q++) { /* keys [0, SPLIT) and [SPLIT, q], merged in base 2 */
+        double m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0}, acc[2][DD] = {{0}};
+        for (size_t j = 0; j <= q; j++) {
+            double dot = 0;
+            for (int d = 0; d < DD; d++)
+                dot += (double)c.q[q * DD + d] * c.k[j * DD + d];
+            s[j] = dot * sc;
+            int part = j >= SPLIT;
+            m[part] = fmax(m[part], s[j]);
+        }
+        for (size_t j = 0; j <= q; j++) {
+            int part = j >= SPLIT;
+            double e = exp(s[j] - m[part]);
+            l[part] += e;
+            for (int d = 0; d < DD; d++)
+                acc[part][d] += e * c.v[j * DD + d];
+        }
+        double lse2[2] = {m[0] + log(l[0]), m[1] + log(l[1])}, top = fmax(lse2[0], lse2[1]);
+        double w0 = exp2(lse2[0] - top), w1 = exp2(lse2[1] - top);
+        for (int d = 0; d < DD; d++)
+            merge[q * DD + d] = (float)((w0 * acc[0][d] / l[0] + w1 * acc[1][d] / l[1]) /
+                                        (w0 + w1));
+        mlse[q] = (float)(top + log(w0 + w1) / log(2.0)); /* merged as base 2 too */
+    }
+    free(s);
+    const char *labels[] = {"ring-4096", "merge-base-2"};
+    float *outs[] = {ring, merge}, *lses[] = {rlse, mlse};
+    const char *from[] = {NULL, NULL};
+    const char *p = write_outputs("global.h5", &c, labels, outs, lses, 2);
+    expect_all_fail(p, labels, from, 2);
+    fix_case_free(&c);
+    free(ring), free(rlse), free(merge), free(mlse);
+}
