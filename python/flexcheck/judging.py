@@ -251,16 +251,23 @@ def _mask_size(value, what: str, off, off_means: str) -> int:
     return v
 
 
+def _exact_int(value) -> Optional[int]:
+    """value as an exact integer (int, numpy integer, anything with __index__), else None: no
+    bool, string, bytes or float."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _budget(value, what: str) -> int:
     """max_memory / max_work: None for the default (the CLI's), else an integer >= 1 that
     fits the library's uint64."""
     if value is None:
         return 0
-    v = None if isinstance(value, (bool, np.bool_, str, bytes)) else value
-    try:
-        v = operator.index(v)
-    except TypeError:
-        v = None
+    v = _exact_int(value)
     if v is None or not 1 <= v <= 2**64 - 1:
         raise ValueError(f"{what} = {value!r}: must be an integer in [1, 2^64 - 1] (None: "
                          f"the default, as `flexcheck check --{what.replace('_', '-')}`)")
@@ -276,21 +283,13 @@ def _rows(rows, rows_seed) -> Tuple[int, int]:
     elif isinstance(rows, str) and rows == "auto":
         r = -1
     else:
-        r = None if isinstance(rows, (bool, np.bool_, str, bytes)) else rows
-        try:
-            r = operator.index(r)
-        except TypeError:
-            r = None
+        r = _exact_int(rows)
         if r is None or not 1 <= r <= INT32_MAX:
             raise ValueError(f"rows = {rows!r}: must be a number of query tokens in [1, "
                              f"{INT32_MAX}], \"all\" (or None: every row) or \"auto\"")
     if rows_seed is None:
         return r, 1
-    sd = None if isinstance(rows_seed, (bool, np.bool_, str, bytes)) else rows_seed
-    try:
-        sd = operator.index(sd)
-    except TypeError:
-        sd = None
+    sd = _exact_int(rows_seed)
     if sd is None or not 0 <= sd <= 2**64 - 1:
         raise ValueError(f"rows_seed = {rows_seed!r}: must be an integer in [0, 2^64 - 1] "
                          f"(None: 1, as `flexcheck check --rows-seed`)")
