@@ -238,7 +238,7 @@ static void keys_fill_all(const diag_alt *a, const diag_key *k, uint8_t *allowed
 /* 1 iff some row has no allowed key (LSE_gold -inf): the masked-row fills can show there. */
 static int some_row_empty(const diag_in *in)
 {
-    size_t n = attn_lse_elems(in->jc->prob);
+    size_t n = judge_rows(in->jc); /* a sample's rows: what jc->lse holds */
     for (size_t r = 0; r < n; r++)
         if (in->jc->lse[r] == -INFINITY)
             return 1;

@@ -9,9 +9,9 @@ size_t judge_window_edge(const judge_case *jc, mask_params w, mask_params e, con
                          int32_t keys[4])
 {
     seq_view sv = seq_info_view(&jc->prob->seq);
-    size_t n = judge_rows(jc), lq = (size_t)jc->prob->seq.lq, found = n, count = 0;
+    size_t n = judge_rows(jc), found = n, count = 0;
     for (size_t r = 0; r < n; r++) {
-        int32_t lo0, hi0, lo1, hi1, tq = (int32_t)(r % lq);
+        int32_t lo0, hi0, lo1, hi1, tq = judge_row_token(jc, r);
         mask_token_range(w, sv, tq, &lo0, &hi0);
         mask_token_range(e, sv, tq, &lo1, &hi1);
         if (!((lo0 < hi0 || lo1 < hi1) && (lo0 != lo1 || hi0 != hi1)))

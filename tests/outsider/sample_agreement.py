@@ -53,14 +53,15 @@ def run_check(binary: str, files: List[str], args: List[str], report: str, jobs:
     return time.time() - t0
 
 
-def verdicts(report: str) -> Dict[Tuple[str, str], str]:
-    """(case id, backend) -> outcome, for every output under test of every part."""
+def verdicts(report: str) -> Dict[Tuple[str, str, str], str]:
+    """(case id, backend, dtype) -> outcome, for every output under test of every part (an
+    exported file holds a case per dtype under one case id)."""
     out: Dict[Tuple[str, str], str] = {}
     for path in glob.glob(os.path.join(report, "part*", "rows.json")):
         with open(path) as f:
             for r in json.load(f)["rows"]:
                 if r["backend"].startswith("tested/"):
-                    key = (r["case_id"], r["backend"])
+                    key = (r["case_id"], r["backend"], r["dtype"])
                     if key in out:
                         sys.exit("sample_agreement: %s twice in %s" % (key, report))
                     out[key] = r["outcome"]
@@ -115,12 +116,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, action="append", help="seeds (default 1, 2)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--summary", help="also write the tables here")
+    ap.add_argument("--reuse", action="store_true",
+                    help="take the all-rows verdicts from an earlier run's OUT/all")
     a = ap.parse_args()
     files = sorted(glob.glob(os.path.join(a.export, "*.h5")))
     if not files:
         sys.exit("sample_agreement: no .h5 file in %s" % a.export)
     sizes, seeds = a.rows or [16, 64], a.seed or [1, 2]
-    t = run_check(a.check, files, ["--rows", "all"], os.path.join(a.out, "all"), a.jobs)
+    t = 0.0
+    if not (a.reuse and glob.glob(os.path.join(a.out, "all", "part*", "rows.json"))):
+        t = run_check(a.check, files, ["--rows", "all"], os.path.join(a.out, "all"), a.jobs)
     whole = verdicts(os.path.join(a.out, "all"))
     text = ["every row: %d outputs judged in %.0f s (%d fail)\n" % (
         len(whole), t, sum(v == "fail" for v in whole.values()))]
