@@ -1146,6 +1146,10 @@ def test_values_are_written_bit_exactly_across_many_blocks(tmp_path, monkeypatch
         assert tt.out.dtype == want.dtype
         np.testing.assert_array_equal(tt.out.view(np.uint8), want.view(np.uint8))
         np.testing.assert_array_equal(tt.lse, lse[np.newaxis] if packed else lse)
+    # A bfloat16 tensor (torch, ml_dtypes) is read widened to float32, each block stored back
+    # as its bit patterns: exact, NaN payloads and signed zeros included.
+    bits = np.array([0x7FC1, 0xFFA0, 0x7F80, 0x8000, 0x0001, 0x3F81, 0xFF7F], np.uint16)
+    np.testing.assert_array_equal(fx._bits_stored(bfloat16_to_float32(bits), None), bits)
 
 
 def whole_message(x, what, dtype, round=False):
