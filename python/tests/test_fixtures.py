@@ -1221,6 +1221,43 @@ def test_memmap_inputs(tmp_path, monkeypatch):
     np.testing.assert_array_equal(read_case(path, "c").tested["mm"].out, out)
 
 
+def test_bfloat16_arrays_are_widened_block_by_block(tmp_path, monkeypatch):
+    """ml_dtypes bfloat16 arrays (JAX's) take torch's path: each block widened to float32 for
+    q, k, v, turned back into bit patterns for an output under test."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    tiny_chunks(monkeypatch, 3)
+    path = str(tmp_path / "f.h5")
+    q, k, v = (x.astype(ml_dtypes.bfloat16) for x in packed_qkv(hq=4, hkv=2))
+    write_case(path, "c", q, k, v, cu_seqlens_q=CU_Q, cu_seqlens_k=CU_K)
+    c = read_case(path, "c")
+    assert c.dtype == "bfloat16"
+    np.testing.assert_array_equal(c.q, fx._unpack(q.astype(np.float32)))
+    out = normal((10, 4, 4), 3).astype(ml_dtypes.bfloat16)
+    out[3, 2, 1] = np.nan
+    add_tested(path, "c", "bf", out, producer="jax", lse=normal((4, 10), 4).astype(
+        ml_dtypes.bfloat16))
+    with h5py.File(path, "r") as f:
+        g = f["cases/c/tested/bf"]
+        assert g["out"].attrs["encoding"] == "bfloat16" and g["out"].dtype == np.uint16
+        np.testing.assert_array_equal(g["out"][()], fx._unpack(out.view(np.uint16)))
+        np.testing.assert_array_equal(g["lse"][0], normal((4, 10), 4).astype(
+            ml_dtypes.bfloat16).view(np.uint16))
+
+
+def test_torch_tensors_are_read_block_by_block(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    tiny_chunks(monkeypatch, 3)
+    path = str(tmp_path / "f.h5")
+    q, k, v = (torch.from_numpy(x).bfloat16() for x in packed_qkv(hq=4, hkv=2))
+    write_case(path, "c", q, k, v, cu_seqlens_q=CU_Q, cu_seqlens_k=CU_K)
+    np.testing.assert_array_equal(read_case(path, "c").k,
+                                  fx._unpack(k.float().numpy()))
+    out = torch.from_numpy(normal((10, 4, 4), 3)).bfloat16()
+    add_tested(path, "c", "bf", out, producer="torch")
+    np.testing.assert_array_equal(read_case(path, "c").tested["bf"].out,
+                                  fx._unpack(out.view(torch.int16).numpy().view(np.uint16)))
+
+
 def test_check_reads_a_multi_chunk_case(tmp_path, flexbin, monkeypatch):
     """`flexcheck check` reads what the writer chunks: chunks of 256 rows (the step) in a dense
     case, and a packed bfloat16 case with its outputs under test in chunks of 3 rows."""
