@@ -25,6 +25,13 @@ Every write goes to a temporary file in the target's folder (a copy of the file 
 appending) that replaces the target only once complete: a refused or failed write leaves the
 original byte-identical. Through a symlink, the file it names is the target (the link stays).
 Two processes writing one file at the same time are not serialized: the last to finish wins.
+
+Large layers: a layer's tensors are written chunk by chunk, never held twice. Each dataset of
+q, k, v, out, lse and outputs under test is chunked [1, 1, R, D] (one head, R rows; [1, 1, R]
+for an LSE, see CHUNK_BYTES), and each chunk's rows are read from the caller's tensor (a numpy
+array in place, an np.memmap from its file, a torch tensor on any device, one block copied to
+the host at a time), checked, converted and written on their own: the writer holds about one
+chunk beyond the inputs (ci/write_rss.py measures it; python/README.md has the figures).
 """
 from __future__ import annotations
 
@@ -933,7 +940,10 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     existing case `name` is refused unless overwrite=True (which also drops that case's
     outputs under test: they were computed from the old inputs). `layout` on an existing file
     must equal its root attribute (it names the model the cases are consecutive layers of).
-    The write is atomic: on any error the file is left byte-identical.
+    The write is atomic: on any error the file is left byte-identical. It holds about one
+    chunk beyond the inputs (module text: large layers): shapes, attributes and the oracle's
+    type are checked first, and q, k, v's values as they are written, so a refused value is
+    found after the tensors before it were written into the temporary file, which is removed.
 
     q, k, v: numpy arrays or torch tensors, [B, Hq, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, Dv]
     (PyTorch's layout), or vLLM's packed [T, H, D] with cu_seqlens_q / cu_seqlens_k (the
@@ -1177,7 +1187,8 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
     export) the output is then held to that rounding (docs/tolerance.md p-round); without the
     claim the rule's finding is a note. None: no claim.
 
-    Atomic, like write_case.
+    Atomic, like write_case, and written as it is, chunk by chunk (module text: large
+    layers): about one chunk held beyond the arrays given.
     """
     path = os.fspath(path)
     if not isinstance(label, str) or not LABEL_RE.fullmatch(label):
