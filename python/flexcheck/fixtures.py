@@ -112,6 +112,11 @@ def _as_array(x, what: str) -> Tuple[np.ndarray, bool]:
     return a, False
 
 
+# numpy 2 moved byte_bounds to numpy.lib.array_utils
+_byte_bounds = getattr(np, "byte_bounds", None) or getattr(
+    getattr(np.lib, "array_utils", None), "byte_bounds", None)
+
+
 class _Shaped:
     """What the shape checks (_check_qkv_shapes, _packed_seqs) read of an array: its shape."""
 
@@ -169,7 +174,7 @@ class _Source:
         else:
             return part
         if self._mm is not None and part.size:
-            lo, hi = np.byte_bounds(part)
+            lo, hi = _byte_bounds(part)
             start = (lo - self._mm_start) // mmap.PAGESIZE * mmap.PAGESIZE
             self._mm.madvise(mmap.MADV_DONTNEED, start, hi - self._mm_start - start)
         return block
