@@ -1044,8 +1044,6 @@ RSS_SCRIPT = os.path.join(REPO, "ci", "write_rss.py")
 def tiny_chunks(monkeypatch, rows):
     """Chunks (and the blocks read for them) of `rows` rows (fewer where L is smaller), so that
     small tensors are written across many blocks."""
-    monkeypatch.setattr(fx, "CHUNK_ROW_STEP", 1)
-    monkeypatch.setattr(fx, "CHUNK_BYTES", 1)
     monkeypatch.setattr(fx, "_chunk_rows", lambda length, row_bytes: min(rows, length))
 
 
