@@ -25,6 +25,13 @@ Every write goes to a temporary file in the target's folder (a copy of the file 
 appending) that replaces the target only once complete: a refused or failed write leaves the
 original byte-identical. Through a symlink, the file it names is the target (the link stays).
 Two processes writing one file at the same time are not serialized: the last to finish wins.
+
+Large layers: a layer's tensors are written chunk by chunk, never held twice. Each dataset of
+q, k, v, out, lse and outputs under test is chunked [1, 1, R, D] (one head, R rows; [1, 1, R]
+for an LSE, see CHUNK_BYTES), and each chunk's rows are read from the caller's tensor (a numpy
+array in place, an np.memmap from its file, a torch tensor on any device, one block copied to
+the host at a time), checked, converted and written on their own: the writer holds about one
+chunk beyond the inputs (ci/write_rss.py measures it; python/README.md has the figures).
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ import contextlib
 import dataclasses
 import decimal
 import math
+import mmap
 import numbers
 import operator
 import os
@@ -102,6 +110,74 @@ def _as_array(x, what: str) -> Tuple[np.ndarray, bool]:
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))
     return a, False
+
+
+# numpy 2 moved byte_bounds to numpy.lib.array_utils
+_byte_bounds = getattr(np, "byte_bounds", None) or getattr(
+    getattr(np.lib, "array_utils", None), "byte_bounds", None)
+
+
+class _Shaped:
+    """What the shape checks (_check_qkv_shapes, _packed_seqs) read of an array: its shape."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+class _Source:
+    """A tensor read one block at a time, so that a large layer is never held twice: numpy
+    arrays in place (any strides or byte order), np.memmap from its file, torch tensors on any
+    device (one block copied to the host at a time; torch imported only when given a tensor).
+    shape is the tensor's as given; dtype the numpy type of a block as read() returns it
+    (native byte order; bfloat16, from torch or ml_dtypes, widened to float32 with bf16 set).
+
+    A memmap's block is copied out and its pages then released (MADV_DONTNEED): read through
+    the mapping, every page read would otherwise stay resident and the whole file end up
+    counted in the process. The file's page cache keeps them; a shared mapping ("r", "r+",
+    "w+") reads them back unchanged if touched again. A copy-on-write one ("c") is left alone:
+    releasing would drop the caller's changes."""
+
+    def __init__(self, x, what: str):
+        if x is None:
+            raise ValueError(f"{what}: missing")
+        self.what = what
+        self._torch = _is_torch(x)
+        self._mm = None
+        if self._torch:
+            import torch  # lazily: only a caller holding tensors needs torch
+
+            self.bf16 = x.dtype == torch.bfloat16
+            self.dtype = (np.dtype(np.float32) if self.bf16
+                          else torch.empty(0, dtype=x.dtype).numpy().dtype)
+        else:
+            if not isinstance(x, np.ndarray):
+                x = np.asarray(x)
+            self.bf16 = x.dtype.name == "bfloat16"  # ml_dtypes (JAX): not a numpy float kind
+            self.dtype = np.dtype(np.float32) if self.bf16 else x.dtype.newbyteorder("=")
+            mm = getattr(x, "_mmap", None) if isinstance(x, np.memmap) else None
+            if mm is not None and x.mode != "c" and hasattr(mm, "madvise"):
+                self._mm = mm
+                self._mm_start = np.frombuffer(mm, np.uint8).ctypes.data
+        self._x = x
+        self.shape = tuple(x.shape)
+
+    def read(self, index) -> np.ndarray:
+        """x[index] as a numpy array (a copy where the source is not plain host memory)."""
+        part = self._x[index]
+        if self._torch:
+            part = part.detach().to("cpu")
+            return (part.float() if self.bf16 else part).numpy()
+        if self.bf16 or not part.dtype.isnative:
+            block = part.astype(self.dtype)  # value for value: see _as_array
+        elif self._mm is not None:
+            block = np.array(part)  # a copy: its pages are released below
+        else:
+            return part
+        if self._mm is not None and part.size:
+            lo, hi = _byte_bounds(part)
+            start = (lo - self._mm_start) // mmap.PAGESIZE * mmap.PAGESIZE
+            self._mm.madvise(mmap.MADV_DONTNEED, start, hi - self._mm_start - start)
+        return block
 
 
 def bfloat16_bits(x, *, round: bool = True) -> np.ndarray:
@@ -177,25 +253,61 @@ def _input_values(a: np.ndarray, what: str, dtype: str, round: bool,
     for the refusal."""
     if a.dtype.kind != "f":
         raise ValueError(f"{what}: dtype {a.dtype}: must be floating point")
-    bad = ~np.isfinite(a)
-    if bad.any():
-        i = _first(bad)
-        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not finite "
-                         f"(inputs must be finite)")
-    r = round_to(a, dtype)
-    bad = ~np.isfinite(r)
-    if bad.any():  # before exactness: a value past the type's range is not a rounding matter
-        i = _first(bad)
-        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} overflows {dtype}")
-    with np.errstate(over="ignore"):  # float16 data bound for bfloat16 can round past 65504
-        bad = r.astype(a.dtype) != a
-    if not bad.any():
-        return r, None
-    i = _first(bad)
-    if not round:
-        raise ValueError(f"{what}: value {float(a[i])!r} at {_fmt_index(i)} is not "
-                         f"representable in {dtype} {hint}")
-    return r, f"{_fmt_index(i)}: {float(a[i])!r} -> {float(r[i])!r}"
+    check = _ValueCheck(what, dtype)
+    r = check.convert(a, lambda i: i)  # the whole array as one block
+    return r, check.finish(round, hint)
+
+
+class _ValueCheck:
+    """The checks of _input_values on a tensor converted block by block (write_case), with the
+    refusal naming the same element as on the whole tensor, whatever order the blocks come in:
+    the first non-finite value in the tensor's own row-major order, else the first that
+    overflows dtype (before exactness: a value past the type's range is not a rounding
+    matter), else the first that needs rounding. So each kind keeps its earliest offender
+    across blocks, and finish() decides once every block was seen."""
+
+    def __init__(self, what: str, dtype: str):
+        self.what, self.dtype = what, dtype
+        self.first: Dict[str, Tuple[Tuple[int, ...], float, float]] = {}
+
+    def convert(self, a: np.ndarray, where) -> np.ndarray:
+        """Block a (floating point) in the storage type. where(i): the tensor's index of the
+        block's index i; it must keep the block's row-major order (a block is a run of rows of
+        one head, so it does)."""
+        r = round_to(a, self.dtype)
+        finite = np.isfinite(a)
+        self._see("not finite", ~finite, a, r, where)
+        self._see("overflow", finite & ~np.isfinite(r), a, r, where)
+        with np.errstate(over="ignore"):  # float16 data bound for bfloat16 can round past 65504
+            self._see("inexact", r.astype(a.dtype) != a, a, r, where)
+        return r
+
+    def _see(self, kind: str, bad: np.ndarray, a, r, where) -> None:
+        if not bad.any():
+            return
+        j = np.unravel_index(int(np.argmax(bad)), bad.shape)  # the block's first
+        i = tuple(int(x) for x in where(j))
+        if kind not in self.first or i < self.first[kind][0]:
+            self.first[kind] = (i, float(a[j]), float(r[j]))
+
+    def finish(self, round: bool, hint: str = ROUND_HINT) -> Optional[str]:
+        """Raises for the tensor's first offender (as above); else None, or with round=True
+        where rounding first changed a value, "[i]..: x -> y"."""
+        what = self.what
+        if "not finite" in self.first:
+            i, x, _ = self.first["not finite"]
+            raise ValueError(f"{what}: value {x!r} at {_fmt_index(i)} is not finite "
+                             f"(inputs must be finite)")
+        if "overflow" in self.first:
+            i, x, _ = self.first["overflow"]
+            raise ValueError(f"{what}: value {x!r} at {_fmt_index(i)} overflows {self.dtype}")
+        if "inexact" not in self.first:
+            return None
+        i, x, y = self.first["inexact"]
+        if not round:
+            raise ValueError(f"{what}: value {x!r} at {_fmt_index(i)} is not "
+                             f"representable in {self.dtype} {hint}")
+        return f"{_fmt_index(i)}: {x!r} -> {y!r}"
 
 
 def _infer_dtype(q: np.ndarray, q_bf16: bool) -> str:
@@ -371,7 +483,15 @@ def _unpack(a: np.ndarray) -> np.ndarray:
 
 def _qkv_layout(q, k, v, packed: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q, k, v as [B, H, L, D]. Rank 3 is the packed layout and needs cu_seqlens."""
-    shapes = {"q": q.shape, "k": k.shape, "v": v.shape}
+    if _qkv_ranks(q.shape, k.shape, v.shape, packed) == 3:
+        q, k, v = _unpack(q), _unpack(k), _unpack(v)
+    return q, k, v
+
+
+def _qkv_ranks(qs, ks, vs, packed: bool) -> int:
+    """The rank q, k, v are given in (shapes qs, ks, vs): 4, or 3 for the packed layout, which
+    needs cu_seqlens; anything else refused."""
+    shapes = {"q": qs, "k": ks, "v": vs}
     for what, shape in shapes.items():
         if len(shape) == 3 and not packed:
             raise ValueError(f"{what}: rank 3 is vLLM's packed [T, H, D] layout: give "
@@ -383,9 +503,15 @@ def _qkv_layout(q, k, v, packed: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarr
     if len(set(ranks.values())) != 1:
         raise ValueError(f"q, k, v: ranks {ranks['q']}, {ranks['k']}, {ranks['v']}: give all "
                          f"three in the same layout")
-    if q.ndim == 3:
-        q, k, v = _unpack(q), _unpack(k), _unpack(v)
-    return q, k, v
+    return ranks["q"]
+
+
+def _logical(shape: Tuple[int, ...], rank: int) -> Tuple[int, ...]:
+    """The stored [B, H, L(, D)] shape of a tensor given in `shape`: a rank-one-less shape is
+    packed, [T, H, D] (q, k, v, out) or [H, T] (an LSE), stored as [1, H, T(, D)]."""
+    if len(shape) == rank - 1:
+        return (1, shape[1], shape[0], shape[2]) if rank == 4 else (1,) + tuple(shape)
+    return tuple(shape)
 
 
 def _check_qkv_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
@@ -450,40 +576,55 @@ def _to_grid(a: np.ndarray, what: str, grid: _Grid, rank: int) -> np.ndarray:
     """An output-like array in the case's stored layout: out [B, Hq, Lq, Dv] (packed also
     [T, Hq, Dv]) when rank is 4, lse [B, Hq, Lq] (packed also FlashAttention's [Hq, T]) when
     rank is 3."""
-    if grid.packed and a.ndim == rank - 1:
+    if _grid_shape(a.shape, what, grid, rank) != a.shape:
         a = _unpack(a) if rank == 4 else a[np.newaxis]
-    want = (grid.b, grid.hq, grid.lq, grid.dv)[:rank]
-    if a.shape != want:
-        packed = (" or [T, Hq, Dv]" if rank == 4 else " or [Hq, T]") if grid.packed else ""
-        names = "[B, Hq, Lq, Dv]" if rank == 4 else "[B, Hq, Lq]"
-        raise ValueError(f"{what}: shape {list(a.shape)}: the case needs {names} = "
-                         f"{list(want)}{packed}")
     return np.ascontiguousarray(a)
 
 
-def _oracle(out, lse, grid: _Grid, rounded: Optional[str]):
-    """A producer's own oracle: both or neither, float64 (docs/fixtures.md: computed in float64
-    from the stored inputs; `flexcheck check` recomputes it and allows a relative 1e-10, which
-    a float32 one cannot meet). rounded: None, or the first input value round=True changed
-    ("q[0][1][2][3]: x -> y"): an oracle passed in was then computed from other inputs than
-    the ones stored, and is refused."""
+def _grid_shape(shape, what: str, grid: _Grid, rank: int) -> Tuple[int, ...]:
+    """The stored shape of an output-like tensor given in `shape` (_to_grid's layouts), or a
+    ValueError naming `what` and the layouts the case takes."""
+    shape = tuple(shape)
+    if grid.packed and len(shape) == rank - 1:
+        shape = _logical(shape, rank)
+    want = (grid.b, grid.hq, grid.lq, grid.dv)[:rank]
+    if shape != want:
+        packed = (" or [T, Hq, Dv]" if rank == 4 else " or [Hq, T]") if grid.packed else ""
+        names = "[B, Hq, Lq, Dv]" if rank == 4 else "[B, Hq, Lq]"
+        raise ValueError(f"{what}: shape {list(shape)}: the case needs {names} = "
+                         f"{list(want)}{packed}")
+    return shape
+
+
+def _oracle(out, lse, grid: _Grid) -> Tuple[Optional[_Source], Optional[_Source]]:
+    """A producer's own oracle, as sources to write from: both or neither, float64
+    (docs/fixtures.md: computed in float64 from the stored inputs; `flexcheck check` recomputes
+    it and allows a relative 1e-10, which a float32 one cannot meet), in a shape the case
+    takes (_to_grid's). Where round=True changed an input, _oracle_rounded refuses it."""
     if out is None and lse is None:
         return None, None
     if out is None or lse is None:
         raise ValueError(f"{'out' if lse is None else 'lse'} given without "
                          f"{'lse' if lse is None else 'out'}: the oracle is both or neither")
+    srcs = []
+    for what, x, rank in (("out", out, 4), ("lse", lse, 3)):
+        src = _Source(x, what)
+        if src.dtype != np.float64:
+            raise ValueError(f"{what}: dtype {src.dtype}: must be float64 (the oracle is "
+                             f"computed in float64; leave out/lse to `flexcheck fill` otherwise)")
+        _grid_shape(src.shape, what, grid, rank)
+        srcs.append(src)
+    return srcs[0], srcs[1]
+
+
+def _oracle_rounded(rounded: Optional[str]) -> None:
+    """rounded: None, or the first input value round=True changed ("q[0][1][2][3]: x -> y"):
+    an oracle passed in was then computed from other inputs than the ones stored, and is
+    refused."""
     if rounded:
         raise ValueError(f"out, lse: round=True changed {rounded}: out/lse must be computed "
                          f"from the stored (rounded) inputs: round them first (round_to) or "
                          f"leave out/lse to `flexcheck fill`")
-    arrs = []
-    for what, x, rank in (("out", out, 4), ("lse", lse, 3)):
-        a, _ = _as_array(x, what)
-        if a.dtype != np.float64:
-            raise ValueError(f"{what}: dtype {a.dtype}: must be float64 (the oracle is computed "
-                             f"in float64; leave out/lse to `flexcheck fill` otherwise)")
-        arrs.append(_to_grid(a, what, grid, rank))
-    return arrs[0], arrs[1]
 
 
 # ---- block masks ----
@@ -601,6 +742,67 @@ def _write_block_mask(parent: h5py.Group, bm: Dict[str, Any]) -> None:
 def _dataset(g: h5py.Group, name: str, data: np.ndarray) -> h5py.Dataset:
     # No timestamps, as the C writer: the same inputs give the same bytes.
     return g.create_dataset(name, data=data, track_times=False)
+
+
+# A layer's tensors (q, k, v, out, lse, and outputs under test) are written in chunks of one
+# (b, h) and a block of R rows, [1, 1, R, D] ([1, 1, R] for an LSE), uncompressed, each read,
+# checked and converted on its own and written whole: the writer holds about one chunk, never
+# a converted copy of the tensor. R is a multiple of CHUNK_ROW_STEP rows, so that no q or kv
+# block of 16 to 256 rows straddles two chunks (a reader taking a block reads one chunk),
+# sized to about CHUNK_BYTES, libhdf5's default per-dataset chunk cache, and never more than L.
+# (Tests shrink both to write many chunks from small tensors.)
+CHUNK_BYTES = 1 << 20
+CHUNK_ROW_STEP = 256
+
+
+def _chunk_rows(length: int, row_bytes: int) -> int:
+    """R for a dataset of `length` rows of `row_bytes` each (see CHUNK_BYTES)."""
+    r = max(CHUNK_ROW_STEP, CHUNK_BYTES // max(row_bytes, 1) // CHUNK_ROW_STEP * CHUNK_ROW_STEP)
+    return min(r, length)
+
+
+def _write_rows(g: h5py.Group, name: str, src: _Source, shape: Tuple[int, ...], store,
+                convert) -> h5py.Dataset:
+    """Dataset `name` of stored shape [B, H, L(, D)] and numpy type `store`, written chunk by
+    chunk from src (given in that shape, or packed: _logical): each block of rows of one head
+    read, passed to convert(block, where) (where(i): src's index of the block's index i) and
+    written into its chunk. An empty dataset stays contiguous (there is nothing to chunk)."""
+    store = np.dtype(store)
+    if 0 in shape:
+        return g.create_dataset(name, shape, store, track_times=False)
+    b_n, h_n, length = shape[:3]
+    rows = _chunk_rows(length, int(np.prod(shape[3:], dtype=np.int64)) * store.itemsize)
+    ds = g.create_dataset(name, shape, store, chunks=(1, 1, rows) + tuple(shape[3:]),
+                          track_times=False)  # no timestamps: same inputs, same bytes
+    packed = len(src.shape) == len(shape) - 1
+    for b in range(b_n):
+        for h in range(h_n):
+            for r0 in range(0, length, rows):
+                r1 = min(r0 + rows, length)
+                if not packed:  # [B, H, L(, D)]
+                    index = (b, h, slice(r0, r1))
+                    where = lambda i, b=b, h=h, r0=r0: (b, h, r0 + i[0]) + tuple(i[1:])
+                elif len(shape) == 4:  # [T, H, D]
+                    index = (slice(r0, r1), h)
+                    where = lambda i, h=h, r0=r0: (r0 + i[0], h) + tuple(i[1:])
+                else:  # an LSE [H, T]
+                    index = (h, slice(r0, r1))
+                    where = lambda i, h=h, r0=r0: (h, r0 + i[0])
+                block = convert(src.read(index), where)
+                ds[b, h, r0:r1] = block.astype(store, copy=False)
+    return ds
+
+
+def _as_stored(block: np.ndarray, where) -> np.ndarray:
+    """An output's block as stored: values as they are (outputs are not checked: NaN and
+    infinities are what the gates judge)."""
+    return block
+
+
+def _bits_stored(block: np.ndarray, where) -> np.ndarray:
+    """A widened bfloat16 block back to its uint16 bit patterns: exact, the 16 low bits of a
+    widened bfloat16 being zero (NaN too)."""
+    return (np.ascontiguousarray(block, np.float32).view(np.uint32) >> 16).astype(np.uint16)
 
 
 # ---- files ----
@@ -743,7 +945,10 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     existing case `name` is refused unless overwrite=True (which also drops that case's
     outputs under test: they were computed from the old inputs). `layout` on an existing file
     must equal its root attribute (it names the model the cases are consecutive layers of).
-    The write is atomic: on any error the file is left byte-identical.
+    The write is atomic: on any error the file is left byte-identical. It holds about one
+    chunk beyond the inputs (module text: large layers): shapes, attributes and the oracle's
+    type are checked first, and q, k, v's values as they are written, so a refused value is
+    found after the tensors before it were written into the temporary file, which is removed.
 
     q, k, v: numpy arrays or torch tensors, [B, Hq, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, Dv]
     (PyTorch's layout), or vLLM's packed [T, H, D] with cu_seqlens_q / cu_seqlens_k (the
@@ -788,23 +993,24 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     """
     path = os.fspath(path)
     name = _case_name(name)
-    (qa, q_bf16), (ka, _), (va, _) = (_as_array(x, w) for x, w in ((q, "q"), (k, "k"), (v, "v")))
+    srcs = {w: _Source(x, w) for w, x in (("q", q), ("k", k), ("v", v))}
     if dtype is None:
-        dtype = _infer_dtype(qa, q_bf16)
+        dtype = _infer_dtype(srcs["q"], srcs["q"].bf16)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: must be one of {', '.join(DTYPES)}")
-    stored = {w: _input_values(x, w, dtype, round) for w, x in (("q", qa), ("k", ka), ("v", va))}
-    qa, ka, va = (stored[w][0] for w in "qkv")
-    # Where round=True changed a value: an oracle passed in was computed from other inputs.
-    rounded = [f"{w}{stored[w][1]}" for w in "qkv" if stored[w][1]]
+    for w, src in srcs.items():
+        if src.dtype.kind != "f":
+            raise ValueError(f"{w}: dtype {src.dtype}: must be floating point")
+    # Shapes first, values as they are written (below): q, k, v are read once, block by block.
     packed = cu_seqlens_q is not None or cu_seqlens_k is not None
-    qa, ka, va = _qkv_layout(qa, ka, va, packed)
-    _check_qkv_shapes(qa, ka, va)
-    cu_q, cu_k = _packed_seqs(cu_seqlens_q, cu_seqlens_k, qa, ka)
-    grid = _Grid(qa.shape[0], qa.shape[1], qa.shape[2], ka.shape[2], va.shape[3],
+    _qkv_ranks(*(srcs[w].shape for w in "qkv"), packed)
+    qs, ks, vs = (_Shaped(_logical(srcs[w].shape, 4)) for w in "qkv")
+    _check_qkv_shapes(qs, ks, vs)
+    cu_q, cu_k = _packed_seqs(cu_seqlens_q, cu_seqlens_k, qs, ks)
+    grid = _Grid(qs.shape[0], qs.shape[1], qs.shape[2], ks.shape[2], vs.shape[3],
                  cu_q is not None)
     attrs: Dict[str, Any] = {"dtype": dtype, **_mask_attrs(causal, window, chunk),
-                             "scale": np.float64(_scale(scale, qa.shape[3])),
+                             "scale": np.float64(_scale(scale, qs.shape[3])),
                              "q_block_size": np.int64(_block_size(q_block_size, "q_block_size")),
                              "kv_block_size": np.int64(_block_size(kv_block_size, "kv_block_size")),
                              "generator": _text(generator or GENERATOR, "generator", TEXT_MAX)}
@@ -820,9 +1026,7 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     if cap:
         attrs["softcap"] = np.float64(cap)
     sk, sk_rounded = _sinks(sinks, where, grid.hq, round)
-    if sk_rounded:
-        rounded.append(f"sinks{sk_rounded}")
-    o, l = _oracle(out, lse, grid, rounded[0] if rounded else None)
+    o, l = _oracle(out, lse, grid)
     uses_term = bool(cap) or sk is not None
 
     existing = _inspect(path)
@@ -847,10 +1051,27 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
         g = cases.create_group(name)
         for key, val in attrs.items():
             g.attrs[key] = val
-        for key, arr in (("q", qa), ("k", ka), ("v", va), ("cu_seqlens_q", cu_q),
-                         ("cu_seqlens_k", cu_k), ("sinks", sk), ("out", o), ("lse", l)):
+        # q, k, v checked as they are written: a refusal (raised once the tensor's every block
+        # is seen, naming its first offender) leaves the file as it was, as any failure does.
+        rounded = []  # where round=True changed a value, q then k, v, sinks
+        store = np.float16 if dtype == "float16" else np.float32
+        for w, st in (("q", qs), ("k", ks), ("v", vs)):
+            check = _ValueCheck(w, dtype)
+            _write_rows(g, w, srcs[w], st.shape, store, check.convert)
+            changed = check.finish(round)
+            if changed:
+                rounded.append(f"{w}{changed}")
+        if sk_rounded:
+            rounded.append(f"sinks{sk_rounded}")
+        if o is not None:  # an oracle passed in was computed from other inputs
+            _oracle_rounded(rounded[0] if rounded else None)
+        for key, arr in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k), ("sinks", sk)):
             if arr is not None:
                 _dataset(g, key, arr)
+        if o is not None:
+            _write_rows(g, "out", o, (grid.b, grid.hq, grid.lq, grid.dv), np.float64,
+                        _as_stored)
+            _write_rows(g, "lse", l, (grid.b, grid.hq, grid.lq), np.float64, _as_stored)
         if bm is not None:
             _write_block_mask(g, bm)
 
@@ -877,44 +1098,67 @@ def _case_grid(path: str, case: str):
 
 
 def _tested_out(x, what: str, encoding, grid: _Grid) -> Tuple[np.ndarray, Optional[str]]:
-    """An output under test as stored: float16/32/64 as is, bfloat16 as uint16 bit patterns
-    (encoding "bfloat16"). NaN and infinities are kept: they are what the gate judges."""
-    if encoding not in (None, "bfloat16"):
-        raise ValueError(f"encoding {encoding!r}: the only encoding is 'bfloat16' (uint16 bit "
-                         f"patterns)")
+    """An output under test as stored, whole (judge): float16/32/64 as is, bfloat16 as uint16
+    bit patterns (encoding "bfloat16"). NaN and infinities are kept: they are what the gate
+    judges."""
+    _encoding(encoding)
     a, bf16 = _as_array(x, what)
+    enc = _out_encoding(a.dtype, bf16, what, encoding)
     if bf16:
-        # bfloat16 widened to float32 has 16 zero low bits: dropping them is exact, NaN too.
-        a = (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
-        enc = "bfloat16"
-    elif a.dtype == np.uint16:
-        if encoding != "bfloat16":
-            raise ValueError(f"{what}: uint16 data: bfloat16 bit patterns need "
-                             f"encoding='bfloat16'")
-        enc = "bfloat16"
-    elif a.dtype in (np.float16, np.float32, np.float64):
-        if encoding is not None:
-            raise ValueError(f"{what}: encoding='bfloat16' names uint16 bit patterns, {what} is "
-                             f"{a.dtype}")
-        enc = None
-    else:
-        raise ValueError(f"{what}: dtype {a.dtype}: must be float16, float32, float64, torch "
-                         f"bfloat16 or uint16 bfloat16 bit patterns")
+        a = _bits_stored(a, None)
     return _to_grid(a, what, grid, 4), enc
 
 
-def _tested_lse(x, grid: _Grid) -> Tuple[np.ndarray, Optional[str]]:
-    """An LSE as stored, as out is (_tested_out): float16/32/64 as they are, bfloat16 as uint16
-    bit patterns (encoding "bfloat16"). Kept in its type, not widened: an LSE in float16 or
-    bfloat16 is judged at that type's resolution (docs/tolerance.md, H5)."""
-    a, bf16 = _as_array(x, "lse")
+def _encoding(encoding) -> None:
+    if encoding not in (None, "bfloat16"):
+        raise ValueError(f"encoding {encoding!r}: the only encoding is 'bfloat16' (uint16 bit "
+                         f"patterns)")
+
+
+def _out_encoding(dtype: np.dtype, bf16: bool, what: str, encoding) -> Optional[str]:
+    """How an output under test of numpy type dtype (bf16: bfloat16 widened) is stored: as it
+    is (None) or as uint16 bfloat16 bit patterns ("bfloat16")."""
     if bf16:
-        a = (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
-        return _to_grid(a, "lse", grid, 3), "bfloat16"
-    if a.dtype not in (np.float16, np.float32, np.float64):
-        raise ValueError(f"lse: dtype {a.dtype}: must be float16, float32, float64 or torch "
+        return "bfloat16"
+    if dtype == np.uint16:
+        if encoding != "bfloat16":
+            raise ValueError(f"{what}: uint16 data: bfloat16 bit patterns need "
+                             f"encoding='bfloat16'")
+        return "bfloat16"
+    if dtype in (np.float16, np.float32, np.float64):
+        if encoding is not None:
+            raise ValueError(f"{what}: encoding='bfloat16' names uint16 bit patterns, {what} is "
+                             f"{dtype}")
+        return None
+    raise ValueError(f"{what}: dtype {dtype}: must be float16, float32, float64, torch "
+                     f"bfloat16 or uint16 bfloat16 bit patterns")
+
+
+def _tested_source(x, what: str, encoding, grid: _Grid):
+    """(source, encoding, stored numpy type) of an output under test, checked as _tested_out
+    checks it, read only when written (add_tested)."""
+    _encoding(encoding)
+    src = _Source(x, what)
+    enc = _out_encoding(src.dtype, src.bf16, what, encoding)
+    _grid_shape(src.shape, what, grid, 4)
+    return src, enc, np.dtype(np.uint16) if enc else src.dtype
+
+
+def _tested_lse(x, grid: _Grid):
+    """(source, encoding, stored numpy type) of an LSE under test, stored in its own type as
+    out is (_tested_out): float16/32/64 as they are, bfloat16 as uint16 bit patterns (encoding
+    "bfloat16"). Kept in its type, not widened: an LSE in float16 or bfloat16 is judged at
+    that type's resolution (docs/tolerance.md, H5)."""
+    src = _Source(x, "lse")
+    if src.bf16:
+        enc, store = "bfloat16", np.dtype(np.uint16)
+    elif src.dtype in (np.float16, np.float32, np.float64):
+        enc, store = None, src.dtype
+    else:
+        raise ValueError(f"lse: dtype {src.dtype}: must be float16, float32, float64 or torch "
                          f"bfloat16")
-    return _to_grid(a, "lse", grid, 3), None
+    _grid_shape(src.shape, "lse", grid, 3)
+    return src, enc, store
 
 
 ROUNDINGS = ("flexattention",)  # the rounding profiles a producer may claim (docs/fixtures.md)
@@ -948,7 +1192,8 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
     export) the output is then held to that rounding (docs/tolerance.md p-round); without the
     claim the rule's finding is a note. None: no claim.
 
-    Atomic, like write_case.
+    Atomic, like write_case, and written as it is, chunk by chunk (module text: large
+    layers): about one chunk held beyond the arrays given.
     """
     path = os.fspath(path)
     if not isinstance(label, str) or not LABEL_RE.fullmatch(label):
@@ -960,13 +1205,13 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
     if label in labels and not overwrite:
         raise ValueError(f"{path}: /cases/{case}/tested/{label} exists; refusing to overwrite "
                          f"(overwrite=True)")
-    o, enc = _tested_out(out, "out", encoding, grid)
-    l, lenc = (None, None) if lse is None else _tested_lse(lse, grid)
+    o, enc, o_type = _tested_source(out, "out", encoding, grid)
+    l, lenc, l_type = (None, None, None) if lse is None else _tested_lse(lse, grid)
     r = None
     if out_rerun is not None:
-        r, renc = _tested_out(out_rerun, "out_rerun", encoding, grid)
-        if renc != enc or (enc is None and r.dtype != o.dtype):
-            raise ValueError(f"out_rerun: stored as {renc or r.dtype}, out as {enc or o.dtype}: "
+        r, renc, r_type = _tested_source(out_rerun, "out_rerun", encoding, grid)
+        if renc != enc or r_type != o_type:
+            raise ValueError(f"out_rerun: stored as {renc or r_type}, out as {enc or o_type}: "
                              f"a rerun is stored as the run")
     bm = _block_mask(block_mask, "block_mask", grid, sizes)
     if rounding is not None and rounding not in ROUNDINGS:
@@ -979,15 +1224,14 @@ def add_tested(path, case, label, out, *, producer, lse=None, out_rerun=None, bl
         g.attrs["producer"] = producer
         if rounding is not None:
             g.attrs["rounding"] = rounding
-        for key, arr in (("out", o), ("out_rerun", r)):
-            if arr is not None:
-                ds = _dataset(g, key, arr)
-                if enc:
-                    ds.attrs["encoding"] = enc
-        if l is not None:
-            ds = _dataset(g, "lse", l)
-            if lenc:
-                ds.attrs["encoding"] = lenc
+        out_shape = (grid.b, grid.hq, grid.lq, grid.dv)
+        for key, src, store, e in (("out", o, o_type, enc), ("out_rerun", r, o_type, enc),
+                                   ("lse", l, l_type, lenc)):
+            if src is not None:
+                ds = _write_rows(g, key, src, out_shape[:4 if key != "lse" else 3], store,
+                                 _bits_stored if src.bf16 else _as_stored)
+                if e:
+                    ds.attrs["encoding"] = e
         if bm is not None:
             _write_block_mask(g, bm)
 

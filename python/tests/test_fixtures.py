@@ -1034,6 +1034,267 @@ def test_check_passes_a_dense_float32_case_with_batch_and_dv(tmp_path, flexbin):
     assert line_of(lines, path, "dense", "f32").startswith("PASS ")
 
 
+# ---- large layers: chunked datasets, written block by block ----
+
+from flexcheck import fixtures as fx  # noqa: E402  (its chunk constants are patched below)
+
+RSS_SCRIPT = os.path.join(REPO, "ci", "write_rss.py")
+
+
+def tiny_chunks(monkeypatch, rows):
+    """Chunks (and the blocks read for them) of `rows` rows (fewer where L is smaller), so that
+    small tensors are written across many blocks."""
+    monkeypatch.setattr(fx, "_chunk_rows", lambda length, row_bytes: min(rows, length))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
+@pytest.mark.parametrize("args", [
+    # write_case of a dense bfloat16 layer held as float32 (128 MiB), of a packed float16 one
+    # (96 MiB), add_tested of a packed float32 output (128 MiB, plus a 1 MiB LSE)
+    ["--hq", "2", "--hkv", "1", "--len", "65536", "--dtype", "bfloat16"],
+    ["--hq", "4", "--hkv", "2", "--len", "49152", "--dtype", "float16", "--packed"],
+    ["--hq", "4", "--len", "65536", "--dtype", "float32", "--packed", "--what", "add_tested"],
+], ids=["dense-bf16-128MiB", "packed-f16-96MiB", "add_tested-packed-f32-128MiB"])
+def test_a_large_layer_is_not_held_twice(tmp_path, args):
+    """The writer holds about a chunk, not a converted copy of the layer: its peak resident
+    memory above the inputs' stays under 40 MiB (the writer before chunking, measured by the
+    same script: 624.4, 204.9 and 128.0 MiB)."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, RSS_SCRIPT, "--dir", str(tmp_path), "--dim", "128",
+                        *args], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = re.search(r"peak_above_MiB=([0-9.]+)", p.stdout)
+    assert m, p.stdout
+    assert float(m.group(1)) < 40, p.stdout
+
+
+def test_datasets_are_chunked_by_head_and_rows(h5):
+    """[1, 1, R, D] chunks ([1, 1, R] for an LSE), uncompressed, R a multiple of 256 rows near
+    1 MiB and never more than L; empty datasets contiguous."""
+    q, k, v = qkv(b=1, hq=2, hkv=1, lq=5000, lk=300, d=128, dv=64)
+    out, lse = np.zeros((1, 2, 5000, 64)), np.zeros((1, 2, 5000))
+    write_case(h5, "f32", q, k, v, out=out, lse=lse)
+    write_case(h5, "f16", q.astype(np.float16), k.astype(np.float16), v.astype(np.float16))
+    write_case(h5, "empty", q[:, :, :0], k[:, :, :0], v[:, :, :0])
+    add_tested(h5, "f32", "bits", bfloat16_bits(np.zeros((1, 2, 5000, 64), np.float32)),
+               encoding="bfloat16", producer="p", lse=np.zeros((1, 2, 5000), np.float32),
+               out_rerun=bfloat16_bits(np.zeros((1, 2, 5000, 64), np.float32)))
+    with h5py.File(h5, "r") as f:
+        chunks = {name: f[name].chunks for name in (
+            "cases/f32/q", "cases/f32/k", "cases/f32/v", "cases/f32/out", "cases/f32/lse",
+            "cases/f16/q", "cases/f16/k", "cases/f32/tested/bits/out",
+            "cases/f32/tested/bits/out_rerun", "cases/f32/tested/bits/lse")}
+        for name in chunks:
+            assert f[name].compression is None, name
+        assert [f[f"cases/empty/{t}"].chunks for t in "qkv"] == [None, None, None]
+    assert chunks == {
+        "cases/f32/q": (1, 1, 2048, 128),  # 2048 rows of 512 bytes: 1 MiB
+        "cases/f32/k": (1, 1, 300, 128),   # never more than L
+        "cases/f32/v": (1, 1, 300, 64),
+        "cases/f32/out": (1, 1, 2048, 64),  # float64, Dv 64: 512-byte rows
+        "cases/f32/lse": (1, 1, 5000),
+        "cases/f16/q": (1, 1, 4096, 128),
+        "cases/f16/k": (1, 1, 300, 128),
+        "cases/f32/tested/bits/out": (1, 1, 5000, 64),  # uint16: 8192 rows make 1 MiB
+        "cases/f32/tested/bits/out_rerun": (1, 1, 5000, 64),
+        "cases/f32/tested/bits/lse": (1, 1, 5000),
+    }
+    assert fx._chunk_rows(10**6, 3 * 128) == 2560        # 1 MiB / 384 bytes, down to 256s
+    assert fx._chunk_rows(10**6, 4096 * 8) == 256        # wide rows: one 256-row step at least
+    assert fx._chunk_rows(10**6, 4) == 262144
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_values_are_written_bit_exactly_across_many_blocks(tmp_path, monkeypatch, packed, dtype):
+    tiny_chunks(monkeypatch, 3)
+    path = str(tmp_path / "f.h5")
+    npt = np.float16 if dtype == "float16" else np.float32
+    if packed:
+        q, k, v = packed_qkv(hq=4, hkv=2, dtype=npt)
+        extra = dict(cu_seqlens_q=CU_Q, cu_seqlens_k=CU_K)
+    else:
+        q, k, v = qkv(dtype=npt)
+        extra = {}
+    if dtype == "bfloat16":
+        q, k, v = (bfloat16_to_float32(bfloat16_bits(x)) for x in (q, k, v))
+    k = k.astype(k.dtype.newbyteorder(">"))  # big-endian: converted value for value
+    v = np.asfortranarray(v)                # any strides
+    write_case(path, "c", q, k, v, dtype=dtype, **extra)
+    c = read_case(path, "c")
+    for got, x in ((c.q, q), (c.k, k), (c.v, v)):
+        want = np.ascontiguousarray(fx._unpack(x) if packed else x, npt)
+        assert got.dtype == npt
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # bit for bit
+    with h5py.File(path, "r") as f:
+        assert f["cases/c/q"].chunks[2] == 3 and f["cases/c/q"].id.get_num_chunks() > 8
+    # outputs under test: NaN, infinities and bit patterns kept, packed layouts unpacked
+    shape, lse_shape = ((10, 4, 4), (4, 10)) if packed else ((2, 4, 9, 6), (2, 4, 9))
+    for store in (np.float16, np.float32, np.float64, "bits"):
+        x = normal(shape, 3, np.float32)
+        x.reshape(-1)[[0, 5, 17]] = [np.nan, np.inf, -np.inf]
+        data = bfloat16_bits(x) if store == "bits" else x.astype(store)
+        lse = normal(lse_shape, 4, np.float32)
+        add_tested(path, "c", "t", data, lse=lse, producer="p", overwrite=True,
+                   encoding="bfloat16" if store == "bits" else None)
+        tt = read_case(path, "c").tested["t"]
+        want = fx._unpack(data) if packed else data
+        assert tt.out.dtype == want.dtype
+        np.testing.assert_array_equal(tt.out.view(np.uint8), want.view(np.uint8))
+        np.testing.assert_array_equal(tt.lse, lse[np.newaxis] if packed else lse)
+    # A bfloat16 tensor (torch, ml_dtypes) is read widened to float32, each block stored back
+    # as its bit patterns: exact, NaN payloads and signed zeros included.
+    bits = np.array([0x7FC1, 0xFFA0, 0x7F80, 0x8000, 0x0001, 0x3F81, 0xFF7F], np.uint16)
+    np.testing.assert_array_equal(fx._bits_stored(bfloat16_to_float32(bits), None), bits)
+
+
+def whole_message(x, what, dtype, round=False):
+    """The refusal (or rounding note) of the whole tensor checked at once, as before chunking."""
+    try:
+        return fx._input_values(x, what, dtype, round)[1]
+    except ValueError as e:
+        return str(e)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_refusal_names_the_first_offender_of_the_whole_tensor(tmp_path, monkeypatch, seed):
+    """Blocks are read head by head: in a packed [T, H, D] tensor a later head's block holds
+    earlier elements. The refusal still names the first non-finite value in the tensor's own
+    order, else the first overflow, else the first value needing rounding: the message of the
+    whole tensor checked at once."""
+    tiny_chunks(monkeypatch, 2)
+    rng = np.random.default_rng(seed)
+    path = str(tmp_path / "f.h5")
+    packed = bool(seed % 2)
+    q, k, v = packed_qkv(hq=4, hkv=2) if packed else qkv()
+    extra = dict(cu_seqlens_q=CU_Q, cu_seqlens_k=CU_K) if packed else {}
+    q = q.copy()
+    flat = q.reshape(-1)
+    kinds = [np.nan, np.inf, 1e6, 1 + 2**-12]  # non-finite, overflow, inexact in float16
+    for _ in range(6):
+        flat[rng.integers(flat.size)] = kinds[rng.integers(len(kinds))]
+    want = whole_message(q, "q", "float16")
+    assert want, "the tensor holds an offender"
+    with pytest.raises(ValueError) as e:
+        write_case(path, "c", q, k, v, dtype="float16", **extra)
+    assert str(e.value) == want
+    assert os.listdir(tmp_path) == []
+    if "not representable" in want:  # with round=True: the oracle refusal names the same value
+        note = whole_message(q, "q", "float16", round=True)
+        out = np.zeros((1, 4, 10, 4) if packed else (2, 4, 9, 6))
+        with pytest.raises(ValueError, match=re.escape(f"round=True changed q{note}:")):
+            write_case(path, "c", q, k, v, dtype="float16", round=True, out=out,
+                       lse=np.zeros(out.shape[:3]), **extra)
+        assert os.listdir(tmp_path) == []
+
+
+def test_memmap_inputs(tmp_path, monkeypatch):
+    """np.memmap inputs are read from their file block by block (their pages released after
+    each block where the mapping is shared) and written as they are; a copy-on-write mapping's
+    changes are written too, and every mapping still reads its values afterwards."""
+    tiny_chunks(monkeypatch, 4)
+    q, k, v = qkv()
+    maps = {}
+    for name, x, mode in (("q", q, "r"), ("k", k, "r+"), ("v", v, "c")):
+        fn = str(tmp_path / f"{name}.bin")
+        x.tofile(fn)
+        maps[name] = np.memmap(fn, np.float32, mode, shape=x.shape)
+    maps["v"][1, 0, 4, 2] = 0.5  # in the copy-on-write mapping only
+    v = v.copy()
+    v[1, 0, 4, 2] = 0.5
+    path = str(tmp_path / "f.h5")
+    write_case(path, "c", maps["q"], maps["k"], maps["v"])
+    write_case(path, "slices", maps["q"][:, 1:3], maps["k"][:, :, 2:], maps["v"][:, :, 2:])
+    c, s = read_case(path, "c"), read_case(path, "slices")
+    for got, x in ((c.q, q), (c.k, k), (c.v, v), (s.q, q[:, 1:3]), (s.k, k[:, :, 2:]),
+                   (s.v, v[:, :, 2:])):
+        np.testing.assert_array_equal(got, x)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        np.testing.assert_array_equal(maps[name], x)
+    out = np.memmap(str(tmp_path / "out.bin"), np.float16, "w+", shape=(2, 4, 9, 6))
+    out[:] = normal((2, 4, 9, 6), 3, np.float16)
+    add_tested(path, "c", "mm", out, producer="p")
+    np.testing.assert_array_equal(read_case(path, "c").tested["mm"].out, out)
+
+
+def test_bfloat16_arrays_are_widened_block_by_block(tmp_path, monkeypatch):
+    """ml_dtypes bfloat16 arrays (JAX's) take torch's path: each block widened to float32 for
+    q, k, v, turned back into bit patterns for an output under test."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    tiny_chunks(monkeypatch, 3)
+    path = str(tmp_path / "f.h5")
+    q, k, v = (x.astype(ml_dtypes.bfloat16) for x in packed_qkv(hq=4, hkv=2))
+    write_case(path, "c", q, k, v, cu_seqlens_q=CU_Q, cu_seqlens_k=CU_K)
+    c = read_case(path, "c")
+    assert c.dtype == "bfloat16"
+    np.testing.assert_array_equal(c.q, fx._unpack(q.astype(np.float32)))
+    out = normal((10, 4, 4), 3).astype(ml_dtypes.bfloat16)
+    out[3, 2, 1] = np.nan
+    add_tested(path, "c", "bf", out, producer="jax", lse=normal((4, 10), 4).astype(
+        ml_dtypes.bfloat16))
+    with h5py.File(path, "r") as f:
+        g = f["cases/c/tested/bf"]
+        assert g["out"].attrs["encoding"] == "bfloat16" and g["out"].dtype == np.uint16
+        np.testing.assert_array_equal(g["out"][()], fx._unpack(out.view(np.uint16)))
+        np.testing.assert_array_equal(g["lse"][0], normal((4, 10), 4).astype(
+            ml_dtypes.bfloat16).view(np.uint16))
+
+
+def test_torch_tensors_are_read_block_by_block(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    tiny_chunks(monkeypatch, 3)
+    path = str(tmp_path / "f.h5")
+    q, k, v = (torch.from_numpy(x).bfloat16() for x in packed_qkv(hq=4, hkv=2))
+    write_case(path, "c", q, k, v, cu_seqlens_q=CU_Q, cu_seqlens_k=CU_K)
+    np.testing.assert_array_equal(read_case(path, "c").k,
+                                  fx._unpack(k.float().numpy()))
+    out = torch.from_numpy(normal((10, 4, 4), 3)).bfloat16()
+    add_tested(path, "c", "bf", out, producer="torch")
+    np.testing.assert_array_equal(read_case(path, "c").tested["bf"].out,
+                                  fx._unpack(out.view(torch.int16).numpy().view(np.uint16)))
+
+
+def test_check_reads_a_multi_chunk_case(tmp_path, flexbin, monkeypatch):
+    """`flexcheck check` reads what the writer chunks: chunks of 256 rows (the step) in a dense
+    case, and a packed bfloat16 case with its outputs under test in chunks of 3 rows."""
+    monkeypatch.setattr(fx, "CHUNK_BYTES", 1)  # R = 256 rows, the step
+    src, path = str(tmp_path / "gen.h5"), str(tmp_path / "py.h5")
+    gen(flexbin, src, "--hq", "2", "--hkv", "1", "--lq", "600", "--lk", "700", "--causal",
+        "--window", "100", "--seed", "6")
+    c = read_case(src, "c0001")
+    rewrite(path, c, "dense")
+    add_tested(path, "dense", "f32", c.out.astype(np.float32), producer="oracle, f32",
+               lse=c.lse.astype(np.float32))
+    with h5py.File(path, "r") as f:  # 2 q heads, 1 kv head, rows 0-255, 256-511, 512-
+        for t, n in (("q", 6), ("k", 3), ("v", 3), ("out", 6), ("tested/f32/out", 6)):
+            ds = f[f"cases/dense/{t}"]
+            assert ds.chunks[2] == 256 and ds.id.get_num_chunks() == n, (t, ds.chunks)
+    lines = check_lines(flexbin, path, 0)
+    assert line_of(lines, path, "dense").startswith("PASS ")
+    assert line_of(lines, path, "dense", "f32").startswith("PASS ")
+
+    tiny_chunks(monkeypatch, 3)
+    src, path = str(tmp_path / "gen2.h5"), str(tmp_path / "packed.h5")
+    gen(flexbin, src, "--dtype", "bfloat16", "--hq", "2", "--hkv", "1", "--packed", "0,5,5,30",
+        "--packed-k", "0,9,20,41", "--causal", "--chunk", "8", "--seed", "4")
+    c = read_case(src, "c0001")
+    tokens = [x[0].transpose(1, 0, 2) for x in (c.q, c.k, c.v, c.out)]  # [T, H, D]
+    write_case(path, "packed", *tokens[:3], causal=True, chunk=8, scale=c.scale,
+               cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k, dtype="bfloat16",
+               q_block_size=16, kv_block_size=16, out=tokens[3], lse=c.lse[0])
+    out_bits = bfloat16_bits(tokens[3].astype(np.float32))
+    add_tested(path, "packed", "bf16", out_bits, encoding="bfloat16", producer="oracle, bf16",
+               lse=c.lse[0].astype(np.float32), out_rerun=out_bits)
+    with h5py.File(path, "r") as f:
+        assert f["cases/packed/q"].chunks == (1, 1, 3, c.q.shape[3])
+        assert f["cases/packed/tested/bf16/out"].id.get_num_chunks() == 2 * 10  # 30 rows / 3
+    lines = check_lines(flexbin, path, 0)
+    assert line_of(lines, path, "packed").startswith("PASS ")
+    assert line_of(lines, path, "packed", "bf16").startswith("PASS ")
+
+
 # ---- torch (optional) ----
 
 def test_torch_tensors(h5):
