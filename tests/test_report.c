@@ -77,7 +77,7 @@ static void make_rows(rep_row *rows)
         rep_set_str(r->group, sizeof r->group, s->group);
         rep_set_str(r->backend, sizeof r->backend, s->backend);
         rep_set_str(r->builder, sizeof r->builder, "direct");
-        r->b = 1, r->hq = 6, r->hkv = 2, r->lq = r->lk = s->lk, r->d = r->dv = 64;
+        r->b = 1, r->nseq = 1, r->hq = 6, r->hkv = 2, r->lq = r->lk = s->lk, r->d = r->dv = 64;
         r->mask.causal = 1, r->mask.sliding_window = s->window, r->q_block = r->kv_block = 128;
         r->dtype = s->dt;
         if (s->outcome == REP_ROW_ERROR || s->outcome == REP_ROW_SKIP) {
@@ -353,7 +353,7 @@ static size_t csv_records(const char *s, size_t fields, const char *what)
 Test(report, csv_has_the_header_and_one_record_per_row)
 {
     static const char header[] =
-        "case_id,group,b,hq,hkv,lq,lk,d,dv,causal,window,chunk,softcap,sinks,q_block,kv_block,"
+        "case_id,group,b,hq,hkv,lq,lk,d,dv,nseq,causal,window,chunk,softcap,sinks,q_block,kv_block,"
         "builder,"
         "backend,producer,kernel,dtype,max_err,mean_err,rmse,nmse,e_lp_max,h1_ratio,floor,lse_err,s1,s2,"
         "degenerate,nan_count,inf_count,empty_rows,outcome,first_fail,gates,reason,explained\r\n";
@@ -361,7 +361,7 @@ Test(report, csv_has_the_header_and_one_record_per_row)
     write_report(tmpdir);
     char *s = slurp(tmpdir, REP_FILE_CSV);
     cr_expect(!strncmp(s, header, strlen(header)), "rows.csv header:\n%.400s", s);
-    cr_expect_eq(csv_records(s, 40, "rows.csv"), NROWS + 1, "rows.csv: record count");
+    cr_expect_eq(csv_records(s, 41, "rows.csv"), NROWS + 1, "rows.csv: record count");
     cr_expect(strstr(s, "\"m4-empty<&\"\"'>,|x\""), "rows.csv: nasty id not quoted");
     /* quoted for the comma and quotes; its newline escaped (a cell is one line) */
     cr_expect(strstr(s, "\"H4 empty rows: row 2 \"\"quoted\"\", comma\\nsecond line <b>&\""),
