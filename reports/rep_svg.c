@@ -361,14 +361,16 @@ void rep_svg_h1_lk(FILE *f, const char *id, const char *title, const rep_lk_poin
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n"
                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n",
             x0, y0, x1, y0, x0, y0, x0, y1);
-    /* Lk: a grid line and tick at every power of two, a label at every step-th (about ten). */
+    /* Lk: a grid line and tick at every power of two, a label at every step-th from the first
+     * (about ten) and at the last, where the one before it would stand too close. */
     const int np = ax->xe1 - ax->xe0 + 1, step = (np + 9) / 10;
     for (int e = ax->xe0; e <= ax->xe1; e++) {
         double px = scale(ldexp(1, e), xlo, xhi, 1, xa, x1);
+        int labelled = e == ax->xe1 || ((e - ax->xe0) % step == 0 && ax->xe1 - e >= step);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>",
-                px, y1, px, y0, px, y0, px, y0 + ((e - ax->xe0) % step ? 3 : 6));
-        if ((e - ax->xe0) % step == 0)
+                px, y1, px, y0, px, y0, px, y0 + (labelled ? 6 : 3));
+        if (labelled)
             fprintf(f, "<text class=\"xt\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f"
                        "</text>",
                     px, y0 + 17, ldexp(1, e));
