@@ -2,10 +2,10 @@
  * rep_html.c - one self-contained HTML page for the kernel author: the summary tables of the
  * Markdown report, the inline SVG charts (rep_html_charts.c: the H1 ratio distribution and the
  * H1 ratio against Lk per dtype/backend, max|err| against Lk and against W, the dtype error
- * ratios), then every row in a table, failed and outside-the-contract rows first with their diagnosis. One
- * small inline script sorts that table by a clicked column; nothing is loaded from anywhere,
- * so the file can be attached to a CI run and opened offline, and it reads the same without
- * script.
+ * ratios), then every row in a table, failed and outside-the-contract rows first with their
+ * diagnosis. One small inline script sorts that table by a clicked column; nothing is loaded
+ * from anywhere, so the file can be attached to a CI run and opened offline, and it reads the
+ * same without script.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -110,11 +110,12 @@ typedef struct rep_h1cell {
 void rep_h1cell_text(char *buf, size_t cap, const rep_h1cell *c);
 struct rep_group;
 /* Which families and Lk buckets of g hold a row: a bucket table's columns and lines. */
-void rep_h1cell_present(const struct rep_group *g, int family[REP_NFAMILIES], int bucket[REP_NBUCKETS]);
+void rep_h1cell_present(const struct rep_group *g, int family[REP_NFAMILIES],
+                        int bucket[REP_NBUCKETS]);
 
 /* Rows of one dtype and backend. H1 statistics cover the measured rows (rep_row_measured); a
- * NaN ratio counts as +inf. Median of an even count is the mean of the middle two; p95 is nearest-rank
- * (the ceil(0.95 n)-th smallest). */
+ * NaN ratio counts as +inf. Median of an even count is the mean of the middle two; p95 is
+ * nearest-rank (the ceil(0.95 n)-th smallest). */
 typedef struct rep_group {
     fc_dtype dtype;
     char backend[REP_NAME_LEN];

@@ -133,6 +133,8 @@ static void write_h1_by_lk(FILE *f, const rep_summary *s)
           "Per dtype and backend, the H1 ratio of the rows where H1 ran, by Lk (power-of-two "
           "buckets) and mask family (docs/tolerance.md): each cell median / max (rows); the "
           "limit is 1.\n\n", f);
+    if (!s->ngroups)
+        fputs("No rows.\n\n", f);
     for (size_t k = 0; k < s->ngroups; k++) {
         const rep_group *g = &s->groups[k];
         fputs("### ", f);
