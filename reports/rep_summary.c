@@ -109,7 +109,6 @@ void rep_lk_bucket_label(char *buf, size_t cap, int bucket)
         snprintf(buf, cap, "%lld-%lld", 1LL << (bucket - 1), (1LL << bucket) - 1);
 }
 
-
 void rep_h1cell_text(char *buf, size_t cap, const rep_h1cell *c)
 {
     if (!c->n) {
