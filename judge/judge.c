@@ -237,6 +237,7 @@ void judge_row_problem(rep_row *row, const attn_problem *p, fc_dtype dtype)
     row->lk = p->seq.lk;
     row->d = p->d;
     row->dv = p->dv;
+    row->nseq = p->seq.nseq; /* 1 dense, R packed: what tells a packed row apart */
     row->mask = p->mask;
     row->softcap = terms_value(&p->terms, TERM_SOFTCAP);
     row->sinks = (int32_t)terms_value(&p->terms, TERM_SINKS);

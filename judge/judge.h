@@ -140,8 +140,9 @@ int judge_given(const judge_case *jc, const float *o, const float *lse, const fl
 int judge_given_lse(const judge_case *jc, const float *o, const float *lse, fc_dtype lse_dtype,
                     const float *o_rerun, const judge_lp *lp, rep_verdict *v, fc_err *err);
 
-/* The row columns a problem determines: shapes, mask terms and dtype (the caller sets the
- * case id, group, block sizes, builder, backend and producer). */
+/* The row columns a problem determines: shapes, sequences per batch entry (nseq), mask terms
+ * and dtype (the caller sets the case id, group, block sizes, builder, backend and
+ * producer). */
 void judge_row_problem(rep_row *row, const attn_problem *p, fc_dtype dtype);
 
 /* Fails row on the exactness check named `check` if it passed or is outside the contract (an

@@ -47,6 +47,8 @@ typedef struct rep_row {
     char case_id[REP_ID_LEN];  /* the matrix's stable id, the same across dtypes */
     char group[REP_NAME_LEN];  /* matrix group ("M1", ...): JUnit classname */
     int32_t b, hq, hkv, lq, lk, d, dv;
+    int32_t nseq;                  /* sequences per batch entry: 1 dense, R packed (then b is
+                                    * 1); 0 for a row with no case (a file that did not read) */
     mask_params mask;              /* columns named by MASK_PARAMS (masks/mask.h) */
     double softcap;                /* the score terms (masks/terms.h): the cap, 0 off */
     int32_t sinks;                 /* 1: the case has per-head sinks */

@@ -160,3 +160,10 @@ void rep_fmt_num(char *buf, size_t cap, double x)
     else
         snprintf(buf, cap, "%.3g", x);
 }
+
+void rep_put_num(FILE *f, double x)
+{
+    char buf[32];
+    rep_fmt_num(buf, sizeof buf, x);
+    fputs(buf, f);
+}

@@ -1,19 +1,17 @@
 /*
  * rep_html.c - one self-contained HTML page for the kernel author: the summary tables of the
- * Markdown report, four inline SVG charts (H1 ratio distribution per dtype/backend, max|err|
- * against Lk and against W as scatter plots of the rows, and the dtype error ratios), then
- * every row in a table, failed and outside-the-contract rows first with their diagnosis. One
- * small inline script sorts that table by a clicked column; nothing is loaded from anywhere,
- * so the file can be attached to a CI run and opened offline, and it reads the same without
- * script.
+ * Markdown report, the inline SVG charts (rep_html_charts.c: the H1 ratio distribution and the
+ * H1 ratio against Lk per dtype/backend, max|err| against Lk and against W, the dtype error
+ * ratios), then every row in a table, failed and outside-the-contract rows first with their
+ * diagnosis. One small inline script sorts that table by a clicked column; nothing is loaded
+ * from anywhere, so the file can be attached to a CI run and opened offline, and it reads the
+ * same without script.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reports/rep_internal.h"
-
-#define LABEL_LEN (REP_NAME_LEN + 24)
 
 /* Sorts the rows table by the column whose header is clicked (again: reversed; # gives the
  * first order back). Keys come from a cell's data-v, else its text; a missing number sorts
@@ -60,18 +58,6 @@ static const char SORT_SCRIPT[] =
  * python/tests/test_html_report.py recomputes it from the page, so a changed script that
  * forgot it fails there instead of silently not running. */
 #define SORT_SCRIPT_SHA256 "1v6Yz1y4hDI7NlqDubJfPSjWszz1ekkPlgnWAx3nMHk="
-
-static void put_num(FILE *f, double x)
-{
-    char buf[32];
-    rep_fmt_num(buf, sizeof buf, x);
-    fputs(buf, f);
-}
-
-static void group_label(char *buf, size_t cap, const rep_group *g)
-{
-    snprintf(buf, cap, "%s/%s", fc_dtype_name(g->dtype), g->backend);
-}
 
 /* One row of the run identity's table. */
 static void put_run_item(void *ctx, const char *key, const char *value)
@@ -137,177 +123,13 @@ static void write_groups(FILE *f, const rep_summary *s)
         const double st[3] = {g->h1_median, g->h1_p95, g->h1_max};
         for (int i = 0; i < 3; i++) {
             fputs("<td class=\"n\">", f);
-            put_num(f, st[i]);
+            rep_put_num(f, st[i]);
             fputs("</td>", f);
         }
         fprintf(f, "<td class=\"n\">%zu</td><td class=\"n\">%zu</td></tr>\n", g->s1_flags,
                 g->s2_flags);
     }
     fputs("</table>\n", f);
-}
-
-static fc_status chart_h1(FILE *f, const rep_summary *s, fc_err *err)
-{
-    rep_strip *st = calloc(s->ngroups + 1, sizeof *st);
-    char (*lab)[LABEL_LEN] = calloc(s->ngroups + 1, sizeof *lab);
-    if (!st || !lab) {
-        free(st);
-        free(lab);
-        return fc_errf(err, FC_ENOMEM, "HTML report: out of memory");
-    }
-    for (size_t k = 0; k < s->ngroups; k++) {
-        group_label(lab[k], LABEL_LEN, &s->groups[k]);
-        st[k] = (rep_strip){.label = lab[k], .v = s->groups[k].h1, .n = s->groups[k].judged};
-    }
-    fputs("<h2>H1 ratio distribution</h2>\n<p>One dot per row; the dashed line is the limit "
-          "(1). Open circles lie beyond the axis (shown at its end).</p>\n", f);
-    rep_svg_strips(f, "chart-h1", "H1 ratio per dtype and backend",
-                   "max|O - O_gold| / (c e_lp_max + floor)", st, s->ngroups, 0, 2, 0, 1);
-    free(st);
-    free(lab);
-    return FC_OK;
-}
-
-/* A row the error charts show: judged and measured against the baseline (H1 ran), the rows
- * rep_summary.c's statistics count; against W only a windowed one. */
-static int charted(const rep_row *r, int by_window)
-{
-    return rep_row_judged(r) && r->gates[REP_H1] != '-' &&
-           (!by_window || r->mask.sliding_window > 0);
-}
-
-/* The summary group of row r (s->ngroups when none: cannot happen for a summarized row). */
-static size_t group_of(const rep_summary *s, const rep_row *r)
-{
-    char lab[REP_NAME_LEN];
-    rep_row_backend_label(r, lab);
-    for (size_t k = 0; k < s->ngroups; k++)
-        if (s->groups[k].dtype == r->dtype && !strcmp(s->groups[k].backend, lab))
-            return k;
-    return s->ngroups;
-}
-
-#define TIP_LEN (REP_ID_LEN + 2 * REP_NAME_LEN + 96)
-
-/* max|err| against Lk or W as a scatter plot, one marker per charted row, one series per
- * dtype and backend: every row its own point, so rows of unrelated cases are never joined. */
-static fc_status chart_axis(FILE *f, const rep_summary *s, const rep_row *rows, size_t n,
-                            int by_window, fc_err *err)
-{
-    const char *what = by_window ? "W" : "Lk";
-    const size_t ng = s->ngroups;
-    size_t *start = calloc(ng + 2, sizeof *start), *fill = calloc(ng + 1, sizeof *fill);
-    rep_points *se = calloc(ng + 1, sizeof *se);
-    char (*lab)[LABEL_LEN] = calloc(ng + 1, sizeof *lab);
-    double *x = malloc((n + 1) * sizeof *x), *y = malloc((n + 1) * sizeof *y);
-    unsigned char *failed = malloc(n + 1);
-    char (*tipbuf)[TIP_LEN] = malloc((n + 1) * sizeof *tipbuf);
-    const char **tip = malloc((n + 1) * sizeof *tip);
-    fc_status st = FC_OK;
-    if (!start || !fill || !se || !lab || !x || !y || !failed || !tipbuf || !tip) {
-        st = fc_errf(err, FC_ENOMEM, "HTML report: out of memory");
-        goto cleanup;
-    }
-    /* Points grouped by series: counts, then each series' first index, then the points. */
-    for (size_t i = 0; i < n; i++)
-        if (charted(&rows[i], by_window))
-            start[group_of(s, &rows[i]) + 1]++;
-    for (size_t k = 0; k <= ng; k++)
-        start[k + 1] += start[k];
-    fprintf(f, "<h2>Max error against %s</h2>\n", what);
-    if (!start[ng + 1]) {
-        fprintf(f, "<p>No row was measured against the baseline%s.</p>\n",
-                by_window ? " with a sliding window" : "");
-        goto cleanup;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const rep_row *r = &rows[i];
-        if (!charted(r, by_window))
-            continue;
-        size_t k = group_of(s, r), j = start[k] + fill[k]++;
-        char num[32], blab[REP_NAME_LEN];
-        x[j] = by_window ? r->mask.sliding_window : r->lk;
-        y[j] = r->max_err;
-        failed[j] = r->outcome != REP_ROW_PASS;
-        rep_fmt_num(num, sizeof num, r->max_err);
-        rep_row_backend_label(r, blab);
-        snprintf(tipbuf[j], TIP_LEN, "%s, %s, %s %s: %s %.0f, max|err| %s, %s", r->case_id,
-                 r->builder, fc_dtype_name(r->dtype), blab, what, x[j], num,
-                 rep_outcome_name(r->outcome));
-        tip[j] = tipbuf[j];
-    }
-    /* Every group a series, empty or not, so a group has the same colour in every chart. */
-    for (size_t k = 0; k < ng; k++) {
-        group_label(lab[k], LABEL_LEN, &s->groups[k]);
-        se[k] = (rep_points){.label = lab[k], .x = x + start[k], .y = y + start[k],
-                             .failed = failed + start[k], .tip = tip + start[k],
-                             .n = start[k + 1] - start[k]};
-    }
-    fprintf(f, "<p>One marker per row measured against the baseline%s (%zu rows), coloured by "
-               "dtype and backend; an x is a failed row. Rows are not joined by lines: rows "
-               "of different cases differ in more than %s. Hover a marker for its case.</p>\n",
-            by_window ? " with a sliding window" : "", start[ng + 1], what);
-    char title[64], id[16];
-    snprintf(title, sizeof title, "max|err| against %s, one marker per row", what);
-    snprintf(id, sizeof id, "chart-%s", by_window ? "w" : "lk");
-    rep_svg_scatter(f, id, title, by_window ? "W (sliding window), log scale" : "Lk, log scale",
-                    "max|O - O_gold|, log scale", se, ng);
-cleanup:
-    free(start);
-    free(fill);
-    free(se);
-    free(lab);
-    free(x);
-    free(y);
-    free(failed);
-    free(tipbuf);
-    free(tip);
-    return st;
-}
-
-static fc_status chart_pairs(FILE *f, const rep_summary *s, fc_err *err)
-{
-    fputs("<h2>Error ratios across dtypes</h2>\n", f);
-    if (!s->npairs) {
-        fputs("<p>No case ran in both a low-precision dtype and float32.</p>\n", f);
-        return FC_OK;
-    }
-    rep_strip *st = calloc(s->npairs, sizeof *st);
-    char (*lab)[LABEL_LEN] = calloc(s->npairs, sizeof *lab);
-    if (!st || !lab) {
-        free(st);
-        free(lab);
-        return fc_errf(err, FC_ENOMEM, "HTML report: out of memory");
-    }
-    double mn = INFINITY, mx = 0;
-    fputs("<table>\n<tr><th>backend</th><th>ratio</th><th>pairs</th><th>median</th><th>max</th>"
-          "<th>float32 error 0</th></tr>\n", f);
-    for (size_t k = 0; k < s->npairs; k++) {
-        const rep_pairs *p = &s->pairs[k];
-        snprintf(lab[k], LABEL_LEN, "%s/float32 %s", fc_dtype_name(p->lp), p->backend);
-        st[k] = (rep_strip){.label = lab[k], .v = p->ratio, .n = p->n};
-        for (size_t i = 0; i < p->n; i++)
-            if (p->ratio[i] > 0 && isfinite(p->ratio[i])) {
-                mn = fmin(mn, p->ratio[i]);
-                mx = fmax(mx, p->ratio[i]);
-            }
-        fputs("<tr><td>", f);
-        rep_put_xml(f, p->backend);
-        fprintf(f, "</td><td>%s/float32</td><td class=\"n\">%zu</td><td class=\"n\">",
-                fc_dtype_name(p->lp), p->n);
-        put_num(f, p->median);
-        fputs("</td><td class=\"n\">", f);
-        put_num(f, p->max);
-        fprintf(f, "</td><td class=\"n\">%zu</td></tr>\n", p->zero_ref);
-    }
-    fputs("</table>\n", f);
-    double lo, hi;
-    rep_svg_decades(mn, mx, &lo, &hi);
-    rep_svg_strips(f, "chart-ratio", "max|err| ratio to float32, same case", "ratio (log scale)",
-                   st, s->npairs, lo, hi, 1, NAN);
-    free(st);
-    free(lab);
-    return FC_OK;
 }
 
 /* The rows table's first order: what needs the reader first, on top. */
@@ -346,7 +168,7 @@ static void num_cell(FILE *f, double x)
     else if (!isnan(x))
         fprintf(f, "%.17g", x);
     fputs("\">", f);
-    put_num(f, x);
+    rep_put_num(f, x);
     fputs("</td>", f);
 }
 
@@ -461,13 +283,7 @@ fc_status rep_write_html(FILE *f, const rep_set *set, fc_err *err)
         return st;
     write_head(f, set, &s);
     write_groups(f, &s);
-    st = chart_h1(f, &s, err);
-    if (st == FC_OK)
-        st = chart_axis(f, &s, rows, n, 0, err);
-    if (st == FC_OK)
-        st = chart_axis(f, &s, rows, n, 1, err);
-    if (st == FC_OK)
-        st = chart_pairs(f, &s, err);
+    st = rep_html_charts(f, &s, rows, n, err);
     if (st == FC_OK)
         st = write_rows(f, set, &s, err);
     if (st == FC_OK)

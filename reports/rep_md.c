@@ -1,18 +1,12 @@
 /*
- * rep_md.c - the Markdown summary: the run identity, totals, per dtype and backend the pass/fail counts and the
- * H1 ratio distribution, the failing rows with their first failing gate, max|err| against Lk
- * and against W, and the fp16/fp32 and bf16/fp32 error ratios.
+ * rep_md.c - the Markdown summary: the run identity, totals, per dtype and backend the
+ * pass/fail counts and the H1 ratio distribution, the failing rows with their first failing
+ * gate, the H1 ratio against Lk per mask family, max|err| against Lk and against W, and the
+ * fp16/fp32 and bf16/fp32 error ratios.
  */
 #include <math.h>
 
 #include "reports/rep_internal.h"
-
-static void put_num(FILE *f, double x)
-{
-    char buf[32];
-    rep_fmt_num(buf, sizeof buf, x);
-    fputs(buf, f);
-}
 
 static void group_label(FILE *f, const rep_group *g)
 {
@@ -42,11 +36,11 @@ static void write_groups(FILE *f, const rep_summary *s)
         rep_put_md(f, g->backend);
         fprintf(f, " | %zu | %zu | %zu | %zu | %zu | %zu | ", g->rows, g->pass, g->fail, g->error,
                 g->skip, g->outside);
-        put_num(f, g->h1_median);
+        rep_put_num(f, g->h1_median);
         fputs(" | ", f);
-        put_num(f, g->h1_p95);
+        rep_put_num(f, g->h1_p95);
         fputs(" | ", f);
-        put_num(f, g->h1_max);
+        rep_put_num(f, g->h1_max);
         fprintf(f, " | %zu | %zu |\n", g->s1_flags, g->s2_flags);
     }
     fputc('\n', f);
@@ -123,12 +117,61 @@ static void write_axis(FILE *f, const rep_summary *s, const rep_axis *a, const c
         fprintf(f, "| %ld |", (long)a->vals[v]);
         for (size_t k = 0; k < s->ngroups; k++) {
             fputc(' ', f);
-            put_num(f, a->cell[v * s->ngroups + k]);
+            rep_put_num(f, a->cell[v * s->ngroups + k]);
             fputs(" |", f);
         }
         fputc('\n', f);
     }
     fputc('\n', f);
+}
+
+/* Per dtype and backend, one line per power-of-two Lk bucket with a measured row, one column
+ * per mask family the group has: "median / max (rows)" of the H1 ratio. */
+static void write_h1_by_lk(FILE *f, const rep_summary *s)
+{
+    fputs("## H1 ratio against Lk\n\n"
+          "Per dtype and backend, the H1 ratio of the rows where H1 ran, by Lk (power-of-two "
+          "buckets) and mask family (docs/tolerance.md): each cell median / max (rows); the "
+          "limit is 1.\n\n", f);
+    if (!s->ngroups)
+        fputs("No rows.\n\n", f);
+    for (size_t k = 0; k < s->ngroups; k++) {
+        const rep_group *g = &s->groups[k];
+        fputs("### ", f);
+        group_label(f, g);
+        fputs("\n\n", f);
+        if (!g->measured) {
+            fputs("No row where H1 ran.\n\n", f);
+            continue;
+        }
+        int has_fam[REP_NFAMILIES], has_bucket[REP_NBUCKETS];
+        rep_h1cell_present(g, has_fam, has_bucket);
+        fputs("| Lk |", f);
+        for (int fam = 0; fam < REP_NFAMILIES; fam++)
+            if (has_fam[fam])
+                fprintf(f, " %s |", rep_family_name((rep_family)fam));
+        fputs("\n|---:|", f);
+        for (int fam = 0; fam < REP_NFAMILIES; fam++)
+            if (has_fam[fam])
+                fputs("---:|", f);
+        fputc('\n', f);
+        for (int b = 0; b < REP_NBUCKETS; b++) {
+            if (!has_bucket[b])
+                continue;
+            char lab[48];
+            rep_lk_bucket_label(lab, sizeof lab, b);
+            fprintf(f, "| %s |", lab);
+            for (int fam = 0; fam < REP_NFAMILIES; fam++) {
+                if (!has_fam[fam])
+                    continue;
+                char cell[96];
+                rep_h1cell_text(cell, sizeof cell, &g->by_lk[b * REP_NFAMILIES + fam]);
+                fprintf(f, " %s |", cell);
+            }
+            fputc('\n', f);
+        }
+        fputc('\n', f);
+    }
 }
 
 static void write_pairs(FILE *f, const rep_summary *s)
@@ -147,9 +190,9 @@ static void write_pairs(FILE *f, const rep_summary *s)
         fputs("| ", f);
         rep_put_md(f, p->backend);
         fprintf(f, " | %s/float32 | %zu | ", fc_dtype_name(p->lp), p->n);
-        put_num(f, p->median);
+        rep_put_num(f, p->median);
         fputs(" | ", f);
-        put_num(f, p->max);
+        rep_put_num(f, p->max);
         fprintf(f, " | %zu |\n", p->zero_ref);
     }
     fputc('\n', f);
@@ -186,6 +229,7 @@ fc_status rep_write_markdown(FILE *f, const rep_set *set, fc_err *err)
         write_listed(f, rows, n, LIST_OUTSIDE,
                      strict ? "Outside the contract (failing: the run is --strict)"
                             : "Outside the contract (H1 and H2 not run)");
+    write_h1_by_lk(f, &s);
     write_axis(f, &s, &s.by_lk, "Max error against Lk", "Lk");
     write_axis(f, &s, &s.by_w, "Max error against W", "W");
     write_pairs(f, &s);

@@ -120,6 +120,9 @@ static fc_status get_col(const reader *r, const char *prefix, const json_t *obj,
     char where[WHERE_LEN];
     snprintf(where, sizeof where, "%s.%s", prefix, c->name);
     const json_t *v = json_object_get(obj, c->name);
+    if (!v && !strcmp(c->name, "nseq")) /* the newest column: say why */
+        return bad(r, where, "missing: the file predates the column (sequences per batch "
+                   "entry, which tells a packed row apart); write the report again");
     if (!v)
         return bad(r, where, "missing");
     char *p = (char *)base + c->off;
@@ -426,6 +429,13 @@ static fc_status check_identity(const reader *r, size_t i, const rep_row *row,
             return bad(r, row_field(w, sizeof w, i, "hkv"), "Hq %d is not a multiple of Hkv %d",
                        (int)row->hq, (int)row->hkv);
     }
+    /* Sequences per batch entry (seq_info.nseq): 1 dense, R packed, which seq_init_packed
+     * makes with B = 1; 0 where there is no case. */
+    if ((st = int_in(r, i, "nseq", row->nseq, shape, shape ? MASK_MAX_LEN : 0)))
+        return st;
+    if (row->nseq > 1 && row->b != 1)
+        return bad(r, row_field(w, sizeof w, i, "nseq"), "%d sequences packed, yet B is %d "
+                   "(a packed batch has B = 1)", (int)row->nseq, (int)row->b);
     if ((st = int_in(r, i, "lq", row->lq, 0, MASK_MAX_LEN)) ||
         (st = int_in(r, i, "lk", row->lk, 0, MASK_MAX_LEN)))
         return st;

@@ -16,6 +16,7 @@ const rep_col rep_cols[] = {
     COL(case_id, REP_COL_STR),    COL(group, REP_COL_STR),     COL(b, REP_COL_I32),
     COL(hq, REP_COL_I32),         COL(hkv, REP_COL_I32),       COL(lq, REP_COL_I32),
     COL(lk, REP_COL_I32),         COL(d, REP_COL_I32),         COL(dv, REP_COL_I32),
+    COL(nseq, REP_COL_I32),
     /* one column per mask term, named as its CLI option ("window") */
 #define MASK_COL(field, name, opt, ...)                                                        \
     {opt, REP_COL_I32, offsetof(rep_row, mask.field), FIELD_SIZE(rep_row, mask.field)},

@@ -1,8 +1,8 @@
 /*
  * rep_summary.c - the statistics of the report summary (docs/tolerance.md "Report"): per dtype
- * and backend the H1 ratio distribution, max|err| against Lk and against W, and the
- * fp16/fp32 and bf16/fp32 error ratios of rows that share a case id. Used by the Markdown and
- * HTML writers, so both always show the same numbers.
+ * and backend the H1 ratio distribution and the H1 ratio against Lk per mask family, max|err|
+ * against Lk and against W, and the fp16/fp32 and bf16/fp32 error ratios of rows that share a
+ * case id. Used by the Markdown and HTML writers, so both always show the same numbers.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -53,12 +53,12 @@ static int in_group(const rep_group *g, const rep_row *r)
     return !group_cmp(g->dtype, g->backend, r->dtype, lab);
 }
 
-static size_t find_group(const rep_summary *s, const rep_row *r)
+size_t rep_group_of(const rep_summary *s, const rep_row *r)
 {
     for (size_t g = 0; g < s->ngroups; g++)
         if (in_group(&s->groups[g], r))
             return g;
-    return (size_t)-1;
+    return s->ngroups;
 }
 
 static int cmp_group(const void *a, const void *b)
@@ -67,12 +67,74 @@ static int cmp_group(const void *a, const void *b)
     return group_cmp(x->dtype, x->backend, y->dtype, y->backend);
 }
 
-/* A judged row measured against the baseline, H1 run on it: not so a row of a case outside the
- * contract that failed on another gate (its H1 gate '-', metrics NaN), which the statistics
- * below leave out rather than count as infinitely bad. */
-static int measured(const rep_row *r)
+int rep_row_measured(const rep_row *r)
 {
     return rep_row_judged(r) && r->gates[REP_H1] != '-';
+}
+
+rep_family rep_row_family(const rep_row *r)
+{
+    if (r->nseq >= 2)
+        return REP_FAM_PACKED;
+    if (r->mask.chunk_size > 0)
+        return REP_FAM_CHUNKED;
+    if (r->mask.sliding_window > 0)
+        return r->mask.causal ? REP_FAM_SLIDING : REP_FAM_BIDIR;
+    return r->mask.causal ? REP_FAM_CAUSAL : REP_FAM_NONE;
+}
+
+const char *rep_family_name(rep_family f)
+{
+    static const char *const names[REP_NFAMILIES] = {
+        [REP_FAM_PACKED] = "packed",  [REP_FAM_CHUNKED] = "chunked",
+        [REP_FAM_SLIDING] = "sliding", [REP_FAM_BIDIR] = "bidir window",
+        [REP_FAM_CAUSAL] = "causal",  [REP_FAM_NONE] = "none",
+    };
+    return (unsigned)f < REP_NFAMILIES ? names[f] : "?";
+}
+
+int rep_lk_bucket(int32_t lk)
+{
+    int b = 0;
+    for (int64_t x = lk; x > 0; x >>= 1) /* the bit length of lk */
+        b++;
+    return b < REP_NBUCKETS ? b : REP_NBUCKETS - 1;
+}
+
+void rep_lk_bucket_label(char *buf, size_t cap, int bucket)
+{
+    if (bucket <= 1)
+        snprintf(buf, cap, "%d", bucket);
+    else
+        snprintf(buf, cap, "%lld-%lld", 1LL << (bucket - 1), (1LL << bucket) - 1);
+}
+
+void rep_h1cell_text(char *buf, size_t cap, const rep_h1cell *c)
+{
+    if (!c->n) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    char med[32], mx[32];
+    rep_fmt_num(med, sizeof med, c->median);
+    rep_fmt_num(mx, sizeof mx, c->max);
+    snprintf(buf, cap, "%s / %s (%zu)", med, mx, c->n);
+}
+
+void rep_h1cell_present(const rep_group *g, int family[REP_NFAMILIES], int bucket[REP_NBUCKETS])
+{
+    memset(family, 0, REP_NFAMILIES * sizeof *family);
+    memset(bucket, 0, REP_NBUCKETS * sizeof *bucket);
+    for (int b = 0; b < REP_NBUCKETS; b++)
+        for (int fam = 0; fam < REP_NFAMILIES; fam++)
+            if (g->by_lk[b * REP_NFAMILIES + fam].n)
+                family[fam] = bucket[b] = 1;
+}
+
+/* A measured row's H1 ratio as the statistics count it: NaN (no number) as +inf. */
+static double h1_of(const rep_row *r)
+{
+    return isnan(r->h1_ratio) ? INFINITY : r->h1_ratio;
 }
 
 static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_err *err)
@@ -81,7 +143,7 @@ static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_e
     if (!s->groups)
         return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
     for (size_t i = 0; i < n; i++) {
-        if (find_group(s, &rows[i]) != (size_t)-1)
+        if (rep_group_of(s, &rows[i]) != s->ngroups)
             continue;
         rep_group *g = &s->groups[s->ngroups++];
         g->dtype = rows[i].dtype;
@@ -91,7 +153,7 @@ static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_e
 
     for (size_t i = 0; i < n; i++) {
         const rep_row *r = &rows[i];
-        rep_group *g = &s->groups[find_group(s, r)];
+        rep_group *g = &s->groups[rep_group_of(s, r)];
         rep_tol t;
         g->rows++;
         if (!rep_row_judged(r)) {
@@ -105,25 +167,85 @@ static fc_status make_groups(const rep_row *rows, size_t n, rep_summary *s, fc_e
             g->pass++;
         else
             g->fail++;
-        if (measured(r) && rep_tol_for(r->dtype, &t, NULL) == FC_OK) {
+        if (!rep_row_measured(r))
+            continue;
+        g->measured++;
+        if (rep_tol_for(r->dtype, &t, NULL) == FC_OK) {
             g->s1_flags += !(r->s1 <= t.s1_max);
             g->s2_flags += !(r->s2 <= t.s2_max);
         }
     }
     for (size_t k = 0; k < s->ngroups; k++) {
         rep_group *g = &s->groups[k];
-        g->h1 = malloc((g->judged ? g->judged : 1) * sizeof *g->h1);
+        g->h1 = malloc((g->measured ? g->measured : 1) * sizeof *g->h1);
         if (!g->h1)
             return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
-            if (measured(&rows[i]) && in_group(g, &rows[i]))
-                g->h1[m++] = isnan(rows[i].h1_ratio) ? INFINITY : rows[i].h1_ratio;
+            if (rep_row_measured(&rows[i]) && in_group(g, &rows[i]))
+                g->h1[m++] = h1_of(&rows[i]);
         qsort(g->h1, m, sizeof *g->h1, cmp_double);
         g->h1_median = median_of(g->h1, m);
         g->h1_p95 = p95_of(g->h1, m);
         g->h1_max = m ? g->h1[m - 1] : NAN;
     }
+    return FC_OK;
+}
+
+/* A measured row's H1 ratio in one group's Lk bucket and family, as a sort key. */
+typedef struct h1_at {
+    int cell; /* bucket * REP_NFAMILIES + family */
+    double ratio;
+} h1_at;
+
+static int cmp_h1_at(const void *a, const void *b)
+{
+    const h1_at *x = a, *y = b;
+    if (x->cell != y->cell)
+        return x->cell < y->cell ? -1 : 1;
+    return (x->ratio > y->ratio) - (x->ratio < y->ratio);
+}
+
+/* Per group, the H1 ratios of its measured rows by power-of-two Lk bucket and mask family:
+ * count, median (of an even count the mean of the middle two) and max. */
+static fc_status make_h1_by_lk(const rep_row *rows, size_t n, rep_summary *s, fc_err *err)
+{
+    h1_at *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+    for (size_t k = 0; k < s->ngroups; k++) {
+        rep_group *g = &s->groups[k];
+        g->by_lk = malloc(REP_NBUCKETS * REP_NFAMILIES * sizeof *g->by_lk);
+        if (!g->by_lk) {
+            free(v);
+            return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+        }
+        for (size_t c = 0; c < REP_NBUCKETS * REP_NFAMILIES; c++)
+            g->by_lk[c] = (rep_h1cell){0, NAN, NAN};
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (rep_row_measured(&rows[i]) && in_group(g, &rows[i]))
+                v[m++] = (h1_at){rep_lk_bucket(rows[i].lk) * REP_NFAMILIES +
+                                     (int)rep_row_family(&rows[i]),
+                                 h1_of(&rows[i])};
+        qsort(v, m, sizeof *v, cmp_h1_at);
+        double *sorted = malloc((m ? m : 1) * sizeof *sorted);
+        if (!sorted) {
+            free(v);
+            return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
+        }
+        for (size_t i = 0; i < m;) { /* one run of equal cells at a time */
+            size_t j = i;
+            while (j < m && v[j].cell == v[i].cell) {
+                sorted[j - i] = v[j].ratio;
+                j++;
+            }
+            g->by_lk[v[i].cell] = (rep_h1cell){j - i, median_of(sorted, j - i), sorted[j - i - 1]};
+            i = j;
+        }
+        free(sorted);
+    }
+    free(v);
     return FC_OK;
 }
 
@@ -136,7 +258,7 @@ static fc_status make_axis(const rep_row *rows, size_t n, const rep_summary *s, 
         return fc_errf(err, FC_ENOMEM, "report summary: out of memory");
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!measured(&rows[i]) || (by_window && rows[i].mask.sliding_window <= 0))
+        if (!rep_row_measured(&rows[i]) || (by_window && rows[i].mask.sliding_window <= 0))
             continue;
         a->vals[m++] = by_window ? rows[i].mask.sliding_window : rows[i].lk;
     }
@@ -154,11 +276,11 @@ static fc_status make_axis(const rep_row *rows, size_t n, const rep_summary *s, 
         a->cell[c] = NAN;
     for (size_t i = 0; i < n; i++) {
         const rep_row *r = &rows[i];
-        if (!measured(r) || (by_window && r->mask.sliding_window <= 0))
+        if (!rep_row_measured(r) || (by_window && r->mask.sliding_window <= 0))
             continue;
         int32_t key = by_window ? r->mask.sliding_window : r->lk;
         const int32_t *hit = bsearch(&key, a->vals, a->nvals, sizeof *a->vals, cmp_i32);
-        double *c = &a->cell[(size_t)(hit - a->vals) * s->ngroups + find_group(s, r)];
+        double *c = &a->cell[(size_t)(hit - a->vals) * s->ngroups + rep_group_of(s, r)];
         if (isnan(*c) || r->max_err > *c || isnan(r->max_err))
             *c = r->max_err;
     }
@@ -207,7 +329,7 @@ static fc_status make_pairs(const rep_row *rows, size_t n, rep_summary *s, fc_er
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        if (measured(&rows[i]))
+        if (rep_row_measured(&rows[i]))
             by[m++] = &rows[i];
     qsort(by, m, sizeof *by, cmp_pairing);
 
@@ -266,6 +388,8 @@ fc_status rep_summarize(const rep_row *rows, size_t n, rep_summary *s, fc_err *e
     }
     fc_status st = make_groups(rows, n, s, err);
     if (st == FC_OK)
+        st = make_h1_by_lk(rows, n, s, err);
+    if (st == FC_OK)
         st = make_axis(rows, n, s, 0, &s->by_lk, err);
     if (st == FC_OK)
         st = make_axis(rows, n, s, 1, &s->by_w, err);
@@ -278,8 +402,10 @@ fc_status rep_summarize(const rep_row *rows, size_t n, rep_summary *s, fc_err *e
 
 void rep_summary_free(rep_summary *s)
 {
-    for (size_t g = 0; s->groups && g < s->ngroups; g++)
+    for (size_t g = 0; s->groups && g < s->ngroups; g++) {
         free(s->groups[g].h1);
+        free(s->groups[g].by_lk);
+    }
     for (size_t k = 0; s->pairs && k < s->npairs; k++)
         free(s->pairs[k].ratio);
     free(s->groups);

@@ -1,11 +1,13 @@
 /*
- * rep_svg.c - the two chart shapes the HTML report needs, as inline SVG: a strip plot (one
- * row of dots per dtype/backend, for distributions) and a log-log scatter plot (error against
- * Lk or W, one marker per row: rows of different cases share no line, since a line between
- * them would draw a trend nobody measured). Plain SVG 1.1 elements only; a hover title on each
+ * rep_svg.c - the chart shapes the HTML report needs, as inline SVG: a strip plot (one row of
+ * dots per dtype/backend, for distributions), a log-log scatter plot (error against Lk or W,
+ * one marker per row: rows of different cases share no line, since a line between them would
+ * draw a trend nobody measured) and the H1 ratio against Lk panel (markers by mask family on
+ * a power-of-two Lk axis). Plain SVG 1.1 elements only; a hover title on each
  * marker is the only interaction.
  */
 #include <math.h>
+#include <string.h>
 
 #include "reports/rep_internal.h"
 
@@ -268,5 +270,179 @@ void rep_svg_scatter(FILE *f, const char *id, const char *title, const char *xla
         rep_put_xml(f, s[k].label);
         fprintf(f, " (%zu)</text>\n", s[k].n);
     }
+    fputs("</g>\n</svg>\n", f);
+}
+
+/* ---- H1 ratio against Lk -------------------------------------------------------------------- */
+
+void rep_svg_lk_axes(const rep_lk_point *p, size_t n, rep_lk_axes *ax)
+{
+    double xmn = INFINITY, xmx = 0, ymn = 1, ymx = 1; /* the limit 1 always on the axis */
+    memset(ax, 0, sizeof *ax);
+    for (size_t i = 0; i < n; i++) {
+        ax->family[p[i].family] = 1;
+        if (p[i].lk > 0) {
+            xmn = fmin(xmn, p[i].lk);
+            xmx = fmax(xmx, p[i].lk);
+        }
+        if (p[i].ratio > 0 && isfinite(p[i].ratio)) {
+            ymn = fmin(ymn, p[i].ratio);
+            ymx = fmax(ymx, p[i].ratio);
+        }
+    }
+    ax->xe0 = xmx > 0 ? (int)floor(log2(xmn)) : 0;
+    ax->xe1 = xmx > 0 ? (int)ceil(log2(xmx)) : 1;
+    if (ax->xe1 <= ax->xe0)
+        ax->xe1 = ax->xe0 + 1;
+    rep_svg_decades(ymn, ymx, &ax->ylo, &ax->yhi);
+}
+
+static const char *const fam_color[REP_NFAMILIES] = {
+    [REP_FAM_PACKED] = "#9467bd",  [REP_FAM_CHUNKED] = "#ff7f0e", [REP_FAM_SLIDING] = "#2ca02c",
+    [REP_FAM_BIDIR] = "#17becf",   [REP_FAM_CAUSAL] = "#1f77b4",  [REP_FAM_NONE] = "#8c564b",
+};
+
+/* The family's shape at (x, y): circle (causal), square (chunked), diamond (packed), triangle
+ * up (sliding) and down (bidir window), a plus (none); filled for a passed row, its outline
+ * with an x inside for a failed one. */
+static void fam_shape(FILE *f, rep_family fam, double x, double y, int failed)
+{
+    const char *c = fam_color[fam];
+    const double r = 4.5;
+    char paint[96];
+    if (failed)
+        snprintf(paint, sizeof paint, "fill=\"white\" stroke=\"%s\" stroke-width=\"1.5\"", c);
+    else
+        snprintf(paint, sizeof paint, "fill=\"%s\" fill-opacity=\"0.7\" stroke=\"%s\"", c, c);
+    switch (fam) {
+    case REP_FAM_CAUSAL:
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" %s/>", x, y, r, paint);
+        break;
+    case REP_FAM_CHUNKED:
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" %s/>", x - r,
+                y - r, 2 * r, 2 * r, paint);
+        break;
+    case REP_FAM_PACKED:
+        fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" %s/>", x, y - 1.4 * r,
+                x + 1.4 * r, y, x, y + 1.4 * r, x - 1.4 * r, y, paint);
+        break;
+    case REP_FAM_SLIDING:
+    case REP_FAM_BIDIR: {
+        double s = fam == REP_FAM_SLIDING ? 1 : -1; /* up or down */
+        fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" %s/>", x, y - s * 1.5 * r,
+                x + 1.4 * r, y + s * r, x - 1.4 * r, y + s * r, paint);
+        break;
+    }
+    default: { /* none: a plus */
+        double a = 0.5 * r, b = 1.4 * r;
+        fprintf(f, "<path d=\"M%.1f %.1fH%.1fV%.1fH%.1fV%.1fH%.1fV%.1fH%.1fV%.1fH%.1fV%.1fH%.1fZ\" "
+                   "%s/>",
+                x - a, y - b, x + a, y - a, x + b, y + a, x + a, y + b, x - a, y + a, x - b,
+                y - a, x - a, paint);
+        break;
+    }
+    }
+    if (failed)
+        fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" "
+                   "stroke-width=\"1.5\"/>",
+                x - 2.5, y - 2.5, x + 2.5, y + 2.5, x - 2.5, y + 2.5, x + 2.5, y - 2.5, c);
+}
+
+void rep_svg_h1_lk(FILE *f, const char *id, const char *title, const rep_lk_point *p, size_t n,
+                   const rep_lk_axes *ax)
+{
+    /* Lk 0 in a band left of the log axis (x0..xa), ratio 0 in one below it and inf above,
+     * each with a dotted edge and its label, so that none reads as a value on an axis. */
+    const double x0 = 80, x1 = W_SVG - 20, y1 = TOP, y0 = TOP + 260, band = 24;
+    const double xa = x0 + band, ya = y0 - band, yb = y1 + band;
+    const double h = y0 + 50 + 2 * LEGEND_ROW + 8;
+    const double xlo = ldexp(1, ax->xe0), xhi = ldexp(1, ax->xe1);
+    open_svg(f, id, h, title);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n"
+               "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n",
+            x0, y0, x1, y0, x0, y0, x0, y1);
+    /* Lk: a grid line and tick at every power of two, a label at every step-th from the first
+     * (about ten) and at the last, where the one before it would stand too close. */
+    const int np = ax->xe1 - ax->xe0 + 1, step = (np + 9) / 10;
+    for (int e = ax->xe0; e <= ax->xe1; e++) {
+        double px = scale(ldexp(1, e), xlo, xhi, 1, xa, x1);
+        int labelled = e == ax->xe1 || ((e - ax->xe0) % step == 0 && ax->xe1 - e >= step);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>",
+                px, y1, px, y0, px, y0, px, y0 + (labelled ? 6 : 3));
+        if (labelled)
+            fprintf(f, "<text class=\"xt\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f"
+                       "</text>",
+                    px, y0 + 17, ldexp(1, e));
+        fputc('\n', f);
+    }
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#bbb\" "
+               "stroke-dasharray=\"2 3\"/><text class=\"xt\" x=\"%.1f\" y=\"%.1f\" "
+               "text-anchor=\"middle\" fill=\"#666\">0</text>\n",
+            x0 + 2 * band / 3, y1, x0 + 2 * band / 3, y0, x0 + band / 3, y0 + 17);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">Lk (keys), log scale: a grid "
+               "line at every power of two</text>\n",
+            (x0 + x1) / 2, y0 + 34);
+    log_ticks(f, ax->ylo, ax->yhi, 1, ya, yb, x0, x1);
+    for (int b = 0; b < 2; b++) {
+        double edge = b ? y1 + 2 * band / 3 : y0 - 2 * band / 3;
+        double mid = b ? y1 + band / 3 : y0 - band / 3;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#bbb\" "
+                   "stroke-dasharray=\"2 3\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
+                   "fill=\"#666\">%s</text>\n",
+                x0, edge, x1, edge, x0 - 8, mid + 4, b ? "inf" : "0");
+    }
+    double lim = scale(1, ax->ylo, ax->yhi, 1, ya, yb);
+    fprintf(f, "<line class=\"limit\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+               "stroke=\"#d62728\" stroke-dasharray=\"6 4\"/>\n",
+            xa, lim, x1, lim);
+    fprintf(f, "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" "
+               "text-anchor=\"middle\">H1 ratio, log scale (limit 1)</text>\n",
+            (y0 + y1) / 2, (y0 + y1) / 2);
+    /* Passed rows first, so that a failed row's outline is never hidden under them. */
+    for (int failed = 0; failed <= 1; failed++)
+        for (size_t i = 0; i < n; i++) {
+            const rep_lk_point *q = &p[i];
+            if (!!q->failed != failed)
+                continue;
+            double r = isnan(q->ratio) ? INFINITY : q->ratio;
+            int off_x = !(q->lk > 0), off_y = !(r > 0 && isfinite(r));
+            double px = off_x ? x0 + band / 3 : scale(q->lk, xlo, xhi, 1, xa, x1);
+            double py = !off_y ? scale(r, ax->ylo, ax->yhi, 1, ya, yb)
+                        : r <= 0 ? y0 - band / 3 : y1 + band / 3;
+            char num[32];
+            rep_fmt_num(num, sizeof num, r);
+            fprintf(f, "<g class=\"pt fam-%s %s%s\" data-lk=\"%.0f\" data-ratio=\"%s\"><title>",
+                    q->family == REP_FAM_BIDIR ? "bidir" : rep_family_name(q->family),
+                    failed ? "fail" : "pass", off_x || off_y ? " edge" : "", q->lk, num);
+            rep_put_xml(f, q->tip);
+            fputs("</title>", f);
+            fam_shape(f, q->family, px, py, failed);
+            if (off_x || off_y)
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"8.5\" fill=\"none\" "
+                           "stroke=\"%s\"/>",
+                        px, py, fam_color[q->family]);
+            fputs("</g>\n", f);
+        }
+    /* The legend: the families of the whole section (every panel the same), then the rest. */
+    double lx = x0, ly = y0 + 50;
+    fputs("<g class=\"legend\">", f);
+    for (int fam = 0; fam < REP_NFAMILIES; fam++) {
+        if (!ax->family[fam])
+            continue;
+        fam_shape(f, (rep_family)fam, lx + 6, ly - 4, 0);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>", lx + 16, ly,
+                rep_family_name((rep_family)fam));
+        lx += 110;
+    }
+    ly += LEGEND_ROW;
+    fam_shape(f, REP_FAM_CAUSAL, x0 + 6, ly - 4, 1);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">failed</text>", x0 + 16, ly);
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"8.5\" fill=\"none\" stroke=\"#444\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\">ringed: in a band (Lk 0; ratio 0 or inf)</text>",
+            x0 + 86, ly - 4, x0 + 100, ly);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
+               "stroke-dasharray=\"6 4\"/><text x=\"%.1f\" y=\"%.1f\">limit 1</text>\n",
+            x0 + 380, ly - 4, x0 + 410, ly - 4, x0 + 416, ly);
     fputs("</g>\n</svg>\n", f);
 }

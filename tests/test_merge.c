@@ -163,7 +163,7 @@ static void make_row(rep_row *r, const char *id, fc_dtype dt, int k)
     rep_set_str(r->group, sizeof r->group, "M1");
     rep_set_str(r->builder, sizeof r->builder, "direct");
     rep_set_str(r->backend, sizeof r->backend, "emu");
-    r->b = 1, r->hq = 4, r->hkv = 2, r->lq = 64 + k, r->lk = 128, r->d = r->dv = 32;
+    r->b = 1, r->nseq = 1, r->hq = 4, r->hkv = 2, r->lq = 64 + k, r->lk = 128, r->d = r->dv = 32;
     r->mask.causal = 1, r->mask.sliding_window = 16;
     r->q_block = r->kv_block = 64;
     r->kernel = 2;
@@ -806,7 +806,9 @@ Test(refuse, bad_arguments)
 static void base_row(rep_row *r, const char *base)
 {
     make_row(r, "c1", FC_F16, 1); /* a pass: B 1, Hq 4, Hkv 2, Lq 65, Dv 32, kernel 2 */
-    if (!strcmp(base, "fail-h1") || !strcmp(base, "fail-check")) {
+    if (!strcmp(base, "pass-b2")) { /* a dense batch of two */
+        r->b = 2;
+    } else if (!strcmp(base, "fail-h1") || !strcmp(base, "fail-check")) {
         /* H1 failed (ratio 2); a failed exactness check names itself (lse_merge.c does so
          * after any gates) */
         r->outcome = REP_ROW_FAIL, r->h1_ratio = 2;
@@ -906,6 +908,12 @@ Test(refuse, rows_no_run_can_write_naming_file_row_and_field)
         {"pass", "kernel", "99", "rows[1].kernel: 99 is out of range [0, 2]"},
         {"pass", "kernel", "1", "rows[1].kernel: 1, but the run's kernel is 2"},
         {"pass", "case_id", "", "rows[1].case_id: empty"},
+        /* sequences per batch entry: 1 dense, R packed with B = 1 (seq_init_packed), 0 for a
+         * row with no case */
+        {"pass", "nseq", "0", "rows[1].nseq: 0 is out of range [1, 268435456]"},
+        {"pass", "nseq", "268435457", "rows[1].nseq: 268435457 is out of range [1, 268435456]"},
+        {"pass-b2", "nseq", "3", "rows[1].nseq: 3 sequences packed, yet B is 2"},
+        {"file-error", "nseq", "1", "rows[1].nseq: 1 is out of range [0, 0]"},
         {"pass", "max_err", "-1", "rows[1].max_err: -1: must be >= 0"},
         {"pass", "h1_ratio", "-1", "rows[1].h1_ratio: -1: must be >= 0"},
         {"pass", "nmse", "-inf", "rows[1].nmse: -inf: must be >= 0"},
@@ -973,6 +981,9 @@ Test(refuse, rows_no_run_can_write_naming_file_row_and_field)
         {"skip", "lq", "65", NULL},
         {"file-error", "case_id", "broken.h5", NULL},
         {"gate-skip", "lq", "102", NULL},
+        {"pass", "nseq", "5", NULL},           /* packed: B = 1 */
+        {"pass", "nseq", "268435456", NULL},
+        {"pass-b2", "nseq", "1", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rep_row rows[2];
@@ -1050,6 +1061,10 @@ Test(hostile, bad_fields_are_refused_naming_file_and_field)
          "field rows[1].lk: 4294967296 is out of range [-2147483648, 2147483647]"},
         {second, "\"lk\": 128", "\"lk\": 1.5", "field rows[1].lk: expected an integer"},
         {second, "\"dtype\": \"float16\", ", "", "field rows[1].dtype: missing"},
+        /* a report written before rows recorded nseq: refused, saying why (its packed rows
+         * cannot be told apart, so no value is guessed) */
+        {second, "\"nseq\": 1, ", "", "field rows[1].nseq: missing: the file predates the "
+                                      "column"},
         {second, "\"dtype\": \"float16\"", "\"dtype\": \"float8\"",
          "field rows[1].dtype: expected \"float32\", \"float16\" or \"bfloat16\""},
         {second, "\"outcome\": \"pass\"", "\"outcome\": \"bogus\"",

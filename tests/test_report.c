@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "reports/rep.h"
+#include "reports/rep_internal.h" /* rep_lk_bucket */
 
 /* A name with every character some format must escape. */
 #define NASTY_ID "m4-empty<&\"'>,|x"
@@ -77,7 +78,7 @@ static void make_rows(rep_row *rows)
         rep_set_str(r->group, sizeof r->group, s->group);
         rep_set_str(r->backend, sizeof r->backend, s->backend);
         rep_set_str(r->builder, sizeof r->builder, "direct");
-        r->b = 1, r->hq = 6, r->hkv = 2, r->lq = r->lk = s->lk, r->d = r->dv = 64;
+        r->b = 1, r->nseq = 1, r->hq = 6, r->hkv = 2, r->lq = r->lk = s->lk, r->d = r->dv = 64;
         r->mask.causal = 1, r->mask.sliding_window = s->window, r->q_block = r->kv_block = 128;
         r->dtype = s->dt;
         if (s->outcome == REP_ROW_ERROR || s->outcome == REP_ROW_SKIP) {
@@ -353,7 +354,7 @@ static size_t csv_records(const char *s, size_t fields, const char *what)
 Test(report, csv_has_the_header_and_one_record_per_row)
 {
     static const char header[] =
-        "case_id,group,b,hq,hkv,lq,lk,d,dv,causal,window,chunk,softcap,sinks,q_block,kv_block,"
+        "case_id,group,b,hq,hkv,lq,lk,d,dv,nseq,causal,window,chunk,softcap,sinks,q_block,kv_block,"
         "builder,"
         "backend,producer,kernel,dtype,max_err,mean_err,rmse,nmse,e_lp_max,h1_ratio,floor,lse_err,s1,s2,"
         "degenerate,nan_count,inf_count,empty_rows,outcome,first_fail,gates,reason,explained\r\n";
@@ -361,7 +362,7 @@ Test(report, csv_has_the_header_and_one_record_per_row)
     write_report(tmpdir);
     char *s = slurp(tmpdir, REP_FILE_CSV);
     cr_expect(!strncmp(s, header, strlen(header)), "rows.csv header:\n%.400s", s);
-    cr_expect_eq(csv_records(s, 40, "rows.csv"), NROWS + 1, "rows.csv: record count");
+    cr_expect_eq(csv_records(s, 41, "rows.csv"), NROWS + 1, "rows.csv: record count");
     cr_expect(strstr(s, "\"m4-empty<&\"\"'>,|x\""), "rows.csv: nasty id not quoted");
     /* quoted for the comma and quotes; its newline escaped (a cell is one line) */
     cr_expect(strstr(s, "\"H4 empty rows: row 2 \"\"quoted\"\", comma\\nsecond line <b>&\""),
@@ -524,14 +525,16 @@ Test(report, junit_has_one_testcase_per_case_id_and_counts_failures)
     remove_tree(tmpdir);
 }
 
-Test(report, html_is_self_contained_with_four_svg_charts)
+Test(report, html_is_self_contained_with_its_svg_charts)
 {
     make_tmpdir();
     write_report(tmpdir);
     char *s = slurp(tmpdir, REP_FILE_HTML);
     cr_expect(!strncmp(s, "<!DOCTYPE html>", 15), "report.html: doctype");
-    cr_expect_eq(count_of(s, "<svg "), 4, "report.html: SVG charts");
-    cr_expect_eq(count_of(s, "</svg>"), 4, "report.html: SVG charts closed");
+    /* H1 distribution, a panel of H1 against Lk per group (float32, float16, bfloat16 emu),
+     * max|err| against Lk and W, the dtype ratios */
+    cr_expect_eq(count_of(s, "<svg "), 7, "report.html: SVG charts");
+    cr_expect_eq(count_of(s, "</svg>"), 7, "report.html: SVG charts closed");
     /* One inline script (the table sort): none with a source, none from a row. */
     cr_expect_eq(count_of(s, "<script"), 1, "report.html: scripts");
     cr_expect(strstr(s, "<script>"), "report.html: the sort script is not inline");
@@ -1007,6 +1010,268 @@ Test(summary, an_unscaled_failing_row_stays_out_of_the_h1_statistics)
     cr_expect(strstr(md, "| float16 | emu | 2 | 1 | 1 | 0 | 0 | 0 | 0.5 | 0.5 | 0.5 | 0 | 0 |"),
               "%s", md);
     free(md);
+}
+
+/* ---- H1 ratio against Lk (summary.md tables, report.html panels) ------------------------------ */
+
+typedef struct lk_spec {
+    const char *id;
+    fc_dtype dt;
+    int32_t lk, nseq, causal, window, chunk;
+    double h1;
+    char kind; /* p pass, f H1 failed, o outside the contract, u failed with H1 not run (H3),
+                * s skip, e error */
+} lk_spec;
+
+/* Every family, Lk 0, 1, 2, 3, 300, 2^17, 2^18 - 1 and 2^28, an infinite ratio, and rows that
+ * must stay out (outside the contract, failed without H1, skipped, errored).
+ * The family is the first that holds: packed (nseq >= 2), chunked, sliding (causal and
+ * window), bidir window, causal, none; soft-cap and sinks are none. Worked by hand, float16/emu
+ * (12 rows where H1 ran), columns packed | chunked | sliding | bidir window | causal | none:
+ *   0              none 0                          -> 0 / 0 (1)
+ *   1              none 0.5, 0.9                   -> (0.5 + 0.9) / 2 = 0.7 / 0.9 (2)
+ *   2-3            causal 0.25 (Lk 2), 0.75 (Lk 3) -> 0.5 / 0.75 (2)
+ *   256-511        chunked 0.3 (chunk beats causal and window), sliding 0.1, bidir 0.2,
+ *                  none 0.6 (soft-cap 50 and sinks: still none); causal none: the outside,
+ *                  H3-failed, skipped and errored rows at Lk 300 (causal) stay out
+ *   131072-262143  packed 0.4 (Lk 2^17; its chunk, causal and window lose to packed), 3
+ *                  (2^18 - 1, failed) -> 1.7 / 3 (2)
+ *   268435456-...  causal inf (Lk 2^28, failed: x/0)
+ * float32/emu: causal 0.05 at Lk 1024 (bucket 1024-2047). bfloat16/emu: no row where H1 ran
+ * (an outside-contract row and a skip): a line, no panel. */
+static const lk_spec lk_specs[] = {
+    {"none-0", FC_F16, 0, 1, 0, 0, 0, 0, 'p'},
+    {"none-1", FC_F16, 1, 1, 0, 0, 0, 0.5, 'p'},
+    {"none-1b", FC_F16, 1, 1, 0, 0, 0, 0.9, 'p'},
+    {"causal-2", FC_F16, 2, 1, 1, 0, 0, 0.25, 'p'},
+    {"causal-3", FC_F16, 3, 1, 1, 0, 0, 0.75, 'p'},
+    {"sliding-300", FC_F16, 300, 1, 1, 64, 0, 0.1, 'p'},
+    {"bidir-300", FC_F16, 300, 1, 0, 64, 0, 0.2, 'p'},
+    {"chunked-300", FC_F16, 300, 1, 1, 32, 128, 0.3, 'p'},
+    {"softcap-sinks-300", FC_F16, 300, 1, 0, 0, 0, 0.6, 'p'},
+    {"packed-2^17", FC_F16, 131072, 4, 1, 64, 32, 0.4, 'p'},
+    {"packed-2^18-1", FC_F16, 262143, 2, 0, 0, 0, 3.0, 'f'},
+    {"causal-2^28", FC_F16, 268435456, 1, 1, 0, 0, INFINITY, 'f'},
+    {"outside-300", FC_F16, 300, 1, 1, 0, 0, NAN, 'o'},
+    {"h3-failed-300", FC_F16, 300, 1, 1, 0, 0, NAN, 'u'},
+    {"skipped-300", FC_F16, 300, 1, 1, 0, 0, NAN, 's'},
+    {"errored-300", FC_F16, 300, 1, 1, 0, 0, NAN, 'e'},
+    {"f32-causal-1024", FC_F32, 1024, 1, 1, 0, 0, 0.05, 'p'},
+    {"bf16-outside", FC_BF16, 300, 1, 1, 0, 0, NAN, 'o'},
+    {"bf16-skipped", FC_BF16, 300, 1, 1, 0, 0, NAN, 's'},
+};
+#define NLK (sizeof lk_specs / sizeof lk_specs[0])
+
+static void make_lk_rows(rep_row *rows)
+{
+    memset(rows, 0, NLK * sizeof *rows);
+    for (size_t i = 0; i < NLK; i++) {
+        const lk_spec *s = &lk_specs[i];
+        rep_row *r = &rows[i];
+        rep_set_str(r->case_id, sizeof r->case_id, s->id);
+        rep_set_str(r->group, sizeof r->group, "M9");
+        rep_set_str(r->backend, sizeof r->backend, "emu");
+        rep_set_str(r->builder, sizeof r->builder, "direct");
+        r->b = 1, r->nseq = s->nseq, r->hq = 2, r->hkv = 1, r->lq = 1, r->lk = s->lk;
+        r->d = r->dv = 64, r->q_block = r->kv_block = 128;
+        r->mask.causal = s->causal, r->mask.sliding_window = s->window;
+        r->mask.chunk_size = s->chunk;
+        if (!strcmp(s->id, "softcap-sinks-300"))
+            r->softcap = 50, r->sinks = 1;
+        r->dtype = s->dt;
+        if (s->kind == 's' || s->kind == 'e') {
+            (s->kind == 'e' ? rep_row_set_error : rep_row_set_skip)(r, "planted");
+            continue;
+        }
+        rep_verdict v = {.dtype = s->dt, .first_fail = -1, .h1_ratio = s->h1, .max_err = 1e-3,
+                         .gate = {[REP_H3] = REP_PASS, [REP_H4] = REP_PASS}};
+        if (s->kind == 'o' || s->kind == 'u') { /* the baseline overflowed: H1 did not run */
+            v.unscaled = 1, v.outside = s->kind == 'o';
+            if (s->kind == 'u')
+                v.first_fail = REP_H3, v.gate[REP_H3] = REP_FAIL;
+            rep_set_str(v.outside_why, sizeof v.outside_why, "outside-contract: planted");
+            rep_set_str(v.why[REP_H3], sizeof v.why[REP_H3], "planted");
+        } else {
+            v.gate[REP_H1] = s->kind == 'f' ? REP_FAIL : REP_PASS;
+            v.first_fail = s->kind == 'f' ? REP_H1 : -1;
+            v.pass = s->kind == 'p';
+            rep_set_str(v.why[REP_H1], sizeof v.why[REP_H1], "planted");
+        }
+        rep_row_set_verdict(r, &v);
+    }
+}
+
+static char *write_lk_report(const char *name)
+{
+    rep_row rows[NLK];
+    make_lk_rows(rows);
+    cr_assert_eq(rows[13].outcome, REP_ROW_FAIL, "the H3 row must be judged (failed)");
+    cr_assert_eq(rows[13].gates[REP_H1], '-', "the H3 row must have H1 not run");
+    fc_err err = {{0}};
+    cr_assert_eq(rep_write_all(tmpdir, &(rep_set){rows, NLK, test_checks, 2, &test_run}, &err),
+                 FC_OK, "rep_write_all: %s", err.msg);
+    return slurp(tmpdir, name);
+}
+
+Test(h1_lk, summary_tables_per_bucket_and_family_worked_by_hand)
+{
+    make_tmpdir();
+    char *s = write_lk_report(REP_FILE_MD);
+    const char *sec = strstr(s, "## H1 ratio against Lk\n");
+    cr_assert(sec, "summary.md: no H1 ratio against Lk section:\n%s", s);
+    cr_expect(strstr(s, "## Max error against Lk") > sec, "the section comes before max|err|");
+    static const char f16[] =
+        "### float16/emu\n\n"
+        "| Lk | packed | chunked | sliding | bidir window | causal | none |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| 0 | - | - | - | - | - | 0 / 0 (1) |\n"
+        "| 1 | - | - | - | - | - | 0.7 / 0.9 (2) |\n"
+        "| 2-3 | - | - | - | - | 0.5 / 0.75 (2) | - |\n"
+        "| 256-511 | - | 0.3 / 0.3 (1) | 0.1 / 0.1 (1) | 0.2 / 0.2 (1) | - | 0.6 / 0.6 (1) |\n"
+        "| 131072-262143 | 1.7 / 3 (2) | - | - | - | - | - |\n"
+        "| 268435456-536870911 | - | - | - | - | inf / inf (1) | - |\n\n";
+    static const char f32[] = "### float32/emu\n\n| Lk | causal |\n|---:|---:|\n"
+                              "| 1024-2047 | 0.05 / 0.05 (1) |\n\n";
+    static const char bf16[] = "### bfloat16/emu\n\nNo row where H1 ran.\n\n";
+    cr_expect(strstr(sec, f16), "summary.md: float16/emu table, want\n%s\nin\n%s", f16, sec);
+    cr_expect(strstr(sec, f32), "summary.md: float32/emu table, want\n%s\nin\n%s", f32, sec);
+    cr_expect(strstr(sec, bf16), "summary.md: bfloat16/emu line");
+    /* groups in the order of the per-group table: float32, float16, bfloat16 */
+    cr_expect(strstr(sec, f32) < strstr(sec, f16) && strstr(sec, f16) < strstr(sec, bf16),
+              "summary.md: groups out of order");
+    free(s);
+    remove_tree(tmpdir);
+}
+
+/* The svg element with id `id` in s, as a fresh string ("" when there is none). */
+static char *svg_by_id(const char *s, const char *id)
+{
+    char key[64];
+    snprintf(key, sizeof key, "id=\"%s\"", id);
+    const char *a = strstr(s, key), *b = a ? strstr(a, "</svg>") : NULL;
+    size_t n = a && b ? (size_t)(b - a) : 0;
+    char *out = malloc(n + 1);
+    cr_assert(out, "out of memory");
+    memcpy(out, a ? a : "", n);
+    out[n] = 0;
+    return out;
+}
+
+/* The tick labels of a panel's Lk axis, in order, as one string "1 8 64 ...". */
+static void x_labels(const char *svg, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (const char *p = svg; (p = strstr(p, "<text class=\"xt\""));) {
+        p = strchr(p, '>') + 1;
+        const char *e = strchr(p, '<');
+        snprintf(out + strlen(out), cap - strlen(out), "%s%.*s", out[0] ? " " : "",
+                 (int)(e - p), p);
+    }
+}
+
+Test(h1_lk, html_panels_share_axes_one_marker_per_measured_row)
+{
+    make_tmpdir();
+    char *s = write_lk_report(REP_FILE_HTML);
+    const char *sec = strstr(s, "<h2>H1 ratio against Lk</h2>");
+    cr_assert(sec, "report.html: no H1 ratio against Lk section");
+    cr_expect(strstr(s, "<h2>H1 ratio distribution</h2>") < sec &&
+                  sec < strstr(s, "<h2>Max error against Lk</h2>"),
+              "report.html: the section belongs right after the H1 distribution");
+    /* a panel per group with a row where H1 ran (float32 is group 0, float16 group 1), a line
+     * for bfloat16 */
+    cr_expect_eq(count_of(s, "id=\"chart-h1lk-"), 2, "report.html: panels");
+    cr_expect(strstr(s, "<p class=\"h1lk-none\">bfloat16/emu: no row where H1 ran.</p>"),
+              "report.html: bfloat16/emu line");
+    char *p32 = svg_by_id(s, "chart-h1lk-0"), *p16 = svg_by_id(s, "chart-h1lk-1");
+    cr_expect(strstr(p32, "<title>H1 ratio against Lk: float32/emu (1 rows)</title>"),
+              "float32 panel title");
+    cr_expect(strstr(p16, "<title>H1 ratio against Lk: float16/emu (12 rows)</title>"),
+              "float16 panel title");
+    /* one marker per row where H1 ran; failed ones outlined with an x; ringed in a band:
+     * Lk 0 with ratio 0, and the infinite ratio */
+    cr_expect_eq(count_of(p16, "<g class=\"pt "), 12, "float16 markers");
+    cr_expect_eq(count_of(p32, "<g class=\"pt "), 1, "float32 markers");
+    cr_expect_eq(count_of(p16, " fail\" data") + count_of(p16, " fail edge\" data"), 2,
+                 "float16 failed markers");
+    cr_expect_eq(count_of(p16, " edge\""), 2, "float16 ringed markers");
+    cr_expect(strstr(p16, "<g class=\"pt fam-packed fail\" data-lk=\"262143\" data-ratio=\"3\">"),
+              "the failed packed row");
+    cr_expect(strstr(p16, "<g class=\"pt fam-causal fail edge\" data-lk=\"268435456\" "
+                          "data-ratio=\"inf\">"),
+              "the infinite ratio, ringed");
+    cr_expect(strstr(p16, "<g class=\"pt fam-none pass edge\" data-lk=\"0\" data-ratio=\"0\">"),
+              "Lk 0 with ratio 0, ringed");
+    const char *fams[] = {"packed", "chunked", "sliding", "bidir", "causal", "none"};
+    const size_t want_fam[] = {2, 1, 1, 1, 3, 4};
+    for (size_t k = 0; k < 6; k++) {
+        char cls[48];
+        snprintf(cls, sizeof cls, "<g class=\"pt fam-%s ", fams[k]);
+        cr_expect_eq(count_of(p16, cls), want_fam[k], "float16 %s markers", fams[k]);
+    }
+    cr_expect(!strstr(p16, "outside-300") && !strstr(p16, "h3-failed-300") &&
+                  !strstr(p16, "skipped-300") && !strstr(p16, "errored-300"),
+              "a row where H1 did not run has a marker");
+    /* The same axes in both panels: Lk 1 .. 2^28, a grid line at each of the 29 powers of two,
+     * every third labelled and the last (2^27 dropped: too close to it), ten labels, then the
+     * 0 band's; ratios 1e-2 .. 10 (0.05 .. 3 and the limit 1). */
+    char l32[512], l16[512];
+    x_labels(p32, l32, sizeof l32);
+    x_labels(p16, l16, sizeof l16);
+    cr_expect_str_eq(l16, "1 8 64 512 4096 32768 262144 2097152 16777216 268435456 0");
+    cr_expect_str_eq(l32, l16, "the panels' Lk axes differ");
+    cr_expect_eq(count_of(p16, "stroke=\"#e4e4e4\""), 29, "grid lines at the powers of two");
+    for (size_t k = 0; k < 2; k++) {
+        const char *p = k ? p16 : p32;
+        cr_expect(strstr(p, ">1e-2</text>") && strstr(p, ">10</text>") &&
+                      !strstr(p, ">1e-3</text>") && !strstr(p, ">100</text>"),
+                  "panel %zu: ratio axis not 1e-2 .. 10", k);
+        cr_expect(strstr(p, "H1 ratio, log scale (limit 1)") && strstr(p, "Lk (keys), log scale"),
+                  "panel %zu: axis titles", k);
+        cr_expect_eq(count_of(p, "class=\"limit\""), 1, "panel %zu: the limit line", k);
+    }
+    /* each panel's bucket table folded under it */
+    cr_expect_eq(count_of(s, "<table class=\"h1lk\">"), 2, "bucket tables");
+    const char *t16 = strstr(strstr(s, "id=\"chart-h1lk-1\""), "<details>");
+    cr_expect(t16 && strstr(t16, "<tr><td class=\"n\">131072-262143</td><td class=\"n\">1.7 / 3 "
+                                 "(2)</td>"),
+              "float16 bucket table");
+    /* The H1 distribution strip: a dot per row where H1 ran, not per judged row (13 float16
+     * rows are judged; the H3-failed one has no ratio). */
+    char *strip = svg_by_id(s, "chart-h1");
+    cr_expect(strstr(strip, "float16/emu (12)</text>"), "strip: float16 count");
+    const char *f16row = strstr(strip, "float16/emu (12)</text>");
+    const char *next = f16row ? strstr(f16row, "</text>\n<text") : NULL;
+    cr_expect(f16row && count_of(f16row, "<circle") - (next ? count_of(next, "<circle") : 0) == 12,
+              "strip: float16 dots");
+    free(strip);
+    free(p32);
+    free(p16);
+    free(s);
+    remove_tree(tmpdir);
+}
+
+/* Bucket k >= 1 holds [2^(k-1), 2^k - 1], bucket 0 Lk 0: every edge from 2^0 to 2^28, the
+ * powers derived by doubling (not by the shift the code uses). */
+Test(h1_lk, bucket_edges_from_doubling)
+{
+    int64_t x = 1;
+    for (int k = 0; k <= 28; k++, x *= 2) {
+        cr_expect_eq(rep_lk_bucket((int32_t)x), k + 1, "Lk %lld", (long long)x);
+        cr_expect_eq(rep_lk_bucket((int32_t)(x - 1)), k, "Lk %lld", (long long)(x - 1));
+        char lab[48], want[48];
+        rep_lk_bucket_label(lab, sizeof lab, k + 1);
+        if (k == 0)
+            snprintf(want, sizeof want, "1");
+        else
+            snprintf(want, sizeof want, "%lld-%lld", (long long)x, (long long)(2 * x - 1));
+        cr_expect_str_eq(lab, want, "bucket %d", k + 1);
+    }
+    cr_expect_eq(x, 536870912);
+    cr_expect(rep_lk_bucket(268435456) < REP_NBUCKETS, "Lk 2^28 has no bucket");
+    char lab[48];
+    rep_lk_bucket_label(lab, sizeof lab, 0);
+    cr_expect_str_eq(lab, "0");
 }
 
 /* ---- the set as one unit (rep_file.c) -------------------------------------------------------- */

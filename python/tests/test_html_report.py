@@ -349,3 +349,250 @@ def test_extreme_errors_keep_the_log_axes_sane(report, tmp_path, tiny, huge):
         assert 1e-300 <= v <= 1e300, f"tick label {lab} in:\n{svg[:3000]}"
     assert len(labels) < 60, labels
     assert svg.count('class="pt ') == len(charted)
+
+
+# ---- H1 ratio against Lk ---------------------------------------------------------------------
+
+FAMILIES = ("packed", "chunked", "sliding", "bidir window", "causal", "none")
+
+
+def family(r):
+    """The first that holds (docs/tolerance.md "Report"); soft-cap and sinks are no family."""
+    if r["nseq"] >= 2:
+        return "packed"
+    if r["chunk"] > 0:
+        return "chunked"
+    if r["window"] > 0:
+        return "sliding" if r["causal"] else "bidir window"
+    return "causal" if r["causal"] else "none"
+
+
+def bucket_label(lk):
+    """Power-of-two buckets: 0, 1, 2-3, 4-7, ..., by the bit length of Lk."""
+    b = int(lk).bit_length()
+    return str(b) if b <= 1 else f"{2 ** (b - 1)}-{2 ** b - 1}"
+
+
+def ratio_of(r):
+    v = metric(r["h1_ratio"])
+    return math.inf if math.isnan(v) else v
+
+
+def num(x):
+    """rep_fmt_num: %.3g, inf, - for a missing value."""
+    return "-" if math.isnan(x) else ("inf" if x == math.inf else f"{x:.3g}")
+
+
+@pytest.fixture(scope="module")
+def varied(report, tmp_path_factory):
+    """A report merged from the check run's rows.json with planted rows of every family, Lk 0
+    to 2^28 and ratios 0 to inf (passed <= 1, failed above), so the panels have something to
+    place: (directory, rows of its rows.json)."""
+    rep, rows = report
+    d = tmp_path_factory.mktemp("varied")
+    with open(rep / "rows.json", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    base = next(r for r in doc["rows"] if r["outcome"] == "pass" and r["gates"][H1] == "P")
+    lks = [0, 1, 2, 3, 5, 17, 300, 1000, 4096, 70000, 131072, 262143, 2 ** 20, 2 ** 28]
+    shapes = [(1, 0, 0, 1), (0, 0, 0, 1), (1, 64, 0, 1), (0, 64, 0, 1), (1, 16, 128, 1),
+              (1, 0, 32, 3), (0, 8, 0, 2)]  # (causal, window, chunk, nseq)
+    ratios = [0.0, 1e-3, 0.02, 0.3, 0.999, 1.0]
+    planted = []
+    for i, lk in enumerate(lks):
+        for j, (causal, window, chunk, nseq) in enumerate(shapes):
+            if (i + j) % 3:
+                continue
+            r = dict(base, case_id=f"v-{i}-{j}", lk=lk, causal=causal, window=window,
+                     chunk=chunk, nseq=nseq, b=1, empty_rows=0,
+                     h1_ratio=ratios[(i * 7 + j) % len(ratios)])
+            if (i + 2 * j) % 5 == 0:  # a failed H1: a ratio above 1, some of them x/0
+                g = list(r["gates"])
+                g[H1] = "F"
+                r.update(outcome="fail", first_fail="H1", gates="".join(g), reason="planted",
+                         h1_ratio="inf" if i % 2 else 1.5 * (i + 1))
+            planted.append(r)
+    doc["rows"] += planted
+    c = collections.Counter(r["outcome"] for r in doc["rows"])
+    doc.update(rows_total=len(doc["rows"]), **{k: c[v] for k, v in (
+        ("pass", "pass"), ("fail", "fail"), ("error", "error"), ("skip", "skip"),
+        ("outside", "outside-contract"))})
+    (d / "in").mkdir()
+    with open(d / "in" / "rows.json", "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    rc, text, err = run(BIN, "report", "merge", d / "in", "--out", d / "out")
+    assert rc == 1, text + err  # failed rows
+    with open(d / "out" / "rows.json", encoding="utf-8") as fh:
+        return d / "out", json.load(fh)["rows"]
+
+
+def expected_h1_lk_section(rows):
+    """summary.md's "H1 ratio against Lk" groups, recomputed from rows.json: per dtype and
+    backend, a line per Lk bucket, a column per family present, median / max (rows)."""
+    dtypes = {"float32": 0, "float16": 1, "bfloat16": 2}
+    groups = sorted({(r["dtype"], label(r)) for r in rows}, key=lambda g: (dtypes[g[0]], g[1]))
+    out = []
+    for dt, lab in groups:
+        out.append(f"### {dt}/{lab}\n\n")
+        mine = [r for r in rows if (r["dtype"], label(r)) == (dt, lab) and measured(r, False)]
+        if not mine:
+            out.append("No row where H1 ran.\n\n")
+            continue
+        cells = collections.defaultdict(list)
+        for r in mine:
+            cells[(int(r["lk"]).bit_length(), family(r))].append(ratio_of(r))
+        fams = [f for f in FAMILIES if any(k[1] == f for k in cells)]
+        out.append("| Lk | " + " | ".join(fams) + " |\n|---:|" + "---:|" * len(fams) + "\n")
+        for b in sorted({k[0] for k in cells}):
+            line = [bucket_label(0 if b == 0 else 2 ** (b - 1))]
+            for f in fams:
+                v = sorted(cells.get((b, f), []))
+                n = len(v)
+                med = (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2) if n else 0
+                line.append(f"{num(med)} / {num(v[-1])} ({n})" if n else "-")
+            out.append("| " + " | ".join(line) + " |\n")
+        out.append("\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("which", ["check", "varied"])
+def test_h1_against_lk_table_recomputed_from_rows_json(report, varied, which):
+    rep, rows = report if which == "check" else varied
+    text = (rep / "summary.md").read_text(encoding="utf-8")
+    sec = text.split("## H1 ratio against Lk\n\n", 1)[1].split("\n## ", 1)[0]
+    body = sec.split("\n\n", 1)[1]  # past the sentence that opens the section
+    assert body.rstrip("\n") == expected_h1_lk_section(rows).rstrip("\n"), body
+    if which == "varied":  # the planted rows reach every family and both ends
+        assert all(f"| {f} |" in body or f" {f} |" in body for f in FAMILIES), body
+        assert "| 0 |" in body and "| 268435456-536870911 |" in body, body
+
+
+# Appended to a copy of the page: where every tick label and marker of each H1-against-Lk panel
+# is drawn, as Chromium lays them out.
+PLACES = """
+(function () {
+  function mid(el) {
+    var b = el.getBoundingClientRect();
+    return [(b.left + b.right) / 2, (b.top + b.bottom) / 2];
+  }
+  var out = {};
+  document.querySelectorAll('svg[id^="chart-h1lk-"]').forEach(function (svg) {
+    var p = {x: [], y: [], pts: []};
+    svg.querySelectorAll('text.xt').forEach(function (t) {
+      p.x.push([t.textContent, mid(t)[0]]);
+    });
+    svg.querySelectorAll('text[text-anchor="end"]').forEach(function (t) {
+      p.y.push([t.textContent, mid(t)[1]]);
+    });
+    svg.querySelectorAll('g.pt').forEach(function (g) {
+      var m = mid(g.querySelector('circle:not([fill="none"]), rect, path'));
+      p.pts.push([g.querySelector('title').textContent, g.getAttribute('class'), m[0], m[1]]);
+    });
+    out[svg.id] = p;
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+"""
+
+
+def probe_page(tmp_path, rep, script):
+    """dump_dom of a copy of rep's report.html with script appended (the policy extended by its
+    hash)."""
+    text = (rep / "report.html").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    text, n = re.subn(r"script-src ('sha256-[^']*')", rf"script-src \1 'sha256-{digest}'", text)
+    assert n == 1
+    text = text.replace("</body>", f"<script>{script}</script>\n</body>")
+    page = tmp_path / "probe.html"
+    page.write_text(text, encoding="utf-8")
+    dom = dump_dom(tmp_path, page)
+    assert dom.probe, "the probe did not run"
+    return json.loads(dom.probe)
+
+
+def between(v, ticks, what):
+    """The screen coordinate of value v on a log axis, interpolated between the two rendered
+    tick labels around it (ticks: [(value, coordinate)], ascending by value)."""
+    below = [t for t in ticks if t[0] <= v]
+    above = [t for t in ticks if t[0] >= v]
+    assert below and above, f"{what}: {v} outside the labelled axis {ticks}"
+    (v0, c0), (v1, c1) = below[-1], above[0]
+    if v0 == v1:
+        return c0, c0, c0
+    t = (math.log(v) - math.log(v0)) / (math.log(v1) - math.log(v0))
+    return c0 + t * (c1 - c0), min(c0, c1), max(c0, c1)
+
+
+@needs_chromium
+def test_h1_against_lk_markers_stand_where_their_lk_and_ratio_fall(varied, tmp_path):
+    rep, rows = varied
+    got = probe_page(tmp_path, rep, PLACES)
+    by_id = {(r["case_id"], r["dtype"], label(r)): r for r in rows if measured(r, False)}
+    dtypes = {"float32": 0, "float16": 1, "bfloat16": 2}
+    groups = sorted({(r["dtype"], label(r)) for r in rows}, key=lambda g: (dtypes[g[0]], g[1]))
+    seen, xaxes = 0, []
+    for k, (dt, lab) in enumerate(groups):
+        mine = [r for r in by_id.values() if (r["dtype"], label(r)) == (dt, lab)]
+        if not mine:
+            assert f"chart-h1lk-{k}" not in got
+            continue
+        p = got[f"chart-h1lk-{k}"]
+        xs = [(float(t), c) for t, c in p["x"] if t != "0"]
+        zero_x = [c for t, c in p["x"] if t == "0"]
+        ys = sorted(((float(t), c) for t, c in p["y"] if t not in ("0", "inf")))
+        band0 = [c for t, c in p["y"] if t == "0"]
+        band_inf = [c for t, c in p["y"] if t == "inf"]
+        assert len(xs) >= 2 and len(ys) >= 2 and zero_x and band0 and band_inf, p
+        xaxes.append([t for t, _ in p["x"]])
+        assert len(p["pts"]) == len(mine), (dt, lab, len(p["pts"]), len(mine))
+        for title, cls, cx, cy in p["pts"]:
+            case = title.split(", ", 1)[0]
+            r = by_id[(case, dt, lab)]
+            lk, ratio = int(r["lk"]), ratio_of(r)
+            where = f"{dt}/{lab} {case}: Lk {lk}, ratio {ratio}"
+            assert ("fail" in cls.split()) == (r["outcome"] == "fail"), where
+            assert f"fam-{family(r).split()[0]}" in cls.split(), (where, cls)
+            assert ("edge" in cls.split()) == (lk == 0 or ratio in (0, math.inf)), (where, cls)
+            if lk == 0:  # in the band left of the axis, under its label "0"
+                assert abs(cx - zero_x[0]) < 3 and cx < xs[0][1], where
+            else:
+                want, lo, hi = between(lk, xs, where)
+                assert lo - 3 <= cx <= hi + 3 and abs(cx - want) < 3, (where, cx, want)
+            if ratio == 0:
+                assert abs(cy - band0[0]) < 6 and cy > ys[0][1], where
+            elif ratio == math.inf:
+                assert abs(cy - band_inf[0]) < 6 and cy < ys[-1][1], where
+            else:  # y grows downwards: the smaller ratio has the larger coordinate
+                want, lo, hi = between(ratio, ys, where)
+                assert lo - 3 <= cy <= hi + 3 and abs(cy - want) < 3, (where, cy, want)
+            seen += 1
+    assert seen == len(by_id), (seen, len(by_id))
+    assert xaxes and all(a == xaxes[0] for a in xaxes), f"panels with different Lk axes {xaxes}"
+    assert 8 <= len(xaxes[0]) <= 12, xaxes[0]  # about ten labels, 1 .. 2^28 plus the 0 band
+
+
+def test_a_packed_rows_nseq_and_family(tmp_path):
+    """judge_row_problem records the sequences per batch entry: a packed case's row says
+    nseq 3 (B 1) and sits in the packed column, a dense one's nseq 1."""
+    if not BIN:
+        pytest.skip("FLEXCHECK_BIN is not set (make test sets it)")
+    p = gen(tmp_path / "p.h5", "pk", "--packed", "0,5,17,40", "--causal", "--dtype", "float32")
+    c = read_case(p, "pk")
+    add_tested(p, "pk", "good", c.out.astype(np.float32), producer="p",
+               lse=c.lse.astype(np.float32))
+    d = gen(tmp_path / "d.h5", "dn", "--lq", "24", "--b", "2", "--dtype", "float32")
+    c = read_case(d, "dn")
+    add_tested(d, "dn", "good", c.out.astype(np.float32), producer="p",
+               lse=c.lse.astype(np.float32))
+    rc, text, err = run(BIN, "check", p, d, "--report", tmp_path / "rep")
+    assert rc == 0, text + err
+    with open(tmp_path / "rep" / "rows.json", encoding="utf-8") as fh:
+        rows = json.load(fh)["rows"]
+    got = {r["case_id"].split(":")[-1]: (r["nseq"], r["b"], family(r)) for r in rows}
+    assert got == {"pk": (3, 1, "packed"), "dn": (1, 2, "none")}, got
+    md = (tmp_path / "rep" / "summary.md").read_text(encoding="utf-8")
+    assert "| Lk | packed | none |" in md, md
+    line = next(x for x in md.splitlines() if x.startswith("| 32-63 |"))  # Lk 40: packed
+    assert line.endswith("(1) | - |"), line
