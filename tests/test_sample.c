@@ -292,8 +292,7 @@ static const char *line_of(const char *out, const char *label, char *buf, size_t
 /* Outputs: the correct one; rows 2^15 .. Lq - 1 of head 1 from the row 300 tokens earlier (a
  * position offset past a threshold); and one token (of both heads) the seed-1 64-token sample
  * does not hold, its output negated. */
-Test(sample, a_sample_catches_rows_past_a_threshold_and_says_what_it_may_miss,
-     .timeout = 600)
+Test(sample, a_sample_catches_rows_past_a_threshold_and_says_what_it_may_miss)
 {
     float *good = malloc(sizeof(float) * NO), *lse = malloc(sizeof(float) * NL);
     float *past = malloc(sizeof(float) * NO), *one = malloc(sizeof(float) * NO);
@@ -365,8 +364,7 @@ Test(sample, a_sample_catches_rows_past_a_threshold_and_says_what_it_may_miss,
 
 /* Past --max-work the whole case is not refused: the largest sample that fits is judged, and
  * the line says so; --rows all keeps the refusal, naming the flags. */
-Test(sample, over_the_work_budget_a_sample_is_judged_unless_every_row_is_asked_for,
-     .timeout = 600)
+Test(sample, over_the_work_budget_a_sample_is_judged_unless_every_row_is_asked_for)
 {
     float *good = malloc(sizeof(float) * NO), *lse = malloc(sizeof(float) * NL);
     correct_outputs(good, lse);
@@ -421,7 +419,7 @@ Test(sample, bad_sample_options_are_one_line_each)
 /* repro --rows tells a sampled output in full: the sample on its header, the worst row in the
  * whole case's coordinates, the rerun line with the sample's flags; --row must name a sampled
  * token, and --rows applies to a stored output only. */
-Test(sample, repro_tells_a_sampled_output_and_refuses_what_it_cannot, .timeout = 600)
+Test(sample, repro_tells_a_sampled_output_and_refuses_what_it_cannot)
 {
     float *good = malloc(sizeof(float) * NO), *lse = malloc(sizeof(float) * NL);
     float *past = malloc(sizeof(float) * NO);
@@ -538,7 +536,7 @@ static void expect_all_fail(const char *p, const char *const *labels, const char
 /* 70,000 tokens, causal W 64: rows from 2^16 on shifted by 100 tokens (an index past 2^16);
  * rows from 65,535 on left zero (a grid of 65,535 one-row blocks, the rest never launched);
  * keys from 2^16 on read at j - 2^16 (an index wrapping at 16 bits). */
-Test(sample, length_defects_past_an_index_fail_every_sample, .timeout = 900)
+Test(sample, length_defects_past_an_index_fail_every_sample)
 {
     enum { LL = 70000, DD = 8 };
     fix_case c;
@@ -574,7 +572,7 @@ Test(sample, length_defects_past_an_index_fail_every_sample, .timeout = 900)
 /* 20,000 tokens, causal (a global layer): a ring cache of 4,096 keys (a row sees its last
  * 4,096 keys only: window 4,096), and a split-K merge past 8,192 keys in the wrong base (the
  * two partial outputs weighted 2^LSE_i instead of e^LSE_i). */
-Test(sample, a_ring_cache_and_a_base_2_merge_fail_every_sample, .timeout = 900)
+Test(sample, a_ring_cache_and_a_base_2_merge_fail_every_sample)
 {
     enum { LL = 20000, DD = 8, SPLIT = 8192 };
     fix_case c;
