@@ -62,19 +62,22 @@ static int run_child(char *const *argv, const char *out, double *secs, double *m
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Parses "8192,32768" into lens; the count, or -1. */
+/* Parses "8192,32768" into lens, each decimal as every number on the command line
+ * (cli_decimal); the count, or -1. */
 static int parse_lens(const char *s, int32_t *lens)
 {
     int n = 0;
-    while (*s && n < MAX_LENS) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 16 || v > (1L << 24) || (*end && *end != ','))
+    while (n < MAX_LENS) {
+        size_t len = strcspn(s, ",");
+        long long v;
+        if (cli_decimal(s, len, &v) || v < 16 || v > (1LL << 24))
             return -1;
         lens[n++] = (int32_t)v;
-        s = *end ? end + 1 : end;
+        if (!s[len])
+            return n;
+        s += len + 1;
     }
-    return *s ? -1 : n;
+    return -1;
 }
 
 /* The verdict and what was judged, from check's case line: "PASS ...; judged a sample: n of
@@ -160,6 +163,7 @@ int bench_long(int argc, char **argv)
             snprintf(hkvs, sizeof hkvs, "%d", (int)hkv);
             snprintf(ds, sizeof ds, "%d", (int)d);
             snprintf(ws, sizeof ws, "%d", (int)w);
+            /* the global layer's list ends at the NULL where the local one's --window is */
             char *gen[] = {"flexcheck", "gen", "--case", "--out", path, "--force", "--hq", hqs,
                            "--hkv", hkvs, "--lq", ls, "--d", ds, "--dtype", (char *)dtype,
                            "--causal", "--no-oracle", "--no-block-mask", "--seed", "1",

@@ -106,8 +106,9 @@ flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p, const 
 /* What a judge of p may cost (API version 2), as `flexcheck check --max-memory / --max-work`
  * bound a case in a file, with their defaults for 0: max_memory in bytes (default the lesser
  * of 16 GiB and half of the memory this process can have: physical, or its cgroup's limit),
- * max_work in multiply-adds (default 2^40, B * Hq * Lq * Lk * (D + Dv)). The estimate is
- * check's, from the shapes alone; a problem over either is refused by flexcheck_judge (and
+ * max_work in multiply-adds (default 2^40; B * Hq * (D + Dv) times the key hull of each
+ * 128-query-row panel, what the reference computes, B * Hq * Lq * Lk * (D + Dv) at most). The
+ * estimate is check's, from the shapes alone; a problem over either is refused by flexcheck_judge (and
  * flexcheck_problem_check) before anything is allocated, with FLEXCHECK_EINVAL and a message
  * naming the estimate, the budget and the parameter to raise (max_memory or max_work). */
 flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint64_t max_memory,

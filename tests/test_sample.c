@@ -1,8 +1,10 @@
 /*
  * test_sample.c - judging a sample of query rows (docs/tolerance.md "Judging a sample"): which
  * tokens the stratified sample holds (fixtures/fix_sample.c), the chance it prints, reading a
- * sample's rows by hyperslab, and `flexcheck check --rows` on a 40,000-token dump whose planted
- * defects a sample must catch (rows past 2^15) or may miss (one token it does not hold).
+ * sample's rows by hyperslab, `flexcheck check --rows` and `repro --rows` on a 40,000-token
+ * dump whose planted defects a sample must catch (rows past 2^15) or may miss (one token it does
+ * not hold), and planted length defects (rows past 2^16, a grid cap, keys wrapping, a ring
+ * cache, a base-2 merge) that every sample of 64 tokens must fail.
  *
  * Expected tokens are derived here from the thresholds' definitions, not from the sampler; the
  * verdicts follow from how each output is built (the same-precision computation is what a
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "tests/test_lines.h"
 #include "tests/test_tmpdir.h"
 #include "fixtures/fix.h"
 #include "fixtures/fix_h5.h"
@@ -273,20 +276,6 @@ static int run(const char *args, char *out, size_t cap)
     if (fp)
         fclose(fp);
     return WEXITSTATUS(st);
-}
-
-/* The verdict line of tested/<label>. */
-static const char *line_of(const char *out, const char *label, char *buf, size_t cap)
-{
-    char key[96];
-    snprintf(key, sizeof key, " tested/%s ", label);
-    const char *s = strstr(out, key);
-    cr_assert(s, "no line for %s in:\n%s", label, out);
-    while (s > out && s[-1] != '\n')
-        s--;
-    size_t n = strcspn(s, "\n");
-    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
-    return buf;
 }
 
 /* Outputs: the correct one; rows 2^15 .. Lq - 1 of head 1 from the row 300 tokens earlier (a

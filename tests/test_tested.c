@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "tests/test_lines.h"
 #include "tests/test_tmpdir.h"
 #include "base/lowp.h"
 #include "fixtures/fix.h"
@@ -177,20 +178,6 @@ static int run_check(const char *p, char *out, size_t cap, char *errs, size_t ec
     char args[512];
     snprintf(args, sizeof args, "check '%s'", p);
     return run_cmd(args, out, cap, errs, ecap);
-}
-
-/* The line of `label` in check's output. */
-static const char *line_of(const char *out, const char *label, char *buf, size_t cap)
-{
-    char key[96];
-    snprintf(key, sizeof key, " tested/%s ", label);
-    const char *s = strstr(out, key);
-    cr_assert(s, "no line for %s in:\n%s", label, out);
-    while (s > out && s[-1] != '\n')
-        s--;
-    size_t n = strcspn(s, "\n");
-    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
-    return buf;
 }
 
 Test(tested, an_engine_dump_is_judged_and_each_defect_named_by_row)

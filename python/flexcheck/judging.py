@@ -33,7 +33,8 @@ N --rows-seed S` chooses them (rows_seed, default 1), docs/tolerance.md "Judging
 out and lse are still given whole, and the verdict's text says what was judged and what a
 sample may miss.
 
-Budget: max_memory (bytes) and max_work (multiply-adds, B * Hq * Lq * Lk * (D + Dv)) bound a
+Budget: max_memory (bytes) and max_work (multiply-adds: B * Hq * (D + Dv) times the key hull of
+each 128-query-row panel, what the reference computes) bound a
 judge as `flexcheck check --max-memory / --max-work` bound a case, with the same defaults (the
 lesser of 16 GiB and half of the memory this process can have; 2^40); a problem over either is
 refused from its shapes alone, before any array is converted, naming the estimate, the budget
