@@ -533,12 +533,15 @@ static flexcheck_status keep(flexcheck_problem *p, flexcheck_verdict *vd, const 
     return FLEXCHECK_OK;
 }
 
-/* flexcheck_judge's work, with p and verdict checked and p's interrupt flag polled. */
+/* flexcheck_judge's work, with p and verdict checked and p's interrupt flag polled. said: NULL,
+ * or the verdict's words on its rows (a failure on a sample's bounds, judged again on every
+ * row). */
 static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq,
                                  const float *k, size_t nk, const float *v, size_t nv,
                                  const float *out, size_t nout, const float *lse, size_t nlse,
-                                 flexcheck_verdict **verdict)
+                                 const char *said, flexcheck_verdict **verdict)
 {
+    const float *q_all = q, *out_all = out, *lse_all = lse; /* before a sample takes its rows */
     attn_problem a;
     flexcheck_status st = build(p, &a);
     if (st)
@@ -614,12 +617,37 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
         if (t.tq) /* the verdict line says it judged a sample, and what a sample may miss */
             fix_sample_describe(res->sample, sizeof res->sample, a.seq.lq, smp.n, smp.placed,
                                 smp.seed);
+        if (said)
+            fc_fmt(res->sample, sizeof res->sample, "%s", said);
+        flexcheck_verdict *all = NULL;
+        if (t.tq && res->on_bounds && !fc_cancelled()) {
+            /* A failure on the sample's bounds, judged again on every row when they fit the
+             * budget, as check does (check/output.c): a sample's bounds can be tighter. */
+            char gates[64], conf[sizeof res->sample];
+            chk_failed_gates(gates, sizeof gates, &res->v);
+            chk_sample_confirmed(conf, sizeof conf, gates, smp.n, a.seq.lq, smp.seed);
+            int32_t rows = p->rows;
+            p->rows = 0;
+            flexcheck_status as = judge_on(p, q_all, nq, k, nk, v, nv, out_all, nout, lse_all,
+                                           nlse, conf, &all);
+            p->rows = rows;
+            if (as == FLEXCHECK_EINTR)
+                st = as;
+            else if (as)
+                chk_sample_unconfirmed(res->sample, sizeof res->sample, gates, p->err);
+        }
         /* An interrupt during the diagnosis leaves a verdict without one: none is returned. */
-        if (fc_cancelled())
+        if (!st && fc_cancelled())
             st = fail(p, FLEXCHECK_EINTR, "%s", strstr(res->diag_error, "in the diagnosis")
                                                      ? "in the diagnosis" : "after the gates");
-        else
+        if (!st && all) { /* every row's verdict stands for the sample's */
+            flexcheck_verdict_free(vd);
+            vd = all;
+            all = NULL;
+        } else if (!st) {
             st = keep(p, vd, &jc, out, no);
+        }
+        flexcheck_verdict_free(all);
     }
     if (st == FLEXCHECK_OK) {
         *verdict = vd;
@@ -651,7 +679,7 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
         return fail(p, FLEXCHECK_EINVAL, "verdict (the result pointer) is NULL");
     /* The reference and the diagnosis poll p's flag through this thread's cancel.h slot. */
     const int *prev = fc_cancel_set(&p->interrupt);
-    flexcheck_status st = judge_on(p, q, nq, k, nk, v, nv, out, nout, lse, nlse, verdict);
+    flexcheck_status st = judge_on(p, q, nq, k, nk, v, nv, out, nout, lse, nlse, NULL, verdict);
     fc_cancel_set(prev);
     if (st == FLEXCHECK_EINTR) { /* where it stopped, from the step that saw the request */
         char where[sizeof p->err];

@@ -51,7 +51,9 @@ typedef struct chk_opts {
     X(files) X(rejected) X(cases) X(passed) X(failed) X(skipped)                                 \
     X(tested) X(tested_passed) X(tested_failed) /* outputs under test (tested/<label>) */    \
     X(outside) X(tested_outside) /* cases / outputs outside the contract (docs/tolerance.md) */ \
-    X(computed) X(sampled) /* cases with no stored oracle; cases judged on a sample of rows */
+    X(computed) X(sampled) /* cases with no stored oracle; cases judged on a sample of rows */ \
+    X(confirmed) X(overturned) X(unconfirmed) /* outputs that failed a sample's bounds (H1, H2, \
+    H5): judged again on every row, of which passed there; past the budget, not judged again */
 
 typedef struct chk_tally {
 #define CHK_INT(name) int name;
@@ -105,8 +107,11 @@ typedef struct chk_result {
     int32_t bm_qb, bm_kb;          /* its block sizes */
     diag_report *diag;             /* the diagnosis of a failed output (NULL: none ran) */
     char diag_error[REP_WHY_LEN];  /* why the diagnosis could not run ("" when it did) */
-    char sample[REP_WHY_LEN];      /* "" or what was judged of a sample (fix_sample_text): check
+    char sample[2 * REP_WHY_LEN];  /* "" or what was judged of a sample (fix_sample_text): check
                                     * ends the verdict line with it */
+    int on_bounds;                 /* judged on a sample and failed only gates whose bounds are
+                                    * taken over the rows judged (rep_fails_on_bounds): every
+                                    * row's bounds, never tighter, may pass it */
 } chk_result;
 
 /* 1 when o selects the output under test labelled `label` (chk_opts.labels). */
@@ -119,6 +124,16 @@ int chk_label_selected(const chk_opts *o, const char *label);
 void chk_judge_output(const judge_case *jc, const judge_lp *lp, const chk_output_in *in,
                       chk_result *res);
 void chk_result_free(chk_result *res);
+
+/* The words of a failure on a sample's bounds (chk_result.on_bounds; docs/tolerance.md "Judging
+ * a sample"), for chk_result.sample: judged again on every row (the verdict is every row's;
+ * gates: the sample's, chk_failed_gates; n of lq tokens from seed), written into buf; or not,
+ * why not appended to buf (which holds the sample's own words). */
+void chk_sample_confirmed(char *buf, size_t cap, const char *gates, int32_t n, int32_t lq,
+                          uint64_t seed);
+void chk_sample_unconfirmed(char *buf, size_t cap, const char *gates, const char *why);
+/* The gates v failed, "H1, H2". */
+void chk_failed_gates(char *buf, size_t cap, const rep_verdict *v);
 
 /* Who an output is, for its lines: "<VERDICT> <where> <name> tested/<label> <dtype> (<producer>,
  * out stored as <encoding>): <detail>"; where NULL (judged in process, no file):

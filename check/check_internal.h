@@ -46,9 +46,11 @@ int chk_pround_design(const fix_case *c);
 void chk_case_kernel(const char *path, const fix_case *c, const chk_opts *o,
                      chk_layer_meta *meta, fix_check_result *r, int *skipped, chk_tally *t);
 
-/* Every output under test of case c (check/output.c), once its oracle is confirmed. */
-void chk_case_outputs(const char *path, const fix_case *c, const mask_params *prev,
-                      int oracle_ok, const chk_opts *o, chk_tally *t, const chk_emitter *e);
+/* Every output under test of case c (check/output.c), once its oracle is confirmed. c is case
+ * idx of f, read again with every row when an output fails on a sample's bounds (f NULL: never). */
+void chk_case_outputs(const char *path, const fix_file *f, int idx, const fix_case *c,
+                      const mask_params *prev, int oracle_ok, const chk_opts *o, chk_tally *t,
+                      const chk_emitter *e);
 
 /* The window-edge rule on the outputs of case i and its "@W-1" / "@W+1" neighbours: 0, or 2 when
  * the neighbours are not case i with another window (a REJECT item; the file is malformed). */

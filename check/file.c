@@ -51,7 +51,7 @@ static int check_cases(const fix_file *f, const chk_opts *o, chk_tally *t, const
             rep_row_set_error(&row, r.detail);
             chk_tally_keep(t, &row);
         }
-        chk_case_outputs(f->path, &c, has_prev ? &prev : NULL, !st && r.oracle_ok, o, t, e);
+        chk_case_outputs(f->path, f, i, &c, has_prev ? &prev : NULL, !st && r.oracle_ok, o, t, e);
         t->cases++;
         t->computed += c.oracle_computed;
         t->sampled += c.sample.tq != NULL;

@@ -152,6 +152,12 @@ static void print_summary(const chk_tally *t, const chk_opts *o)
                o->nlabels ? " selected by --tested" : "", t->tested_passed, t->tested_failed);
     if (t->tested_outside)
         printf(", %d outside the contract", t->tested_outside);
+    if (t->confirmed) /* docs/tolerance.md "Judging a sample": a sample's bounds, confirmed */
+        printf("; %d failed on a sample's bounds and were judged again on every row (%d pass "
+               "there)", t->confirmed, t->overturned);
+    if (t->unconfirmed)
+        printf("; %d fail on a sample's bounds alone (every row past the budget)",
+               t->unconfirmed);
     printf("\n");
 }
 

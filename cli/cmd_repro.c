@@ -413,6 +413,10 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
         }
     }
     print_verdict(&v);
+    if (c->sample.tq && rep_fails_on_bounds(&v)) /* check judges every row again by itself */
+        printf("  note: a sample's bounds (e_lp_max, NMSE_lp, e_lse_lp_max, max|O_gold| over the "
+               "rows judged) can be tighter than every row's, and only gates taken on them "
+               "failed: --rows all judges every row\n");
     size_t worst = list_worst(c, out, ro->worst);
     if (asked != (size_t)-1)
         explain_row(c, bm, out, out_lse, asked, 1);

@@ -694,3 +694,13 @@ const char *rep_verdict_reason(const rep_verdict *v)
 {
     return v->outside ? v->outside_why : v->first_fail >= 0 ? v->why[v->first_fail] : "pass";
 }
+
+int rep_fails_on_bounds(const rep_verdict *v)
+{
+    if (v->pass || v->first_fail < 0)
+        return 0;
+    for (int g = 0; g < REP_NGATES; g++)
+        if (v->gate[g] == REP_FAIL && g != REP_H1 && g != REP_H2 && g != REP_H5)
+            return 0;
+    return 1;
+}

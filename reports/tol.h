@@ -231,6 +231,12 @@ size_t rep_full_row(const rep_inputs *in, size_t r);
 /* v->why[v->first_fail], the outside-contract reason, or "pass". */
 const char *rep_verdict_reason(const rep_verdict *v);
 
+/* 1 when v failed and every gate it failed is H1, H2 or H5: the gates whose bounds are taken
+ * over the rows judged (e_lp_max, NMSE_lp, e_lse_lp_max, max|O_gold|). Judged on a sample of
+ * rows, such a failure may be one of the sample's bounds alone (the whole case's are never
+ * tighter); a failure of H3, H4, H6 or H7 is a row's own and stands whatever the bounds. */
+int rep_fails_on_bounds(const rep_verdict *v);
+
 #ifdef __cplusplus
 }
 #endif

@@ -712,7 +712,39 @@ Test(api36, a_sample_of_rows_is_judged_and_said)
     flexcheck_verdict_worst(v, at);
     cr_expect(at[0] == 0 && at[1] == 3 && at[2] == LQ - 1, "(%d, %d, %d, %d)", at[0], at[1],
               at[2], at[3]);
+    /* H1 failed on the sample's bounds: judged again on every row (docs/tolerance.md) */
+    cr_expect(strstr(flexcheck_verdict_text(v), "a sample of 8 of 40 query tokens (seed 3) "
+                     "failed H1") && strstr(flexcheck_verdict_text(v), "judged again on every "
+                     "row"), "%s", flexcheck_verdict_text(v));
     flexcheck_verdict_free(v);
+    /* the smallest power-of-two work budgets that take the sample, and every row */
+    uint64_t ws = 1, wa = 1;
+    for (; ws < ((uint64_t)1 << 40); ws *= 2) {
+        cr_assert_eq(flexcheck_problem_set_budget(p, 0, ws), FLEXCHECK_OK);
+        if (judge(p, &t, &v) == FLEXCHECK_OK)
+            break;
+    }
+    flexcheck_verdict_free(v);
+    cr_assert_eq(flexcheck_problem_set_rows(p, 0, 3), FLEXCHECK_OK);
+    for (; wa < ((uint64_t)1 << 40); wa *= 2) {
+        cr_assert_eq(flexcheck_problem_set_budget(p, 0, wa), FLEXCHECK_OK);
+        if (judge(p, &t, &v) == FLEXCHECK_OK)
+            break;
+    }
+    flexcheck_verdict_free(v);
+    cr_assert_lt(ws, wa);
+    /* every row past the budget: the sample's failure stands, saying it is not confirmed */
+    cr_assert_eq(flexcheck_problem_set_rows(p, 8, 3), FLEXCHECK_OK);
+    cr_assert_eq(flexcheck_problem_set_budget(p, 0, ws), FLEXCHECK_OK);
+    cr_assert_eq(judge(p, &t, &v), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    cr_expect_eq(flexcheck_verdict_outcome(v), FLEXCHECK_FAIL, "%s", flexcheck_verdict_text(v));
+    cr_expect(strstr(flexcheck_verdict_text(v), "judged a sample: 8 of 40") &&
+              strstr(flexcheck_verdict_text(v), "failure rests on the sample's bounds "
+                     "(every row's are never tighter), not confirmed on every row: budget: ") &&
+              strstr(flexcheck_verdict_text(v), "raise max_work"), "%s",
+              flexcheck_verdict_text(v));
+    flexcheck_verdict_free(v);
+    cr_assert_eq(flexcheck_problem_set_budget(p, 0, 0), FLEXCHECK_OK);
     cr_assert_eq(flexcheck_problem_set_rows(p, LQ + 1, 3), FLEXCHECK_OK);
     cr_expect_eq(judge(p, &t, &v), FLEXCHECK_EINVAL);
     cr_expect(strstr(flexcheck_problem_errmsg(p), "rows = 41: past the problem's 40 query tokens "

@@ -272,6 +272,8 @@ def test_a_sample_judges_its_rows_catches_rows_past_2_15_and_says_what_it_may_mi
         bad = flexcheck.judge(q, k, v, past, lse, causal=True, window=64, rows=64,
                               rows_seed=seed)
         assert bad.failed, str(bad)
+        # failed H1 on the sample's bounds (tighter than every row's may be): judged again
+        assert "judged again on every row" in str(bad), str(bad)
         (b, h, row, _), _ = bad.worst
         assert (b, h) == (0, 1) and row >= 2**14, bad.worst  # the whole output's coordinates
     # one token a 64-token sample of seed 1 does not hold: missed there, caught on every row
