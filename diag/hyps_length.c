@@ -153,10 +153,20 @@ static int fit_key_index(const diag_in *in, const diag_alt *a, int64_t *k, char 
     return fit_index(in, last_lo + 1 > 1 ? last_lo + 1 : 1, (int64_t)k1 - 1, k, name, cap);
 }
 
-static void fitted_words(char *buf, size_t cap, const char *letter, int64_t at,
-                         const char *name)
+/* A key-index hypothesis's setup: the index fitted (fit_key_index, inside Lk) into *field and
+ * the title "<what> K = 65536, 2^16 (...): <rule> (K fitted to the failing rows' onset)". */
+static int key_index_setup(const diag_in *in, diag_alt *a, int32_t *field, const char *letter,
+                           const char *what, const char *rule)
 {
-    fc_fmt(buf, cap, "%s = %lld%s%s", letter, (long long)at, name[0] ? ", " : "", name);
+    int64_t at;
+    char name[128];
+    if (!fit_key_index(in, a, &at, name, sizeof name) || at >= in->jc->prob->seq.lk)
+        return 0;
+    *field = (int32_t)at;
+    a->fitted = 1;
+    fc_fmt(a->title, sizeof a->title, "%s %s = %lld%s%s: %s (%s fitted to the failing rows' "
+           "onset)", what, letter, (long long)at, name[0] ? ", " : "", name, rule, letter);
+    return 1;
 }
 
 /* ---- the hypotheses ---------------------------------------------------------------------- */
@@ -171,31 +181,15 @@ static void keys_dropped_fn(const diag_alt *a, const diag_key *k, uint8_t *allow
 
 int diag_keys_dropped(const diag_in *in, diag_alt *a)
 {
-    int64_t K;
-    char name[128], at[192];
-    if (!fit_key_index(in, a, &K, name, sizeof name) || K >= in->jc->prob->seq.lk)
-        return 0;
-    a->key_end = (int32_t)K;
     a->keys = keys_dropped_fn;
-    a->fitted = 1;
-    fitted_words(at, sizeof at, "K", K, name);
-    fc_fmt(a->title, sizeof a->title, "keys dropped from %s on: a row uses only keys j < K (K "
-           "fitted to the failing rows' onset)", at);
-    return 1;
+    return key_index_setup(in, a, &a->key_end, "K", "keys dropped from",
+                           "a row uses only keys j < K");
 }
 
 int diag_keys_wrapped(const diag_in *in, diag_alt *a)
 {
-    int64_t K;
-    char name[128], at[192];
-    if (!fit_key_index(in, a, &K, name, sizeof name) || K >= in->jc->prob->seq.lk)
-        return 0;
-    a->key_wrap = (int32_t)K;
-    a->fitted = 1;
-    fitted_words(at, sizeof at, "K", K, name);
-    fc_fmt(a->title, sizeof a->title, "keys wrapped at %s: key j >= K read as key j - K (K "
-           "fitted to the failing rows' onset)", at);
-    return 1;
+    return key_index_setup(in, a, &a->key_wrap, "K", "keys wrapped at",
+                           "key j >= K read as key j - K");
 }
 
 /* A ring cache of R keys on a causal mask: window R (on top of a longer window, or of none).
@@ -226,15 +220,7 @@ int diag_ring_cache(const diag_in *in, diag_alt *a)
 /* A split-K merge in base 2 at S: only where the split cuts some row (S inside a row's keys). */
 int diag_merge_base2(const diag_in *in, diag_alt *a)
 {
-    int64_t S;
-    char name[128], at[192];
-    if (!fit_key_index(in, a, &S, name, sizeof name) || S >= in->jc->prob->seq.lk)
-        return 0;
-    a->split_at = (int32_t)S;
-    a->fitted = 1;
-    fitted_words(at, sizeof at, "S", S, name);
-    fc_fmt(a->title, sizeof a->title, "a split-K merge in base 2 at %s: keys [0, S) and [S, Lk) "
-           "merged with weights 2^LSE_i instead of e^LSE_i and the LSE log2 of their sum (S "
-           "fitted to the failing rows' onset)", at);
-    return 1;
+    return key_index_setup(in, a, &a->split_at, "S", "a split-K merge in base 2 at",
+                           "keys [0, S) and [S, Lk) merged with weights 2^LSE_i instead of "
+                           "e^LSE_i and the LSE log2 of their sum");
 }
