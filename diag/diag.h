@@ -16,8 +16,8 @@
  *
  * A length hypothesis's index (K, R, S: at least 1,024) is FITTED to where the failing rows
  * start: the first failing token judged and the last judged before it bound it (on a sample the
- * onset lies between them); it is that interval's only value, or its only named value (one of
- * fixtures' named thresholds, fix_thresholds, or a power of two), else the hypothesis is not
+ * onset lies between them); it is that interval's only value, or its only named value (a
+ * threshold of masks/problem.h attn_thresholds, or a power of two), else the hypothesis is not
  * tried. It is proven like any other (below). THE TIE RULE: a fitted index can make a
  * hypothesis compute what a fixed rule computes (keys dropped from K = Lk - 1 on a causal case
  * is "the last key dropped"); when whole causes tie (none DIAG_CLOSER times closer) and some
@@ -178,8 +178,9 @@ typedef struct diag_evidence {
                                         * is such a row and none before it; -1: not so */
     int32_t from_lo;                   /* with from_q > 0: the last row judged before it (-1:
                                         * none): on a sample the rows start in (from_lo, from_q] */
-    int from_named;                    /* the named thresholds in that interval (fix_thresholds,
-                                        * powers of two), words in from_names */
+    int from_named;                    /* the named thresholds in that interval
+                                        * (attn_thresholds, powers of two), words in
+                                        * from_names */
     char from_names[DIAG_TITLE_LEN];
     size_t zero;                       /* of the rows, those with O all 0 though the truth's row
                                         * has keys */
@@ -246,7 +247,7 @@ void diag_report_free(diag_report *r);
  *   evidence: in 1 of 2 heads (b, h) [, ...]; and one line each for sequence starts, rows
  *   with no allowed key, decode rows and non-finite ones among them, where there are any;
  *   "in each of them every row from q = 65536 on and none before: 2^16 (where a 16-bit index
- *   wraps)" names the thresholds (fix_thresholds, powers of two) at the onset when the row
+ *   wraps)" names the thresholds (attn_thresholds, powers of two) at the onset when the row
  *   before it was judged and passed, and on a sample that left a gap "no row in q = A..B was
  *   judged, so the rows start in q = A..C (named thresholds there: ...)"; "each with O = 0,
  *   though each has allowed keys" when the rows were left 0 (a grid that never ran them)

@@ -127,8 +127,8 @@ int diag_keys_dropped(const diag_in *in, diag_alt *a);
 int diag_keys_wrapped(const diag_in *in, diag_alt *a);
 int diag_ring_cache(const diag_in *in, diag_alt *a);
 int diag_merge_base2(const diag_in *in, diag_alt *a);
-/* "2^16 (where a 16-bit index wraps)" when t is one of fixtures' named thresholds for this case
- * (fix_thresholds, with the block mask's query tile rows, 128 without one) or a power of two,
+/* "2^16 (where a 16-bit index wraps)" when t is one of the named thresholds for this case
+ * (attn_thresholds, with the block mask's query tile rows, 128 without one) or a power of two,
  * else "": into buf (always terminated). 1 iff named. */
 int diag_threshold_name(char *buf, size_t cap, const diag_in *in, int64_t t);
 /* The named thresholds t with lo < t <= hi, "; "-joined into buf (always terminated); how many. */

@@ -15,7 +15,7 @@
  * and the first failing one hi; the index lies in the interval of values that change row hi and
  * no row up to lo (for K: (kmax(lo), kmax(hi)], kmax a row's last allowed key; for R: [n(lo),
  * n(hi)), n a row's allowed keys). The index is that interval's only value, or its only named
- * value (a threshold of fix_thresholds or a power of two); with none or several the hypothesis
+ * value (a threshold of attn_thresholds or a power of two); with none or several the hypothesis
  * does not apply (no guess). Then the claims test it as any other: every failing row explained,
  * DIAG_CLOSER times closer than the truth, no passing row contradicting it; a tie with a
  * hypothesis needing no fitted index goes to that one (diag_claims.c diag_pick_closest).
@@ -25,19 +25,18 @@
 #include <string.h>
 
 #include "diag/diag_internal.h"
-#include "fixtures/fix.h"
 
 /* ---- named thresholds ------------------------------------------------------------------ */
 
 static int32_t query_rows(const diag_in *in)
 {
-    return in->bm ? in->bm->q_block_size : 0; /* 0: fix_thresholds' default */
+    return in->bm ? in->bm->q_block_size : 0; /* 0: attn_thresholds' default */
 }
 
 int diag_threshold_name(char *buf, size_t cap, const diag_in *in, int64_t t)
 {
-    fix_threshold th[FIX_MAX_THRESHOLDS];
-    int n = fix_thresholds(in->jc->prob, query_rows(in), th);
+    attn_threshold th[ATTN_MAX_THRESHOLDS];
+    int n = attn_thresholds(in->jc->prob, query_rows(in), th);
     if (cap)
         buf[0] = '\0';
     for (int i = 0; i < n; i++)
@@ -53,12 +52,12 @@ int diag_threshold_name(char *buf, size_t cap, const diag_in *in, int64_t t)
     return 0;
 }
 
-/* The named values (fix_thresholds and the powers of two 2^4 .. 2^30) in [lo, hi], distinct,
+/* The named values (attn_thresholds and the powers of two 2^4 .. 2^30) in [lo, hi], distinct,
  * in increasing order, into v[cap]; how many (counted past cap too). */
 static int named_in(const diag_in *in, int64_t lo, int64_t hi, int64_t *v, int cap)
 {
-    fix_threshold th[FIX_MAX_THRESHOLDS];
-    int n = fix_thresholds(in->jc->prob, query_rows(in), th), count = 0;
+    attn_threshold th[ATTN_MAX_THRESHOLDS];
+    int n = attn_thresholds(in->jc->prob, query_rows(in), th), count = 0;
     int64_t last = lo - 1;
     for (;;) { /* the next named value above `last`, until past hi */
         int64_t next = INT64_MAX;
