@@ -9,8 +9,20 @@
  * the previous layer's mask, the producer's block mask applied as a kernel would, partial blocks
  * taken as full, the scale, GQA head mapping, packed boundaries ignored or leaking one key, the
  * score terms (a sink from another head, the soft-cap before the scale, ...), the softmax or the
- * scores in the input type, an online softmax without its rescale, LSE in log2), and each
- * hypothesis is credited with the rows it reproduces.
+ * scores in the input type, an online softmax without its rescale, LSE in log2; and the length
+ * hypotheses of diag/hyps_length.c: keys from K on dropped, keys wrapped at K (key j >= K read
+ * as j - K), a ring cache of R keys, a split-K merge at S in base 2), and each hypothesis is
+ * credited with the rows it reproduces.
+ *
+ * A length hypothesis's index (K, R, S: at least 1,024) is FITTED to where the failing rows
+ * start: the first failing token judged and the last judged before it bound it (on a sample the
+ * onset lies between them); it is that interval's only value, or its only named value (a
+ * threshold of masks/problem.h attn_thresholds, or a power of two), else the hypothesis is not
+ * tried. It is proven like any other (below). THE TIE RULE: a fitted index can make a
+ * hypothesis compute what a fixed rule computes (keys dropped from K = Lk - 1 on a causal case
+ * is "the last key dropped"); when whole causes tie (none DIAG_CLOSER times closer) and some
+ * need no fitted index, the fitted ones are not named (listed after the causes, nfitted), and
+ * the closeness rule runs again on the rest.
  *
  *   diag_in in = {.jc = &jc, .o = o, .lse = lse, .v = &verdict, .bm = &bm};
  *   diag_report *r;
@@ -145,6 +157,8 @@ typedef struct diag_finding {
                                    * (DIAG_REFUTED_PASSING), of the `checked` of `passing` */
     size_t checked, passing;
     diag_range first_contradiction;
+    int fitted;                   /* its index was fitted to the failing rows' onset (a length
+                                   * hypothesis: hyps_length.c) */
 } diag_finding;
 
 /* Why a hypothesis that fits every failing row is not named the cause (diag.h). */
@@ -162,6 +176,14 @@ typedef struct diag_evidence {
     size_t heads, heads_total;         /* (b, h) with such a row, of B * Hq */
     int32_t from_q;                    /* >= 0: in each of those heads every row from this q on
                                         * is such a row and none before it; -1: not so */
+    int32_t from_lo;                   /* with from_q > 0: the last row judged before it (-1:
+                                        * none): on a sample the rows start in (from_lo, from_q] */
+    int from_named;                    /* the named thresholds in that interval
+                                        * (attn_thresholds, powers of two), words in
+                                        * from_names */
+    char from_names[DIAG_TITLE_LEN];
+    size_t zero;                       /* of the rows, those with O all 0 though the truth's row
+                                        * has keys */
     size_t starts, starts_total;       /* of them, a sequence's first query (of the case's) */
     size_t empty, empty_total;         /* with no allowed key */
     size_t decode, decode_total;       /* of sequences with fewer queries than keys (decode,
@@ -186,6 +208,8 @@ typedef struct diag_report {
     size_t nfindings, nexplaining, ncauses;
     size_t nalso;          /* after a single cause, whole causes it fits DIAG_CLOSER times more
                             * closely than: "also within the bounds, less closely" */
+    size_t nfitted;        /* after the causes and nalso: whole causes with a fitted index
+                            * tied with causes needing none, so not named (diag.h's tie rule) */
     size_t nrefuted;       /* after the causes: whole candidates refuted (their refuted field) */
     diag_finding *findings;
     diag_rows unexplained; /* examined rows no cause (whole or group) explains */
@@ -221,7 +245,12 @@ void diag_report_free(diag_report *r);
  *   no hypothesis of the diagnosis's table explains these rows: the bug lies outside what it
  *   knows; what the 3 rows no cause explains are:
  *   evidence: in 1 of 2 heads (b, h) [, ...]; and one line each for sequence starts, rows
- *   with no allowed key, decode rows and non-finite ones among them, where there are any
+ *   with no allowed key, decode rows and non-finite ones among them, where there are any;
+ *   "in each of them every row from q = 65536 on and none before: 2^16 (where a 16-bit index
+ *   wraps)" names the thresholds (attn_thresholds, powers of two) at the onset when the row
+ *   before it was judged and passed, and on a sample that left a gap "no row in q = A..B was
+ *   judged, so the rows start in q = A..C (named thresholds there: ...)"; "each with O = 0,
+ *   though each has allowed keys" when the rows were left 0 (a grid that never ran them)
  *   tried, explaining no row: window W-1 (16 -> 15); causal flipped (causal -> bidirectional); ...
  * p is the problem of the report's case (for packed batches ranges name the sequence and the
  * positions in it: "(0, 0, 40..43), sequence 2 positions 8..11"). */

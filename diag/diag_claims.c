@@ -213,23 +213,51 @@ void diag_sort_findings(diag_report *r, size_t *idx)
  * (r->nalso, right after it): an LSE rounded to bfloat16 reproduced to the bit is not "scores
  * rounded to bfloat16", which also lands within H5's bound. Otherwise they stay
  * indistinguishable. */
-void diag_pick_closest(diag_report *r)
+/* The closeness rule on the first n causes: 1 when one is picked (moved first, nalso set). */
+static int pick_closest_of(diag_report *r, size_t n)
 {
-    if (r->ncauses < 2)
-        return;
+    if (n < 2)
+        return 0;
     size_t best = 0;
-    for (size_t i = 1; i < r->ncauses; i++)
+    for (size_t i = 1; i < n; i++)
         if (r->findings[i].fit < r->findings[best].fit)
             best = i;
-    for (size_t i = 0; i < r->ncauses; i++)
+    for (size_t i = 0; i < n; i++)
         if (i != best && !(r->findings[i].fit > 0 &&
                            r->findings[best].fit * DIAG_CLOSER <= r->findings[i].fit))
-            return;
+            return 0;
     diag_finding b = r->findings[best];
     memmove(&r->findings[1], &r->findings[0], best * sizeof b);
     r->findings[0] = b;
-    r->nalso = r->ncauses - 1;
+    r->nalso = n - 1;
     r->ncauses = 1;
+    return 1;
+}
+
+/* Then, still tied: a cause whose index was fitted to the failing rows (a length hypothesis)
+ * against causes that need none (diag.h's tie rule). The fitted index can reproduce what a
+ * fixed rule computes (keys wrapped at K = nk - nq computing top-left alignment's rows), and
+ * the rule that needed nothing fitted is the one the rows prove: the fitted ones go after the
+ * others, not named (nfitted), and the closeness rule runs again on the rest. */
+void diag_pick_closest(diag_report *r)
+{
+    if (r->ncauses < 2 || pick_closest_of(r, r->ncauses))
+        return;
+    size_t fixed = 0, n = r->ncauses;
+    for (size_t i = 0; i < n; i++)
+        fixed += !r->findings[i].fitted;
+    if (fixed == 0 || fixed == n)
+        return;
+    diag_finding *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) /* left indistinguishable: true, if less precise */
+        return;
+    for (size_t i = 0, a = 0, b = fixed; i < n; i++)
+        tmp[r->findings[i].fitted ? b++ : a++] = r->findings[i];
+    memcpy(r->findings, tmp, n * sizeof *tmp);
+    free(tmp);
+    r->ncauses = fixed;
+    r->nfitted = n - fixed;
+    pick_closest_of(r, fixed);
 }
 
 /* The non-finite rows, when they are exactly the rows with no allowed key and each is wholly
@@ -284,6 +312,8 @@ void diag_gather_evidence(const diag_exam *e, diag_report *r, uint8_t *state)
     memset(ev, 0, sizeof *ev);
     ev->heads_total = r->rows / (lq ? lq : 1);
     ev->from_q = -2; /* none seen yet */
+    ev->from_lo = -1;
+    int32_t before = -1; /* the token judged before the first head's first failing row */
     for (size_t head = 0; lq && head < ev->heads_total; head++) {
         int32_t first = -1, all_after = 1;
         for (size_t i = 0; i < lq; i++) {
@@ -301,8 +331,14 @@ void diag_gather_evidence(const diag_exam *e, diag_report *r, uint8_t *state)
                 all_after &= first < 0;
                 continue;
             }
-            if (first < 0)
+            if (first < 0) {
                 first = q;
+                before = i > 0 ? judge_row_token(jc, row - 1) : -1;
+            }
+            int zero = !empty && state[row] == ROW_FAIL;
+            for (int32_t x = 0; zero && x < p->dv; x++)
+                zero = e->in->o[row * (size_t)p->dv + (size_t)x] == 0.0f;
+            ev->zero += (size_t)zero;
             ev->starts += (size_t)start;
             ev->empty += (size_t)empty;
             ev->decode += (size_t)decode;
@@ -319,5 +355,10 @@ void diag_gather_evidence(const diag_exam *e, diag_report *r, uint8_t *state)
     }
     if (ev->from_q < 0)
         ev->from_q = -1;
+    if (ev->from_q > 0) { /* the same tokens in every head: one interval */
+        ev->from_lo = before;
+        ev->from_named = diag_thresholds_in(ev->from_names, sizeof ev->from_names, e->in,
+                                            before, ev->from_q);
+    }
 }
 

@@ -203,6 +203,62 @@ static int lowp_changes_nothing(const float *q, const float *kk, const float *vv
     return same;
 }
 
+/* Whether alternative a's length bug (hyps_length.c) touches the row whose keys are `keys`: a
+ * key at or past key_wrap, or keys on both sides of split_at. */
+static int length_bug_touches(const diag_alt *a, const uint8_t *keys, size_t lk)
+{
+    int below = 0, above = 0;
+    for (size_t tk = 0; a->key_wrap && tk < lk; tk++)
+        if (keys[tk] && tk >= (size_t)a->key_wrap)
+            return 1;
+    for (size_t tk = 0; a->split_at && tk < lk; tk++) {
+        below |= keys[tk] && tk < (size_t)a->split_at;
+        above |= keys[tk] && tk >= (size_t)a->split_at;
+    }
+    return below && above;
+}
+
+/* A's reference row (e->oref, *lse) over keys e->hkeys with rule, kk and vv the row's kv head:
+ * ref_row_f64, with key j >= key_wrap's K and V read at j - key_wrap (e->wk, e->wv, filled for
+ * the row's keys alone), and split at split_at: each part's softmax apart, merged in base 2
+ * (weights 2^LSE_i relative to the larger, the LSE log2 of their sum). */
+static fc_status alt_row_f64(diag_exam *e, const diag_alt *a, size_t row, const float *kk,
+                             const float *vv, const ref_row_rule *rule, double *lse, fc_err *err)
+{
+    const attn_problem *p = e->in->jc->prob;
+    size_t lk = (size_t)p->seq.lk, d = (size_t)p->d, dv = (size_t)p->dv;
+    const float *q = e->in->jc->q + row * d;
+    if (a->key_wrap) {
+        for (size_t tk = 0; tk < lk; tk++) {
+            if (!e->hkeys[tk])
+                continue;
+            size_t from = tk >= (size_t)a->key_wrap ? tk - (size_t)a->key_wrap : tk;
+            memcpy(e->wk + tk * d, kk + from * d, sizeof(float) * d);
+            memcpy(e->wv + tk * dv, vv + from * dv, sizeof(float) * dv);
+        }
+        kk = e->wk;
+        vv = e->wv;
+    }
+    if (!a->split_at || !length_bug_touches(a, e->hkeys, lk))
+        return ref_row_f64(q, kk, vv, p->seq.lk, p->d, p->dv, rule, key_in, e->hkeys, e->oref,
+                           lse, err);
+    double l[2];
+    for (int part = 0; part < 2; part++) {
+        for (size_t tk = 0; tk < lk; tk++)
+            e->pkeys[tk] = (tk >= (size_t)a->split_at) == part ? e->hkeys[tk] : 0;
+        fc_status st = ref_row_f64(q, kk, vv, p->seq.lk, p->d, p->dv, rule, key_in, e->pkeys,
+                                   part ? e->oref : e->oref2, &l[part], err);
+        if (st)
+            return st;
+    }
+    double top = l[0] > l[1] ? l[0] : l[1];
+    double w0 = exp2(l[0] - top), w1 = exp2(l[1] - top);
+    for (size_t x = 0; x < dv; x++)
+        e->oref[x] = (w0 * e->oref2[x] + w1 * e->oref[x]) / (w0 + w1);
+    *lse = top + log2(w0 + w1);
+    return FC_OK;
+}
+
 /* alt_vs_row's verdict on row `row` under alternative a (ALT_*), or -1 on a reference error.
  * e->tkeys must hold the truth's keys of the row. */
 int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc_err *err)
@@ -222,7 +278,8 @@ int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc
                 a->round_scores == FC_F32 && a->softcap == p->terms.softcap &&
                 sink == terms_sink(&p->terms, k.h) &&
                 a->sink_mul == 1.0 && sink_count == 1.0 && a->sink_value == 0.0 &&
-                a->softmax_dt == FC_F32 && a->lse_round == FC_F32 && !a->lse_free;
+                a->softmax_dt == FC_F32 && a->lse_round == FC_F32 && !a->lse_free &&
+                !length_bug_touches(a, e->hkeys, lk);
     if (truth && !a->ntries)
         return ALT_SAME;
     size_t kv = ((size_t)k.b * (size_t)p->hkv + (size_t)hk) * lk;
@@ -254,8 +311,7 @@ int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc
             if (!lowp_way_applies(how, has_sink))
                 continue;
             rule.softmax_how = how;
-            if (ref_row_f64(jc->q + row * d, kk, vv, p->seq.lk, p->d, p->dv, &rule, key_in,
-                            e->hkeys, e->oref, &lse, err))
+            if (alt_row_f64(e, a, row, kk, vv, &rule, &lse, err))
                 return -1;
             double pl = lse * a->lse_mul;
             if (a->lse_round != FC_F32)

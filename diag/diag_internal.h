@@ -46,6 +46,14 @@ typedef struct diag_key {
 
 typedef struct diag_alt diag_alt;
 
+/* Where the failing rows start (diag_run.c, before the setups): hi, the first failing query
+ * token judged (over every batch entry and head; -1 when none fails), and lo, the last token
+ * judged before it (-1 when none): on a sample the true onset lies in (lo, hi]. The length
+ * hypotheses (hyps_length.c) fit their index to it. */
+typedef struct diag_onset {
+    int32_t lo, hi;
+} diag_onset;
+
 /* Fills allowed[0, Lk) (Lk = p->seq.lk, the keys of one kv head of one batch entry): 1 for
  * each key the row uses under the alternative, 2 for a masked key it uses with the
  * alternative's masked_score (ref_key_fn), 0 for the others. */
@@ -89,6 +97,14 @@ struct diag_alt {
      * that send every head to the same sink on a case (the previous and the next head when
      * Hq = 2) compare equal and merge (diag_run.c merge_same). */
     int32_t sink_div, sink_shift;
+    /* Length bugs (hyps_length.c), 0 for the truth: keys from key_end on dropped (keys_fn
+     * reads it); key j >= key_wrap read as key j - key_wrap
+     * (its K and V; the mask still sees j); the keys split at split_at into [0, split_at) and
+     * the rest, the two partial results merged in base 2 (weights 2^LSE_i, the LSE log2 of
+     * their sum). */
+    int32_t key_end, key_wrap, split_at;
+    int fitted;               /* an index fitted to the failing rows' onset (diag.h's tie rule) */
+    const diag_onset *onset;  /* set before the setup (exam_init); NULL: unknown */
 };
 
 /* The head whose sink query head h reads under alternative a (0 <= sink_shift < Hq). */
@@ -105,6 +121,18 @@ typedef struct diag_hyp {
     const char *name; /* stable id */
     diag_setup_fn setup;
 } diag_hyp;
+
+/* The length hypotheses' setups (hyps_length.c), listed in hyps.c's table. */
+int diag_keys_dropped(const diag_in *in, diag_alt *a);
+int diag_keys_wrapped(const diag_in *in, diag_alt *a);
+int diag_ring_cache(const diag_in *in, diag_alt *a);
+int diag_merge_base2(const diag_in *in, diag_alt *a);
+/* "2^16 (where a 16-bit index wraps)" when t is one of the named thresholds for this case
+ * (attn_thresholds, with the block mask's query tile rows, 128 without one) or a power of two,
+ * else "": into buf (always terminated). 1 iff named. */
+int diag_threshold_name(char *buf, size_t cap, const diag_in *in, int64_t t);
+/* The named thresholds t with lo < t <= hi, "; "-joined into buf (always terminated); how many. */
+int diag_thresholds_in(char *buf, size_t cap, const diag_in *in, int64_t lo, int64_t hi);
 
 /* The table, in tie-break order (hyps.c); at most DIAG_MAX_HYPS entries (a test holds it). */
 #define DIAG_MAX_HYPS 64
@@ -133,6 +161,11 @@ typedef struct diag_exam {
     uint8_t *tkeys, *hkeys; /* [Lk] */
     double *oref;           /* [Dv] */
     int32_t *tiles;         /* [2 * DIAG_MAX_TILES(Lk, NKB)]: an online try's key ranges */
+    diag_onset onset;       /* the failing rows' onset (the setups' a->onset) */
+    float *wk, *wv;         /* [Lk * D], [Lk * Dv]: a wrapped row's keys and values (only with a
+                             * key_wrap alternative) */
+    uint8_t *pkeys;         /* [Lk]: one part of a split row's keys (only with split_at) */
+    double *oref2;          /* [Dv]: the other part's output */
 } diag_exam;
 
 /* What alternative a computes for row `row`, against the tested row. */

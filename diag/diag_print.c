@@ -173,9 +173,22 @@ static void print_evidence(FILE *f, const diag_report *r, const char *indent)
     fprintf(f, "%sevidence: in %zu of %zu heads (b, h)", indent, ev->heads, ev->heads_total);
     if (ev->from_q == 0)
         fputs(", every row of each", f);
-    else if (ev->from_q > 0)
-        fprintf(f, ", in each of them every row from q = %d on and none before", (int)ev->from_q);
+    else if (ev->from_q > 0 && ev->from_lo == ev->from_q - 1)
+        fprintf(f, ", in each of them every row from q = %d on and none before%s%s",
+                (int)ev->from_q, ev->from_named ? ": " : "", ev->from_names);
+    else if (ev->from_q > 0) /* a sample: the onset is known only to lie in an interval */
+        fprintf(f, ", in each of them every row judged from q = %d on and none judged before; "
+                   "no row in q = %d..%d was judged, so the rows start in q = %d..%d (%s%s%s)",
+                (int)ev->from_q, (int)ev->from_lo + 1, (int)ev->from_q - 1,
+                (int)ev->from_lo + 1, (int)ev->from_q,
+                ev->from_named ? "named thresholds there: " : "no named threshold there",
+                ev->from_names, ev->from_named > 8 ? "; ..." : "");
     fputc('\n', f);
+    if (ev->zero && ev->zero == ev->rows)
+        fprintf(f, "%sevidence: each with O = 0, though each has allowed keys\n", indent);
+    else if (ev->zero)
+        fprintf(f, "%sevidence: %zu of the %zu with O = 0, though they have allowed keys\n",
+                indent, ev->zero, ev->rows);
     if (ev->starts && ev->starts_total < r->rows)
         fprintf(f, "%sevidence: %zu of the %zu are the first query of their sequence (the case "
                    "has %zu such rows)\n", indent, ev->starts, ev->rows, ev->starts_total);
@@ -244,8 +257,17 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
         print_ranges(f, &r->findings[0].rows, p);
         fputc('\n', f);
     }
+    size_t after = r->ncauses + r->nalso; /* the findings after the causes' lines */
+    if (r->nfitted) {
+        fprintf(f, "%salso within the bounds on every failing row, not named (an index fitted to "
+                   "these rows, where the cause needs none): ", indent);
+        for (size_t i = after; i < after + r->nfitted; i++)
+            fprintf(f, "%s%s", i > after ? "; " : "", r->findings[i].title);
+        fputc('\n', f);
+        after += r->nfitted;
+    }
     size_t partial = 0;
-    for (size_t i = r->ncauses + r->nalso; i < r->nexplaining; i++) {
+    for (size_t i = after; i < r->nexplaining; i++) {
         const diag_finding *x = &r->findings[i];
         if (x->refuted && !x->ngroups) { /* a whole candidate refuted: why, one line each */
             char why[192];
@@ -266,7 +288,7 @@ void diag_print(FILE *f, const diag_report *r, const attn_problem *p, const char
     }
     if (partial) {
         fprintf(f, "%spartial fits, no cause: ", indent);
-        for (size_t i = r->ncauses + r->nalso, n = 0; i < r->nexplaining; i++) {
+        for (size_t i = after, n = 0; i < r->nexplaining; i++) {
             const diag_finding *x = &r->findings[i];
             if (x->ngroups || x->refuted)
                 continue;

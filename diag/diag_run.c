@@ -185,7 +185,8 @@ static int alt_same(const diag_alt *a, const diag_alt *b)
            a->rescale == b->rescale && a->softmax_dt == b->softmax_dt &&
            a->lse_round == b->lse_round && a->lse_free == b->lse_free &&
            a->only_empty == b->only_empty && a->sink_div == b->sink_div &&
-           a->sink_shift == b->sink_shift;
+           a->sink_shift == b->sink_shift && a->key_end == b->key_end &&
+           a->key_wrap == b->key_wrap && a->split_at == b->split_at;
 }
 
 /* A hypothesis computing what an earlier one computes on this case (window W+1 and 2W at
@@ -209,11 +210,29 @@ static int merge_same(diag_exam *e, diag_report *r, const diag_alt *a)
 }
 
 /* The hypotheses that apply, their findings (empty), and the scratch. */
+/* Where the failing rows start (diag_onset): the first failing token judged over every (b, h)
+ * and the last judged token before it (the tokens judged are the same in every head). */
+static diag_onset onset_of(const judge_case *jc, const uint8_t *state, size_t nrows)
+{
+    size_t per = judge_per_head(jc);
+    diag_onset o = {-1, -1};
+    size_t first = per; /* the index in a head of the first failing token */
+    for (size_t row = 0; row < nrows; row++)
+        if (state[row] != ROW_PASS && row % per < first)
+            first = row % per;
+    if (first < per) {
+        o.hi = judge_row_token(jc, first);
+        o.lo = first > 0 ? judge_row_token(jc, first - 1) : -1;
+    }
+    return o;
+}
+
 static fc_status exam_init(diag_exam *e, const diag_in *in, const diag_bounds *bd, diag_report *r,
-                           fc_err *err)
+                           const uint8_t *state, fc_err *err)
 {
     const attn_problem *p = in->jc->prob;
     memset(e, 0, sizeof *e);
+    e->onset = onset_of(in->jc, state, r->rows);
     e->in = in;
     e->bd = bd;
     diag_alt_init(in, &e->truth);
@@ -229,17 +248,30 @@ static fc_status exam_init(diag_exam *e, const diag_in *in, const diag_bounds *b
     if (!e->alts || !e->hyp_of || !r->findings || !e->tkeys || !e->hkeys || !e->oref ||
         !e->tiles)
         return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+    int wraps = 0, splits = 0;
     for (size_t h = 0; h < diag_nhyps; h++) {
         diag_alt *a = &e->alts[e->nalts];
         diag_alt_init(in, a);
+        a->onset = &e->onset;
         if (!diag_hyps[h].setup(in, a) || merge_same(e, r, a))
             continue;
+        wraps |= a->key_wrap > 0;
+        splits |= a->split_at > 0;
         diag_finding *f = &r->findings[e->nalts];
         f->name = diag_hyps[h].name;
+        f->fitted = a->fitted;
         memcpy(f->title, a->title, sizeof f->title);
         e->hyp_of[e->nalts++] = h;
     }
     r->nfindings = e->nalts;
+    /* the length bugs' scratch (diag_eval.c alt_row_f64) */
+    size_t lk = (size_t)p->seq.lk;
+    if (wraps && (!(e->wk = malloc(sizeof(float) * (lk * (size_t)p->d + 1))) ||
+                  !(e->wv = malloc(sizeof(float) * (lk * (size_t)p->dv + 1)))))
+        return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
+    if (splits && (!(e->pkeys = malloc(lk + 1)) ||
+                   !(e->oref2 = malloc(sizeof(double) * ((size_t)p->dv + 1)))))
+        return fc_errf(err, FC_ENOMEM, "diagnosis: out of memory");
     return FC_OK;
 }
 
@@ -251,6 +283,10 @@ static void exam_free(diag_exam *e)
     free(e->hkeys);
     free(e->oref);
     free(e->tiles);
+    free(e->wk);
+    free(e->wv);
+    free(e->pkeys);
+    free(e->oref2);
 }
 
 fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
@@ -302,7 +338,7 @@ fc_status diag_run(const diag_in *in, diag_report **out, fc_err *err)
     }
     if (!st) {
         r->nan_empty = diag_nan_empty_rows(in, r, state);
-        st = exam_init(&e, in, &bd, r, err);
+        st = exam_init(&e, in, &bd, r, state, err);
     }
     if (st)
         goto done;

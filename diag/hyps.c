@@ -1024,5 +1024,11 @@ const diag_hyp diag_hyps[] = {
     {"no-rescale", no_rescale},
     {"no-rescale-acc", no_rescale_acc},
     {"lse-log2", lse_log2},
+    /* the length hypotheses (hyps_length.c), their index fitted to the failing rows: last, so
+     * that a hypothesis needing no fitted index wins ties (diag.h) */
+    {"keys-dropped", diag_keys_dropped},
+    {"keys-wrapped", diag_keys_wrapped},
+    {"ring-cache", diag_ring_cache},
+    {"merge-base-2", diag_merge_base2},
 };
 const size_t diag_nhyps = sizeof diag_hyps / sizeof diag_hyps[0];

@@ -194,3 +194,40 @@ void attn_problem_free(attn_problem *p)
 {
     seq_free(&p->seq);
 }
+
+/* The named length thresholds (problem.h): where each lies and what crosses it. */
+int attn_thresholds(const attn_problem *p, int32_t qb, attn_threshold *out)
+{
+    int n = 0;
+    for (int e = 13; e <= 17; e++) {
+        out[n].at = (int64_t)1 << e;
+        if (e == 13)
+            fc_fmt(out[n++].what, sizeof out->what, "2^13 (8,192: a split-K boundary)");
+        else
+            fc_fmt(out[n++].what, sizeof out->what, "2^%d (where a%s index wraps)", e,
+                   e == 15 ? "n int16" : e == 16 ? " 16-bit" : e == 14 ? " 14-bit" : " 17-bit");
+    }
+    out[n].at = 46341;
+    fc_fmt(out[n++].what, sizeof out->what, "46,341 (46,341^2 > 2^31: a mask's L^2 index)");
+    for (int kv = 0; kv < 2; kv++) {
+        int32_t h = kv ? p->hkv : p->hq;
+        if (h > 0 && p->d > 0) {
+            out[n].at = ((int64_t)1 << 31) / ((int64_t)h * p->d);
+            fc_fmt(out[n++].what, sizeof out->what, "2^31 / (%s D) (an int32 offset of a "
+                   "token's row)", kv ? "Hkv" : "Hq");
+        }
+    }
+    if (p->seq.lk > 0) {
+        out[n].at = ((int64_t)1 << 32) / p->seq.lk;
+        fc_fmt(out[n++].what, sizeof out->what, "2^32 / Lk (an int32 index of an [L, Lk] mask)");
+    }
+    /* a launch grid's cap: 65,535 blocks of the query tile's rows, or of one row each (a
+     * kernel launching a block per query row) */
+    int32_t rows[2] = {qb > 0 ? qb : 128, 1};
+    for (int i = 0; i < 2; i++) {
+        out[n].at = (int64_t)65535 * rows[i];
+        fc_fmt(out[n++].what, sizeof out->what, "65,535 x %d (a launch grid capped at 65,535 "
+               "blocks of %d query row%s)", (int)rows[i], (int)rows[i], rows[i] == 1 ? "" : "s");
+    }
+    return n;
+}

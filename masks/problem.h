@@ -69,6 +69,18 @@ attn_cost attn_case_cost_rows(const attn_problem *p, int32_t qb, int32_t kb, int
  * position in it: "..., sequence 2 position 8". Always terminated; truncated to cap. */
 void attn_row_where(char *buf, size_t cap, const attn_problem *p, size_t row, int64_t d);
 
+/* The named length thresholds long-context bugs cross (fixtures/fix_sample.c's header: 2^13
+ * .. 2^17, 46,341, 2^31 / (H * D) for Hq and Hkv, 2^32 / Lk, 65,535 x qb and 65,535 x 1), each
+ * with what crosses it: the sample places tokens on both sides of each, and the diagnosis
+ * names the one a failing onset matches (diag/diag.h). Into out[ATTN_MAX_THRESHOLDS]; returns
+ * how many (some may lie past Lq). qb (the query tile's rows) <= 0: 128. */
+#define ATTN_MAX_THRESHOLDS 16
+typedef struct attn_threshold {
+    int64_t at;
+    char what[96];
+} attn_threshold;
+int attn_thresholds(const attn_problem *p, int32_t qb, attn_threshold *out);
+
 /* Releases the owned seq_info. */
 void attn_problem_free(attn_problem *p);
 

@@ -847,12 +847,83 @@ static void by_ref_tile(const tcase *c, mask_params m, double scale, term_bug tb
     cr_assert_eq(ref_attention_f64(&p, c->q, c->k, c->v, o, lse, &err), FC_OK, "%s", err.msg);
 }
 
+/* Keys from 1,024 on dropped (a key count capped at 2^10). */
+static int pred_keys_below_1024(const tcase *c, int32_t tq, int32_t tk)
+{
+    return tk < 1024 && pred_truth(c, tq, tk);
+}
+
+/* Key j >= at read as key j - at (its K and V; the mask still sees j): the reference on
+ * remapped K and V. */
+static void brute_wrapped(const tcase *c, int32_t at, double *o, double *lse)
+{
+    const attn_problem *p = &c->p;
+    size_t lk = (size_t)p->seq.lk, d = (size_t)p->d, dv = (size_t)p->dv;
+    float *k = falloc(attn_k_elems(p)), *v = falloc(attn_v_elems(p));
+    for (size_t hb = 0; hb < (size_t)p->seq.batch * (size_t)p->hkv; hb++)
+        for (size_t j = 0; j < lk; j++) {
+            size_t from = j >= (size_t)at ? j - (size_t)at : j;
+            memcpy(k + (hb * lk + j) * d, c->k + (hb * lk + from) * d, d * sizeof *k);
+            memcpy(v + (hb * lk + j) * dv, c->v + (hb * lk + from) * dv, dv * sizeof *v);
+        }
+    fc_err err = {{0}};
+    cr_assert_eq(ref_attention_f64(p, c->q, k, v, o, lse, &err), FC_OK, "%s", err.msg);
+    free(k);
+    free(v);
+}
+
+/* A split-K merge in base 2, written out: each row's allowed keys below `at` and from `at` on
+ * softmaxed apart (O_i, LSE_i natural), merged as w_i = 2^(LSE_i - max) (base 2 where e is
+ * right), O = sum w_i O_i / sum w_i, LSE = max + log2(sum w_i). Dense, no score terms. */
+static void brute_merge2(const tcase *c, int32_t at, double *o, double *lse)
+{
+    const attn_problem *p = &c->p;
+    int32_t lq = p->seq.lq, lk = p->seq.lk, dv = p->dv;
+    double *part_o = dalloc(2 * (size_t)dv);
+    for (int32_t b = 0; b < p->seq.batch; b++)
+        for (int32_t h = 0; h < p->hq; h++)
+            for (int32_t tq = 0; tq < lq; tq++) {
+                size_t row = row_of(c, b, h, tq);
+                int32_t hk = h / (p->hq / p->hkv);
+                const float *kk = c->k + ((size_t)b * p->hkv + hk) * lk * p->d;
+                const float *vv = c->v + ((size_t)b * p->hkv + hk) * lk * dv;
+                double l[2];
+                for (int part = 0; part < 2; part++) {
+                    double mx = -INFINITY, sum = 0, *op = part_o + part * dv;
+                    for (int32_t x = 0; x < dv; x++)
+                        op[x] = 0;
+                    for (int32_t j = 0; j < lk; j++)
+                        if ((j >= at) == part && pred_truth(c, tq, j))
+                            mx = fmax(mx, p->scale * dot_qk(c, row, kk, j));
+                    for (int32_t j = 0; mx > -INFINITY && j < lk; j++) {
+                        if ((j >= at) != part || !pred_truth(c, tq, j))
+                            continue;
+                        double e = exp(p->scale * dot_qk(c, row, kk, j) - mx);
+                        sum += e;
+                        for (int32_t x = 0; x < dv; x++)
+                            op[x] += e * vv[(size_t)j * dv + x];
+                    }
+                    for (int32_t x = 0; sum > 0 && x < dv; x++)
+                        op[x] /= sum;
+                    l[part] = mx > -INFINITY ? mx + log(sum) : -INFINITY;
+                }
+                double top = fmax(l[0], l[1]);
+                double w0 = l[0] > -INFINITY ? exp2(l[0] - top) : 0;
+                double w1 = l[1] > -INFINITY ? exp2(l[1] - top) : 0;
+                for (int32_t x = 0; x < dv; x++)
+                    o[row * dv + x] = w0 + w1 > 0 ? (w0 * part_o[x] + w1 * part_o[dv + x]) /
+                                                        (w0 + w1) : 0;
+                lse[row] = w0 + w1 > 0 ? top + log2(w0 + w1) : -INFINITY;
+            }
+    free(part_o);
+}
+
 /* ---- one case per hypothesis ------------------------------------------------------------ */
 
 typedef enum how {
     BY_REF, BY_BRUTE, BY_LSE2, BY_CAP_FILL, BY_CAP_FILL_DENSE, BY_SINK_VALUED, BY_NO_RESCALE,
     BY_NO_RESCALE_ACC, BY_SOFTMAX_LOWP, BY_SOFTMAX_LOWP_KERNEL, BY_MASKED_MEAN, BY_MASKED_MEAN_ALL, BY_MASKED_LSE,
-    BY_LSE_ROUND, BY_TERMS
+    BY_LSE_ROUND, BY_TERMS, BY_WRAP, BY_MERGE2
 } how;
 typedef enum blocks { BM_NONE, BM_EXACT, BM_DROP_FULL, BM_PARTIAL_LISTED_FULL, BM_EMPTY_TILE } blocks;
 
@@ -880,6 +951,7 @@ typedef struct hyp_case {
                            * failing row is a planted one, and at least 4 fail) */
     int ties;             /* other hypotheses give these rows the same output (reported with it
                            * as indistinguishable); the expected one comes first in table order */
+    int32_t at;           /* BY_WRAP: keys from here read at j - at; BY_MERGE2: the split */
 } hyp_case;
 
 #define CW(w) {.causal = 1, .sliding_window = (w)}
@@ -1082,6 +1154,17 @@ static const hyp_case hyp_cases[] = {
      * (scores-rounded). */
     {"softmax-lowp", {FC_BF16, 1, 2, 1, 256, 256, 32, {.causal = 1}, .seed = 63, .scale = 0.1},
      {0, 1, 128, 255}, BY_SOFTMAX_LOWP, .round_scores = 1, .some_rows = 1},
+    /* The length hypotheses (hyps_length.c): 1,100 causal tokens, the bug from 2^10 on (every
+     * row judged, so the onset is exact: rows from 1,024 on fail, none before), its index
+     * fitted to that onset. */
+    {"keys-dropped", {FC_F32, 1, 2, 1, 1100, 1100, 8, {.causal = 1}, .seed = 70},
+     {0, 1, 1024, 1027}, BY_BRUTE, .pred = pred_keys_below_1024},
+    {"keys-wrapped", {FC_F32, 1, 2, 1, 1100, 1100, 8, {.causal = 1}, .seed = 71},
+     {0, 0, 1024, 1027}, BY_WRAP, .at = 1024},
+    {"ring-cache", {FC_F32, 1, 2, 1, 1100, 1100, 8, {.causal = 1}, .seed = 72},
+     {0, 1, 1024, 1027}, BY_REF, .bug_mask = CW(1024)},
+    {"merge-base-2", {FC_F32, 1, 2, 1, 1100, 1100, 8, {.causal = 1}, .seed = 73},
+     {0, 0, 1024, 1027}, BY_MERGE2, .at = 1024},
 };
 
 /* The block mask the producer ran with: exact, or damaged in the tile of `rows`. */
@@ -1168,6 +1251,10 @@ static void run_hyp_case(const hyp_case *hc)
             lse[i] = fc_round((float)c.lse64[i], hc->lse_to);
     } else if (hc->how == BY_TERMS) {
         brute_terms(&c, hc->cap_first, hc->sink_from, o, lse);
+    } else if (hc->how == BY_WRAP) {
+        brute_wrapped(&c, hc->at, o, lse);
+    } else if (hc->how == BY_MERGE2) {
+        brute_merge2(&c, hc->at, o, lse);
     } else if (hc->how == BY_BRUTE) {
         brute(&c, hc->pred, hc->kv_mod, hc->round_scores ? c.dt : FC_F32, o, lse);
     } else { /* O as the truth (the correct rows' O stays), LSE in log2 */
@@ -1668,6 +1755,23 @@ Test(diag_coincide, decode_rows_and_one_sided_windows_merge_into_the_window_they
     tcase_free(&c);
 }
 
+/* Case s (made into *c) with the last key of each sequence dropped on every row of every head,
+ * diagnosed; *text its printed report. */
+static diag_report *drop_last_everywhere(tcase *c, const spec *s, char **text)
+{
+    tcase_make(c, s);
+    size_t no = attn_o_elems(&c->p), nl = attn_lse_elems(&c->p);
+    double *o = dalloc(no), *lse = dalloc(nl);
+    brute(c, pred_drop_last, 0, FC_F32, o, lse);
+    for (int32_t h = 0; h < c->p.hq; h++) /* the bug everywhere */
+        put_rows(c, (diag_range){0, h, 0, c->p.seq.lq - 1}, o, lse);
+    diag_report *r = diagnose(c, NULL, 0, 1);
+    *text = print_report(r, &c->p);
+    free(o);
+    free(lse);
+    return r;
+}
+
 /* 32 causal queries over 96 keys without a window: the last key dropped changes the last row
  * alone, and there a row one position behind computes the same keys (its own, the last, lost);
  * decode-behind is not tried without a window that tells them apart (hyps.c decode_moved), so
@@ -1676,14 +1780,8 @@ Test(diag_coincide, a_decode_blocks_last_row_without_the_last_key_is_drop_last_k
 {
     const spec s = {FC_F16, 1, 2, 1, 32, 96, 16, {.causal = 1}, .seed = 66};
     tcase c;
-    tcase_make(&c, &s);
-    size_t no = attn_o_elems(&c.p), nl = attn_lse_elems(&c.p);
-    double *o = dalloc(no), *lse = dalloc(nl);
-    brute(&c, pred_drop_last, 0, FC_F32, o, lse);
-    for (int32_t h = 0; h < c.p.hq; h++) /* the bug everywhere */
-        put_rows(&c, (diag_range){0, h, 0, 31}, o, lse);
-    diag_report *r = diagnose(&c, NULL, 0, 1);
-    char *text = print_report(r, &c.p);
+    char *text;
+    diag_report *r = drop_last_everywhere(&c, &s, &text);
     cr_assert(r->failing == 2 && r->ncauses == 1, "%s", text);
     cr_assert_str_eq(r->findings[0].name, "drop-last-key");
     diag_range want[2] = {{0, 0, 31, 31}, {0, 1, 31, 31}};
@@ -1691,8 +1789,28 @@ Test(diag_coincide, a_decode_blocks_last_row_without_the_last_key_is_drop_last_k
     cr_assert_null(finding(r, "decode-behind"), "%s", text);
     free(text);
     diag_report_free(r);
-    free(o);
-    free(lse);
+    tcase_free(&c);
+}
+
+/* diag.h's tie rule: 1,100 causal tokens with the last key dropped fail only row 1,099, and
+ * keys dropped from K = 1,099 (K fitted to that onset, the one value it allows) computes every
+ * row as drop-last-key does. The cause is the hypothesis needing no fitted index; the fitted
+ * one is listed as not named, never as a second cause. */
+Test(diag_coincide, a_cause_with_a_fitted_index_loses_a_tie_to_one_needing_none)
+{
+    const spec s = {FC_F32, 1, 1, 1, 1100, 1100, 8, {.causal = 1}, .seed = 74};
+    tcase c;
+    char *text;
+    diag_report *r = drop_last_everywhere(&c, &s, &text);
+    cr_assert(r->failing == 1 && r->ncauses == 1 && r->nfitted == 1, "%s", text);
+    cr_assert_str_eq(r->findings[0].name, "drop-last-key");
+    const diag_finding *f = &r->findings[r->ncauses + r->nalso];
+    cr_assert(strcmp(f->name, "keys-dropped") == 0 && f->fitted && strstr(f->title, "K = 1099"),
+              "%s", text);
+    cr_assert(strstr(text, "not named (an index fitted to these rows, where the cause needs "
+                           "none): keys dropped from K = 1099: a row"), "%s", text);
+    free(text);
+    diag_report_free(r);
     tcase_free(&c);
 }
 

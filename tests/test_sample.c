@@ -4,7 +4,8 @@
  * sample's rows by hyperslab, `flexcheck check --rows` and `repro --rows` on a 40,000-token
  * dump whose planted defects a sample must catch (rows past 2^15) or may miss (one token it does
  * not hold), and planted length defects (rows past 2^16, a grid cap, keys wrapping, a ring
- * cache, a base-2 merge) that every sample of 64 tokens must fail.
+ * cache, a base-2 merge) that every sample of 64 tokens must fail and whose diagnosis names
+ * each with its threshold (issue 36 items 5 and 8).
  *
  * Expected tokens are derived here from the thresholds' definitions, not from the sampler; the
  * verdicts follow from how each output is built (the same-precision computation is what a
@@ -499,13 +500,37 @@ static void lp_of(const fix_case *c, mask_params m, const float *k, const float 
     cr_assert_eq(ref_attention_lp(&p, c->dtype, c->q, k, v, o, lse, &err), FC_OK, "%s", err.msg);
 }
 
-/* Each labelled output fails `check --rows 64` on seeds 1 to 5; where `from` is set, the
- * diagnosis's evidence says the failing rows start there. The work budget is four samples'
- * worth, so that every row is past it, as a 128k layer's is under the default budget: the
- * sample alone decides (a failure on a sample's bounds is otherwise judged again on every row,
- * minutes of float64 reference for the 20,000-token global layer, five seeds over). */
+/* What each labelled output's diagnosis must say (want, up to 3 strings, NULL-terminated) and
+ * must not (deny, or NULL). */
+typedef struct diag_says {
+    const char *want[4];
+    const char *deny;
+    int pass; /* a correct output: it passes, so no diagnosis names any cause */
+} diag_says;
+
+/* The diagnosis printed under `label`'s line of check's output (up to the next case line). */
+static const char *diag_of(const char *out, const char *line, const char **end)
+{
+    const char *s = strstr(out, line);
+    const char *next = s ? strstr(s + 1, "\nPASS ") : NULL;
+    const char *f2 = s ? strstr(s + 1, "\nFAIL ") : NULL;
+    *end = !next || (f2 && f2 < next) ? f2 : next;
+    return s;
+}
+
+static int in_diag(const char *s, const char *end, const char *needle)
+{
+    const char *e = s ? strstr(s, needle) : NULL;
+    return e && (!end || e < end);
+}
+
+/* Each labelled output fails `check --rows 64` on seeds 1 to 5 (passes, says[i].pass), and its
+ * diagnosis says what says[i] asks. The work budget is four samples' worth, so that every row
+ * of c is past it, as a 128k layer's is under the default budget: the sample alone decides (a
+ * failure on a sample's bounds is otherwise judged again on every row, minutes of float64
+ * reference for the 20,000-token global layer, five seeds over). */
 static void expect_all_fail(const char *p, const fix_case *c, const char *const *labels,
-                            const char *const *from, int n)
+                            const diag_says *says, int n)
 {
     char *out = malloc(1 << 17), args[512], line[4096];
     uint64_t work = 4 * attn_case_cost_rows(&c->prob, 128, 128, 64).work;
@@ -515,17 +540,18 @@ static void expect_all_fail(const char *p, const fix_case *c, const char *const 
                  (unsigned long long)seed, (unsigned long long)work, p);
         cr_expect_eq(run(args, out, 1 << 17), 1, "%s", out);
         for (int i = 0; i < n; i++) {
-            cr_expect(strstr(line_of(out, labels[i], line, sizeof line), "FAIL ") == line,
+            cr_expect(strstr(line_of(out, labels[i], line, sizeof line),
+                             says[i].pass ? "PASS " : "FAIL ") == line,
                       "seed %llu: %s", (unsigned long long)seed, line);
-            if (from[i]) {
-                const char *s = strstr(out, line);
-                const char *next = s ? strstr(s + 1, "\nPASS ") : NULL, *f2 = NULL;
-                const char *e = s ? strstr(s, from[i]) : NULL;
-                f2 = strstr(s ? s + 1 : out, "\nFAIL ");
-                cr_expect(e && (!next || e < next) && (!f2 || e < f2), "seed %llu, %s: no "
-                          "'%s' in its diagnosis:\n%s", (unsigned long long)seed, labels[i],
-                          from[i], out);
-            }
+            const char *end, *s = diag_of(out, line, &end);
+            for (int w = 0; says[i].want[w]; w++)
+                cr_expect(in_diag(s, end, says[i].want[w]), "seed %llu, %s: no '%s' in its "
+                          "diagnosis:\n%s", (unsigned long long)seed, labels[i],
+                          says[i].want[w], out);
+            if (says[i].deny)
+                cr_expect(!in_diag(s, end, says[i].deny), "seed %llu, %s: '%s' in its "
+                          "diagnosis:\n%s", (unsigned long long)seed, labels[i], says[i].deny,
+                          out);
         }
     }
     free(out);
@@ -533,7 +559,8 @@ static void expect_all_fail(const char *p, const fix_case *c, const char *const 
 
 /* 70,000 tokens, causal W 64: rows from 2^16 on shifted by 100 tokens (an index past 2^16);
  * rows from 65,535 on left zero (a grid of 65,535 one-row blocks, the rest never launched);
- * keys from 2^16 on read at j - 2^16 (an index wrapping at 16 bits). */
+ * keys from 2^16 on read at j - 2^16 (an index wrapping at 16 bits); the shift from 50,000 on
+ * (no threshold, no placed token); and the correct output, which passes every sample. */
 Test(sample, length_defects_past_an_index_fail_every_sample)
 {
     enum { LL = 70000, DD = 8 };
@@ -549,6 +576,10 @@ Test(sample, length_defects_past_an_index_fail_every_sample)
     memcpy(zero, good, sizeof(float) * no);
     for (size_t q = 65536; q < LL; q++)
         memcpy(shift + q * DD, good + (q - 100) * DD, sizeof(float) * DD);
+    float *mid = malloc(sizeof(float) * no); /* the same shift from 50,000 on: no threshold */
+    memcpy(mid, good, sizeof(float) * no);
+    for (size_t q = 50000; q < LL; q++)
+        memcpy(mid + q * DD, good + (q - 100) * DD, sizeof(float) * DD);
     memset(zero + (size_t)65535 * DD, 0, sizeof(float) * (LL - 65535) * DD);
     for (size_t j = 0; j < LL; j++) { /* key j >= 2^16 read at j - 2^16 */
         size_t from = j >= 65536 ? j - 65536 : j;
@@ -556,15 +587,33 @@ Test(sample, length_defects_past_an_index_fail_every_sample)
         memcpy(v + j * DD, c.v + from * DD, sizeof(float) * DD);
     }
     lp_of(&c, c.prob.mask, k, v, wrap, wlse);
-    const char *labels[] = {"rows-past-2-16", "grid-cap", "keys-wrap-2-16"};
-    float *outs[] = {shift, zero, wrap}, *lses[] = {lse, lse, wlse};
-    const char *from[] = {"every row from q = 65536 on and none before",
-                          "every row from q = 65535 on and none before",
-                          "every row from q = 65536 on and none before"};
-    const char *p = write_outputs("index.h5", &c, labels, outs, lses, 3);
-    expect_all_fail(p, &c, labels, from, 3);
+    const char *labels[] = {"rows-past-2-16", "grid-cap", "keys-wrap-2-16", "rows-past-50000",
+                            "correct"};
+    float *outs[] = {shift, zero, wrap, mid, good}, *lses[] = {lse, lse, wlse, lse, lse};
+    /* Each named with its threshold (the sample places tokens on both sides of each, so the
+     * onset is exact); the row shift and the zeroed rows are no computation of the table's,
+     * so no cause (a fitted length hypothesis must not be credited with them); the wrap is. */
+    const diag_says says[] = {
+        {.want = {"every row from q = 65536 on and none before: 2^16 (where a 16-bit index "
+                  "wraps)"},
+         .deny = "explained by"},
+        {.want = {"every row from q = 65535 on and none before: 65,535 x 1 (a launch grid "
+                  "capped at 65,535 blocks of 1 query row)",
+                  "each with O = 0"},
+         .deny = "explained by"},
+        {.want = {"explained by keys wrapped at K = 65536, 2^16 (where a 16-bit index wraps): "
+                  "key j >= K read as key j - K"},
+         .deny = "indistinguishable"},
+        /* 50,000 is no placed token: the onset is known only between two judged ones, and
+         * no threshold lies there (46,341 and 61,356 = 2^32 / Lk are placed on both sides) */
+        {.want = {"so the rows start in q = ", "(no named threshold there)"},
+         .deny = "explained by"},
+        {.pass = 1}};
+    const char *p = write_outputs("index.h5", &c, labels, outs, lses, 5);
+    expect_all_fail(p, &c, labels, says, 5);
     fix_case_free(&c);
     free(good), free(lse), free(shift), free(zero), free(wrap), free(wlse), free(k), free(v);
+    free(mid);
 }
 
 /* 20,000 tokens, causal (a global layer): a ring cache of 4,096 keys (a row sees its last
@@ -609,9 +658,12 @@ Test(sample, a_ring_cache_and_a_base_2_merge_fail_every_sample)
     free(s);
     const char *labels[] = {"ring-4096", "merge-base-2"};
     float *outs[] = {ring, merge}, *lses[] = {rlse, mlse};
-    const char *from[] = {NULL, NULL};
+    const diag_says says[] = {
+        {.want = {"explained by a ring cache of R = 4096 keys"}, .deny = "indistinguishable"},
+        {.want = {"explained by a split-K merge in base 2 at S = 8192, 2^13"},
+         .deny = "indistinguishable"}};
     const char *p = write_outputs("global.h5", &c, labels, outs, lses, 2);
-    expect_all_fail(p, &c, labels, from, 2);
+    expect_all_fail(p, &c, labels, says, 2);
     /* The same as a bare dump, every row: its oracle (3.2e9 multiply-adds, seconds) is computed
      * after the file is read, outside libhdf5's watchdog (1 s here), which once took it for a
      * hung read and killed the check */
