@@ -381,11 +381,13 @@ static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *
     const char *also = *n < a->seq.lq ? " or judge fewer rows (rows)"
                                       : " or judge a sample of rows (rows)";
     const double gib = (double)((uint64_t)1 << 30);
+    char xt[256];
+    attn_xterms_text(xt, sizeof xt, a); /* the explicit mask and bias, named when present */
     if (c.bytes > mb)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g GiB (inputs, oracle, "
-                    "buffers, reference scratch), over the memory budget max_memory = %.3g GiB "
-                    "(%llu bytes): raise max_memory to judge it,%s", shape,
-                    (double)c.bytes / gib, (double)mb / gib, (unsigned long long)mb, also);
+                    "buffers, reference scratch%s), over the memory budget max_memory = %.3g "
+                    "GiB (%llu bytes): raise max_memory to judge it,%s", shape,
+                    (double)c.bytes / gib, xt, (double)mb / gib, (unsigned long long)mb, also);
     if (c.work > mw)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g multiply-adds, over the "
                     "work budget max_work = %.3g (%llu): raise max_work to judge it,%s", shape,
