@@ -1,0 +1,717 @@
+/*
+ * test_xmask.c - the explicit mask and bias (masks/xterms.h, docs/semantics.md section 8) in the
+ * references: prefix-LM, ALiBi with a soft-cap, random per-head masks with empty rows and a
+ * packed batch, each against a brute force written from the page (a triple loop over a dense
+ * boolean mask and the bias, in long double, reading nothing of ref/); an explicit mask equal
+ * to a family's gives the family's bits in every variant; masked keys cannot leak; shapes are
+ * refused with one line; the budget counts the terms and names them.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures/fix.h"
+#include "masks/problem.h"
+#include "ref/ref.h"
+
+/* ---- cases ---- */
+
+typedef struct xcase {
+    const char *name;
+    int32_t batch, hq, hkv, lq, lk, d, dv;
+    mask_params fam;  /* the families (section 2) */
+    double softcap;
+    int sinks;        /* 1: per-head sinks in [-3, 4] */
+    int32_t nseq;     /* 0 dense; else packed with cu_q, cu_k */
+    int32_t cu_q[5], cu_k[5];
+} xcase;
+
+/* A case's problem, inputs, and a dense explicit mask [bm, hm, lq, lk] (1 = allowed) and bias
+ * the test fills; pack() puts the mask into the problem. */
+typedef struct xrun {
+    attn_problem p;
+    float *q, *k, *v, *sinks;
+    uint8_t *dense, *bits;
+    float *bias;
+} xrun;
+
+static uint64_t rng(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float unif(uint64_t *s) /* in [-1, 1) */
+{
+    return (float)((double)(rng(s) >> 11) * 0x1p-52 - 1.0);
+}
+
+static void setup(const xcase *c, uint64_t seed, xrun *r)
+{
+    fc_err err = {{0}};
+    memset(r, 0, sizeof *r);
+    fc_status st = c->nseq ? seq_init_packed(&r->p.seq, c->nseq, c->cu_q, c->cu_k, &err)
+                           : seq_init_dense(&r->p.seq, c->batch, c->lq, c->lk, &err);
+    cr_assert_eq(st, FC_OK, "%s: %s", c->name, err.msg);
+    r->p.hq = c->hq;
+    r->p.hkv = c->hkv;
+    r->p.d = c->d;
+    r->p.dv = c->dv;
+    r->p.scale = 1.0 / sqrt((double)c->d);
+    r->p.mask = c->fam;
+    r->p.terms.softcap = c->softcap;
+    size_t nq = attn_q_elems(&r->p), nk = attn_k_elems(&r->p), nv = attn_v_elems(&r->p);
+    r->q = malloc(nq * sizeof(float) + 1);
+    r->k = malloc(nk * sizeof(float) + 1);
+    r->v = malloc(nv * sizeof(float) + 1);
+    cr_assert(r->q && r->k && r->v);
+    /* scores of a few units: the softmax is neither flat nor one-hot */
+    for (size_t i = 0; i < nq; i++)
+        r->q[i] = 2.0f * unif(&seed);
+    for (size_t i = 0; i < nk; i++)
+        r->k[i] = 2.0f * unif(&seed);
+    for (size_t i = 0; i < nv; i++)
+        r->v[i] = unif(&seed);
+    if (c->sinks) {
+        r->sinks = malloc((size_t)c->hq * sizeof(float));
+        for (int32_t h = 0; h < c->hq; h++)
+            r->sinks[h] = -3.0f + 7.0f * (float)h / (float)(c->hq > 1 ? c->hq - 1 : 1);
+        r->p.terms.sinks = r->sinks;
+    }
+}
+
+/* Allocates the dense mask [bm, hm, Lq, Lk], all allowed; the test sets its bits. */
+static uint8_t *dense_mask(xrun *r, int32_t bm, int32_t hm)
+{
+    size_t n = (size_t)bm * hm * r->p.seq.lq * r->p.seq.lk;
+    free(r->dense);
+    r->dense = malloc(n + 1);
+    cr_assert(r->dense);
+    memset(r->dense, 1, n);
+    r->p.xmask = (attn_xmask){NULL, bm, hm, r->p.seq.lq, r->p.seq.lk};
+    return r->dense;
+}
+
+/* The dense mask into the problem, packed. */
+static void pack(xrun *r)
+{
+    attn_xmask *m = &r->p.xmask;
+    size_t rows = (size_t)m->bm * m->hm * m->lq;
+    free(r->bits);
+    r->bits = malloc(rows * (size_t)xmask_row_bytes(m->lk) + 1);
+    cr_assert(r->bits);
+    attn_xmask_pack(r->dense, rows, m->lk, r->bits);
+    m->bits = r->bits;
+}
+
+static float *bias_of(xrun *r, int32_t bm, int32_t hm)
+{
+    size_t n = (size_t)bm * hm * r->p.seq.lq * r->p.seq.lk;
+    free(r->bias);
+    r->bias = calloc(n + 1, sizeof(float));
+    cr_assert(r->bias);
+    r->p.xbias = (attn_xbias){r->bias, bm, hm, r->p.seq.lq, r->p.seq.lk};
+    return r->bias;
+}
+
+static void drop(xrun *r)
+{
+    attn_problem_free(&r->p);
+    free(r->q);
+    free(r->k);
+    free(r->v);
+    free(r->sinks);
+    free(r->dense);
+    free(r->bits);
+    free(r->bias);
+}
+
+/* Index of (b, h, tq, tk) in a [bm, hm, lq, lk] term. */
+static size_t at(int32_t bm, int32_t hm, int32_t lq, int32_t lk, int32_t b, int32_t h, int32_t q,
+                 int32_t k)
+{
+    return (((size_t)(bm > 1 ? b : 0) * hm + (hm > 1 ? h : 0)) * lq + q) * lk + k;
+}
+
+/* ---- the brute force: section 8 as written, over the dense mask (r->dense, NULL: none) ---- */
+
+typedef struct brute {
+    long double *o, *lse;
+    double smax, vmax; /* largest |score| of an allowed pair (bias included) and |sink|; |v| */
+    uint8_t *empty;
+} brute;
+
+static brute brute_force(const xrun *r)
+{
+    const attn_problem *p = &r->p;
+    const int32_t lq = p->seq.lq, lk = p->seq.lk, d = p->d, dv = p->dv;
+    const attn_xmask *xm = &p->xmask;
+    const attn_xbias *xb = &p->xbias;
+    seq_view view = seq_info_view(&p->seq);
+    brute w = {malloc((attn_o_elems(p) + 1) * sizeof(long double)),
+               malloc((attn_lse_elems(p) + 1) * sizeof(long double)), 0, 0,
+               calloc(attn_lse_elems(p) + 1, 1)};
+    long double *s = malloc(((size_t)lk + 1) * sizeof *s);
+    uint8_t *ok = malloc((size_t)lk + 1);
+    cr_assert(w.o && w.lse && w.empty && s && ok);
+    for (size_t i = 0; i < attn_v_elems(p); i++)
+        w.vmax = fmax(w.vmax, fabs(r->v[i]));
+    for (int32_t b = 0; b < p->seq.batch; b++)
+        for (int32_t h = 0; h < p->hq; h++)
+            for (int32_t i = 0; i < lq; i++) {
+                size_t row = ((size_t)b * p->hq + h) * lq + i;
+                size_t kv = ((size_t)b * p->hkv + h / (p->hq / p->hkv)) * lk;
+                long double sink = p->terms.sinks ? p->terms.sinks[h] : -INFINITY;
+                long double mx = sink, sum, c = p->terms.softcap;
+                int any = 0;
+                for (int32_t j = 0; j < lk; j++) {
+                    ok[j] = mask_pair_allowed(p->mask, view, i, j) &&
+                            (!r->dense || r->dense[at(xm->bm, xm->hm, lq, lk, b, h, i, j)]);
+                    if (!ok[j])
+                        continue;
+                    long double dot = 0;
+                    for (int32_t x = 0; x < d; x++)
+                        dot += (long double)r->q[row * d + x] * r->k[(kv + j) * d + x];
+                    s[j] = (long double)p->scale * dot;
+                    if (c > 0)
+                        s[j] = c * tanhl(s[j] / c);
+                    if (xb->vals) /* after the cap */
+                        s[j] += xb->vals[at(xb->bm, xb->hm, lq, lk, b, h, i, j)];
+                    mx = s[j] > mx ? s[j] : mx;
+                    w.smax = fmax(w.smax, fabs((double)s[j]));
+                    any = 1;
+                }
+                if (isfinite((double)sink))
+                    w.smax = fmax(w.smax, fabs((double)sink));
+                long double *o = w.o + row * dv;
+                for (int32_t x = 0; x < dv; x++)
+                    o[x] = 0;
+                if (!any) {
+                    w.lse[row] = sink;
+                    w.empty[row] = 1;
+                    continue;
+                }
+                sum = expl(sink - mx);
+                for (int32_t j = 0; j < lk; j++)
+                    sum += ok[j] ? expl(s[j] - mx) : 0;
+                for (int32_t j = 0; j < lk; j++)
+                    for (int32_t x = 0; ok[j] && x < dv; x++)
+                        o[x] += expl(s[j] - mx) / sum * r->v[(kv + j) * dv + x];
+                w.lse[row] = mx + logl(sum);
+            }
+    free(s);
+    free(ok);
+    return w;
+}
+
+static void free_brute(brute *w)
+{
+    free(w->o);
+    free(w->lse);
+    free(w->empty);
+}
+
+/*
+ * The oracle's distance from the exact answer, u its unit roundoff (2^-53 for float64, 2^-24
+ * for the float32 reference), D the head dim and n = Lk the most keys a row sums:
+ *   a score: the D-term dot product, the scale, the cap and the bias add, each u relative:
+ *     |ds| <= (D + 3) u smax;
+ *   a probability p_j = e^(s_j - m) / sum: its own and the sum's score errors, exp's ulp and
+ *     the n-term sum: |dp_j| <= (2 (D + 3) smax + n + 2) u p_j;
+ *   O = sum p_j v_j, an n-term sum: |dO| <= (2 (D + 3) smax + 2 n + 2) u vmax;
+ *   LSE = m + log(sum): |dLSE| <= ((D + 3) smax + n + 2) u (1 + |LSE|).
+ * Worst-case bounds (the observed errors are far below: the terms' errors cancel), a few
+ * hundred ulps at these sizes, about 1e-14 for float64: any explicit-mask or bias mistake moves
+ * a row by a probability's share, 1e-3 or more.
+ */
+static double tol_o(const xrun *r, const brute *w, double u)
+{
+    return (2.0 * (r->p.d + 3) * w->smax + 2.0 * r->p.seq.lk + 2.0) * u * (1.0 + w->vmax);
+}
+
+static double tol_lse(const xrun *r, const brute *w, double u)
+{
+    return ((r->p.d + 3) * w->smax + r->p.seq.lk + 2.0) * u;
+}
+
+/* Empty rows exactly 0 and LSE the sink (-inf); the others within tolerance; only head only_h's
+ * rows when it is >= 0. Returns how many rows were empty. */
+static int check_rows(const char *name, const xrun *r, const brute *w, const double *o,
+                      const double *lse, double u, int32_t only_h)
+{
+    const attn_problem *p = &r->p;
+    double to = tol_o(r, w, u), tl = tol_lse(r, w, u);
+    int empty = 0;
+    for (size_t row = 0; row < attn_lse_elems(p); row++) {
+        if (only_h >= 0 && (int32_t)(row / (size_t)p->seq.lq % (size_t)p->hq) != only_h)
+            continue;
+        const double *orow = o + row * p->dv;
+        const long double *want = w->o + row * p->dv;
+        if (w->empty[row]) {
+            empty++;
+            cr_assert(lse[row] == (double)w->lse[row], "%s: empty row %zu: lse %g, want %Lg",
+                      name, row, lse[row], w->lse[row]);
+            for (int32_t x = 0; x < p->dv; x++)
+                cr_assert(orow[x] == 0.0, "%s: empty row %zu: out[%d] = %g", name, row, (int)x,
+                          orow[x]);
+            continue;
+        }
+        double el = fabs(lse[row] - (double)w->lse[row]);
+        cr_assert(el <= tl * (1.0 + fabs((double)w->lse[row])),
+                  "%s: row %zu lse %.17g, want %.17Lg (tol %g)", name, row, lse[row],
+                  w->lse[row], tl);
+        for (int32_t x = 0; x < p->dv; x++)
+            cr_assert(fabs(orow[x] - (double)want[x]) <= to,
+                      "%s: row %zu out[%d] = %.17g, want %.17Lg (tol %g)", name, row, (int)x,
+                      orow[x], want[x], to);
+    }
+    return empty;
+}
+
+/* The float64 oracle and the float32 reference against the brute force; the float32
+ * reference's outputs widened. Returns the empty rows' count. */
+static int check_oracle(const char *name, const xrun *r)
+{
+    const attn_problem *p = &r->p;
+    size_t no = attn_o_elems(p), nl = attn_lse_elems(p);
+    double *o = malloc((no + 1) * sizeof *o), *lse = malloc((nl + 1) * sizeof *lse);
+    float *o32 = malloc((no + 1) * sizeof *o32), *l32 = malloc((nl + 1) * sizeof *l32);
+    cr_assert(o && lse && o32 && l32);
+    fc_err err = {{0}};
+    cr_assert_eq(ref_attention_f64(p, r->q, r->k, r->v, o, lse, &err), FC_OK, "%s: %s", name,
+                 err.msg);
+    brute w = brute_force(r);
+    int empty = check_rows(name, r, &w, o, lse, 0x1p-53, -1);
+    cr_assert_eq(ref_attention_f32(p, r->q, r->k, r->v, o32, l32, &err), FC_OK, "%s: %s", name,
+                 err.msg);
+    for (size_t i = 0; i < no; i++)
+        o[i] = o32[i];
+    for (size_t i = 0; i < nl; i++)
+        lse[i] = l32[i];
+    check_rows(name, r, &w, o, lse, 0x1p-24, -1);
+    /* ref_row_f64 with the problem's own rule and predicate: the same rows */
+    for (int32_t b = 0; b < p->seq.batch; b++)
+        for (int32_t h = 0; h < p->hq; h++)
+            for (int32_t i = 0; i < p->seq.lq; i++) {
+                size_t row = ((size_t)b * p->hq + h) * p->seq.lq + i;
+                size_t kv = ((size_t)b * p->hkv + h / (p->hq / p->hkv)) * p->seq.lk;
+                ref_row_rule rule = ref_row_rule_at(p, b, h, i);
+                ref_row_key key = {p, b, h, i};
+                double ro[64], rl;
+                cr_assert(p->dv <= 64);
+                cr_assert_eq(ref_row_f64(r->q + row * p->d, r->k + kv * p->d,
+                                         r->v + kv * p->dv, p->seq.lk, p->d, p->dv, &rule,
+                                         ref_row_key_allows, &key, ro, &rl, &err), FC_OK);
+                for (int32_t x = 0; x < p->dv; x++)
+                    o[row * p->dv + x] = ro[x];
+                lse[row] = rl;
+            }
+    check_rows(name, r, &w, o, lse, 0x1p-53, -1);
+    free_brute(&w);
+    free(o);
+    free(lse);
+    free(o32);
+    free(l32);
+    return empty;
+}
+
+/* ---- the layout ---- */
+
+/* Key k is bit k % 8 of byte k / 8, least significant first; the bits past Lk are 0. And the
+ * search functions the reference narrows spans with, on a row whose keys sit in two bytes. */
+Test(xmask_layout, key_k_is_bit_k_mod_8_of_byte_k_div_8_least_significant_first)
+{
+    const uint8_t dense[2][11] = {{1, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1},
+                                  {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}};
+    uint8_t bits[4];
+    memset(bits, 0xAA, sizeof bits);
+    attn_xmask_pack(&dense[0][0], 2, 11, bits);
+    cr_assert_eq(bits[0], 0x81);
+    cr_assert_eq(bits[1], 0x06);
+    cr_assert_eq(bits[2], 0xFF);
+    cr_assert_eq(bits[3], 0x07, "padding bits past Lk are 0, got 0x%02x", bits[3]);
+    cr_assert_eq(xmask_row_bytes(11), 2);
+    cr_assert_eq(xmask_row_bytes(16), 2);
+    cr_assert_eq(xmask_row_bytes(0), 0);
+
+    uint8_t row[5] = {0};
+    row[21 >> 3] |= 1 << (21 & 7);
+    row[33 >> 3] |= 1 << (33 & 7);
+    cr_assert_eq(xmask_first(row, 0, 40), 21);
+    cr_assert_eq(xmask_end(row, 0, 40), 34);
+    cr_assert_eq(xmask_first(row, 22, 33), 33, "none in [22, 33): hi");
+    cr_assert_eq(xmask_end(row, 22, 33), 22, "none in [22, 33): lo");
+    cr_assert_eq(xmask_first(row, 22, 40), 33);
+    cr_assert_eq(xmask_end(row, 0, 33), 22);
+    cr_assert_eq(xmask_first(row, 0, 0), 0);
+}
+
+/* ---- explicit masks and biases against the brute force ---- */
+
+/* Prefix-LM (bidirectional over the first P tokens, causal after), as a mask_mod with no family:
+ * a prefix per batch entry (Bm = B: P = 13 and P = 0, which is plain causal), one for every head
+ * (Hm = 1), GQA. */
+Test(xmask_oracle, prefix_lm_per_batch_entry_matches_the_brute_force)
+{
+    const xcase c = {.name = "prefix-lm", .batch = 2, .hq = 4, .hkv = 2, .lq = 40, .lk = 40,
+                     .d = 16, .dv = 8};
+    xrun r;
+    setup(&c, 1, &r);
+    uint8_t *m = dense_mask(&r, 2, 1);
+    const int32_t prefix[2] = {13, 0};
+    for (int32_t b = 0; b < 2; b++)
+        for (int32_t q = 0; q < 40; q++)
+            for (int32_t k = 0; k < 40; k++)
+                m[at(2, 1, 40, 40, b, 0, q, k)] = k < prefix[b] || k <= q;
+    pack(&r);
+    cr_assert_eq(check_oracle(c.name, &r), 0, "every prefix-LM row sees itself");
+    drop(&r);
+}
+
+/* ALiBi on a causal family with a soft-cap and sinks: bias slope_h * (p_k - p_q) per head
+ * (Hm = Hq, Bm = 1), Lq < Lk (bottom-right positions). The cap of 2 is far below the bias
+ * (up to 20), so a bias added before the cap (or not at all) misses by whole units. */
+Test(xmask_oracle, alibi_bias_after_the_soft_cap_matches_the_brute_force)
+{
+    const xcase c = {.name = "alibi", .batch = 1, .hq = 4, .hkv = 1, .lq = 24, .lk = 40,
+                     .d = 16, .dv = 8, .fam = {.causal = 1}, .softcap = 2.0, .sinks = 1};
+    xrun r;
+    setup(&c, 2, &r);
+    float *bias = bias_of(&r, 1, 4);
+    for (int32_t h = 0; h < 4; h++) {
+        double slope = ldexp(1.0, -(h + 1)); /* 2^-(8 (h + 1) / H) with H = 8 */
+        for (int32_t q = 0; q < 24; q++)
+            for (int32_t k = 0; k < 40; k++)
+                bias[at(1, 4, 24, 40, 0, h, q, k)] = (float)(slope * (k - (q + 16)));
+    }
+    cr_assert_eq(check_oracle(c.name, &r), 0);
+    drop(&r);
+}
+
+/* A random mask for every (batch entry, head) inside a bidirectional window, with rows left
+ * empty on purpose (every 7th row of each slice, and what the window and the mask leave), and a
+ * random bias shared by all; without sinks (empty rows: LSE -inf) and with (LSE the sink). */
+Test(xmask_oracle, random_per_head_masks_with_empty_rows_match_the_brute_force)
+{
+    for (int sinks = 0; sinks < 2; sinks++) {
+        const xcase c = {.name = sinks ? "random, sinks" : "random", .batch = 2, .hq = 4,
+                         .hkv = 2, .lq = 30, .lk = 37, .d = 16, .dv = 8,
+                         .fam = {.sliding_window = 12}, .sinks = sinks};
+        xrun r;
+        setup(&c, 3 + (uint64_t)sinks, &r);
+        uint64_t seed = 77;
+        uint8_t *m = dense_mask(&r, 2, 4);
+        for (int32_t b = 0; b < 2; b++)
+            for (int32_t h = 0; h < 4; h++)
+                for (int32_t q = 0; q < 30; q++)
+                    for (int32_t k = 0; k < 37; k++)
+                        m[at(2, 4, 30, 37, b, h, q, k)] =
+                            (q + b + h) % 7 != 3 && rng(&seed) % 5 < 3;
+        pack(&r);
+        float *bias = bias_of(&r, 1, 1);
+        for (size_t i = 0; i < (size_t)30 * 37; i++)
+            bias[i] = 2.0f * unif(&seed);
+        int empty = check_oracle(c.name, &r);
+        cr_assert(empty >= 2 * 4 * 4, "%s: %d empty rows, the mask empties at least 32", c.name,
+                  empty);
+        drop(&r);
+    }
+}
+
+/* A packed batch: the mask's grid is the packed token axes, sequences still never see each
+ * other whatever the mask says (it allows every cross-sequence pair here), a sequence with no
+ * keys gives empty rows. Causal family, per-head mask and bias. */
+Test(xmask_oracle, a_packed_batch_reads_the_packed_token_grid)
+{
+    const xcase c = {.name = "packed", .batch = 1, .hq = 2, .hkv = 1, .d = 8, .dv = 4,
+                     .fam = {.causal = 1}, .nseq = 3, .cu_q = {0, 5, 9, 17},
+                     .cu_k = {0, 9, 9, 26}};
+    xrun r;
+    setup(&c, 5, &r);
+    uint64_t seed = 99;
+    uint8_t *m = dense_mask(&r, 1, 2);
+    float *bias = bias_of(&r, 1, 2);
+    for (size_t i = 0; i < (size_t)2 * 17 * 26; i++) {
+        m[i] = rng(&seed) % 4 != 0;
+        bias[i] = unif(&seed);
+    }
+    pack(&r);
+    int empty = check_oracle(c.name, &r);
+    cr_assert(empty >= 2 * 4, "%s: %d empty rows, want the keyless sequence's 8", c.name, empty);
+    drop(&r);
+}
+
+/* ---- an explicit mask equal to a family's gives the family's bits ---- */
+
+/* Every output of every variant, as raw bytes: f64 O and LSE, f32, the float16 baseline, the
+ * bfloat16 float32-score baseline, and the float64 oracle on a selection of tokens. */
+typedef struct bits_out {
+    uint8_t *buf;
+    size_t n;
+} bits_out;
+
+static bits_out all_outputs(const attn_problem *p, const xrun *r)
+{
+    size_t no = attn_o_elems(p), nl = attn_lse_elems(p), lq = (size_t)p->seq.lq;
+    int32_t tq[64], nt = 0;
+    for (int32_t t = 0; t < p->seq.lq && nt < 64; t += 7) /* spread over several panels */
+        tq[nt++] = t;
+    ref_tokens tok = {tq, nt};
+    size_t nat = no / lq * (size_t)nt, nlat = nl / lq * (size_t)nt;
+    size_t n32 = (3 * (no + nl) + 1) / 2 * 2; /* the floats, padded so the doubles align */
+    size_t n = (no + nl) * 8 + n32 * 4 + (nat + nlat) * 8;
+    bits_out b = {calloc(n + 1, 1), n};
+    cr_assert(b.buf);
+    double *o64 = (double *)b.buf, *l64 = o64 + no;
+    float *o32 = (float *)(l64 + nl), *l32 = o32 + no, *o16 = l32 + nl, *l16 = o16 + no;
+    float *ob = l16 + nl, *lb = ob + no;
+    double *oat = (double *)(o32 + n32), *lat = oat + nat;
+    fc_err err = {{0}};
+    cr_assert_eq(ref_attention_f64(p, r->q, r->k, r->v, o64, l64, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(ref_attention_f32(p, r->q, r->k, r->v, o32, l32, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(ref_attention_lp(p, FC_F16, r->q, r->k, r->v, o16, l16, &err), FC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(ref_attention_lp32s(p, FC_BF16, r->q, r->k, r->v, ob, lb, &err), FC_OK, "%s",
+                 err.msg);
+    /* q rows of the selection, compact */
+    float *qs = malloc(nat / (size_t)p->dv * (size_t)p->d * sizeof *qs + 1);
+    cr_assert(qs);
+    for (size_t bh = 0; bh < no / lq / (size_t)p->dv; bh++)
+        for (int32_t i = 0; i < nt; i++)
+            memcpy(qs + (bh * (size_t)nt + (size_t)i) * (size_t)p->d,
+                   r->q + (bh * lq + (size_t)tq[i]) * (size_t)p->d, (size_t)p->d * sizeof *qs);
+    cr_assert_eq(ref_attention_f64_at(p, &tok, qs, r->k, r->v, oat, lat, &err), FC_OK, "%s",
+                 err.msg);
+    free(qs);
+    return b;
+}
+
+static const xcase family_cases[] = {
+    {.name = "causal, two panels", .batch = 2, .hq = 4, .hkv = 2, .lq = 150, .lk = 150, .d = 16,
+     .dv = 8, .fam = {.causal = 1}},
+    {.name = "causal window 20, decode-like", .batch = 1, .hq = 2, .hkv = 1, .lq = 40, .lk = 200,
+     .d = 8, .dv = 8, .fam = {.causal = 1, .sliding_window = 20}, .sinks = 1},
+    /* tokens 7 apart over 600 under a window of 20: the selection's panels split (ref.h) */
+    {.name = "causal window 20, a long selection", .batch = 1, .hq = 2, .hkv = 1, .lq = 600,
+     .lk = 600, .d = 8, .dv = 4, .fam = {.causal = 1, .sliding_window = 20}},
+    {.name = "bidirectional window 9", .batch = 2, .hq = 2, .hkv = 2, .lq = 140, .lk = 140,
+     .d = 8, .dv = 4, .fam = {.sliding_window = 9}},
+    {.name = "causal chunk 32, soft-cap, sinks", .batch = 1, .hq = 4, .hkv = 1, .lq = 160,
+     .lk = 160, .d = 16, .dv = 16, .fam = {.causal = 1, .chunk_size = 32}, .softcap = 3.0,
+     .sinks = 1},
+    {.name = "chunk 16, Lq > Lk", .batch = 2, .hq = 2, .hkv = 1, .lq = 70, .lk = 50, .d = 8,
+     .dv = 8, .fam = {.chunk_size = 16}, .softcap = 1.5},
+    {.name = "packed causal window 6", .batch = 1, .hq = 2, .hkv = 1, .d = 8, .dv = 4,
+     .fam = {.causal = 1, .sliding_window = 6}, .sinks = 1, .nseq = 3, .cu_q = {0, 30, 30, 75},
+     .cu_k = {0, 40, 52, 100}},
+};
+
+/* The family's grid as the dense mask [bm, hm, Lq, Lk] (every slice the same). */
+static void family_grid(xrun *r, int32_t bm, int32_t hm, mask_params fam)
+{
+    uint8_t *m = dense_mask(r, bm, hm);
+    seq_view v = seq_info_view(&r->p.seq);
+    int32_t lq = r->p.seq.lq, lk = r->p.seq.lk;
+    for (int32_t s = 0; s < bm * hm; s++)
+        for (int32_t q = 0; q < lq; q++)
+            for (int32_t k = 0; k < lk; k++)
+                m[((size_t)s * lq + q) * lk + k] = (uint8_t)mask_pair_allowed(fam, v, q, k);
+    pack(r);
+}
+
+/* The families with an explicit mask of their own grid (broadcast and per head), an all-ones
+ * mask per (batch entry, head), and the mask_mod case (no family, the family's grid as the
+ * explicit mask, broadcast and per slice): every output of every variant bitwise the family's.
+ * The hull, the spans and so every product are the family's (ref_internal.h). And one bit off
+ * changes the oracle: the comparison can see a single pair. */
+Test(xmask_bitwise, an_explicit_mask_equal_to_a_family_gives_the_family_bits)
+{
+    for (size_t ci = 0; ci < sizeof family_cases / sizeof *family_cases; ci++) {
+        const xcase *c = &family_cases[ci];
+        xrun r;
+        setup(c, 10 + ci, &r);
+        int32_t bm = r.p.seq.batch, hm = r.p.hq;
+        bits_out want = all_outputs(&r.p, &r);
+        const struct {
+            const char *what;
+            int family;     /* the families stay on */
+            int32_t bm, hm; /* the mask's broadcast */
+            int ones;       /* all ones rather than the family's grid */
+        } vars[] = {
+            {"family AND its own grid, broadcast", 1, 1, 1, 0},
+            {"family AND its own grid per head", 1, 1, hm, 0},
+            {"family AND all ones per (b, h)", 1, bm, hm, 1},
+            {"mask_mod: the grid alone, broadcast", 0, 1, 1, 0},
+            {"mask_mod: the grid alone per (b, h)", 0, bm, hm, 0},
+            {"mask_mod: the grid alone per batch entry", 0, bm, 1, 0},
+        };
+        for (size_t vi = 0; vi < sizeof vars / sizeof *vars; vi++) {
+            family_grid(&r, vars[vi].bm, vars[vi].hm, vars[vi].ones ? (mask_params){0} : c->fam);
+            r.p.mask = vars[vi].family ? c->fam : (mask_params){0};
+            bits_out got = all_outputs(&r.p, &r);
+            cr_assert_eq(got.n, want.n);
+            cr_assert(memcmp(got.buf, want.buf, want.n) == 0, "%s, %s: not the family's bits",
+                          c->name, vars[vi].what);
+            free(got.buf);
+        }
+        /* one allowed pair of the last slice's last non-empty row taken away: different bits */
+        size_t cells = (size_t)bm * r.p.seq.lq * r.p.seq.lk, i = cells;
+        while (i > 0 && !r.dense[i - 1])
+            i--;
+        cr_assert(i > 0, "%s: the family allows some pair", c->name);
+        r.dense[i - 1] = 0;
+        pack(&r);
+        bits_out got = all_outputs(&r.p, &r);
+        cr_assert(memcmp(got.buf, want.buf, want.n) != 0, "%s: a pair fewer, the same bits",
+                  c->name);
+        free(got.buf);
+        free(want.buf);
+        drop(&r);
+    }
+}
+
+/* ---- masked keys never reach a row ---- */
+
+/* Head 0's mask refuses key 7 inside its rows' spans (keys on both sides allowed), head 1's
+ * allows it; the two heads share kv head 0, whose key 7 and value 7 are NaN. Head 0's rows stay
+ * finite and equal to the brute force on every row (the gemm over the hull carries 0 * NaN into
+ * them, the reference recomputes them from their allowed keys only); head 1's see the NaN. */
+Test(xmask_poison, nan_at_a_key_the_mask_refuses_never_reaches_the_row)
+{
+    const xcase c = {.name = "poison", .batch = 1, .hq = 2, .hkv = 1, .lq = 20, .lk = 20,
+                     .d = 8, .dv = 4};
+    xrun r;
+    setup(&c, 21, &r);
+    uint8_t *m = dense_mask(&r, 1, 2);
+    for (int32_t q = 0; q < 20; q++)
+        m[at(1, 2, 20, 20, 0, 0, q, 7)] = 0;
+    pack(&r);
+    for (int32_t x = 0; x < 8; x++)
+        r.k[7 * 8 + x] = NAN;
+    for (int32_t x = 0; x < 4; x++)
+        r.v[7 * 4 + x] = NAN;
+    size_t no = attn_o_elems(&r.p), nl = attn_lse_elems(&r.p);
+    double *o = malloc(no * sizeof *o), *lse = malloc(nl * sizeof *lse);
+    float *o32 = malloc(no * sizeof *o32), *l32 = malloc(nl * sizeof *l32);
+    cr_assert(o && lse && o32 && l32);
+    fc_err err = {{0}};
+    brute w = brute_force(&r); /* head 0 never reads key 7; head 1's rows are NaN there */
+    cr_assert_eq(ref_attention_f64(&r.p, r.q, r.k, r.v, o, lse, &err), FC_OK, "%s", err.msg);
+    check_rows("poison f64", &r, &w, o, lse, 0x1p-53, 0);
+    for (size_t i = 20 * 4; i < no; i++)
+        cr_assert(isnan(o[i]), "head 1 sees key 7: NaN, got %g at %zu", o[i], i);
+    cr_assert_eq(ref_attention_f32(&r.p, r.q, r.k, r.v, o32, l32, &err), FC_OK, "%s", err.msg);
+    for (size_t i = 0; i < no; i++)
+        o[i] = o32[i];
+    for (size_t i = 0; i < nl; i++)
+        lse[i] = l32[i];
+    check_rows("poison f32", &r, &w, o, lse, 0x1p-24, 0);
+    free_brute(&w);
+    free(o);
+    free(lse);
+    free(o32);
+    free(l32);
+    drop(&r);
+}
+
+/* ---- validation and budgets ---- */
+
+static void refused(const attn_problem *p, const char *want)
+{
+    fc_err err = {{0}};
+    cr_assert_eq(attn_problem_check(p, &err), FC_EINVAL, "want a refusal naming \"%s\"", want);
+    cr_assert(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
+    cr_assert(!strchr(err.msg, '\n'), "one line: \"%s\"", err.msg);
+    float in[1] = {0};
+    double out[1];
+    cr_assert_eq(ref_attention_f64(p, in, in, in, out, NULL, &err), FC_EINVAL);
+}
+
+Test(xmask_check, inconsistent_shapes_and_bad_bias_values_are_refused_in_one_line)
+{
+    const xcase c = {.name = "check", .batch = 2, .hq = 4, .hkv = 2, .lq = 5, .lk = 9, .d = 4,
+                     .dv = 4};
+    xrun r;
+    setup(&c, 31, &r);
+    fc_err err = {{0}};
+    dense_mask(&r, 2, 4);
+    pack(&r);
+    bias_of(&r, 1, 4);
+    cr_assert_eq(attn_problem_check(&r.p, &err), FC_OK, "%s", err.msg);
+    attn_problem p = r.p;
+    p.xmask.bm = 3;
+    refused(&p, "explicit mask: Bm = 3: must be 1 (one for every batch entry) or B = 2");
+    p = r.p;
+    p.xmask.hm = 2;
+    refused(&p, "explicit mask: Hm = 2: must be 1 (one for every head) or Hq = 4");
+    p = r.p;
+    p.xmask.lq = 6;
+    refused(&p, "explicit mask: its grid is Lq x Lk = 6 x 9, the problem's 5 x 9");
+    p = r.p;
+    p.xbias.hm = 2; /* the kv heads' count is no broadcast */
+    refused(&p, "explicit bias: Hm = 2");
+    p = r.p;
+    p.xbias.lk = 8;
+    refused(&p, "explicit bias: its grid is Lq x Lk = 5 x 8");
+    r.bias[at(1, 4, 5, 9, 0, 2, 3, 6)] = NAN;
+    refused(&r.p, "explicit bias at (b, h, q, k) = (0, 2, 3, 6) is nan");
+    r.bias[at(1, 4, 5, 9, 0, 2, 3, 6)] = -2e6f;
+    refused(&r.p, "is -2e+06: must be finite with |bias| <= 1e+06");
+    r.bias[at(1, 4, 5, 9, 0, 2, 3, 6)] = -1e6f; /* the bound itself is fine */
+    cr_assert_eq(attn_problem_check(&r.p, &err), FC_OK, "%s", err.msg);
+    /* off: the dims are not read */
+    p = r.p;
+    p.xmask = (attn_xmask){NULL, -5, 0, 1, 1};
+    p.xbias = (attn_xbias){NULL, 7, 7, 7, 7};
+    cr_assert_eq(attn_problem_check(&p, &err), FC_OK, "%s", err.msg);
+    drop(&r);
+}
+
+/* The estimate counts the packed mask's Bm Hm Lq ceil(Lk/8) bytes and the bias's 4 Bm Hm Lq Lk,
+ * and one more operation a pair for them; a 32k x 32k per-head bias (128 GiB) is refused by the
+ * default budget from its dims alone (no value is read: the pointer is a dummy), the refusal
+ * naming it. */
+Test(xmask_budget, the_terms_bytes_are_counted_and_a_32k_per_head_bias_is_refused_by_name)
+{
+    const xcase c = {.name = "cost", .batch = 2, .hq = 4, .hkv = 2, .lq = 50, .lk = 61, .d = 16,
+                     .dv = 8, .fam = {.causal = 1}};
+    xrun r;
+    setup(&c, 41, &r);
+    attn_cost base = attn_case_cost(&r.p, 16, 16);
+    cr_assert_eq(base.explicit_bytes, 0);
+    dense_mask(&r, 2, 4);
+    pack(&r);
+    attn_cost with = attn_case_cost(&r.p, 16, 16);
+    cr_assert_eq(with.explicit_bytes, (uint64_t)2 * 4 * 50 * 8);
+    cr_assert_eq(with.bytes - base.bytes, with.explicit_bytes);
+    cr_assert_eq(with.work, base.work / (16 + 8) * (16 + 8 + 1));
+    bias_of(&r, 1, 4);
+    attn_cost both = attn_case_cost(&r.p, 16, 16);
+    cr_assert_eq(both.explicit_bytes, (uint64_t)2 * 4 * 50 * 8 + (uint64_t)4 * 50 * 61 * 4);
+    cr_assert_eq(both.bytes - base.bytes, both.explicit_bytes);
+    drop(&r);
+
+    attn_problem big = {.hq = 32, .hkv = 8, .d = 128, .dv = 128, .scale = 0.125,
+                        .mask = {.causal = 1}};
+    fc_err err = {{0}};
+    cr_assert_eq(seq_init_dense(&big.seq, 1, 32768, 32768, &err), FC_OK);
+    float dummy = 0;
+    big.xbias = (attn_xbias){&dummy, 1, 32, 32768, 32768};
+    attn_cost bc = attn_case_cost(&big, 128, 128);
+    cr_assert_eq(bc.explicit_bytes, (uint64_t)1 << 37);
+    cr_assert_eq(fix_budget_check(&big, 128, 128, NULL, "f.h5", "", &err), FC_EINVAL);
+    cr_assert(strstr(err.msg, "the explicit bias [1, 32, 32768, 32768] (float32) 128 GiB"),
+              "%s", err.msg);
+    uint8_t dummy_bits = 0;
+    big.xmask = (attn_xmask){&dummy_bits, 1, 32, 32768, 32768};
+    bc = attn_case_cost(&big, 128, 128);
+    cr_assert_eq(bc.explicit_bytes, ((uint64_t)1 << 37) + ((uint64_t)1 << 32));
+    cr_assert_eq(fix_budget_check(&big, 128, 128, NULL, "f.h5", "", &err), FC_EINVAL);
+    cr_assert(strstr(err.msg, "the explicit mask [1, 32, 32768, 32768] (bit-packed) 4 GiB and "
+                              "the explicit bias"), "%s", err.msg);
+    attn_problem_free(&big);
+}
