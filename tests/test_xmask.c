@@ -15,6 +15,7 @@
 #include "fixtures/fix.h"
 #include "masks/problem.h"
 #include "ref/ref.h"
+#include "ref/ref_internal.h"
 
 /* ---- cases ---- */
 
@@ -293,6 +294,33 @@ static int check_oracle(const char *name, const xrun *r)
     for (size_t i = 0; i < nl; i++)
         lse[i] = l32[i];
     check_rows(name, r, &w, o, lse, 0x1p-24, -1);
+    /* the float16 baseline and the bfloat16 float32-score one: the scores rounded (lp) or not,
+     * P and O rounded. Their bound (tests/test_ref.c's): each probability moves by about |s| u
+     * from the rounded scores and by u from P's rounding, O once more, doubled for room; the
+     * bias, added in float32 after the rounding, is counted in smax, which only loosens it. */
+    for (int lp = 0; lp < 2; lp++) {
+        fc_dtype dt = lp ? FC_F16 : FC_BF16;
+        double u = lp ? 0x1p-11 : 0x1p-8;
+        fc_status st = lp ? ref_attention_lp(p, dt, r->q, r->k, r->v, o32, l32, &err)
+                          : ref_attention_lp32s(p, dt, r->q, r->k, r->v, o32, l32, &err);
+        cr_assert_eq(st, FC_OK, "%s: %s", name, err.msg);
+        double to = (3.0 * w.smax + 3.0) * u * w.vmax * 2.0, tl = 3.0 * u * (1.0 + w.smax);
+        for (size_t row = 0; row < nl; row++) {
+            if (w.empty[row]) {
+                cr_assert(l32[row] == (float)w.lse[row], "%s/%s: empty row %zu: lse %g", name,
+                          fc_dtype_name(dt), row, l32[row]);
+                continue;
+            }
+            cr_assert(fabs(l32[row] - (double)w.lse[row]) <= tl * (1.0 + fabs((double)w.lse[row])),
+                      "%s/%s: row %zu lse %.9g, want %.9Lg", name, fc_dtype_name(dt), row,
+                      l32[row], w.lse[row]);
+            for (int32_t x = 0; x < p->dv; x++)
+                cr_assert(fabs(o32[row * p->dv + x] - (double)w.o[row * p->dv + x]) <= to,
+                          "%s/%s: row %zu out[%d] = %.9g, want %.9Lg (tol %g)", name,
+                          fc_dtype_name(dt), row, (int)x, o32[row * p->dv + x],
+                          w.o[row * p->dv + x], to);
+        }
+    }
     /* ref_row_f64 with the problem's own rule and predicate: the same rows */
     for (int32_t b = 0; b < p->seq.batch; b++)
         for (int32_t h = 0; h < p->hq; h++)
@@ -714,4 +742,31 @@ Test(xmask_budget, the_terms_bytes_are_counted_and_a_32k_per_head_bias_is_refuse
     cr_assert(strstr(err.msg, "the explicit mask [1, 32, 32768, 32768] (bit-packed) 4 GiB and "
                               "the explicit bias"), "%s", err.msg);
     attn_problem_free(&big);
+}
+
+/* The float32 softmax's loops (ref_vec.c), both paths, on a row whose refused keys the
+ * reference set to -inf: the max ignores them, exp gives exactly 0 for them and the sum is the
+ * other keys' alone (the kept keys' exps are each path's own, so the sum is compared with the
+ * same path run on the kept keys only). */
+Test(xmask_vec, refused_keys_at_minus_infinity_weigh_exactly_nothing_in_both_exp_paths)
+{
+    const ref_vec_ops *ops[2] = {ref_vec_ops_here(), ref_vec_ops_portable()};
+    for (int i = 0; i < 2; i++) {
+        float x[37], kept[37];
+        int32_t nk = 0;
+        for (int32_t j = 0; j < 37; j++) {
+            x[j] = j % 3 == 1 ? -INFINITY : 0.25f * (float)(j % 11) - 1.0f;
+            if (j % 3 != 1)
+                kept[nk++] = x[j];
+        }
+        float mx = ops[i]->max(x, 37);
+        cr_assert_eq(mx, ops[i]->max(kept, nk), "%s: max", ops[i]->name);
+        float sum = ops[i]->exp_sum(x, 37, mx), want = ops[i]->exp_sum(kept, nk, mx);
+        for (int32_t j = 1; j < 37; j += 3)
+            cr_assert(x[j] == 0.0f, "%s: exp(-inf) at %d is %g", ops[i]->name, (int)j, x[j]);
+        /* the same terms in other lanes: two orders of a 25-term positive sum differ by at
+         * most 2 (n - 1) u of it */
+        cr_assert(fabsf(sum - want) <= 48 * 0x1p-24f * want, "%s: sum %.9g, kept keys' %.9g",
+                  ops[i]->name, sum, want);
+    }
 }
