@@ -81,10 +81,9 @@ static int softmax_row(float *s, int32_t n, const ref_rowx *rx, fc_dtype s_dt, f
     if (rx->bias)
         for (int32_t j = 0; j < m; j++)
             x[j] += rx->bias[sp.lo + j];
-    if (rx->bits)
-        for (int32_t j = 0; j < m; j++)
-            if (!ref_rowx_allows(rx, sp.lo + j))
-                x[j] = -INFINITY;
+    for (int32_t j = ref_rowx_next_refused(rx, sp.lo); j < sp.hi;
+         j = ref_rowx_next_refused(rx, j + 1))
+        s[j] = -INFINITY;
     float mx = vec->max(x, m);
     if (sink > mx)
         mx = sink;

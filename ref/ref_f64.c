@@ -51,17 +51,17 @@ static int softmax_row(double *s, int32_t n, const ref_rowx *rx, double softcap,
         *lse = sink;
         return 0;
     }
+    for (int32_t j = sp.lo; softcap > 0 && j < sp.hi; j++)
+        s[j] = softcap * tanh(s[j] / softcap);
+    for (int32_t j = sp.lo; rx->bias && j < sp.hi; j++)
+        s[j] += (double)rx->bias[j];
+    for (int32_t j = ref_rowx_next_refused(rx, sp.lo); j < sp.hi;
+         j = ref_rowx_next_refused(rx, j + 1))
+        s[j] = -INFINITY;
     double mx = -INFINITY;
-    for (int32_t j = sp.lo; j < sp.hi; j++) {
-        if (softcap > 0)
-            s[j] = softcap * tanh(s[j] / softcap);
-        if (rx->bias)
-            s[j] += (double)rx->bias[j];
-        if (!ref_rowx_allows(rx, j))
-            s[j] = -INFINITY;
+    for (int32_t j = sp.lo; j < sp.hi; j++)
         if (s[j] > mx)
             mx = s[j];
-    }
     if (sink > mx)
         mx = sink;
     double sum = exp(sink - mx); /* the sink's term: in the sum, no probability of its own */

@@ -128,6 +128,23 @@ static inline int ref_rowx_allows(const ref_rowx *x, int32_t j)
     return !x->bits || xmask_bit(x->bits, x->k0 + j);
 }
 
+/* The first hull key at or after j inside row x's span that its explicit mask refuses, the
+ * span's end when none (always the end without a mask). Whole bytes of allowed keys are skipped
+ * eight at a time: the filter costs about a byte test per eight keys of a dense mask. */
+static inline int32_t ref_rowx_next_refused(const ref_rowx *x, int32_t j)
+{
+    if (!x->bits)
+        return x->sp.hi;
+    for (; j < x->sp.hi; j++) {
+        int32_t t = x->k0 + j;
+        if ((t & 7) == 0 && j + 8 <= x->sp.hi && x->bits[t >> 3] == 0xFF)
+            j += 7;
+        else if (!xmask_bit(x->bits, t))
+            return j;
+    }
+    return x->sp.hi;
+}
+
 /* Per-head pipelines: fill o/lse rows [r0, r0 + rows) of head h of batch entry b. */
 void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
 void ref_head_f64(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
