@@ -18,34 +18,16 @@
 #include "base/version.h"
 #include "check/check.h"
 #include "fixtures/fix.h"
+#include "api/api_internal.h"
 #include "include/flexcheck.h"
 #include "ref/ref.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 _Static_assert(FLEXCHECK_NGATES == REP_NGATES, "the public gates are the policy's");
 _Static_assert((int)FLEXCHECK_GATE_NOT_RUN == (int)REP_NOT_RUN &&
                    (int)FLEXCHECK_GATE_PASS == (int)REP_PASS &&
                    (int)FLEXCHECK_GATE_FAIL == (int)REP_FAIL,
                "gate states are passed through as they are");
-
-struct flexcheck_problem {
-    int shaped;
-    int32_t b, hq, hkv, lq, lk, d, dv;
-    fc_dtype dtype;
-    fc_dtype out_dtype, lse_dtype; /* how the producer stored them (FC_F32: float32 or finer) */
-    mask_params mask;
-    double scale, softcap;
-    float *sinks;
-    size_t nsinks;
-    int32_t *cu_q, *cu_k;
-    size_t ncu;
-    uint64_t max_memory, max_work; /* the budget (flexcheck_problem_set_budget); 0: defaults */
-    int32_t rows;                  /* flexcheck_problem_set_rows: 0 every row, -1 auto, n */
-    uint64_t rows_seed;
-    int interrupt; /* set by flexcheck_problem_interrupt from any thread: atomics only */
-    char err[sizeof(((fc_err *)0)->msg)];
-};
 
 typedef struct finding {
     char title[DIAG_TITLE_LEN];
@@ -63,9 +45,7 @@ struct flexcheck_verdict {
 
 /* ---- messages ---- */
 
-static flexcheck_status fail(flexcheck_problem *p, flexcheck_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static flexcheck_status fail(flexcheck_problem *p, flexcheck_status st, const char *fmt, ...)
+flexcheck_status api_fail(flexcheck_problem *p, flexcheck_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -74,7 +54,7 @@ static flexcheck_status fail(flexcheck_problem *p, flexcheck_status st, const ch
     return st;
 }
 
-static flexcheck_status ok(flexcheck_problem *p)
+flexcheck_status api_ok(flexcheck_problem *p)
 {
     p->err[0] = '\0';
     return FLEXCHECK_OK;
@@ -115,6 +95,8 @@ EXPORT void flexcheck_problem_free(flexcheck_problem *p)
     free(p->sinks);
     free(p->cu_q);
     free(p->cu_k);
+    free(p->xbits);
+    free(p->xbias);
     free(p);
 }
 
@@ -337,6 +319,12 @@ static flexcheck_status build(flexcheck_problem *p, attn_problem *a)
     a->scale = p->scale > 0 ? p->scale : 1.0 / sqrt((double)p->d);
     a->mask = p->mask;
     a->terms = (score_terms){p->softcap, p->sinks};
+    if (p->xbits) /* the shape they were given for: attn_problem_check holds it to today's */
+        a->xmask = (attn_xmask){p->xbits, p->xmask_dims[0], p->xmask_dims[1], p->xmask_dims[2],
+                                p->xmask_dims[3]};
+    if (p->xbias)
+        a->xbias = (attn_xbias){p->xbias, p->xbias_dims[0], p->xbias_dims[1], p->xbias_dims[2],
+                                p->xbias_dims[3]};
     if (p->sinks && p->nsinks != (size_t)p->hq)
         st = fc_errf(&err, FC_EINVAL, "sinks: %zu values for Hq = %d heads", p->nsinks,
                      (int)p->hq);
@@ -381,11 +369,13 @@ static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *
     const char *also = *n < a->seq.lq ? " or judge fewer rows (rows)"
                                       : " or judge a sample of rows (rows)";
     const double gib = (double)((uint64_t)1 << 30);
+    char xt[256];
+    attn_xterms_text(xt, sizeof xt, a); /* the explicit mask and bias, named when present */
     if (c.bytes > mb)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g GiB (inputs, oracle, "
-                    "buffers, reference scratch), over the memory budget max_memory = %.3g GiB "
-                    "(%llu bytes): raise max_memory to judge it,%s", shape,
-                    (double)c.bytes / gib, (double)mb / gib, (unsigned long long)mb, also);
+                    "buffers, reference scratch%s), over the memory budget max_memory = %.3g "
+                    "GiB (%llu bytes): raise max_memory to judge it,%s", shape,
+                    (double)c.bytes / gib, xt, (double)mb / gib, (unsigned long long)mb, also);
     if (c.work > mw)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g multiply-adds, over the "
                     "work budget max_work = %.3g (%llu): raise max_work to judge it,%s", shape,

@@ -43,8 +43,8 @@ extern "C" {
 #endif
 
 /* The calls this header declares: 1 = the first set; 2 = the budget, flexcheck_problem_check
- * and the interrupt (FLEXCHECK_EINTR). */
-#define FLEXCHECK_API_VERSION 3
+ * and the interrupt (FLEXCHECK_EINTR); 3 = the sample of rows; 4 = the explicit mask and bias. */
+#define FLEXCHECK_API_VERSION 4
 
 typedef enum flexcheck_status {
     FLEXCHECK_OK = 0,
@@ -94,6 +94,27 @@ flexcheck_status flexcheck_problem_set_sinks(flexcheck_problem *p, const float *
  * starting at 0, non-decreasing, ending at Lq resp. Lk. NULL (n 0) makes the batch dense again. */
 flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const int32_t *cu_q,
                                               const int32_t *cu_k, size_t n);
+
+/* An explicit boolean mask (API version 4; docs/semantics.md section 8): mask [bm, hm, Lq, Lk],
+ * one byte a pair, nonzero = allowed (a numpy bool or uint8 array in C order), bm 1 (one for
+ * every batch entry) or B, hm 1 (one for every head) or Hq, n = bm * hm * Lq * Lk for the shape
+ * set (set it first; one set later that no longer fits is refused when judged). A pair is
+ * allowed iff flexcheck_problem_set_mask's terms allow it AND this mask does: with none of them
+ * set it is FlexAttention's mask_mod; rows left with no key are empty rows (output 0, LSE -inf
+ * or the sink). For a packed batch its grid is the packed token axes (pairs of two sequences
+ * stay refused). Copied, bit-packed (n / 8 bytes kept, counted by the budget); NULL (n 0)
+ * removes it. A failing output's diagnosis is not run with an explicit mask or bias (its
+ * hypotheses are the mask terms'); the verdict says so. */
+flexcheck_status flexcheck_problem_set_explicit_mask(flexcheck_problem *p, const uint8_t *mask,
+                                                     int32_t bm, int32_t hm, size_t n);
+/* An additive score bias (API version 4; docs/semantics.md section 8): bias [bm, hm, Lq, Lk]
+ * float32, bm, hm and n as for the explicit mask, added to every allowed pair's scaled score
+ * after the soft-cap (Hugging Face's order: an additive score_mod). Its values must be finite
+ * with |bias| <= 1e6 (mask keys out with the explicit mask, not with a large negative bias):
+ * checked when judged and by flexcheck_problem_check, naming the first bad one. Copied (4 n
+ * bytes, counted by the budget); NULL (n 0) removes it. */
+flexcheck_status flexcheck_problem_set_bias(flexcheck_problem *p, const float *bias, int32_t bm,
+                                            int32_t hm, size_t n);
 
 /* The types the producer's out and lse had before they were widened to the float32 arrays
  * flexcheck_judge takes: "float32" (the default: float32 or finer), "float16" or "bfloat16".

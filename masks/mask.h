@@ -2,7 +2,9 @@
  * mask.h - THE definition of which (query, key) pairs attention may use
  * (docs/semantics.md sections 1-2). Shared verbatim by the CPU reference (ref/), the block-mask
  * builders (masks/) and the CUDA kernels (gpu/, compiled by nvcc or by g++ for the emu
- * backend), so that there is exactly one place a window or a chunk can be off by one.
+ * backend), so that there is exactly one place a window or a chunk can be off by one. An explicit
+ * mask (docs/semantics.md section 8) is ANDed with this predicate: masks/xterms.h,
+ * mask_pair_allowed_x.
  *
  * Rules for this header: no allocation, no libc beyond <stdint.h>, no globals; every function
  * is MASK_HD so it exists on host and device. Positions are int32 (sequence lengths are bounded

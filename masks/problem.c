@@ -67,6 +67,8 @@ fc_status attn_problem_check(const attn_problem *p, fc_err *err)
         st = check_elems("v", s->batch, p->hkv, s->lk, p->dv, err);
     if (!st)
         st = check_elems("out", s->batch, p->hq, s->lq, p->dv, err);
+    if (!st)
+        st = attn_xterms_check(p, err);
     return st;
 }
 
@@ -167,12 +169,16 @@ attn_cost attn_case_cost_rows(const attn_problem *p, int32_t qb, int32_t kb, int
     uint64_t scratch = sadd(sadd(smul(128, smul(lk, 9)), smul(lk, smul(d + dv, 8))),
                             smul(128, smul(d, 8)));              /* ref.h, e = 8 */
     bytes = sadd(bytes, smul(scratch, 2));
+    uint64_t xbytes = attn_xterms_bytes(p);
+    bytes = sadd(bytes, xbytes);                                 /* counted whole (problem.h) */
     uint64_t work = smul(smul(b, hq), hull_pairs(p)), per = d + dv;
     /* A sample's panels group tokens while their hull stays within about twice the rows' own
      * keys (ref.h, ref_tokens): twice the whole's share of them bounds it. */
     if (nq < lq && lq > 0)
         work = smul(work / lq + 1, smul(2, nq)) < work ? smul(work / lq + 1, smul(2, nq)) : work;
-    attn_cost c = {bytes, smul(work, per)};
+    /* each pair's multiply-adds, and with explicit terms its bias add and mask test */
+    work = smul(work, sadd(per, xbytes ? 1 : 0));
+    attn_cost c = {bytes, work, xbytes};
     return c;
 }
 

@@ -12,6 +12,7 @@
 #include "masks/params.h"
 #include "masks/seq.h"
 #include "masks/terms.h"
+#include "masks/xterms.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +25,11 @@ typedef struct attn_problem {
     double scale;     /* softmax scale, finite and > 0 (default 1/sqrt(d)) */
     mask_params mask;
     score_terms terms; /* soft-cap and sinks (terms.h); zero = off */
+    /* The explicit terms (xterms.h, docs/semantics.md section 8); zero = off, not owned. A pair
+     * is allowed iff the families of `mask` allow it AND xmask does; xbias is added to the
+     * (soft-capped) score of every allowed pair. */
+    attn_xmask xmask;
+    attn_xbias xbias;
 } attn_problem;
 
 /* Largest head dim accepted by the checks (kernels may support fewer). */
@@ -31,8 +37,13 @@ typedef struct attn_problem {
 #define ATTN_MAX_HEADS 4096
 
 /* Checks every field and that every tensor's element count fits in size_t and int64
- * (64-bit offsets), with a message naming the field and its value. */
+ * (64-bit offsets), with a message naming the field and its value. The explicit terms: Bm in
+ * {1, B}, Hm in {1, Hq}, their Lq and Lk the problem's, their byte counts within size_t and
+ * int64, and every bias value finite with |value| <= XTERMS_MAX_BIAS (one pass over the bias:
+ * O(its size), 1/(D + Dv) of the reference's work on it). */
 fc_status attn_problem_check(const attn_problem *p, fc_err *err);
+/* The explicit terms' part of it (xterms.c), for a problem whose other fields passed. */
+fc_status attn_xterms_check(const attn_problem *p, fc_err *err);
 
 /* Element counts (valid after attn_problem_check succeeded). */
 size_t attn_q_elems(const attn_problem *p);
@@ -56,7 +67,13 @@ size_t attn_lse_elems(const attn_problem *p);
  * wrapping. */
 typedef struct attn_cost {
     uint64_t bytes, work;
+    uint64_t explicit_bytes; /* of bytes: the explicit mask's and bias's (attn_xterms_bytes) */
 } attn_cost;
+/* The explicit terms count whole (a sample's reader holds every row of them too): the packed
+ * mask's Bm * Hm * Lq * ceil(Lk / 8) bytes and the bias's Bm * Hm * Lq * Lk * 4; their work, one
+ * bias add and one mask test per pair the products cover (B * Hq * the hull's pairs). The
+ * hull is the families' (the mask's values are not read here: the estimate comes before the
+ * values are): an upper bound, the whole Lq x Lk for an explicit mask alone. */
 attn_cost attn_case_cost(const attn_problem *p, int32_t qb, int32_t kb);
 /* The same for the rows of n query tokens of every (b, h) (a sample, ref_tokens; n >= Lq is the
  * whole): q, the oracle and the outputs hold those rows, k and v stay whole; the work is twice
@@ -80,6 +97,20 @@ typedef struct attn_threshold {
     char what[96];
 } attn_threshold;
 int attn_thresholds(const attn_problem *p, int32_t qb, attn_threshold *out);
+
+/* Bytes of the explicit mask (packed) and bias, from their dims alone; saturating. 0 when both
+ * are off. */
+uint64_t attn_xterms_bytes(const attn_problem *p);
+
+/* What a budget refusal adds about the explicit terms: "; of which the explicit mask [1, 32,
+ * 32768, 32768] (bit-packed) 4 GiB and the explicit bias [1, 32, 32768, 32768] (float32) 128
+ * GiB" with the terms that are on, "" when none is. Always terminated; truncated to cap. */
+void attn_xterms_text(char *buf, size_t cap, const attn_problem *p);
+
+/* Packs `rows` rows of lk booleans (dense, one byte each, nonzero = allowed: a numpy bool or
+ * uint8 array [Bm, Hm, Lq, Lk]) into the explicit mask's layout (xterms.h): bits gets rows *
+ * ceil(lk / 8) bytes, the bits past lk zero. The caller sized both arrays. */
+void attn_xmask_pack(const uint8_t *dense, size_t rows, int32_t lk, uint8_t *bits);
 
 /* Releases the owned seq_info. */
 void attn_problem_free(attn_problem *p);

@@ -5,8 +5,12 @@
  *      (mask_token_range) and the panel's key hull, the union's bounds,
  *   2. checks each row's interval against the predicate mask_pair_allowed (below), once for
  *      all batch entries and heads (the mask depends on neither),
- *   3. hands the panel to the per-head pipeline (ref_f32.c or ref_f64.c) for every (b, h),
- *      which computes scores over the hull and lets each row use its interval.
+ *   3. with an explicit mask (docs/semantics.md section 8), narrows each row's interval to
+ *      the first and last key any (b, h) slice of the mask allows, before the hull is taken,
+ *   4. hands the panel to the per-head pipeline (ref_f32.c or ref_f64.c) for every (b, h),
+ *      which computes scores over the hull and lets each row use its interval, narrowed to
+ *      its own slice of the explicit mask with the keys the mask refuses inside it filtered
+ *      out (ref_row_x), and the explicit bias added to each score.
  * The predicate stays the definition: a row's allowed keys are one interval (every term of
  * docs/semantics.md section 2 allows an interval of positions), so the predicate allowing an
  * interval's first and last key and rejecting the keys just outside it makes the interval
@@ -93,21 +97,33 @@ static fc_status alloc_scratch(ref_call *c, size_t elem, fc_err *err)
     return FC_OK;
 }
 
-/* Step 1: each row's allowed keys [lo, hi) (mask_token_range) and their hull [k0, k0 + n);
- * the spans are then made relative to k0. */
+/* Step 1: each row's keys the families allow, [lo, hi) of key tokens (mask_token_range). */
 static void panel_spans(const ref_call *c, ref_panel *pn)
 {
-    int32_t k0 = INT32_MAX, k1 = INT32_MIN;
-    for (int32_t i = 0; i < pn->rows; i++) {
-        ref_span *sp = &pn->span[i];
-        mask_token_range(c->p->mask, c->view, ref_token(pn, i), &sp->lo, &sp->hi);
-        if (sp->lo < sp->hi) {
-            k0 = sp->lo < k0 ? sp->lo : k0;
-            k1 = sp->hi > k1 ? sp->hi : k1;
+    for (int32_t i = 0; i < pn->rows; i++)
+        mask_token_range(c->p->mask, c->view, ref_token(pn, i), &pn->span[i].lo,
+                         &pn->span[i].hi);
+}
+
+/* Step 1 with an explicit mask: span sp (key tokens) of query token tq narrowed to the hull of
+ * the keys any (b, h) slice of the mask allows in it (docs/semantics.md section 8); empty when
+ * no slice allows any. Each slice searches only outside the hull found so far, so the cost is
+ * about one scan of the span per row however many slices there are. */
+static ref_span narrow_span(const attn_xmask *m, int32_t tq, ref_span sp)
+{
+    int32_t lo = sp.hi, hi = sp.lo; /* empty until a slice allows a key */
+    for (int32_t b = 0; b < m->bm; b++)
+        for (int32_t h = 0; h < m->hm; h++) {
+            const uint8_t *row = xmask_row(*m, b, h, tq);
+            int32_t f = xmask_first(row, sp.lo, lo);
+            lo = f < lo ? f : lo;
+            int32_t e = xmask_end(row, hi > sp.lo ? hi : sp.lo, sp.hi);
+            hi = e > hi ? e : hi;
         }
-    }
-    pn->k0 = k1 > k0 ? k0 : 0;
-    pn->n = k1 > k0 ? k1 - k0 : 0;
+    ref_span out = {lo, hi};
+    if (lo >= hi)
+        out.lo = out.hi = sp.lo;
+    return out;
 }
 
 /* Step 2: the predicate agrees with each row's span: it allows the span's first and last key
@@ -137,16 +153,30 @@ static fc_status check_span(const ref_call *c, int32_t tq, const ref_span *sp, f
     return FC_OK;
 }
 
-/* Steps 1 and 2 for a panel, then its spans relative to the hull and which keys some row
- * sees (rows x span bytes of memset: a small fraction of one gemm's work). */
+/* Steps 1 and 2 for a panel, the explicit mask's narrowing, the hull (the spans' union's
+ * bounds), the spans relative to it, and which keys some row's span holds (rows x span bytes
+ * of memset: a small fraction of one gemm's work). */
 static fc_status panel_mask(const ref_call *c, ref_panel *pn, uint8_t *seen, fc_err *err)
 {
     panel_spans(c, pn);
+    const attn_xmask *xm = &c->p->xmask;
+    int32_t k0 = INT32_MAX, k1 = INT32_MIN;
     for (int32_t i = 0; i < pn->rows; i++) {
         ref_span *sp = &pn->span[i];
         fc_status st = check_span(c, ref_token(pn, i), sp, err);
         if (st)
             return st;
+        if (xm->bits && sp->lo < sp->hi)
+            *sp = narrow_span(xm, ref_token(pn, i), *sp);
+        if (sp->lo < sp->hi) {
+            k0 = sp->lo < k0 ? sp->lo : k0;
+            k1 = sp->hi > k1 ? sp->hi : k1;
+        }
+    }
+    pn->k0 = k1 > k0 ? k0 : 0;
+    pn->n = k1 > k0 ? k1 - k0 : 0;
+    for (int32_t i = 0; i < pn->rows; i++) {
+        ref_span *sp = &pn->span[i];
         if (sp->lo < sp->hi) {
             sp->lo -= pn->k0;
             sp->hi -= pn->k0;
@@ -165,7 +195,7 @@ static fc_status panel_mask(const ref_call *c, ref_panel *pn, uint8_t *seen, fc_
 
 typedef void (*ref_head_fn)(ref_call *c, const ref_panel *pn, int32_t b, int32_t h);
 
-/* Step 3: every batch entry and head of panels first, first + stride, ... of the call's panel
+/* Step 4: every batch entry and head of panels first, first + stride, ... of the call's panel
  * list, so several workers can share the panels without sharing a row. */
 static fc_status run_panels(ref_call *c, ref_head_fn head, int32_t first, int32_t stride,
                             fc_err *err)
@@ -321,6 +351,11 @@ static fc_status plan_panels(ref_call *c, ref_prange **out, fc_err *err)
         while (i + rows < n && rows < REF_PANEL_ROWS) {
             int32_t lo, hi, a = k0, b = k1;
             mask_token_range(c->p->mask, c->view, c->tq ? c->tq[i + rows] : i + rows, &lo, &hi);
+            if (c->tq && c->p->xmask.bits && lo < hi) { /* the spans panel_mask will use */
+                ref_span sp = narrow_span(&c->p->xmask, c->tq[i + rows], (ref_span){lo, hi});
+                lo = sp.lo;
+                hi = sp.hi;
+            }
             if (lo < hi) {
                 a = lo < a ? lo : a;
                 b = hi > b ? hi : b;

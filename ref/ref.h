@@ -9,7 +9,10 @@
  * values already representable in that dtype. Rows with no allowed key: output exactly 0,
  * LSE -inf (the head's sink with sinks), in every variant. LSE is the natural log of
  * sum(exp(s)) over allowed keys' scores s = scale * q.k (soft-capped when the problem says
- * so), plus exp(sink) with sinks (masks/terms.h, docs/semantics.md section 7).
+ * so), plus exp(sink) with sinks (masks/terms.h, docs/semantics.md section 7). Every variant
+ * honours the problem's explicit mask and bias (masks/xterms.h, section 8): a pair is allowed
+ * iff the families allow it and the mask does, and the bias is added to the (capped) score; an
+ * explicit mask equal to a family's gives bitwise the family's outputs (tests/test_xmask.c).
  *
  * Memory: query rows are processed in panels of REF_PANEL_ROWS = 128 (ref_internal.h); only
  * one panel's scores exist at a time, over the hull of the panel's allowed keys. Scratch per
@@ -121,6 +124,9 @@ typedef struct ref_row_rule {
                             * in double as softmax_how says; LSE max + log(sum) */
     unsigned softmax_how;  /* REF_LOWP_* bits: how that softmax is carried out (engines differ;
                             * the diagnosis tries every combination) */
+    const float *bias;     /* the row's explicit bias (docs/semantics.md section 8), value tk for
+                            * key tk in [0, lk), added after the soft-cap to the score of every
+                            * key the predicate answers 1 for; NULL: none (ref_row_rule_at) */
 } ref_row_rule;
 
 /* A softmax in the input type (ref_row_rule.softmax_dt), the ways engines write one. */
@@ -141,8 +147,20 @@ enum {
 };
 
 /* The problem's own rule for query head h: its scale, scores in double, its soft-cap, the
- * head's sink counted once. */
+ * head's sink counted once; no explicit bias (ref_row_rule_at adds it). */
 ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h);
+/* The same for query token tq of head h of batch entry b, with its row of the problem's explicit
+ * bias (NULL without one). p must have passed attn_problem_check, (b, h, tq) be in range. */
+ref_row_rule ref_row_rule_at(const attn_problem *p, int32_t b, int32_t h, int32_t tq);
+
+/* The problem's own mask as ref_row_f64's predicate: ctx is a ref_row_key for one row, the
+ * answer mask_pair_allowed_x (masks/xterms.h: the families AND the explicit mask) for its key
+ * token tk. With ref_row_rule_at this is ref_attention_f64's row. */
+typedef struct ref_row_key {
+    const attn_problem *p;
+    int32_t b, h, tq;
+} ref_row_key;
+int ref_row_key_allows(void *ctx, int32_t tk);
 
 /* The float64 oracle for one query row against an arbitrary key set: q [D] is the row,
  * k [lk, D] and v [lk, Dv] the keys and values of one kv head (for a packed batch the whole

@@ -9,6 +9,8 @@
  * Score terms (docs/semantics.md section 7), where a naive implementation applies them: the
  * soft-cap in fp32 on the fp32 score (lp: on the rounded score), c * tanhf(s / c); the sink in
  * the fp32 softmax, as one more term of the max and the sum with no value.
+ * The explicit terms (section 8) as a kernel's score_mod and mask: the bias added in fp32
+ * after the soft-cap, the keys the explicit mask refuses set to -inf after that.
  * Keys outside a row's span (ref_internal.h) get probability exactly 0; a row with no allowed
  * key gets output 0 and LSE -inf (the sink, with sinks). The softmax's hot loops (max, exp
  * and sum, scale) are ref_vec.c's, over the span only.
@@ -53,10 +55,14 @@ static const float *visible_values(ref_call *c, const ref_panel *pn, const float
  * with no allowed key (*lse = the sink or -inf, the row is all zeros). A NaN score never wins
  * the max, but exp(NaN - max) puts NaN into the sum, so the row's probabilities and LSE are
  * NaN: NaN in a visible input is never dropped. softcap 0 is off; sink -inf is no sink. S is
- * rounded to s_dt and P to dt first (FC_F32: not rounded). */
-static int softmax_row(float *s, int32_t n, ref_span sp, fc_dtype s_dt, fc_dtype dt,
+ * rounded to s_dt and P to dt first (FC_F32: not rounded). The explicit bias is added after
+ * the soft-cap; keys the explicit mask refuses inside the span become -inf (expf(-inf) = 0 in
+ * both of ref_vec.c's paths, tests/test_xmask.c), after everything else, so neither the cap
+ * nor the bias brings them back. */
+static int softmax_row(float *s, int32_t n, const ref_rowx *rx, fc_dtype s_dt, fc_dtype dt,
                        float softcap, float sink, const ref_vec_ops *vec, float *lse)
 {
+    ref_span sp = rx->sp;
     /* keys outside the span get probability exactly 0, whatever their score (NaN included) */
     memset(s, 0, (size_t)sp.lo * sizeof *s);
     memset(s + sp.hi, 0, (size_t)(n - sp.hi) * sizeof *s);
@@ -72,6 +78,12 @@ static int softmax_row(float *s, int32_t n, ref_span sp, fc_dtype s_dt, fc_dtype
     if (softcap > 0) /* libm's tanhf: soft-capped cases are few and small, not the cost */
         for (int32_t j = 0; j < m; j++)
             x[j] = softcap * tanhf(x[j] / softcap);
+    if (rx->bias)
+        for (int32_t j = 0; j < m; j++)
+            x[j] += rx->bias[sp.lo + j];
+    for (int32_t j = ref_rowx_next_refused(rx, sp.lo); j < sp.hi;
+         j = ref_rowx_next_refused(rx, j + 1))
+        s[j] = -INFINITY;
     float mx = vec->max(x, m);
     if (sink > mx)
         mx = sink;
@@ -88,8 +100,9 @@ static int softmax_row(float *s, int32_t n, ref_span sp, fc_dtype s_dt, fc_dtype
 
 /* The gemm mixes every key of the hull into every row, so a non-finite value at a key
  * that some other row of the panel sees (0 * inf, 0 * NaN) would leak into this row.
- * Such a row is recomputed from its own span only; finite inputs never take this path. */
-static void recompute_if_nonfinite(float *o, const float *p, ref_span sp, const float *v,
+ * Such a row is recomputed from its own allowed keys only; finite inputs never take this
+ * path. */
+static void recompute_if_nonfinite(float *o, const float *p, const ref_rowx *rx, const float *v,
                                    int32_t dv)
 {
     int bad = 0;
@@ -99,8 +112,9 @@ static void recompute_if_nonfinite(float *o, const float *p, ref_span sp, const 
         return;
     for (int32_t x = 0; x < dv; x++) {
         float acc = 0.0f;
-        for (int32_t j = sp.lo; j < sp.hi; j++)
-            acc += p[j] * v[(size_t)j * (size_t)dv + (size_t)x];
+        for (int32_t j = rx->sp.lo; j < rx->sp.hi; j++)
+            if (ref_rowx_allows(rx, j))
+                acc += p[j] * v[(size_t)j * (size_t)dv + (size_t)x];
         o[x] = acc;
     }
 }
@@ -129,9 +143,11 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
                 n);
     const ref_vec_ops *vec = ref_vec_ops_here();
     uint8_t nonempty[REF_PANEL_ROWS];
+    ref_rowx rx[REF_PANEL_ROWS];
     for (int32_t i = 0; i < rows; i++) {
         float row_lse;
-        nonempty[i] = (uint8_t)softmax_row(s + (size_t)i * n, n, pn->span[i], s_dt, c->dt,
+        rx[i] = ref_row_x(c, pn, b, h, i);
+        nonempty[i] = (uint8_t)softmax_row(s + (size_t)i * n, n, &rx[i], s_dt, c->dt,
                                            (float)p->terms.softcap,
                                            (float)terms_sink(&p->terms, h), vec, &row_lse);
         if (lse)
@@ -145,7 +161,7 @@ void ref_head_f32(ref_call *c, const ref_panel *pn, int32_t b, int32_t h)
             memset(orow, 0, (size_t)dv * sizeof *orow);
             continue;
         }
-        recompute_if_nonfinite(orow, s + (size_t)i * n, pn->span[i], v, dv);
+        recompute_if_nonfinite(orow, s + (size_t)i * n, &rx[i], v, dv);
         for (int32_t x = 0; c->dt != FC_F32 && x < dv; x++)
             orow[x] = fc_round(orow[x], c->dt);
     }

@@ -14,8 +14,23 @@
 ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h)
 {
     ref_row_rule r = {p->scale, FC_F32, p->terms.softcap, terms_sink(&p->terms, h), 1.0, 0.0,
-                      0.0, FC_F32, 0};
+                      0.0, FC_F32, 0, NULL};
     return r;
+}
+
+ref_row_rule ref_row_rule_at(const attn_problem *p, int32_t b, int32_t h, int32_t tq)
+{
+    ref_row_rule r = ref_row_rule_of(p, h);
+    if (p->xbias.vals)
+        r.bias = xbias_row(p->xbias, b, h, tq);
+    return r;
+}
+
+int ref_row_key_allows(void *ctx, int32_t tk)
+{
+    const ref_row_key *k = ctx;
+    const attn_problem *p = k->p;
+    return mask_pair_allowed_x(p->mask, seq_info_view(&p->seq), p->xmask, k->b, k->h, k->tq, tk);
 }
 
 /* The type the rule rounds every scaled score to (ref.h: round_scores, or a softmax in the
@@ -27,8 +42,11 @@ static fc_dtype scores_type(const ref_row_rule *r)
     return r->softmax_dt != FC_F32 && (r->softmax_how & REF_LOWP_SCORES) ? r->softmax_dt : FC_F32;
 }
 
-/* Key j's score under the rule; kind is the predicate's answer for it (1 or 2). */
-static double score(const float *q, const float *k, int32_t d, const ref_row_rule *r, int kind)
+/* Key j's score under the rule; kind is the predicate's answer for it (1 or 2). The bias,
+ * after the soft-cap (docs/semantics.md section 8), is a kept key's: a filled key's score is
+ * what the fill says. */
+static double score(const float *q, const float *k, int32_t d, const ref_row_rule *r, int kind,
+                    int32_t j)
 {
     if (kind == 2)
         return r->masked_score;
@@ -38,7 +56,9 @@ static double score(const float *q, const float *k, int32_t d, const ref_row_rul
     double s = r->scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
     if (scores_type(r) != FC_F32)
         s = (double)fc_round((float)s, scores_type(r));
-    return r->softcap > 0 ? r->softcap * tanh(s / r->softcap) : s;
+    if (r->softcap > 0)
+        s = r->softcap * tanh(s / r->softcap);
+    return r->bias ? s + (double)r->bias[j] : s;
 }
 
 /* The arguments both row functions take, checked. */
@@ -88,7 +108,7 @@ static double max_score(const row_in *r, int32_t j0, int32_t j1, int *any)
         int kind = r->allowed(r->ctx, j);
         if (!kind)
             continue;
-        double s = score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, r->rule, kind);
+        double s = score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, r->rule, kind, j);
         if (s > mx)
             mx = s;
         /* A score rounded to the input type that overflowed to -inf weighs nothing, as a
@@ -110,7 +130,8 @@ static void add_keys(const row_in *r, int32_t j0, int32_t j1, double shift, doub
         int kind = r->allowed(r->ctx, j);
         if (!kind)
             continue;
-        double e = exp(score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, r->rule, kind) - shift);
+        const float *kj = r->k + (size_t)j * (size_t)r->d;
+        double e = exp(score(r->q, kj, r->d, r->rule, kind, j) - shift);
         *sum += e;
         const float *vj = r->v + (size_t)j * udv;
         for (size_t x = 0; x < udv; x++)
@@ -136,7 +157,7 @@ static void add_keys_lowp(const row_in *r, int32_t lk, double mx, double *lse, d
             int kind = r->allowed(r->ctx, j);
             if (!kind)
                 continue;
-            double s = score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, ru, kind);
+            double s = score(r->q, r->k + (size_t)j * (size_t)r->d, r->d, ru, kind, j);
             double e = fc_round((float)exp(s - mx), dt);
             if (pass == 0) {
                 sum += e;

@@ -632,7 +632,7 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0};
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err), FC_OK);
     /* keys 0 and 2: scores 0 and 1 */
     double e = exp(1.0);
@@ -640,7 +640,7 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
     cr_assert(fabs(lse - log(1.0 + e)) < 1e-15, "lse %.17g", lse);
     /* soft-cap 0.5 and a sink 2: scores 0 and 0.5 tanh(2), the sink one more term of the sum
      * with no value, worked by hand */
-    ref_row_rule t = {1.0, FC_F32, 0.5, 2.0, 1.0, 0.0, 0.0, FC_F32, 0};
+    ref_row_rule t = {1.0, FC_F32, 0.5, 2.0, 1.0, 0.0, 0.0, FC_F32, 0, NULL};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &t, every_other_key, NULL, o, &lse, &err), FC_OK);
     double s1 = exp(0.5 * tanh(2.0)), z = 1.0 + s1 + exp(2.0);
     cr_assert(fabs(o[0] - (1.0 + 3.0 * s1) / z) < 1e-15, "capped out %.17g", o[0]);
@@ -680,7 +680,7 @@ Test(ref_row, online_without_the_rescale_overweighs_the_earlier_tiles)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse, e = exp(1.0);
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0};
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL};
     const int32_t up[4] = {0, 2, 2, 4}, down[4] = {2, 4, 0, 2}, past[2] = {0, 5};
     cr_assert_eq(ref_row_online_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, up, 2,
                                     REF_RESCALE_SUM, o, &lse, &err), FC_OK, "%s", err.msg);
@@ -757,7 +757,7 @@ Test(ref_row, each_way_of_a_softmax_in_bfloat16_is_its_own)
                     * v[j];
         if (how & REF_LOWP_UNNORMALISED)
             want /= sum;
-        ref_row_rule r = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, how};
+        ref_row_rule r = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, how, NULL};
         double o[1], lse;
         fc_err err = {{0}};
         cr_assert_eq(ref_row_f64(q, k, v, N, 2, 1, &r, every_key, NULL, o, &lse, &err), FC_OK,
@@ -769,7 +769,7 @@ Test(ref_row, each_way_of_a_softmax_in_bfloat16_is_its_own)
         got[nways++] = o[0];
     }
     cr_assert_eq(nways, 12);
-    ref_row_rule bad = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, REF_LOWP_WAYS};
+    ref_row_rule bad = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, REF_LOWP_WAYS, NULL};
     double o[1];
     fc_err err = {{0}};
     cr_assert_eq(ref_row_f64(q, k, v, N, 2, 1, &bad, every_key, NULL, o, NULL, &err), FC_EINVAL);
@@ -790,7 +790,7 @@ Test(ref_row, a_filled_key_counts_with_the_masked_score)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, 5, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, -0.5, 0.0, FC_F32, 0};
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, -0.5, 0.0, FC_F32, 0, NULL};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, key_1_filled, NULL, o, &lse, &err), FC_OK,
                  "%s", err.msg);
     double z = 1.0 + exp(-0.5) + exp(1.0); /* scores 0, -0.5 (filled), 1 */
@@ -809,7 +809,7 @@ Test(ref_row, scores_rounded_past_the_range_weigh_nothing)
     float k[3] = {-1e5f, -2e5f, -3};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F16, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0};
+    ref_row_rule r = {1.0, FC_F16, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL};
     cr_assert_eq(ref_row_f64(q, k, v, 2, 1, 1, &r, every_key, NULL, o, &lse, &err), FC_OK);
     cr_assert(o[0] == 0 && lse == -INFINITY, "out %g lse %g", o[0], lse);
     cr_assert_eq(ref_row_f64(q, k, v, 3, 1, 1, &r, every_key, NULL, o, &lse, &err), FC_OK);
@@ -837,7 +837,7 @@ Test(ref_row, a_sink_value_weighs_in_the_output)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, 2.0, 1.0, 0.0, 0.5, FC_F32, 0};
+    ref_row_rule r = {1.0, FC_F32, 0.0, 2.0, 1.0, 0.0, 0.5, FC_F32, 0, NULL};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err), FC_OK,
                  "%s", err.msg);
     double e = exp(1.0), z = 1.0 + e + exp(2.0); /* scores 0 and 1, the sink 2 */

@@ -1,0 +1,51 @@
+/*
+ * api_internal.h - what the public API's files (api/flexcheck.c, api/api_xterms.c) share: the
+ * problem handle behind include/flexcheck.h's opaque flexcheck_problem, and the message
+ * helpers every call returns through. Not installed, not part of the API.
+ */
+#ifndef FLEXCHECK_API_INTERNAL_H
+#define FLEXCHECK_API_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/fc.h"
+#include "include/flexcheck.h"
+#include "masks/mask.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+struct flexcheck_problem {
+    int shaped;
+    int32_t b, hq, hkv, lq, lk, d, dv;
+    fc_dtype dtype;
+    fc_dtype out_dtype, lse_dtype; /* how the producer stored them (FC_F32: float32 or finer) */
+    mask_params mask;
+    double scale, softcap;
+    float *sinks;
+    size_t nsinks;
+    int32_t *cu_q, *cu_k;
+    size_t ncu;
+    uint64_t max_memory, max_work; /* the budget (flexcheck_problem_set_budget); 0: defaults */
+    int32_t rows;                  /* flexcheck_problem_set_rows: 0 every row, -1 auto, n */
+    uint64_t rows_seed;
+    int interrupt; /* set by flexcheck_problem_interrupt from any thread: atomics only */
+    /* The explicit mask, bit-packed (masks/xterms.h), and bias (API version 4), owned, with the
+     * dims [Bm, Hm, Lq, Lk] they were given for; NULL: none. */
+    uint8_t *xbits;
+    int32_t xmask_dims[4];
+    float *xbias;
+    int32_t xbias_dims[4];
+    char err[sizeof(((fc_err *)0)->msg)];
+};
+
+/* The call's message into p->err (returns st), and the empty message of a call that succeeded
+ * (returns FLEXCHECK_OK). */
+flexcheck_status api_fail(flexcheck_problem *p, flexcheck_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+flexcheck_status api_ok(flexcheck_problem *p);
+/* The short names the API's files use. */
+#define fail(...) api_fail(__VA_ARGS__)
+#define ok(p) api_ok(p)
+
+#endif
