@@ -57,6 +57,19 @@ static const gate_case *with_mask(const gate_case *c, int n, mask_params m, int3
     return NULL;
 }
 
+/* Case c (one dtype) run by kernel 2 on the emu, as the gate runs it: its one row. */
+static rep_row emu_row(const gate_case *c)
+{
+    gate_opts o = {.run = {.kernel = 2}, .backends = {GPU_BACKEND_EMU}, .nbackends = 1};
+    gate_rows rows = {0};
+    fc_err err;
+    cr_assert_eq(gate_run_case(c, &o, &rows, &err), FC_OK, "%s: %s", c->id, err.msg);
+    cr_assert_eq(rows.n, 1, "%s: %zu rows", c->id, rows.n);
+    rep_row r = rows.v[0];
+    gate_rows_free(&rows);
+    return r;
+}
+
 Test(long_group, is_in_the_full_matrix_alone)
 {
     for (int size = GATE_QUICK; size <= GATE_FULL; size++) {
@@ -146,34 +159,25 @@ Test(long_group, the_emu_runs_the_windowed_cases_and_skips_the_dense_ones_saying
             dense = &c[i];
     }
     cr_assert(dense, "no dense 131,072-token case");
-    gate_opts o = {.run = {.kernel = 2}, .backends = {GPU_BACKEND_EMU}, .nbackends = 1};
-    gate_rows rows = {0};
-    fc_err err;
-    cr_assert_eq(gate_run_case(dense, &o, &rows, &err), FC_OK, "%s", err.msg);
-    cr_assert_eq(rows.n, 1);
-    cr_assert_eq(rows.v[0].outcome, REP_ROW_SKIP, "%s: %s", dense->id, rows.v[0].reason);
-    cr_assert(strstr(rows.v[0].reason, "not run on the emu") &&
-              strstr(rows.v[0].reason, "gpu backend"), "%s", rows.v[0].reason);
-    gate_rows_free(&rows);
+    rep_row r = emu_row(dense);
+    cr_assert_eq(r.outcome, REP_ROW_SKIP, "%s: %s", dense->id, r.reason);
+    cr_assert(strstr(r.reason, "not run on the emu") && strstr(r.reason, "gpu backend"), "%s",
+              r.reason);
     free(c);
 }
 
 /* Kernel 2 on the emu, every row of the 65,537-token ModernBERT case (bidirectional W 65, one
- * token past 2^16): no false alarm on a correct long output. About 15 s. */
+ * token past 2^16): no false alarm on a correct long output. 14 s alone on this 2-core machine,
+ * about 30 s under a load of 6 to 10. */
 Test(long_group, kernel_2_on_the_emu_passes_a_windowed_case_past_2_16)
 {
     int n;
     gate_case *c = matrix(GATE_FULL, &n);
     const gate_case *mb = with_mask(c, n, model_mask("modernbert", 1), (1 << 16) + 1, 0);
     cr_assert(mb && mb->gp.lq == (1 << 16) + 1, "no 65,537-token ModernBERT case");
-    gate_opts o = {.run = {.kernel = 2}, .backends = {GPU_BACKEND_EMU}, .nbackends = 1};
-    gate_rows rows = {0};
-    fc_err err;
-    cr_assert_eq(gate_run_case(mb, &o, &rows, &err), FC_OK, "%s", err.msg);
-    cr_assert_eq(rows.n, 1);
-    cr_assert_eq(rows.v[0].outcome, REP_ROW_PASS, "%s: %s", mb->id, rows.v[0].reason);
-    cr_assert_eq(rows.v[0].lq, (1 << 16) + 1);
-    gate_rows_free(&rows);
+    rep_row r = emu_row(mb);
+    cr_assert_eq(r.outcome, REP_ROW_PASS, "%s: %s", mb->id, r.reason);
+    cr_assert_eq(r.lq, (1 << 16) + 1);
     free(c);
 }
 
