@@ -18,6 +18,18 @@ void gate_row_identity(rep_row *row, const gate_case *c, const fix_case *fc, con
 /* One row per backend that is only an error (skip = 0) or a skip (skip = 1) with `msg`. */
 fc_status gate_case_rows(const gate_case *c, const gate_opts *op, gate_rows *rows, int skip,
                          const char *msg, fc_err *err);
+/* The emu runs kernel 2 at about 1e9 multiply-adds a second a core (reports/bench.md, bench
+ * kernel), and a judged run is made twice (H7) besides the oracle and the baseline: a case whose
+ * work (attn_case_cost of its problem) passes this is minutes on the emu, and only the GPU
+ * backend runs it (docs/matrix.md M7). It sits
+ * between the M7 group's windowed cases (at most 5e10) and its dense ones (at least 1.4e11);
+ * every quick and default case is far below it (tests/test_long.c). */
+#define GATE_EMU_MAX_WORK 1e11
+/* 1 when case parameters gp (a case's, or a layout layer's) pass GATE_EMU_MAX_WORK, with the
+ * skip reason in why[n]; 0 (why untouched) otherwise, and when gp describes no problem (the run
+ * itself then says why). */
+int gate_emu_skips(const fix_gen_params *gp, char *why, size_t n);
+
 /* One error row per backend for a case that could not be set up. */
 fc_status gate_case_error(const gate_case *c, const gate_opts *op, gate_rows *rows,
                           const char *msg, fc_err *err);

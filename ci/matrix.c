@@ -1,6 +1,6 @@
 /*
  * matrix.c - the gate's cases (docs/matrix.md): a seeded pairwise design over the M1 factors,
- * the listed edge cases in full, and the M2-M6 groups as tables.
+ * the listed edge cases in full, and the M2-M7 groups as tables.
  *
  * Pairwise design (AETG-style greedy): take the first uncovered pair of factor levels, fix
  * it, then give every other factor (in a seeded random order) the level that covers the most
@@ -597,6 +597,43 @@ static const table_case tables[] = {
      * their inputs. Scores around -1e9 (see the M5 comment). */
     {"M5", "numeric", FC_F16, 1, 6, 2, 256, 512, 64, 64, CW(129), 64, 64, BMASK_DIRECT,
      GI_FAR_LOGITS},
+
+    /* M7 long, in the full size (docs/matrix.md says what each targets): lengths to 131,072 on
+     * 1-2 query heads and D 32-64, where the length is the point. The windowed cases run on the
+     * emu; the dense ones pass GATE_EMU_MAX_WORK (ci/gate_case.h): the GPU backend runs them
+     * and export writes them for check. Every oracle stays within gen's default work budget
+     * (2^40 multiply-adds), so the gate and export compute it whole. Added last: seeds. */
+    {"M7", "numeric", FC_BF16, 1, 2, 1, 131072, 131072, 32, 32, CW(1024), 128, 128,
+     BMASK_DIRECT, .min_size = GATE_FULL, .extra = "gemma3local"},
+    {"M7", "numeric", FC_F16, 1, 2, 1, 46342, 46342, 32, 32, CW(4096), 64, 128,
+     BMASK_SUPERSET_TRIM, .min_size = GATE_FULL, .extra = "mistral"},
+    {"M7", "numeric", FC_F16, 1, 2, 1, 131071, 131071, 64, 64, CW(128), 128, 64, BMASK_DIRECT,
+     .sinks = 1, .min_size = GATE_FULL, .extra = "gptoss"},
+    /* local_attention 128: |d| <= 64, W = 65 (masks/layout.c) */
+    {"M7", "numeric", FC_F16, 1, 1, 1, 65537, 65537, 64, 64, BW(65), 128, 128, BMASK_DIRECT,
+     .min_size = GATE_FULL, .extra = "modernbert"},
+    {"M7", "numeric", FC_BF16, 1, 2, 1, 0, 0, 64, 64, CAUSAL, 16, 128, BMASK_DIRECT, .nseq = 3,
+     .cu_q = {0, 1, 2, 3}, .cu_k = {0, 131072, 196609, 196610}, .min_size = GATE_FULL,
+     .extra = "decode128k"},
+    {"M7", "numeric", FC_F16, 1, 2, 1, 0, 0, 32, 32, CW(1024), 64, 64, BMASK_SUPERSET,
+     .nseq = 3, .cu_q = {0, 300, 65836, 65837}, .cu_k = {0, 300, 65836, 70836},
+     .min_size = GATE_FULL, .extra = "packed64k"},
+    {"M7", "numeric", FC_BF16, 1, 2, 1, 0, 0, 32, 32, CAUSAL, 128, 128, BMASK_DIRECT,
+     .nseq = 3, .cu_q = {0, 300, 65836, 65837}, .cu_k = {0, 300, 65836, 70836},
+     .min_size = GATE_FULL, .extra = "packed64k"},
+    {"M7", "numeric", FC_F16, 1, 2, 1, 65537, 65537, 32, 32, CAUSAL, 128, 128, BMASK_DIRECT,
+     .min_size = GATE_FULL},
+    {"M7", "numeric", FC_BF16, 1, 2, 1, 46342, 46342, 32, 32, CAUSAL, 64, 64, BMASK_DIRECT,
+     .min_size = GATE_FULL},
+    {"M7", "numeric", FC_F16, 1, 1, 1, 131071, 131071, 32, 32, CAUSAL, 128, 128,
+     BMASK_SUPERSET_TRIM, .min_size = GATE_FULL},
+    {"M7", "numeric", FC_BF16, 1, 1, 1, 131072, 131072, 32, 32, CAUSAL, 128, 128, BMASK_DIRECT,
+     .min_size = GATE_FULL},
+    /* Gemma 3 4b's 5 local : 1 global at 128k, windows 1024 / 8, through one metadata object:
+     * the global layer (L05) runs on the GPU backend, the emu builds its block mask and skips
+     * it, so L06 still meets the object a global layer leaves. */
+    {"M7", "layout", FC_BF16, 1, 1, 1, 131072, 131072, 32, 32, {0}, 128, 128, BMASK_DIRECT,
+     .layout = "gemma3-4b", .nlayers = 7, .scale_div = 8, .min_size = GATE_FULL},
 };
 
 static fc_status add_table_case(caselist *cl, const table_case *t, uint64_t seed)

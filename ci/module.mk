@@ -13,6 +13,14 @@ gate-quick: $(BIN)
 gate-quick-k1: $(BIN)
 	OPENBLAS_NUM_THREADS=1 $(BIN) gate --quick --kernel 1 --jobs 2 --report-dir $(BUILD)/reports-quick-k1
 
+# The M7 long group alone (docs/matrix.md), what `gate --full` runs of it: its windowed cases on
+# the emu, its dense ones on the GPU backend where one is present (skips on the emu, each printed
+# with its reason). Not a make test step: minutes to tens of minutes on 2 cores.
+.PHONY: gate-long
+gate-long: $(BIN)
+	OPENBLAS_NUM_THREADS=1 $(BIN) gate --full --filter m7- --jobs $(GATE_JOBS) \
+	    --report-dir $(BUILD)/reports-long
+
 # The module layering (base <- masks <- ref, gpu, reports <- judge <- diag <- fixtures, ci <- cli) on
 # every include line, and the checker's own tests on small temporary trees; with them the test
 # of the example workflow ci/examples/github-actions.yml, which runs its gate and merge

@@ -393,12 +393,14 @@ int cmd_gate(int argc, char **argv)
         remove_made(g.report_dir, made);
         rc = CLI_BADINPUT;
     } else {
-        /* The verdict first: a report that cannot be written must not hide it. */
+        /* The verdict first: a report that cannot be written must not hide it. A skip is
+         * printed with its reason too: a row not run is never silent. */
         for (size_t r = 0; r < flat.n; r++) {
             const rep_row *row = &flat.v[r];
-            int out = row->outcome == REP_ROW_OUTSIDE;
-            if (rep_row_fails(row, g.strict) || out)
-                printf("%s %s [%s %s]: %s\n", rep_row_fails(row, g.strict) ? "FAIL" : "OUTSIDE",
+            int out = row->outcome == REP_ROW_OUTSIDE, skip = row->outcome == REP_ROW_SKIP;
+            if (rep_row_fails(row, g.strict) || out || skip)
+                printf("%s %s [%s %s]: %s\n", rep_row_fails(row, g.strict) ? "FAIL"
+                                                : skip ? "SKIP" : "OUTSIDE",
                        row->case_id, row->backend, fc_dtype_name(row->dtype), row->reason);
         }
         printf("gate: %zu rows from %d cases in %.1f s: %zu passed, %zu failed, %zu skipped",

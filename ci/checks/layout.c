@@ -76,6 +76,36 @@ static const bmask *meta_get(layer_meta *meta, const gate_opts *op, mask_params 
     return &meta->bm;
 }
 
+/* A layer no backend runs (too long for the emu, the only one): a skip row, after the shared
+ * object has seen the layer as the runner would (its block mask, rebuilt when the key differs),
+ * so the next layer meets the object a real run leaves. */
+static fc_status skip_layer(const gate_case *c, const gate_opts *op, const fix_gen_params *gp,
+                            layer_meta *meta, const char *suffix, const char *why, gate_rows *rows,
+                            fc_err *err)
+{
+    fix_case fc;
+    fc_err e;
+    memset(&fc, 0, sizeof fc);
+    fc.dtype = gp->dtype;
+    if (fix_gen_problem(gp, &fc.prob, &e) ||
+        !meta_get(meta, op, gp->mask, &fc.prob.seq, c->gp.qb, c->gp.kb, c->builder, &e)) {
+        attn_problem_free(&fc.prob);
+        return gate_case_error(c, op, rows, e.msg, err);
+    }
+    for (int i = 0; i < op->nbackends; i++) {
+        rep_row *row = gate_rows_push(rows);
+        if (!row) {
+            attn_problem_free(&fc.prob);
+            return gate_rows_oom(err);
+        }
+        gate_row_identity(row, c, &fc, bmask_builder_name(c->builder), op, op->backends[i],
+                          suffix);
+        rep_row_set_skip(row, why);
+    }
+    attn_problem_free(&fc.prob);
+    return FC_OK;
+}
+
 /* One layer on every backend: a row each. */
 static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l,
                            const layout_layer *layer, layer_meta *meta, gate_rows *rows,
@@ -88,8 +118,14 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l,
     judge_bufs b;
     bmask fresh;
     fc_err e;
-    char suffix[16];
+    char suffix[16], why[REP_WHY_LEN];
     snprintf(suffix, sizeof suffix, "@L%02d", (int)l);
+    /* A long global layer among windowed ones (M7's Gemma 3 at 128k) is the emu's to skip. */
+    int emu_skip = gate_emu_skips(&lc.gp, why, sizeof why), others = 0;
+    for (int i = 0; i < op->nbackends; i++)
+        others += op->backends[i] != GPU_BACKEND_EMU;
+    if (emu_skip && !others)
+        return skip_layer(c, op, &lc.gp, meta, suffix, why, rows, err);
     if (gate_case_inputs(&lc, NULL, &fc, &e))
         return gate_case_error(c, op, rows, e.msg, err);
     judge_case jc = fix_judge_case(&fc);
@@ -119,6 +155,10 @@ static fc_status run_layer(const gate_case *c, const gate_opts *op, int32_t l,
                           op->backends[i], suffix);
         if (!ok) {
             rep_row_set_error(row, e.msg);
+            continue;
+        }
+        if (emu_skip && op->backends[i] == GPU_BACKEND_EMU) {
+            rep_row_set_skip(row, why);
             continue;
         }
         judge_run_in in = {.jo = &op->run, .backend = op->backends[i], .jc = &jc, .bm = shared,
