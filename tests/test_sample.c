@@ -770,8 +770,9 @@ Test(sample, a_failure_on_the_samples_bounds_is_judged_again_on_every_row)
     snprintf(args, sizeof args, "check --rows %d '%s'", TN, p);
     cr_expect_eq(run(args, out, 1 << 16), 1, "%s", out);
     line_of(out, "near", line, sizeof line);
-    cr_expect(strstr(line, "PASS ") == line && strstr(line, "failed H1") && strstr(line, "on its own bounds") &&
-              strstr(line, "judged again on every row"), "%s", out);
+    cr_expect(strstr(line, "PASS ") == line && strstr(line, "failed H1") &&
+              strstr(line, "on its own bounds") && strstr(line, "judged again on every row"),
+              "%s", out);
     line_of(out, "far", line, sizeof line);
     cr_expect(strstr(line, "FAIL ") == line && strstr(line, "judged again on every row"), "%s",
               out);
@@ -785,8 +786,10 @@ Test(sample, a_failure_on_the_samples_bounds_is_judged_again_on_every_row)
              (unsigned long long)(2 * ws), p);
     cr_expect_eq(run(args, out, 1 << 16), 1, "%s", out);
     line_of(out, "near", line, sizeof line);
-    cr_expect(strstr(line, "FAIL ") == line && strstr(line, "failure rests on the sample's bounds") && strstr(line, "not confirmed on every row") &&
-              strstr(line, "--max-work"), "%s", out);
+    cr_expect(strstr(line, "FAIL ") == line &&
+              strstr(line, "failure rests on the sample's bounds") &&
+              strstr(line, "not confirmed on every row") && strstr(line, "--max-work"), "%s",
+              out);
     cr_expect(strstr(out, "2 fail on a sample's bounds alone"), "%s", out);
     free(out);
     free(gold), free(lse), free(near), free(far);
