@@ -156,8 +156,8 @@ static void print_summary(const chk_tally *t, const chk_opts *o)
         printf("; %d failed on a sample's bounds and were judged again on every row (%d pass "
                "there)", t->confirmed, t->overturned);
     if (t->unconfirmed)
-        printf("; %d fail on a sample's bounds alone (every row past the budget)",
-               t->unconfirmed);
+        printf("; %d fail on a sample's bounds alone (not judged again on every row: their "
+               "lines say why)", t->unconfirmed);
     printf("\n");
 }
 
