@@ -59,7 +59,13 @@ SCHEMA = "flexcheck-fixture-1"
 # written only when some case of the file uses one, so files without them stay readable by
 # version-1 readers.
 SCHEMA_TERMS = "flexcheck-fixture-2"
-SCHEMAS = (SCHEMA, SCHEMA_TERMS)
+# Version 3 adds the explicit terms (docs/semantics.md section 8): an explicit mask, as the
+# dataset mask (bit-packed rows) or mask_intervals (one allowed interval of keys a row), and an
+# additive bias; written only when some case holds one. It holds the score terms too.
+SCHEMA_XTERMS = "flexcheck-fixture-3"
+SCHEMAS = (SCHEMA, SCHEMA_TERMS, SCHEMA_XTERMS)
+# The bit order of a packed mask's bytes, its attribute `bitorder` (numpy.packbits' name).
+MASK_BITORDER = "little"
 DTYPES = ("float32", "float16", "bfloat16")
 GENERATOR = f"flexcheck-python {__version__}"
 
@@ -74,6 +80,9 @@ MIN_BLOCK, MAX_BLOCK = 16, 256
 # model's (Gemma 2 caps at 50; sinks are logits), small enough for the C side's arithmetic.
 MAX_SOFTCAP = 1e6
 MAX_SINK = 1e4
+# The explicit bias's bound (masks/xterms.h XTERMS_MAX_BIAS): a key is masked by the mask, never
+# by a "minus infinity" bias.
+MAX_BIAS = 1e6
 INT32_MAX = 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -739,6 +748,113 @@ def _write_block_mask(parent: h5py.Group, bm: Dict[str, Any]) -> None:
             _dataset(g, f, bm[f])
 
 
+# ---- explicit terms (schema 3) ----
+
+def _xterm_shape(shape, what: str, grid: _Grid, last: int, last_is: str) -> Tuple[int, ...]:
+    """[Bm, Hm, Lq, last] of an explicit term, Bm 1 or B and Hm 1 or Hq (PyTorch's broadcast),
+    Lq the case's (T for a packed case: the mask is over the packed token grid)."""
+    shape = tuple(int(n) for n in shape)
+    if (len(shape) != 4 or shape[0] not in (1, grid.b) or shape[1] not in (1, grid.hq)
+            or shape[2] != grid.lq or shape[3] != last):
+        raise ValueError(f"{what}: shape {list(shape)}: must be [Bm, Hm, Lq, {last_is}] with Bm "
+                         f"1 or B = {grid.b}, Hm 1 or Hq = {grid.hq}, Lq = {grid.lq}, "
+                         f"{last_is} = {last} (a [Lq, Lk] mask as [1, 1, Lq, Lk])")
+    return shape
+
+
+class _MaskCheck:
+    """A dense mask's blocks packed as stored (numpy.packbits(..., bitorder="little") along the
+    keys: key tk is bit tk & 7 of byte tk >> 3), each value checked: bool, or integers 0 and 1
+    (1 = allowed). The first other value in the mask's row-major order is refused by finish(),
+    whatever order the blocks come in (as _ValueCheck)."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.first: Optional[Tuple[Tuple[int, ...], int]] = None
+
+    def convert(self, a: np.ndarray, where) -> np.ndarray:
+        if a.dtype != np.bool_:
+            bad = (a != 0) & (a != 1)
+            if bad.any():
+                j = np.unravel_index(int(np.argmax(bad)), bad.shape)
+                i = tuple(int(x) for x in where(j))
+                if self.first is None or i < self.first[0]:
+                    self.first = (i, int(a[j]))
+        return np.packbits(a != 0, axis=-1, bitorder=MASK_BITORDER)
+
+    def finish(self) -> None:
+        if self.first is not None:
+            i, x = self.first
+            raise ValueError(f"{self.what}: value {x} at {_fmt_index(i)}: must be 0 or 1 "
+                             f"(or bool; 1 = allowed)")
+
+
+class _BiasCheck(_ValueCheck):
+    """The bias's blocks as float32 values, checked as q/k/v are (finite, float32 values unless
+    round=True) and within MAX_BIAS, the reader's bound."""
+
+    def __init__(self, what: str):
+        super().__init__(what, "float32")
+
+    def convert(self, a: np.ndarray, where) -> np.ndarray:
+        r = super().convert(a, where)
+        with np.errstate(invalid="ignore"):
+            self._see("too large", np.isfinite(a) & ~(np.abs(r) <= MAX_BIAS), a, r, where)
+        return r
+
+    def finish(self, round: bool, hint: str = ROUND_HINT) -> Optional[str]:
+        if "not finite" not in self.first and "too large" in self.first:
+            i, x, _ = self.first["too large"]
+            raise ValueError(f"{self.what}: value {x!r} at {_fmt_index(i)}: the reader takes "
+                             f"|bias| <= {MAX_BIAS:g} (mask a key out with mask=, not with a "
+                             f"bias)")
+        return super().finish(round, hint)
+
+
+def _mask_source(mask, packed: bool, grid: _Grid):
+    """(source, stored shape, convert) of the mask argument: a dense bool / 0-1 integer array
+    [Bm, Hm, Lq, Lk], packed as it is written, or with packed=True the packed uint8 rows
+    [Bm, Hm, Lq, ceil(Lk / 8)] stored as they are (bits past Lk are never read)."""
+    src = _Source(mask, "mask")
+    rb = (grid.lk + 7) // 8
+    if packed:
+        if src.dtype != np.uint8:
+            raise ValueError(f"mask: dtype {src.dtype}: mask_packed=True takes uint8 bytes of "
+                             f"packed bits (numpy.packbits(..., bitorder='little'))")
+        shape = _xterm_shape(src.shape, "mask", grid, rb, "ceil(Lk / 8)")
+        return src, shape, None
+    if src.dtype != np.bool_ and src.dtype.kind not in "iu":
+        raise ValueError(f"mask: dtype {src.dtype}: must be bool (or integers 0/1); an additive "
+                         f"float mask is a bias (bias=)")
+    b, h, lq, _ = _xterm_shape(src.shape, "mask", grid, grid.lk, "Lk")
+    return src, (b, h, lq, rb), _MaskCheck("mask")
+
+
+def _mask_intervals(iv, grid: _Grid) -> np.ndarray:
+    """int32 [Bm, Hm, Lq, 2]: row (b, h, q) allows the keys [lo, hi), 0 <= lo <= hi <= Lk
+    (lo = hi: none). The first row that breaks it is refused, naming it."""
+    a, _ = _as_array(iv, "mask_intervals")
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"mask_intervals: dtype {a.dtype}: must be integers")
+    _xterm_shape(a.shape, "mask_intervals", grid, 2, "2 (lo, hi)")
+    a = a.astype(np.int64)
+    lo, hi = a[..., 0], a[..., 1]
+    bad = (lo < 0) | (lo > hi) | (hi > grid.lk)
+    if bad.any():
+        i = _first(bad)
+        raise ValueError(f"mask_intervals: row {_fmt_index(i)}: [lo, hi) = [{lo[i]}, {hi[i]}): "
+                         f"must satisfy 0 <= lo <= hi <= Lk = {grid.lk} (lo = hi: no key "
+                         f"allowed)")
+    return a.astype(np.int32)
+
+
+def _bias_source(bias, grid: _Grid):
+    src = _Source(bias, "bias")
+    if src.dtype.kind != "f":
+        raise ValueError(f"bias: dtype {src.dtype}: must be floating point (stored float32)")
+    return src, _xterm_shape(src.shape, "bias", grid, grid.lk, "Lk")
+
+
 def _dataset(g: h5py.Group, name: str, data: np.ndarray) -> h5py.Dataset:
     # No timestamps, as the C writer: the same inputs give the same bytes.
     return g.create_dataset(name, data=data, track_times=False)
@@ -840,7 +956,8 @@ def _schema(f: h5py.File, path: str) -> str:
     raw = _attr(f, "schema", None)
     value = None if raw is None else _str_attr(raw)
     if value not in SCHEMAS:
-        raise ValueError(f"{path}: schema {value!r}: not a {SCHEMA} or {SCHEMA_TERMS} file")
+        raise ValueError(f"{path}: schema {value!r}: not a {SCHEMA}, {SCHEMA_TERMS} or "
+                         f"{SCHEMA_XTERMS} file")
     return value
 
 
@@ -865,17 +982,27 @@ def _v1_term(g: h5py.Group) -> Optional[str]:
     return None
 
 
+XTERM_FIELDS = ("mask", "mask_intervals", "bias")  # the datasets of schema 3
+
+
 def _refuse_v1_terms(f: h5py.File, path: str, schema: str, names) -> None:
-    """A version-1 file that holds a score term is malformed: a version-1 reader would judge
-    the case without the term. Refused, naming the first such case and field."""
-    if schema != SCHEMA:
+    """A version-1 file that holds a score term, or a version-1 or -2 file that holds an
+    explicit term, is malformed: a reader of that version would judge the case without the
+    term. Refused, naming the first such case and field."""
+    if schema == SCHEMA_XTERMS:
         return
     for name in sorted(names, key=lambda s: s.encode()):
         g = f["cases"].get(name)
-        term = _v1_term(g) if isinstance(g, h5py.Group) else None
+        if not isinstance(g, h5py.Group):
+            continue
+        term = _v1_term(g) if schema == SCHEMA else None
         if term:
             raise ValueError(f"{path}: /cases/{name}: {term}: a {SCHEMA} file holds no score "
                              f"terms (they need schema {SCHEMA_TERMS})")
+        for x in XTERM_FIELDS:
+            if x in g:
+                raise ValueError(f"{path}: /cases/{name}: {x}: a {schema} file holds no "
+                                 f"explicit terms (they need schema {SCHEMA_XTERMS})")
 
 
 def _inspect(path: str):
@@ -936,7 +1063,8 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
                cu_seqlens_q=None, cu_seqlens_k=None, block_mask=None, dtype=None,
                q_block_size=128, kv_block_size=128, seed=None, layout=None, overwrite=False,
                round=False, out=None, lse=None, generator=None, softcap=None,
-               sinks=None) -> None:
+               sinks=None, mask=None, mask_packed=False, mask_intervals=None,
+               bias=None) -> None:
     """Write one attention call's inputs as case /cases/<name> of the fixture file `path`.
 
     Creates the file (root attribute schema = "flexcheck-fixture-1", or "flexcheck-fixture-2"
@@ -985,6 +1113,24 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     1e4, and float32 values (round=True rounds float64 ones). Either term makes the file
     flexcheck-fixture-2; a refused term names file, case, field and value.
 
+    mask, mask_packed, mask_intervals, bias: the explicit terms (docs/semantics.md section 8:
+    FlexAttention's mask_mod and an additive score_mod, stored), each [Bm, Hm, Lq, ...] with Bm
+    1 or B and Hm 1 or Hq (one for every batch entry / head, PyTorch's broadcast), over the
+    stored token grid (a packed case's [T, T]); any of them makes the file flexcheck-fixture-3.
+    The mask is ANDed with causal/window/chunk (it can only remove pairs from them; give
+    causal=False to state a mask whole). mask: bool (or 0/1 integers) [Bm, Hm, Lq, Lk], True =
+    allowed, e.g. torch's create_mask(mask_mod, B, H, Lq, Lk); written bit-packed (dataset
+    mask, uint8 [Bm, Hm, Lq, ceil(Lk / 8)], numpy.packbits(..., bitorder="little") along the
+    keys, attribute bitorder = "little") chunk by chunk, never held twice; with
+    mask_packed=True, mask is those uint8 bytes already packed, stored as they are.
+    mask_intervals: instead of mask, when every row allows one interval of keys (prefix-LM,
+    a document mask, Gemma 3's image spans): integers [Bm, Hm, Lq, 2], row (b, h, q) allows the
+    keys lo <= tk < hi, 0 <= lo <= hi <= Lk (lo = hi: none), stored int32 (8 bytes a row
+    instead of Lk / 8). bias: float [Bm, Hm, Lq, Lk] added to the scaled (soft-capped) score of
+    every allowed pair (ALiBi, a relative-position bias), stored float32: finite float32
+    values (round=True rounds float64 ones) with |bias| <= 1e6. Refusals name the argument,
+    the index and the value.
+
     out, lse: normally absent: `flexcheck fill` computes them with flexcheck's float64 oracle.
     A producer with its own float64 oracle may pass them ([B, Hq, Lq, Dv] and [B, Hq, Lq]; for
     a packed case also [T, Hq, Dv] and [Hq, T]), float64 (anything else is refused: `flexcheck
@@ -1026,15 +1172,21 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     if cap:
         attrs["softcap"] = np.float64(cap)
     sk, sk_rounded = _sinks(sinks, where, grid.hq, round)
+    if mask is not None and mask_intervals is not None:
+        raise ValueError("mask and mask_intervals: give the explicit mask once, in one form")
+    mk = None if mask is None else _mask_source(mask, _flag(mask_packed, "mask_packed"), grid)
+    iv = None if mask_intervals is None else _mask_intervals(mask_intervals, grid)
+    bs = None if bias is None else _bias_source(bias, grid)
     o, l = _oracle(out, lse, grid)
     uses_term = bool(cap) or sk is not None
+    uses_xterm = mk is not None or iv is not None or bs is not None
 
     existing = _inspect(path)
-    schema = SCHEMA_TERMS if uses_term else SCHEMA
+    schema = SCHEMA_XTERMS if uses_xterm else SCHEMA_TERMS if uses_term else SCHEMA
     if existing is not None:
         old_schema, old_layout, names = existing
-        if old_schema == SCHEMA_TERMS:
-            schema = SCHEMA_TERMS  # never downgraded: other cases may use a term
+        # never downgraded: other cases may use a term
+        schema = max(schema, old_schema, key=SCHEMAS.index)
         if layout is not None and old_layout is not None and layout != old_layout:
             raise ValueError(f"{path}: layout {layout!r} given, the file's is {old_layout!r}")
         if name in names and not overwrite:
@@ -1063,6 +1215,21 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
                 rounded.append(f"{w}{changed}")
         if sk_rounded:
             rounded.append(f"sinks{sk_rounded}")
+        if mk is not None:
+            src, shape, check = mk
+            ds = _write_rows(g, "mask", src, shape, np.uint8,
+                             check.convert if check else _as_stored)
+            if check:
+                check.finish()
+            ds.attrs["bitorder"] = MASK_BITORDER
+        if iv is not None:
+            _dataset(g, "mask_intervals", iv)
+        if bs is not None:
+            check = _BiasCheck("bias")
+            _write_rows(g, "bias", bs[0], bs[1], np.float32, check.convert)
+            changed = check.finish(round)
+            if changed:
+                rounded.append(f"bias{changed}")
         if o is not None:  # an oracle passed in was computed from other inputs
             _oracle_rounded(rounded[0] if rounded else None)
         for key, arr in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k), ("sinks", sk)):
@@ -1257,7 +1424,10 @@ class Tested:
 class Case:
     """/cases/<name> as stored: tensors in [B, H, L, D] layout, q/k/v in their storage type
     (float16 for float16 cases, float32 otherwise), out/lse None until filled; the score
-    terms (docs/semantics.md section 7) softcap (0.0 = off) and sinks (None = none)."""
+    terms (docs/semantics.md section 7) softcap (0.0 = off) and sinks (None = none); the
+    explicit terms (section 8) mask (bool [Bm, Hm, Lq, Lk], True = allowed: unpacked from the
+    bits, or expanded from mask_intervals when the case stores those) and bias (float32
+    [Bm, Hm, Lq, Lk]), None = none."""
     name: str
     dtype: str
     q: np.ndarray
@@ -1281,6 +1451,9 @@ class Case:
     softcap: float = 0.0                 # logit soft-cap c, 0.0 = off
     sinks: Optional[np.ndarray] = None   # per-head sink logits [Hq], as stored
     schema: str = SCHEMA                 # the file's
+    mask: Optional[np.ndarray] = None    # explicit mask, bool [Bm, Hm, Lq, Lk]
+    mask_intervals: Optional[np.ndarray] = None  # int32 [Bm, Hm, Lq, 2] when stored so
+    bias: Optional[np.ndarray] = None    # explicit bias, float32 [Bm, Hm, Lq, Lk]
 
     @property
     def packed(self) -> bool:
@@ -1358,11 +1531,54 @@ def _read_terms(g: h5py.Group, path: str, name: str, hq: int):
     return cap, sinks
 
 
+def _read_xterms(g: h5py.Group, path: str, name: str, grid: _Grid):
+    """(mask, mask_intervals, bias) of a case, checked as the C reader checks them (shapes
+    against the case, the mask's type and bit order, the intervals within [0, Lk], the bias
+    float32, finite and within MAX_BIAS), each refusal naming the field, so that nothing
+    downstream reads the wrong bits or a term flexcheck would refuse."""
+    where = f"{path}: /cases/{name}"
+    mask = iv = bias = None
+    if "mask" in g and "mask_intervals" in g:
+        raise ValueError(f"{where}: both mask and mask_intervals: the mask is stored once")
+    rb = (grid.lk + 7) // 8
+    try:
+        if "mask" in g:
+            ds = g["mask"]
+            if ds.dtype != np.uint8:
+                raise ValueError(f"mask: dtype {ds.dtype}: must be uint8 (packed bits)")
+            order = _str_attr(_attr(ds, "bitorder", "(missing)"))
+            if order != MASK_BITORDER:
+                raise ValueError(f"mask: attribute bitorder = {order!r}: must be "
+                                 f"{MASK_BITORDER!r}")
+            _xterm_shape(ds.shape, "mask", grid, rb, "ceil(Lk / 8)")
+            mask = np.unpackbits(ds[()], axis=-1, count=grid.lk,
+                                 bitorder=MASK_BITORDER).astype(bool)
+        if "mask_intervals" in g:
+            iv = _mask_intervals(g["mask_intervals"][()], grid)
+            keys = np.arange(grid.lk)
+            mask = (keys >= iv[..., :1]) & (keys < iv[..., 1:])
+        if "bias" in g:
+            ds = g["bias"]
+            if ds.dtype != np.float32:
+                raise ValueError(f"bias: dtype {ds.dtype}: must be float32")
+            _xterm_shape(ds.shape, "bias", grid, grid.lk, "Lk")
+            bias = ds[()]
+            check = _BiasCheck("bias")
+            check.convert(bias, lambda i: i)
+            check.finish(False)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return mask, iv, bias
+
+
 def read_case(path, name) -> Case:
-    """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1
-    or -2, a version-1 file may hold no score term, and the terms must be well formed (a cap
-    finite, >= 0 and <= 1e6, sinks float32 [Hq] finite and within +-1e4, as the C reader takes
-    them): each refusal a ValueError naming file, case and field. An attribute stored as a
+    """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1,
+    -2 or -3, a version-1 file may hold no score term and a version-1 or -2 file no explicit
+    term, and the terms must be well formed (a cap finite, >= 0 and <= 1e6, sinks float32 [Hq]
+    finite and within +-1e4; the explicit mask uint8 bit-packed with bitorder "little" or
+    intervals within [0, Lk], the bias float32, finite and within +-1e6, each of a shape the
+    case takes; as the C reader takes them): each refusal a ValueError naming file, case and
+    field. An attribute stored as a
     one-element array is read as its value, as the C reader reads it; a missing required one,
     or one of more or fewer values, is refused. Otherwise no validation beyond what h5py
     does: `flexcheck check` is the validator."""
@@ -1376,6 +1592,14 @@ def read_case(path, name) -> Case:
         layout = _attr(f, "layout", None)
         q = g["q"][()]
         softcap, sinks = _read_terms(g, path, name, q.shape[1] if q.ndim == 4 else -1)
+        mask = iv = bias = None
+        if any(x in g for x in XTERM_FIELDS):
+            k_shape, v_shape = g["k"].shape, g["v"].shape
+            if q.ndim != 4 or len(k_shape) != 4 or len(v_shape) != 4:
+                raise ValueError(f"{path}: /cases/{name}: q, k, v: not [B, H, L, D]")
+            grid = _Grid(q.shape[0], q.shape[1], q.shape[2], k_shape[2], v_shape[3],
+                         "cu_seqlens_q" in g)
+            mask, iv, bias = _read_xterms(g, path, name, grid)
         return Case(
             name=name, dtype=_str_attr(_attr(g, "dtype")), q=q, k=g["k"][()], v=g["v"][()],
             causal=bool(_attr(g, "causal")), window=int(_attr(g, "sliding_window")),
@@ -1388,7 +1612,8 @@ def read_case(path, name) -> Case:
             generator=None if "generator" not in g.attrs else _str_attr(_attr(g, "generator")),
             seed=None if "seed" not in g.attrs else int(_attr(g, "seed")),
             layout=None if layout is None else _str_attr(layout),
-            tested=_read_tested(g), softcap=softcap, sinks=sinks, schema=schema)
+            tested=_read_tested(g), softcap=softcap, sinks=sinks, schema=schema, mask=mask,
+            mask_intervals=iv, bias=bias)
 
 
 def list_cases(path) -> List[str]:

@@ -277,8 +277,9 @@ FILE_REFUSALS = [
      r"schema flexcheck-fixture-2\)"),
     ("v1 with sinks", put_sinks(SINKS), r"/cases/b: sinks: a flexcheck-fixture-1 file holds no "
                                         r"score terms"),
-    ("unknown schema", put_schema("flexcheck-fixture-3"),
-     r"schema 'flexcheck-fixture-3': not a flexcheck-fixture-1 or flexcheck-fixture-2 file"),
+    ("unknown schema", put_schema("flexcheck-fixture-4"),
+     r"schema 'flexcheck-fixture-4': not a flexcheck-fixture-1, flexcheck-fixture-2 or "
+     r"flexcheck-fixture-3 file"),
     ("schema 2 misspelt", put_schema("flexcheck-fixture-2 "), r"schema 'flexcheck-fixture-2 '"),
 ]
 
