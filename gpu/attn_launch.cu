@@ -141,6 +141,11 @@ static fc_status check_call(const gpu_call *c, fc_err *err)
                        c->kernel);
     if ((unsigned)c->dtype > FC_BF16)
         return fc_errf(err, FC_EINVAL, "dtype %d: unknown", (int)c->dtype);
+    /* Neither kernel reads the explicit terms (masks/xterms.h): run, they would compute
+     * another attention and fail it; refused, so the case is skipped with this reason. */
+    if (p->xmask.bits || p->xbias.vals)
+        return fc_errf(err, FC_EUNSUP, "kernel %d: no explicit %s (docs/semantics.md section 8)",
+                       c->kernel, p->xmask.bits ? "mask" : "bias");
     if (c->kernel == 1 && (p->d > GPU_V1_MAX_HEAD_DIM || p->dv > GPU_V1_MAX_HEAD_DIM))
         return fc_errf(err, FC_EUNSUP, "kernel 1: head dims D = %d, Dv = %d: at most %d",
                        (int)p->d, (int)p->dv, GPU_V1_MAX_HEAD_DIM);

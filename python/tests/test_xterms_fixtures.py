@@ -343,3 +343,17 @@ def test_check_refuses_a_v2_file_holding_a_mask_naming_it(h5, flexbin):
     assert rc != 0
     assert ("/cases/c: dataset 'mask': an explicit mask needs schema 'flexcheck-fixture-3' "
             "(the file says 'flexcheck-fixture-2')") in err, err
+
+
+def test_our_kernel_skips_a_case_with_an_explicit_term_naming_it(h5, flexbin):
+    """Neither kernel reads the explicit terms: `check --backend emu` skips such a case with
+    the reason, never runs it (it would compute another attention and fail it)."""
+    q, k, v = qkv(b=1, hq=2, hkv=1, lq=40, lk=40, d=32, seed=1)
+    write_case(h5, "prefix", q, k, v, mask=prefix_lm([7], 40, 40))
+    write_case(h5, "alibi", q, k, v, causal=True, bias=alibi([0.5, 0.25], 40, 40))
+    rc, out, err = run(flexbin, "check", "--backend", "emu", h5)
+    lines = out.splitlines()
+    for name, term in (("prefix", "mask"), ("alibi", "bias")):
+        ln = line_of(lines, f" {name} ")
+        assert ln.startswith("SKIP ") and f"kernel 2: no explicit {term}" in ln, ln
+    assert "failed in 0" in out, out
