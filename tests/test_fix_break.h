@@ -92,19 +92,27 @@ static void put_attr_str(hid_t f, const char *obj, const char *name, const char 
     cr_assert(H5LTset_attribute_string(f, obj, name, v) >= 0, "attr %s", name);
 }
 
+/* Opens p and validates every case: FC_OK, or the first failure in err. */
+TFB_UNUSED
+static fc_status open_validate(const char *p, fc_err *err)
+{
+    fix_file f;
+    fc_status st = fix_open(p, &f, err);
+    if (!st) {
+        st = fix_validate(&f, err);
+        fix_close(&f);
+    }
+    return st;
+}
+
 /* Opening and validating must fail with a message holding the path and every `parts`. */
 TFB_UNUSED
 static void expect_rejected_(const char *p, const char *const *parts)
 {
     struct stat before, after;
     cr_assert_eq(stat(p, &before), 0);
-    fix_file f;
     fc_err err = {{0}};
-    fc_status st = fix_open(p, &f, &err);
-    if (!st) {
-        st = fix_validate(&f, &err);
-        fix_close(&f);
-    }
+    fc_status st = open_validate(p, &err);
     cr_assert_neq(st, FC_OK, "%s was accepted; expected a message with '%s'", p, parts[0]);
     cr_assert(strstr(err.msg, p), "message names the file: %s", err.msg);
     for (int i = 0; parts[i]; i++)
@@ -120,13 +128,8 @@ static void expect_rejected_(const char *p, const char *const *parts)
 TFB_UNUSED
 static void expect_accepted(const char *p)
 {
-    fix_file f;
     fc_err err = {{0}};
-    fc_status st = fix_open(p, &f, &err);
-    if (!st) {
-        st = fix_validate(&f, &err);
-        fix_close(&f);
-    }
+    fc_status st = open_validate(p, &err);
     cr_assert_eq(st, FC_OK, "%s should be accepted: %s", p, err.msg);
 }
 

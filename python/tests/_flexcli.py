@@ -1,9 +1,10 @@
 """_flexcli.py - the C command line as the test modules reach it: BIN (FLEXCHECK_BIN, the binary
-make test builds), needs_bin (skip without it), run() / flexcheck() and snapshot(). The `flexbin`
-fixture is conftest.py's."""
+make test builds), needs_bin (skip without it), run() / flexcheck(), schema_of() and snapshot().
+The `flexbin` fixture is conftest.py's."""
 import os
 import subprocess
 
+import h5py
 import numpy as np
 
 import pytest
@@ -23,6 +24,13 @@ def run(flexbin, *args):
 def flexcheck(*args):
     """run() of BIN, for modules marked needs_bin."""
     return run(BIN, *args)
+
+
+def schema_of(path):
+    """A fixture file's schema attribute as str (the C writer stores bytes, h5py writes str)."""
+    with h5py.File(path, "r") as f:
+        v = f.attrs["schema"]
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def snapshot(folder):

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from flexcheck import SCHEMA, SCHEMA_TERMS, add_tested, list_cases, read_case, write_case
-from _flexcli import run, snapshot
+from _flexcli import run, schema_of, snapshot
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SETS = os.path.join(REPO, "fixtures", "sets")
@@ -43,13 +43,6 @@ def qkv(b=1, hq=4, hkv=2, lq=9, lk=13, d=16, dv=16, dtype=np.float32, seed=0, si
 
 
 SINKS = np.array([-5.0, 0.5, 3.25, 10.0], np.float32)  # one per query head (Hq = 4)
-
-
-def schema_of(path):
-    """The file's schema attribute as str (the C writer stores bytes, h5py writes str)."""
-    with h5py.File(path, "r") as f:
-        v = f.attrs["schema"]
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 @pytest.fixture

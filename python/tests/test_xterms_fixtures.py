@@ -22,7 +22,7 @@ import pytest
 import flexcheck.fixtures as fixtures
 from flexcheck import (SCHEMA, SCHEMA_TERMS, SCHEMA_XTERMS, add_tested, read_case,
                        write_case)
-from _flexcli import run, snapshot
+from _flexcli import run, schema_of, snapshot
 
 V3 = "flexcheck-fixture-3"
 B, HQ, HKV, LQ, LK, D = 2, 4, 2, 24, 40, 16
@@ -46,12 +46,6 @@ def alibi(slopes, lq=LQ, lk=LK):
     """[1, H, Lq, Lk] float32: -slope_h * |distance| (ALiBi)."""
     dist = np.abs(np.arange(lq)[:, None] + (lk - lq) - np.arange(lk)[None, :])
     return (-np.asarray(slopes, np.float32)[:, None, None] * dist).astype(np.float32)[None]
-
-
-def schema_of(path):
-    with h5py.File(path, "r") as f:
-        v = f.attrs["schema"]
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 @pytest.fixture
@@ -357,3 +351,28 @@ def test_our_kernel_skips_a_case_with_an_explicit_term_naming_it(h5, flexbin):
         ln = line_of(lines, f" {name} ")
         assert ln.startswith("SKIP ") and f"kernel 2: no explicit {term}" in ln, ln
     assert "failed in 0" in out, out
+
+
+def test_a_packed_case_takes_a_mask_over_its_token_grid(tmp_path, flexbin):
+    """vLLM's packed [T, H, D] with cu_seqlens: the mask is [1, Hm, T, T] over the packed
+    tokens. All ones changes nothing (docs/semantics.md section 8: sequences still never see
+    each other, and the oracle is bitwise the families'); one key masked in one row changes
+    that row only."""
+    t = 30
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((t, 2, 16)).astype(np.float32) for _ in range(3))
+    cu = np.array([0, 9, 9, 30], np.int32)
+    ones = np.ones((1, 1, t, t), bool)
+    one_off = ones.copy()
+    one_off[0, 0, 20, 12] = False  # sequence 2 (tokens 9..29): query 20 loses key 12
+    path = str(tmp_path / "packed.h5")
+    for name, m in (("plain", None), ("ones", ones), ("one_off", one_off)):
+        write_case(path, name, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True, mask=m)
+    rc, out, err = run(flexbin, "fill", path, "--in-place")
+    assert rc == 0, out + err
+    plain, all_on, off = (read_case(path, n) for n in ("plain", "ones", "one_off"))
+    assert all_on.mask.shape == (1, 1, t, t) and all_on.packed
+    np.testing.assert_array_equal(all_on.out, plain.out)
+    np.testing.assert_array_equal(all_on.lse, plain.lse)
+    changed = np.argwhere((off.out != plain.out).any(-1))  # (b, h, q) rows
+    assert [tuple(r) for r in changed] == [(0, 0, 20), (0, 1, 20)], changed
