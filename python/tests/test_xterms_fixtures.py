@@ -376,3 +376,24 @@ def test_a_packed_case_takes_a_mask_over_its_token_grid(tmp_path, flexbin):
     np.testing.assert_array_equal(all_on.lse, plain.lse)
     changed = np.argwhere((off.out != plain.out).any(-1))  # (b, h, q) rows
     assert [tuple(r) for r in changed] == [(0, 0, 20), (0, 1, 20)], changed
+
+
+def test_check_refuses_a_compressed_mask_declaring_gigabytes_before_reading_it(h5, flexbin):
+    """A mask of 131,072 x 131,072 keys stored gzip-compressed and never written (every chunk
+    the fill value): a file of a few MB that declares 2 GiB. check --max-memory 1G refuses it
+    from its shape, naming the dataset, its size, the budget and the flag (the child reading
+    the file is held to 1 GiB of address space: a read would have failed otherwise)."""
+    n = 131072
+    q, k, v = qkv(b=1, hq=1, hkv=1, lq=n, lk=n, d=1, seed=2)
+    write_case(h5, "c", q, k, v, mask_intervals=np.zeros((1, 1, n, 2), np.int32))
+    with h5py.File(h5, "r+") as f:  # the intervals' form replaced by the packed one
+        g = f["cases/c"]
+        del g["mask_intervals"]
+        ds = g.create_dataset("mask", (1, 1, n, n // 8), np.uint8, chunks=(1, 1, 256, n // 8),
+                              compression="gzip")
+        ds.attrs["bitorder"] = "little"
+    assert os.path.getsize(h5) < 8 << 20
+    rc, out, err = run(flexbin, "check", "--max-memory", "1G", h5)
+    assert rc == 2, out + err
+    assert ("/cases/c/mask: [1, 1, 131072, 16384] packed bits: about 2 GiB in memory whatever "
+            "its storage, over the memory budget (--max-memory) of 1 GiB") in err, err
