@@ -88,22 +88,25 @@ static uint8_t *mask_at(xcfg *c, int32_t b, int32_t h, int32_t tq)
     return c->dense + (((size_t)b * c->hm + h) * c->s.lq + tq) * c->s.lk;
 }
 
-/* Block-structured random bits: each 8 x 8 patch all 0, all 1, half random or one bit, so
- * that tiles of every kind occur at every block size (uniform bits would make no tile full). */
+/* Block-structured random bits: each 8 x 8 patch all 0, all 1, half random, one bit set or
+ * one bit clear, so that tiles of every kind occur at every block size (uniform bits would make
+ * no tile full) and a tile one element short of full too. */
 static void fill_sparse(xcfg *c, uint64_t *st)
 {
     for (int32_t b = 0; b < c->bm; b++)
         for (int32_t h = 0; h < c->hm; h++)
             for (int32_t pq = 0; pq < c->s.lq; pq += 8)
                 for (int32_t pk = 0; pk < c->s.lk; pk += 8) {
-                    int mode = rng_int(st, 0, 9); /* 0-3 zero, 4-7 one, 8 random, 9 one bit */
+                    /* 0-3 zero, 4-7 one, 8 random, 9 one bit set, 10 one bit clear */
+                    int mode = rng_int(st, 0, 10);
                     int32_t one = rng_int(st, 0, 63);
                     for (int32_t i = pq; i < pq + 8 && i < c->s.lq; i++)
-                        for (int32_t j = pk; j < pk + 8 && j < c->s.lk; j++)
-                            mask_at(c, b, h, i)[j] =
-                                mode < 4 ? 0 : mode < 8 ? 1 : mode == 8 ? rng_int(st, 0, 1)
-                                                                        : (i - pq) * 8 +
-                                                                              (j - pk) == one;
+                        for (int32_t j = pk; j < pk + 8 && j < c->s.lk; j++) {
+                            int at = (i - pq) * 8 + (j - pk) == one;
+                            mask_at(c, b, h, i)[j] = mode < 4 ? 0 : mode < 8 ? 1
+                                                   : mode == 8 ? rng_int(st, 0, 1)
+                                                   : mode == 9 ? at : !at;
+                        }
                 }
 }
 
@@ -186,7 +189,16 @@ static void random_cfg(uint64_t seed, xkind kind, xcfg *c)
         c->bm = rng_int(&st, 0, 1) ? batch : 1;
         c->hm = rng_int(&st, 0, 2) ? c->hq : 1;
         alloc_dense(c);
-        fill_sparse(c, &st);
+        if (rng_int(&st, 0, 2)) {
+            fill_sparse(c, &st);
+        } else { /* nearly all allowed: a few elements off, so tiles one short of full */
+            memset(c->dense, 1, (size_t)c->bm * c->hm * lq * lk);
+            c->m.sliding_window = 0;
+            for (int32_t b = 0; lq && lk && b < c->bm; b++)
+                for (int32_t h = 0; h < c->hm; h++)
+                    for (int32_t n = rng_int(&st, 1, 4); n > 0; n--)
+                        mask_at(c, b, h, rng_int(&st, 0, lq - 1))[rng_int(&st, 0, lk - 1)] = 0;
+        }
     } else {
         int32_t n = rng_int(&st, 1, 3), cq[4] = {0}, ck[4] = {0};
         for (int32_t i = 1; i <= n; i++) {
