@@ -12,16 +12,19 @@
  *     refuses an explicit mask, superset stays sound; leading dims that do not broadcast and a
  *     mask of another grid are refused;
  *   - the issue's example: a tree mask's block list that drops a draft token's tile is named,
- *     tile and element.
+ *     tile and element; and where a stored block mask is checked against its case
+ *     (fix_check_case), the case's explicit mask is part of what it is held to.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixtures/fix.h"
 #include "masks/bmask.h"
 #include "masks/problem.h"
 #include "masks/seq.h"
+#include "ref/ref.h"
 
 static uint64_t rng_next(uint64_t *st) /* splitmix64 */
 {
@@ -581,4 +584,74 @@ Test(bmask_x, a_tree_masks_list_that_drops_a_draft_tokens_tile_is_named)
               "%s", err.msg);
     bmask_free(&bm);
     free_cfg(&c);
+}
+
+/* A generated case (causal, 2 heads) given a per-head draft-tree mask: its oracle recomputed
+ * with the mask, its stored block mask the slow builder's. fix_check_case holds the stored
+ * mask to the families AND the explicit mask: exact as built; a dropped draft tile is unsound,
+ * named; a tile listed partial that only the families allow is inexact, named. */
+Test(bmask_x, fix_check_case_holds_a_stored_block_mask_to_the_explicit_mask)
+{
+    fix_gen_params gp = {.name = "tree", .dtype = FC_F32, .b = 1, .hq = 2, .hkv = 1, .lq = 8,
+                         .lk = 48, .d = 16, .dv = 16, .mask = {.causal = 1}, .qb = 16, .kb = 16,
+                         .seed = 5, .with_bmask = 1};
+    fix_case c;
+    fc_err err;
+    cr_assert_eq(fix_gen_case(&gp, &c, &err), FC_OK, "%s", err.msg);
+    xcfg x;
+    memset(&x, 0, sizeof x);
+    x.s = c.prob.seq; /* borrowed: free_cfg is not called */
+    x.m = c.prob.mask;
+    x.bm = 1;
+    x.hm = x.hq = 2;
+    x.qb = x.kb = 16;
+    alloc_dense(&x);
+    /* head 0 a chain after 40 context keys; head 1 a star, blind to context keys 32-39 (so
+     * that its first allowed element of kv block 2 is a draft token's, not a context key) */
+    for (int32_t h = 0; h < 2; h++)
+        for (int32_t i = 0; i < 8; i++) {
+            memset(mask_at(&x, 0, h, i), 1, h ? 32 : 40);
+            for (int32_t a = i; a >= 0; a = h ? (a ? 0 : -1) : a - 1)
+                mask_at(&x, 0, h, i)[40 + a] = 1;
+        }
+    pack_x(&x);
+    c.prob.xmask = x.x;
+    cr_assert_eq(ref_attention_f64(&c.prob, c.q, c.k, c.v, c.out, c.lse, &err), FC_OK);
+    bmask_free(&c.bm);
+    cr_assert_eq(bmask_build_slow_x(&c.bm, c.prob.mask, &c.prob.seq, x.x, 16, 16, &err), FC_OK);
+    fix_check_result r;
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 1, &r, &err), FC_OK, "%s", err.msg);
+    cr_assert(r.passed && r.bmask_checked && r.bmask_exact, "%s", r.detail);
+    /* head 1 (a star) reaches kv block 2 for its draft keys: drop it */
+    size_t row = bmask_row(&c.bm, 0, 1, 0);
+    int32_t n = c.bm.kv_num_blocks[row];
+    cr_assert(n > 0 && bmask_ids(&c.bm, 0, row)[n - 1] == 2);
+    c.bm.kv_num_blocks[row] = n - 1;
+    int32_t tq, tk;
+    oracle_first_pair(&x, 0, 1, 0, 2, 1, &tq, &tk);
+    char want[160];
+    cr_assert_eq(tk, 40, "the draft root's key");
+    snprintf(want, sizeof want, "block_mask is not sound: row [0][1][0]: allowed pair (q %d, k %d) "
+             "lies in kv block 2", tq, tk);
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 0, &r, &err), FC_OK, "%s", err.msg);
+    cr_assert(!r.passed && strstr(r.detail, want), "%s\nwant %s", r.detail, want);
+    c.bm.kv_num_blocks[row] = n;
+    /* head 1 made blind to context keys 0-15 after the lists were built: its kv block 0 is
+     * listed partial and holds nothing allowed now: sound (wasted work), not exact */
+    for (int32_t i = 0; i < 8; i++)
+        memset(mask_at(&x, 0, 1, i), 0, 16);
+    free(x.bits);
+    pack_x(&x);
+    c.prob.xmask = x.x;
+    cr_assert_eq(ref_attention_f64(&c.prob, c.q, c.k, c.v, c.out, c.lse, &err), FC_OK);
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 0, &r, &err), FC_OK, "%s", err.msg);
+    cr_assert(r.passed && !r.bmask_exact, "%s", r.detail);
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, 1, &r, &err), FC_OK, "%s", err.msg);
+    cr_assert(!r.passed && strstr(r.detail, "block_mask differs from the slow builder's: row "
+                                  "[0][1][0], kv block 0: listed partial, the mask makes it "
+                                  "empty"), "%s", r.detail);
+    free(x.dense);
+    free(x.bits);
+    c.prob.xmask = (attn_xmask){0};
+    fix_case_free(&c);
 }
