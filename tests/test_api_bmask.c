@@ -388,8 +388,9 @@ Test(api_bmask, lists_are_copied_refused_after_a_new_shape_and_removable)
     cr_assert_eq(judged(p, &t, reason, text, sizeof text), FLEXCHECK_PASS, "%s", text);
     cr_assert_eq(flexcheck_problem_set_shape(p, 1, HQ, HKV, LQ, LK + 1, D, D), FLEXCHECK_OK);
     cr_assert_eq(flexcheck_problem_set_explicit_mask(p, NULL, 0, 0, 0), FLEXCHECK_OK);
-    refused(p, flexcheck_problem_check(p), "block mask: set for Lq 24, Lk 64, [nb, nh] = [1, 2]; "
-                                           "the shape is now Lq 24, Lk 65, B 1, Hq 2: set it again");
+    refused(p, flexcheck_problem_check(p),
+            "block mask: set for Lq 24, Lk 64, [nb, nh] = [1, 2]; the shape is now Lq 24, Lk 65, "
+            "B 1, Hq 2: set it again");
     cr_assert_eq(flexcheck_problem_set_block_mask(p, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL, NULL, 0),
                  FLEXCHECK_OK);
     cr_assert_eq(flexcheck_problem_check(p), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
