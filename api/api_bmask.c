@@ -37,19 +37,22 @@ static flexcheck_status check_dims(flexcheck_problem *p, int32_t qb, int32_t kb,
     return FLEXCHECK_OK;
 }
 
-/* One list's counts [rows] within [0, width], copied with their rows into bm's list. */
+/* One list's counts [rows] within [0, width] and [0, NKB] (a row lists distinct tiles), copied
+ * with their rows (width ids apart in the caller's array) into bm's list. */
 static flexcheck_status copy_list(flexcheck_problem *p, bmask *bm, int full, const int32_t *cnt,
                                   const int32_t *ids, int32_t width)
 {
     const char *what = full ? "full_kv" : "kv";
     size_t rows = bmask_nrows(bm), per = (size_t)bm->nh * (size_t)bm->nqb;
     int32_t *out = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
+    int32_t most = width < bm->nkb ? width : bm->nkb;
     for (size_t r = 0; cnt && r < rows; r++) {
-        if (cnt[r] < 0 || cnt[r] > width)
+        if (cnt[r] < 0 || cnt[r] > most)
             return fail(p, FLEXCHECK_EINVAL, CALL ": %s_num_blocks[%zu][%zu][%zu] = %d: must be "
-                        "in [0, %d] (the width of %s_indices)", what, r / per,
+                        "in [0, %d] (the width of %s_indices is %d, and a row lists at most NKB "
+                        "= %d distinct tiles)", what, r / per,
                         r / (size_t)bm->nqb % (size_t)bm->nh, r % (size_t)bm->nqb, (int)cnt[r],
-                        (int)width, what);
+                        (int)most, what, (int)width, (int)bm->nkb);
         out[r] = cnt[r];
         if (cnt[r]) /* never NULL + 0: a list of width 0 may come without an array */
             memcpy(bmask_ids(bm, full, r), ids + r * (size_t)width, (size_t)cnt[r] * sizeof *ids);
@@ -90,7 +93,11 @@ EXPORT flexcheck_status flexcheck_problem_set_block_mask(
         return st;
     bmask bm;
     fc_err err;
+    /* a row holds at most NKB ids (copy_list holds counts to it): a wider caller's array is
+     * padding, and is not copied */
+    int32_t nkb = bmask_nblocks(p->lk, kv_block_size);
     int32_t w = width > full_width ? width : full_width;
+    w = w < nkb ? w : nkb;
     fc_status fs = bmask_alloc(&bm, q_block_size, kv_block_size, p->lq, p->lk, nb, nh, w, &err);
     if (fs)
         return fail(p, fs == FC_ENOMEM ? FLEXCHECK_ENOMEM : FLEXCHECK_EINVAL, CALL ": %s",
@@ -103,9 +110,7 @@ EXPORT flexcheck_status flexcheck_problem_set_block_mask(
     if ((fs = bmask_validate(&bm, &err))) { /* ids in [0, NKB), once a row across both lists */
         bmask_free(&bm);
         return fail(p, fs == FC_ENOMEM ? FLEXCHECK_ENOMEM : FLEXCHECK_EINVAL, CALL ": %s (NKB "
-                    "= %d kv tiles for Lk = %d)", err.msg, (int)bmask_nblocks(p->lk,
-                                                                             kv_block_size),
-                    (int)p->lk);
+                    "= %d kv tiles for Lk = %d)", err.msg, (int)nkb, (int)p->lk);
     }
     bmask_free(&p->bm);
     p->bm = bm;

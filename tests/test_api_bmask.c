@@ -331,7 +331,14 @@ Test(api_bmask, bad_lists_are_refused_naming_array_element_and_value)
                                                 NKB), "set_block_mask: full_kv_indices is NULL");
     /* element by element: a count past the width, an id out of range, an id twice */
     ls.kv_num[3] = NKB + 1;
-    refused(p, set_lists(p, &ls), "set_block_mask: kv_num_blocks[0][1][1] = 5: must be in [0, 4]");
+    refused(p, set_lists(p, &ls), "set_block_mask: kv_num_blocks[0][1][1] = 5: must be in [0, 4] "
+                                  "(the width of kv_indices is 4, and a row lists at most NKB = 4");
+    /* a count within a wider array's width but past NKB: refused before it is copied */
+    static int32_t wide[HQ * NQB * 9];
+    ls.kv_num[3] = 5;
+    refused(p, flexcheck_problem_set_block_mask(p, BS, BS, 1, HQ, NQB, ls.kv_num, wide, 9,
+                                                NULL, NULL, 0),
+            "kv_num_blocks[0][1][1] = 5: must be in [0, 4] (the width of kv_indices is 9");
     exact_lists(&t, HQ, &ls);
     ls.full_idx[0] = NKB;
     refused(p, set_lists(p, &ls), "set_block_mask: full_kv_indices[0][0][0][0] = 4: out of range "
@@ -344,16 +351,16 @@ Test(api_bmask, bad_lists_are_refused_naming_array_element_and_value)
     flexcheck_problem_free(p);
 }
 
-/* No full lists (PyTorch's full_kv_num_blocks None) and a width narrower than NKB are PyTorch
- * shapes too; slots past a count are never read. */
-Test(api_bmask, no_full_lists_and_a_narrow_width_are_accepted)
+/* No full lists (PyTorch's full_kv_num_blocks None) and rows wider than NKB (from_kv_blocks
+ * takes any width) are PyTorch shapes too; slots past a count are never read. */
+Test(api_bmask, no_full_lists_and_rows_wider_than_nkb_are_accepted)
 {
     static tensors t;
     static char reason[1024], text[8192];
     inputs(&t);
     attend(&t);
     flexcheck_problem *p = problem(&t);
-    /* every tile any head reaches, all partial: sound, width 4; one garbage slot past count */
+    /* every tile each head reaches, all partial: sound; rows 5 wide, garbage past each count */
     int32_t num[HQ * NQB], idx[HQ * NQB * 5];
     for (int32_t row = 0; row < HQ * NQB; row++) {
         num[row] = 0;
@@ -399,7 +406,8 @@ Test(api_bmask, lists_are_copied_refused_after_a_new_shape_and_removable)
 
 /* The smallest memory budget a 16k x 16k problem fits without a block mask (found by bisection
  * through flexcheck_problem_check, monotone in the budget) no longer fits with one of 16-row
- * tiles: its copy, 2 x 1024 x 1024 ids, is counted and named. */
+ * tiles: its copy, 2 x 1024 x 1024 ids, is counted and named. The caller's rows are 2048 wide:
+ * a row lists at most NKB = 1024 tiles, and only those slots are kept. */
 Test(api_bmask, the_budget_counts_the_block_mask_and_names_it)
 {
     enum { N = 16384, T = N / BS };
@@ -413,9 +421,10 @@ Test(api_bmask, the_budget_counts_the_block_mask_and_names_it)
         cr_assert_eq(flexcheck_problem_set_budget(p, mid, 0), FLEXCHECK_OK);
         *(flexcheck_problem_check(p) == FLEXCHECK_OK ? &hi : &lo) = mid;
     }
-    int32_t *num = calloc(T, sizeof *num), *idx = calloc((size_t)T * T, sizeof *idx);
+    int32_t *num = calloc(T, sizeof *num), *idx = calloc((size_t)T * 2 * T, sizeof *idx);
     cr_assert(num && idx);
-    cr_assert_eq(flexcheck_problem_set_block_mask(p, BS, BS, 1, 1, T, num, idx, T, num, idx, T),
+    cr_assert_eq(flexcheck_problem_set_block_mask(p, BS, BS, 1, 1, T, num, idx, 2 * T, num, idx,
+                                                  2 * T),
                  FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
     free(num);
     free(idx);
