@@ -329,13 +329,13 @@ _BM_KEYS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indice
 
 class _BlockLists:
     """A producer's block mask as the library takes it: int32 C arrays and their dims, and the
-    mask_mod to judge as the explicit mask (None: none)."""
+    mask_mod to judge as the explicit mask (None: none) with the device to evaluate it on."""
 
-    def __init__(self, qb, kb, arrays, mask_mod):
+    def __init__(self, qb, kb, arrays, mask_mod, device):
         self.qb, self.kb = qb, kb
         self.num, self.idx, self.full_num, self.full_idx = arrays
         self.nb, self.nh, self.nqb = self.num.shape
-        self.mask_mod = mask_mod
+        self.mask_mod, self.device = mask_mod, device
 
 
 def _bm_array(x, what: str, ndim: int) -> np.ndarray:
@@ -365,11 +365,12 @@ def _block_mask_lists(block_mask, lq: int, lk: int) -> _BlockLists:
         if missing:
             raise ValueError(f"block_mask: a mapping needs {', '.join(missing)} (and "
                              f"full_kv_num_blocks / full_kv_indices for full blocks)")
-        mask_mod, lengths = None, None
+        mask_mod, lengths, device = None, None, None
     elif all(hasattr(block_mask, a) for a in ("kv_num_blocks", "kv_indices", "BLOCK_SIZE")):
         def get(k):
             return getattr(block_mask, k, None)
         mask_mod, lengths = get("mask_mod"), get("seq_lengths")
+        device = getattr(get("kv_num_blocks"), "device", "cpu")
         if mask_mod is not None and getattr(mask_mod, "__name__", "") == "noop_mask":
             mask_mod = None  # from_kv_blocks' default: no mask beyond the lists
     else:
@@ -399,21 +400,22 @@ def _block_mask_lists(block_mask, lq: int, lk: int) -> _BlockLists:
         if n is not None and (i.shape[:3] != num.shape or n.shape != num.shape):
             raise ValueError(f"block_mask: {w}_num_blocks {n.shape} and {w}_indices {i.shape} "
                              f"do not share [nb, nh, nqb] = {num.shape}")
-    return _BlockLists(int(bs[0]), int(bs[1]), (num, idx, fnum, fidx), mask_mod)
+    return _BlockLists(int(bs[0]), int(bs[1]), (num, idx, fnum, fidx), mask_mod, device)
 
 
-def _mask_mod_grid(mask_mod, b: int, hq: int, lq: int, lk: int) -> np.ndarray:
+def _mask_mod_grid(mask_mod, b: int, hq: int, lq: int, lk: int, device) -> np.ndarray:
     """mask_mod over every (batch entry, head, query, key), as create_mask evaluates it (on the
-    CPU), one (b, h) at a time: a uint8 array [Bm, Hm, Lq, Lk], Bm (Hm) 1 when no batch entry
-    (head) differs from the first. (A private helper of block_mask=; the lead may merge it with
-    mask_mod='s evaluation.)"""
-    import torch
+    device its BlockMask is on, where the tensors it reads live), one (b, h) at a time: a uint8
+    array [Bm, Hm, Lq, Lk] on the host, Bm (Hm) 1 when no batch entry (head) differs from the
+    first. Lq * Lk bytes a (b, h); B * Hq * Lq * Lk only when heads or batch entries differ.
+    (A private helper of block_mask=; the lead may merge it with mask_mod='s evaluation.)"""
     from torch.nn.attention.flex_attention import create_mask
 
     def one(b0, h0):
         def at(bb, hh, q, kv):
             return mask_mod(bb + b0, hh + h0, q, kv)
-        return create_mask(at, 1, 1, lq, lk, device="cpu")[0, 0].numpy().astype(np.uint8)
+        m = create_mask(at, 1, 1, lq, lk, device=device)[0, 0]
+        return m.cpu().numpy().astype(np.uint8)
 
     first = one(0, 0)
     grid = None
@@ -445,7 +447,10 @@ def _set_block_mask(lib, p, bl: _BlockLists, b: int, hq: int, lq: int, lk: int) 
         p, bl.qb, bl.kb, bl.nb, bl.nh, bl.nqb, ptr(bl.num), ptr(bl.idx), bl.idx.shape[3],
         ptr(bl.full_num), ptr(bl.full_idx), fw), "block_mask")
     if bl.mask_mod is not None:
-        g = np.ascontiguousarray(_mask_mod_grid(bl.mask_mod, b, hq, lq, lk))
+        # the problem and the lists within the budget before the mask_mod is evaluated (Lq * Lk
+        # bytes a head at least); the packed mask is counted when set, and checked after
+        _check(lib, p, lib.flexcheck_problem_check(p), "judge")
+        g = np.ascontiguousarray(_mask_mod_grid(bl.mask_mod, b, hq, lq, lk, bl.device))
         _check(lib, p, lib.flexcheck_problem_set_explicit_mask(
             p, g.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), g.shape[0], g.shape[1], g.size),
             "block_mask: its mask_mod")

@@ -239,3 +239,22 @@ def test_a_block_mask_for_other_lengths_is_refused():
     with pytest.raises(ValueError, match=r"made for seq_lengths \(64, 64\), the inputs have "
                                          r"\(Lq, Lk\) = \(32, 32\)"):
         flexcheck.judge(q, k, v, np.zeros((1, 2, 32, 16), np.float32), block_mask=bm)
+
+
+def test_a_problem_over_the_budget_is_refused_before_the_mask_mod_is_evaluated():
+    torch, fa = _torch()
+    bm = _block_mask(fa, lambda b, h, q_, kv: kv <= q_, None, None, 32, 32)
+    calls = []
+
+    def counted(b, h, q_, kv):
+        calls.append(1)
+        return kv <= q_
+
+    bm = fa.BlockMask.from_kv_blocks(bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks,
+                                     bm.full_kv_indices, BLOCK_SIZE=bm.BLOCK_SIZE,
+                                     mask_mod=counted, seq_lengths=bm.seq_lengths)
+    q, k, v = inputs(7, 1, 2, 1, 32, 32)
+    with pytest.raises(ValueError, match="over the memory budget max_memory"):
+        flexcheck.judge(q, k, v, np.zeros((1, 2, 32, 16), np.float32), block_mask=bm,
+                        max_memory=1000)
+    assert not calls
