@@ -13,13 +13,15 @@
  *     mask of another grid are refused;
  *   - the issue's example: a tree mask's block list that drops a draft token's tile is named,
  *     tile and element; and where a stored block mask is checked against its case
- *     (fix_check_case), the case's explicit mask is part of what it is held to.
+ *     (fix_check_case), the case's explicit mask is part of what it is held to, while check's
+ *     kernel runs (a direct mask, kernels that read the families alone) skip such a case.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/check_internal.h"
 #include "fixtures/fix.h"
 #include "masks/bmask.h"
 #include "masks/problem.h"
@@ -650,6 +652,17 @@ Test(bmask_x, fix_check_case_holds_a_stored_block_mask_to_the_explicit_mask)
     cr_assert(!r.passed && strstr(r.detail, "block_mask differs from the slow builder's: row "
                                   "[0][1][0], kv block 0: listed partial, the mask makes it "
                                   "empty"), "%s", r.detail);
+    /* check's kernel runs would build the direct mask, which cannot read the explicit one,
+     * for kernels that do not read it either: skipped, saying why */
+    chk_opts o = {.kernel_backend = 1, .be = GPU_BACKEND_EMU, .kernel = 2};
+    chk_tally t = {0};
+    int skipped = 0;
+    memset(&r, 0, sizeof r);
+    r.passed = 1;
+    chk_case_kernel("mem", &c, &o, NULL, &r, &skipped, &t);
+    cr_assert(skipped == 1 && r.passed && strstr(r.detail, "not run: the kernels do not read an "
+                                                           "explicit mask"), "%s", r.detail);
+    chk_tally_free(&t);
     free(x.dense);
     free(x.bits);
     c.prob.xmask = (attn_xmask){0};
