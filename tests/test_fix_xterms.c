@@ -534,3 +534,52 @@ Test(fix_xterms, a_sample_is_judged_against_its_own_rows_of_the_mask)
     fix_case_free(&g);
     fix_close(&f);
 }
+
+/* ---- a stored block mask, held to the families AND the explicit mask ---- */
+
+/* The base case (no family: every key allowed by the families; the prefix-LM explicit mask)
+ * with its stored block mask replaced by `families_only` ? the slow builder's over the
+ * families alone : gen's (the slow builder's over both), read back and checked. */
+static void check_stored_bmask(const char *name, int families_only, int exact_blocks,
+                               fix_check_result *r)
+{
+    fix_case g;
+    const char *p = path_of(name);
+    fix_gen_params gp = base_params(1);
+    gp.with_bmask = 1;
+    fc_err err;
+    cr_assert_eq(fix_gen_case(&gp, &g, &err), FC_OK, "%s", err.msg);
+    cr_assert(g.has_bmask, "gen stores a block mask");
+    if (families_only) {
+        bmask_free(&g.bm);
+        cr_assert_eq(bmask_build(&g.bm, BMASK_SLOW, g.prob.mask, &g.prob.seq, gp.qb, gp.kb,
+                                 &err), FC_OK, "%s", err.msg);
+    }
+    cr_assert_eq(fix_write(p, NULL, &g, 1, 0, &err), FC_OK, "%s", err.msg);
+    fix_case_free(&g);
+    fix_file f;
+    fix_case c;
+    read_only_case(p, &f, &c);
+    cr_assert_eq(fix_check_case(&c, FIX_BACKEND_REF, exact_blocks, r, &err), FC_OK, "%s",
+                 err.msg);
+    cr_expect(r->bmask_checked, "the stored block mask was checked");
+    fix_case_free(&c);
+    fix_close(&f);
+}
+
+Test(fix_xterms, a_stored_block_mask_is_held_to_the_explicit_mask_too)
+{
+    fix_check_result r;
+    /* gen's own (built over both) is exact for the full predicate */
+    check_stored_bmask("bm_both.h5", 0, 1, &r);
+    cr_expect(r.passed && r.bmask_exact, "exact over families and mask: %s", r.detail);
+    /* built over the families alone (no family: every tile FULL), it is exact for them but
+     * marks FULL tile [0][0][0][1] (queries 0..15, keys 16..31), where the prefix-LM mask of
+     * batch entry 0 (prefix 5, key tk allowed to query tq when tk <= tq + 16) masks e.g. key 17
+     * to query 0: not sound, named, whatever exact_blocks says */
+    check_stored_bmask("bm_families.h5", 1, 0, &r);
+    cr_expect(!r.passed && !r.bmask_exact, "a FULL tile the explicit mask partly masks");
+    cr_expect(strstr(r.detail, "block_mask is not sound"), "%s", r.detail);
+    cr_expect(strstr(r.detail, "row [0][0][0]: kv block 1 is listed full but pair (q 0, k 17) "
+                     "is not allowed"), "names the tile and the pair: %s", r.detail);
+}

@@ -312,6 +312,12 @@ def test_prefix_lm_and_alibi_pass_when_right_and_fail_when_off_by_a_key(tmp_path
     for name in ("prefix", "alibi"):
         assert line_of(lines, f"{name} tested/right").startswith("PASS "), lines
         assert line_of(lines, f"{name} tested/off").startswith("FAIL "), lines
+    if rows:  # repro judges the same sample (its exit status: 0 passes, 1 fails a gate)
+        for label, want in (("right", 0), ("off", 1)):
+            rc, out, err = run(flexbin, "repro", path, "--case", "prefix", "--tested", label,
+                               "--rows", rows)
+            assert rc == want and "judged a sample: 64 of 256 query tokens" in out, (
+                label, out + err)
 
 
 def test_intervals_and_bits_of_one_mask_fill_the_same_oracle(tmp_path, flexbin):
