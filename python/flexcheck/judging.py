@@ -56,6 +56,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ._xterms import _explicit_terms
 from .fixtures import (
     _as_array,
     _check_qkv_shapes,
@@ -63,6 +64,7 @@ from .fixtures import (
     _Grid,
     _infer_dtype,
     _input_values,
+    _is_torch,
     _packed_seqs,
     _qkv_layout,
     _scale,
@@ -74,7 +76,7 @@ from .fixtures import (
     INT32_MAX,
 )
 
-API_VERSION = 3  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
+API_VERSION = 5  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
 GATES = ("H1", "H2", "H3", "H4", "H5", "H6", "H7")
 _STATES = {0: "not run", 1: "pass", 2: "fail"}
 _OUTCOMES = {0: "fail", 1: "pass", 2: "outside"}
@@ -140,6 +142,11 @@ def _declare(lib) -> None:
         "flexcheck_problem_set_packed": ([P, i32p, i32p, sz], st),
         "flexcheck_problem_set_output_types": ([P, cs, cs], st),
         "flexcheck_problem_set_budget": ([P, ctypes.c_uint64, ctypes.c_uint64], st),
+        "flexcheck_problem_get_budget": ([P, ctypes.POINTER(ctypes.c_uint64),
+                                          ctypes.POINTER(ctypes.c_uint64)], st),
+        "flexcheck_problem_set_explicit_mask": ([P, ctypes.POINTER(ctypes.c_uint8), i32, i32,
+                                                 sz], st),
+        "flexcheck_problem_set_bias": ([P, f32p, i32, i32, sz], st),
         "flexcheck_problem_set_rows": ([P, ctypes.c_int32, ctypes.c_uint64], st),
         "flexcheck_problem_check": ([P], st),
         "flexcheck_problem_interrupt": ([P], st),
@@ -358,7 +365,8 @@ class _Call:
 
 def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None,
           cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None,
-          dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None) -> Verdict:
+          dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None,
+          mask=None, mask_mod=None, score_mod=None, document_ids=None) -> Verdict:
     """flexcheck's verdict on `out` (and `lse`, optional) as the attention of q, k, v (see the
     module's text for shapes and types). Raises ValueError naming the argument for inputs that
     do not fit (shapes, dtypes, non-finite or unrepresentable inputs, a problem over the
@@ -413,6 +421,9 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
                    "cu_seqlens")
         _check(lib, p, lib.flexcheck_problem_set_budget(p, max_memory, max_work), "judge")
         _check(lib, p, lib.flexcheck_problem_set_rows(p, nrows, seed), "rows")
+        _set_explicit_terms(lib, p, (b, hq, lq, lk), cu_q is not None,
+                            torch_device=q.device if _is_torch(q) else None, mask=mask,
+                            mask_mod=mask_mod, score_mod=score_mod, document_ids=document_ids)
         # The whole problem and its budget, before any array is converted or copied.
         _check(lib, p, lib.flexcheck_problem_check(p), "judge")
 
@@ -455,6 +466,27 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
             with call.lock:
                 if not call.abandoned:
                     call.free()
+
+
+def _set_explicit_terms(lib, p, shape, packed: bool, torch_device, **given) -> None:
+    """mask=, mask_mod=, score_mod=, document_ids= (_xterms) handed to the library, evaluated
+    within the budget p is held to (its max_memory, defaults resolved). The library copies them
+    (the mask bit-packed) and counts them in the judge's estimate; ours are dropped on return,
+    before the judge allocates, so each side holds to the whole budget on its own."""
+    if all(v is None for v in given.values()):
+        return
+    mem = ctypes.c_uint64()
+    _check(lib, p, lib.flexcheck_problem_get_budget(p, ctypes.byref(mem), None), "judge")
+    b, hq, lq, lk = shape
+    t = _explicit_terms(b=b, h=hq, lq=lq, lk=lk, packed=packed, dev=torch_device,
+                        max_memory=mem.value, **given)
+    if t.mask is not None:
+        m = t.mask.view(np.uint8)  # bool and uint8: one byte a pair, nonzero = allowed
+        _check(lib, p, lib.flexcheck_problem_set_explicit_mask(
+            p, m.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), t.bm, t.hm, m.size), "mask")
+    if t.bias is not None:
+        a, ap = _f32(t.bias)
+        _check(lib, p, lib.flexcheck_problem_set_bias(p, ap, t.bbm, t.bhm, a.size), "score_mod")
 
 
 def _verdict(lib, vd) -> Verdict:
