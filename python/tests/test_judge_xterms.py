@@ -102,6 +102,10 @@ def test_a_prefix_lm_mask_passes_the_right_output_and_fails_one_key_off(flexbin,
         assert vd.passed and vd.gates["H5"][0] == "pass", str(vd)
         bad = flexcheck.judge(q, k, v, f16(off), mask=m)
         assert bad.failed and "explicit mask or bias" in str(bad), str(bad)
+    # uint8: nonzero allows, also where it is ANDed with another term (one document here)
+    two = prefix_mask(P).astype(np.uint8) * 2
+    assert flexcheck.judge(q, k, v, f16(out), mask=two).passed
+    assert flexcheck.judge(q, k, v, f16(out), mask=two, document_ids=np.zeros(L, int)).passed
     # neither family value judges it: causal drops the prefix's later keys, none adds the rest
     for causal in (False, True):
         assert flexcheck.judge(q, k, v, f16(out), causal=causal).failed
@@ -251,7 +255,8 @@ def test_a_score_mods_nan_on_a_masked_pair_is_never_read(flexbin, tmp_path):
 
 # ---- document_ids=: a packed batch held dense ----
 
-def test_document_ids_judge_as_the_packed_batch_does(flexbin, tmp_path):
+@pytest.mark.parametrize("causal", [True, False])
+def test_document_ids_judge_as_the_packed_batch_does(flexbin, tmp_path, causal):
     rng = np.random.default_rng(6)
     cu = np.array([0, 5, 12, 30, 41], np.int32)
     t = int(cu[-1])
@@ -259,15 +264,16 @@ def test_document_ids_judge_as_the_packed_batch_does(flexbin, tmp_path):
     ids = np.repeat(np.arange(len(cu) - 1), np.diff(cu))
     dense = [x.transpose(1, 0, 2)[None] for x in (q, k, v)]  # [1, H, T, D]
     got = filled(flexbin, tmp_path, {
-        "packed": (q, k, v, dict(causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu)),
-        "unpacked": (*dense, dict(causal=True))})
+        "packed": (q, k, v, dict(causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu)),
+        "unpacked": (*dense, dict(causal=causal))})
     right = got["packed"][0][0].transpose(1, 0, 2)  # the fixture's [1, Hq, T, Dv] -> [T, Hq, Dv]
     wrong = got["unpacked"][0][0].transpose(1, 0, 2)
     for o in (right, wrong):
-        packed = flexcheck.judge(q, k, v, f16(o), causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu)
+        packed = flexcheck.judge(q, k, v, f16(o), causal=causal, cu_seqlens_q=cu,
+                                 cu_seqlens_k=cu)
         assert packed.passed == (o is right), str(packed)
         for doc in (ids, ids[None], (ids, ids), ids.astype(np.uint8)):
-            same_verdict(flexcheck.judge(*dense, f16(o.transpose(1, 0, 2)[None]), causal=True,
+            same_verdict(flexcheck.judge(*dense, f16(o.transpose(1, 0, 2)[None]), causal=causal,
                                          document_ids=doc), packed)
 
 
