@@ -27,6 +27,31 @@ wrapped to 32 bits), scale a number (not "0.17"). "No window" is spelled None (v
 sliding_window), 0 (flexcheck's) or -1 (FlashAttention's window_size=(-1, -1)); no chunking
 None or 0. Every refusal is a ValueError naming the argument.
 
+Any mask, any additive score (docs/semantics.md section 8), each ANDed with the families:
+- mask=: a dense boolean mask [Lq, Lk] or [B or 1, Hq or 1, Lq, Lk] (numpy bool or uint8, a torch
+  bool tensor on any device; True / nonzero = the pair may attend).
+- mask_mod=: FlexAttention's (b, h, q_idx, kv_idx) -> bool, evaluated once over the whole grid.
+  With torch inputs (q a tensor) it is a torch callable, run on q's device exactly as torch's
+  create_mask runs it (torch.vmap over kv_idx, q_idx, h, b: no Python `if` on an index);
+  with numpy inputs a numpy one, called with broadcastable int64 index arrays b [B, 1, 1, 1],
+  h [1, Hq, 1, 1], q_idx [1, 1, n, 1], kv_idx [1, 1, 1, Lk] for blocks of n query rows (use & |
+  ~ and np.where). It must return booleans; not both mask= and mask_mod=.
+- score_mod=: FlexAttention's (score, b, h, q_idx, kv_idx) -> score, additive only: its bias is
+  score_mod(0), and score_mod(s) must be s + bias at s = 1, -3.5 and 7.25 on every pair the masks
+  leave (to float32 rounding: 2^-21 (|s| + |bias|)), else refused naming a pair; a tanh soft-cap
+  is softcap=. The bias is added after the soft-cap; where it is -inf at every s the pair is
+  masked (create_mask's rule); a masked pair's value is never read (FlexAttention applies the
+  score_mod, then the mask).
+- document_ids=: packed rows held dense, [L] (or [B or 1, L]; or a tuple (ids_q, ids_k)): a
+  query sees only keys of its own document (PyTorch's document-mask idiom). causal, window and
+  chunk then act on the dense token index, as they would on a mask_mod's q_idx and kv_idx; with
+  cu_seqlens (vLLM's packed [T, H, D]) positions restart in each sequence and are bottom-right
+  aligned per sequence instead: the same pairs for causal and window when each document has
+  as many queries as keys (not for chunk, whose boundaries then fall on dense positions).
+Bm and Hm are 1 where the values do not vary with b (h); what Python builds is held to
+max_memory (refused before it is allocated, naming its size), and the library counts what it
+keeps (the mask bit-packed) in its own estimate. A failing output is not diagnosed with these.
+
 Rows: rows=N judges a sample of N query tokens (every batch entry and head; "auto": only where
 every row would be over the budget; None or "all": every row), chosen as `flexcheck check --rows
 N --rows-seed S` chooses them (rows_seed, default 1), docs/tolerance.md "Judging a sample";
@@ -368,7 +393,8 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
           dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None,
           mask=None, mask_mod=None, score_mod=None, document_ids=None) -> Verdict:
     """flexcheck's verdict on `out` (and `lse`, optional) as the attention of q, k, v (see the
-    module's text for shapes and types). Raises ValueError naming the argument for inputs that
+    module's text for shapes and types, and for mask=, mask_mod=, score_mod= and document_ids=,
+    the explicit terms). Raises ValueError naming the argument for inputs that
     do not fit (shapes, dtypes, non-finite or unrepresentable inputs, a problem over the
     budget), RuntimeError when the shared library cannot be found, KeyboardInterrupt within
     about a second of Ctrl-C however long the judging would take."""
