@@ -223,7 +223,7 @@ class _Caller:
         how = ("evaluated as torch's create_mask does: torch.vmap over b, h, q_idx, kv_idx, so "
                "no Python if or .item() on them" if self.dev is not None else
                "called with numpy int64 index arrays that broadcast to [B, H, rows, Lk]: use & | "
-               "~ and np.where, not and/or/if")
+               "~ and np.where, not and/or/if; a torch mod needs q, k, v as torch tensors")
         raise _Refused(f"{self.what}: {why} ({how}; it must be {_SIG[self.what]})") from e
 
     def __call__(self, q0: int, q1: int, score: Optional[float] = None) -> np.ndarray:

@@ -272,6 +272,9 @@ def test_document_ids_judge_as_the_packed_batch_does(flexbin, tmp_path, causal):
         packed = flexcheck.judge(q, k, v, f16(o), causal=causal, cu_seqlens_q=cu,
                                  cu_seqlens_k=cu)
         assert packed.passed == (o is right), str(packed)
+        # a mask on the packed token axes: pairs of two sequences stay refused whatever it says
+        same_verdict(flexcheck.judge(q, k, v, f16(o), causal=causal, cu_seqlens_q=cu,
+                                     cu_seqlens_k=cu, mask=np.ones((t, t), bool)), packed)
         for doc in (ids, ids[None], (ids, ids), ids.astype(np.uint8)):
             same_verdict(flexcheck.judge(*dense, f16(o.transpose(1, 0, 2)[None]), causal=causal,
                                          document_ids=doc), packed)
@@ -304,6 +307,9 @@ def _mm(b, h, i, j):
     (dict(mask_mod="causal"), "mask_mod = 'causal': must be a callable (b, h, q_idx, kv_idx) "
                               "-> bool"),
     (dict(score_mod=lambda s, b, h, i, j: j > i), "score_mod: returned bool values, not scores"),
+    (dict(score_mod=lambda s, b, h, i, j: s + np.where(j > i, -1e9, 0.0)),  # HF's finfo.min idiom
+     "explicit bias at (b, h, q, k) = (0, 0, 0, 1) is -1e+09: must be finite with |bias| <= "
+     "1e+06 (mask a key out with the explicit mask, not with a bias)"),
     (dict(document_ids=np.zeros(L, np.float32)), "document_ids: dtype float32: document ids "
                                                  "must be integers"),
     (dict(document_ids=np.zeros(L - 1, int)), "document_ids: shape [63]: must be [L] = [64] or "
