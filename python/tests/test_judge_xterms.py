@@ -280,6 +280,25 @@ def test_document_ids_judge_as_the_packed_batch_does(flexbin, tmp_path, causal):
                                          document_ids=doc), packed)
 
 
+def test_document_ids_per_batch_entry_judge_each_entry_by_its_own_documents(flexbin, tmp_path):
+    """[B, L] ids, another split in each batch entry: the mask is B deep (Bm = B), each entry's
+    expected rows those of its own packed batch."""
+    q, k, v = inputs(14, b=2, lq=48, lk=48, d=16)
+    cus = (np.array([0, 10, 48], np.int32), np.array([0, 7, 30, 41, 48], np.int32))
+    ids = np.stack([np.repeat(np.arange(len(cu) - 1), np.diff(cu)) for cu in cus])
+    packed = [[x[e].transpose(1, 0, 2) for x in (q, k, v)] for e in range(2)]  # [T, H, D]
+    got = filled(flexbin, tmp_path, {f"e{e}": (*packed[e], dict(causal=True, cu_seqlens_q=cu,
+                                                                 cu_seqlens_k=cu))
+                                     for e, cu in enumerate(cus)})
+    out = np.concatenate([got["e0"][0], got["e1"][0]])  # each [1, Hq, T, Dv]
+    assert flexcheck.judge(q, k, v, f16(out), causal=True, document_ids=ids).passed
+    swapped = flexcheck.judge(q, k, v, f16(out), causal=True, document_ids=ids[::-1])
+    assert swapped.failed, str(swapped)
+    t = _explicit_terms(document_ids=ids, b=2, h=HQ, lq=48, lk=48, packed=False, dev=None,
+                        max_memory=2**30)
+    assert (t.bm, t.hm) == (2, 1)
+
+
 # ---- what is refused, and how it says what to pass ----
 
 def _mm(b, h, i, j):
