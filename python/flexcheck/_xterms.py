@@ -116,10 +116,12 @@ class _Grid:
 
 
 def _collapse(x: np.ndarray) -> np.ndarray:
-    """x [b, h, n, k] with its batch (head) axis cut to 1 where every slice equals the first."""
-    if x.shape[0] > 1 and bool((x == x[:1]).all()):
+    """x [b, h, n, k] with its batch (head) axis cut to 1 where every slice equals the first:
+    at once where the axis's stride is 0 (a broadcast: torch.vmap hands back a result that never
+    read b or h expanded so), else compared."""
+    if x.shape[0] > 1 and (x.strides[0] == 0 or bool((x == x[:1]).all())):
         x = x[:1]
-    if x.shape[1] > 1 and bool((x == x[:, :1]).all()):
+    if x.shape[1] > 1 and (x.strides[1] == 0 or bool((x == x[:, :1]).all())):
         x = x[:, :1]
     return x
 

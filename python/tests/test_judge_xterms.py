@@ -451,6 +451,22 @@ def test_flex_attention_in_float64_with_the_same_mods_passes_and_a_flipped_sign_
                            score_mod=lambda s, b, h, i, j: s + slopes[h] * (j - i)).failed
 
 
+@pytest.mark.parametrize("mod, bh", [
+    (lambda b, h, i, j: j <= i, (1, 1)),  # vmap hands this back expanded over b and h
+    (lambda b, h, i, j: (j <= i) | (h * 0 > 0) | (b < 0), (1, 1)),  # uses b, h: slices equal
+    (lambda b, h, i, j: (j <= i) | (h == 3), (1, 4)),
+    (lambda b, h, i, j: (j <= i) | ((h == 3) & (b == 1)), (2, 4)),
+])
+def test_a_torch_mask_is_held_only_as_deep_as_its_values_vary(mod, bh):
+    torch = pytest.importorskip("torch")
+    t = _explicit_terms(mask_mod=mod, b=2, h=4, lq=40, lk=24, packed=False,
+                        dev=torch.device("cpu"), max_memory=2**30)
+    assert (t.bm, t.hm) == bh
+    b, h, i, j = np.ix_(range(2), range(4), range(40), range(24))
+    np.testing.assert_array_equal(np.broadcast_to(t.mask, (2, 4, 40, 24)),
+                                  np.broadcast_to(mod(b, h, i, j), (2, 4, 40, 24)))
+
+
 def test_a_torch_mod_is_refused_as_vmap_refuses_it():
     torch = pytest.importorskip("torch")
     q, k, v = (torch.from_numpy(x) for x in inputs(11))
