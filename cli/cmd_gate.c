@@ -211,19 +211,24 @@ static void *worker(void *arg)
     }
 }
 
-/* One status line: overwritten in place on a terminal, a plain line every 10 s otherwise. */
+/* One status line: overwritten in place on a terminal, a plain line every 10 s otherwise. The
+ * time left is estimated from the cases done, so none is printed before the first is done (an
+ * estimate of 0 s there was a false line: the M7 group runs minutes before its first case). */
 static void progress(run_state *rs, double t0, int tty, double *last, int final)
 {
     pthread_mutex_lock(&rs->mu);
     int done = rs->done, failed = rs->failed;
     pthread_mutex_unlock(&rs->mu);
-    double el = fc_now_s() - t0, left = done ? el / done * (rs->n - done) : 0;
+    double el = fc_now_s() - t0;
+    char left[48] = "";
+    if (done > 0 && done < rs->n)
+        snprintf(left, sizeof left, ", ~%.0f s left", el / done * (rs->n - done));
     if (tty)
-        fprintf(stderr, "\r[%d/%d] %d failed, %.0f s elapsed, ~%.0f s left   %s", done, rs->n,
-                failed, el, left, final ? "\n" : "");
+        fprintf(stderr, "\r[%d/%d] %d failed, %.0f s elapsed%s   %s", done, rs->n, failed, el,
+                left, final ? "\n" : "");
     else if (final || el - *last >= 10) {
-        fprintf(stderr, "gate: %d/%d cases done, %d failed, %.0f s elapsed, ~%.0f s left\n",
-                done, rs->n, failed, el, left);
+        fprintf(stderr, "gate: %d/%d cases done, %d failed, %.0f s elapsed%s\n", done, rs->n,
+                failed, el, left);
         *last = el;
     }
 }

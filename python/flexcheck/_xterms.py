@@ -214,9 +214,10 @@ class _Caller:
     """Evaluates a mask_mod or score_mod on a block of query rows [q0, q1) for every (b, h, kv),
     with torch (device dev) or numpy (dev None), checking what it returns."""
 
-    def __init__(self, fn, what: str, b: int, h: int, lk: int, dev):
+    def __init__(self, fn, what: str, b: int, h: int, lk: int, dev, kind: Optional[str] = None):
+        self.kind = kind or what  # "mask_mod" or "score_mod": the signature it must have
         if not callable(fn):
-            raise ValueError(f"{what} = {fn!r}: must be a callable {_SIG[what]}")
+            raise ValueError(f"{what} = {fn!r}: must be a callable {_SIG[self.kind]}")
         self.fn, self.what, self.b, self.h, self.lk, self.dev = fn, what, b, h, lk, dev
         if dev is not None:
             self.vmap, self.getitem = _torch_mods()
@@ -226,7 +227,7 @@ class _Caller:
                "no Python if or .item() on them" if self.dev is not None else
                "called with numpy int64 index arrays that broadcast to [B, H, rows, Lk]: use & | "
                "~ and np.where, not and/or/if; a torch mod needs q, k, v as torch tensors")
-        raise _Refused(f"{self.what}: {why} ({how}; it must be {_SIG[self.what]})") from e
+        raise _Refused(f"{self.what}: {why} ({how}; it must be {_SIG[self.kind]})") from e
 
     def __call__(self, q0: int, q1: int, score: Optional[float] = None) -> np.ndarray:
         shape = (self.b, self.h, q1 - q0, self.lk)
@@ -327,12 +328,16 @@ def _and(parts):
 
 
 def _explicit_terms(*, mask=None, mask_mod=None, score_mod=None, document_ids=None,
+                    block_mask_mod=None, block_dev=None,
                     b: int, h: int, lq: int, lk: int, packed: bool, dev,
                     max_memory: int) -> _Terms:
     """The explicit mask and bias of judge's mask=, mask_mod=, score_mod= and document_ids=
     (any of them None), for B b, Hq h, Lq lq, Lk lk; dev: q's torch device (callables are torch
-    ones) or None (numpy ones). Every source of a mask is ANDed (section 8: a mask only removes
-    pairs). ValueError naming the argument for anything it cannot read, and before anything is
+    ones) or None (numpy ones). block_mask_mod: a torch BlockMask's mask_mod (block_mask=),
+    always a torch callable, evaluated on block_dev (where its BlockMask, and the tensors it
+    reads, live). Every source of a mask is ANDed (section 8: a mask only removes pairs; the
+    BlockMask's mask_mod is what PyTorch's kernel applied, the caller's terms what it should
+    have). ValueError naming the argument for anything it cannot read, and before anything is
     allocated when the terms would pass max_memory."""
     t = _Terms()
     if mask is not None and mask_mod is not None:
@@ -346,19 +351,22 @@ def _explicit_terms(*, mask=None, mask_mod=None, score_mod=None, document_ids=No
     docs = _document_ids(document_ids, b, lq, lk) if document_ids is not None else None
     mm = _Caller(mask_mod, "mask_mod", b, h, lk, dev) if mask_mod is not None else None
     sm = _Caller(score_mod, "score_mod", b, h, lk, dev) if score_mod is not None else None
-    if lq == 0 or lk == 0 or (dense is None and docs is None and mm is None and sm is None):
+    bmm = None if block_mask_mod is None else \
+        _Caller(block_mask_mod, "block_mask's mask_mod", b, h, lk, block_dev or "cpu",
+                "mask_mod")
+    if lq == 0 or lk == 0 or all(x is None for x in (dense, docs, mm, sm, bmm)):
         return t
-    if dense is not None and docs is None and sm is None:
+    if dense is not None and docs is None and sm is None and bmm is None:
         # the caller's array as it is (a view: no copy of a large mask); the library packs it
         t.mask, t.bm, t.hm = np.ascontiguousarray(dense), dense.shape[0], dense.shape[1]
         return t
     budget = _Budget(max_memory)
     rows = max(1, _CHUNK // max(1, b * h * lk))
     budget.take(_SCRATCH_BYTES * b * h * min(rows, lq) * lk,
-                f"evaluating {'mask_mod' if mm else 'score_mod' if sm else 'document_ids'} "
+                f"evaluating {(mm or sm or bmm).what if mm or sm or bmm else 'document_ids'} "
                 f"over [B, H, rows, Lk] = [{b}, {h}, {min(rows, lq)}, {lk}] at a time")
     mgrid = None
-    if dense is not None or docs is not None or mm is not None:
+    if dense is not None or docs is not None or mm is not None or bmm is not None:
         mgrid = _Grid("the mask", np.bool_, lq, lk, budget)
         mgrid.reserve(True)
     if sm:
@@ -368,7 +376,7 @@ def _explicit_terms(*, mask=None, mask_mod=None, score_mod=None, document_ids=No
         q1 = min(lq, q0 + rows)
         allowed = _and([dense[:, :, q0:q1] != 0 if dense is not None else None,  # uint8 too
                         docs[0][:, :, q0:q1, None] == docs[1][:, :, None, :] if docs else None,
-                        mm(q0, q1) if mm else None])
+                        mm(q0, q1) if mm else None, bmm(q0, q1) if bmm else None])
         if sm:
             bias, keep = _additive(sm, q0, q1, allowed)
             bgrid.put(q0, q1, bias)

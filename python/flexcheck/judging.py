@@ -67,6 +67,22 @@ and the keyword to raise. Ctrl-C while the library judges raises KeyboardInterru
 a second: the call runs on a worker thread, and the interrupt asks it to stop
 (flexcheck_problem_interrupt), which it does at its next check, freeing what it holds.
 
+Block mask: block_mask= is the producer's block mask, checked with the output (docs/semantics.md
+section 4): a torch BlockMask (torch.nn.attention.flex_attention: its kv_num_blocks, kv_indices,
+full_kv_num_blocks, full_kv_indices, BLOCK_SIZE and seq_lengths, which must be (Lq, Lk)), or a
+mapping with those keys holding numpy arrays (full_* may be None or absent: no full blocks;
+BLOCK_SIZE an int or a (q, kv) pair). Leading dims [nb, nh] each 1 (one for every batch entry
+or head, as create_block_mask's B=None / H=None) or B / Hq. A BlockMask's mask_mod (unless it
+is noop_mask, from_kv_blocks' default) is evaluated over every (batch entry, head, query, key)
+the way create_mask does (one evaluator with mask_mod=: _xterms, within max_memory) and judged
+as an explicit mask, ANDed with causal / window / chunk and with mask= / mask_mod= /
+document_ids= when given too (PyTorch's kernel applies the BlockMask's mask_mod, the caller's
+terms say what it should have: neither replaces the other): the output is held to the AND, and
+the lists to it (a list of one head is held to every head's mask, as the kernel reads it for
+every head). A list that drops a tile with an allowed pair, or marks full a tile with a masked
+one, fails the verdict, naming the tile and the pair; a mapping's lists are held to causal /
+window / chunk and the caller's explicit terms.
+
 The library is found, in order: $FLEXCHECK_LIB; the copy `pip install ./python` put in the
 package (flexcheck/_lib/); build/libflexcheck.so of the checkout this package runs from.
 """
@@ -173,6 +189,8 @@ def _declare(lib) -> None:
                                                  sz], st),
         "flexcheck_problem_set_bias": ([P, f32p, i32, i32, sz], st),
         "flexcheck_problem_set_rows": ([P, ctypes.c_int32, ctypes.c_uint64], st),
+        "flexcheck_problem_set_block_mask": ([P, i32, i32, i32, i32, i32, i32p, i32p, i32, i32p,
+                                              i32p, i32], st),
         "flexcheck_problem_check": ([P], st),
         "flexcheck_problem_interrupt": ([P], st),
         "flexcheck_judge": ([P, f32p, sz, f32p, sz, f32p, sz, f32p, sz, f32p, sz,
@@ -337,6 +355,100 @@ def _dims(a: np.ndarray, what: str, names: str) -> None:
             raise ValueError(f"{what}: {n} = {x}: must be at most {INT32_MAX}")
 
 
+# ---- block_mask= (a producer's BlockMask, include/flexcheck.h's set_block_mask) ----
+
+_BM_KEYS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices")
+
+
+class _BlockLists:
+    """A producer's block mask as the library takes it: int32 C arrays and their dims, and the
+    mask_mod to judge as the explicit mask (None: none) with the device to evaluate it on."""
+
+    def __init__(self, qb, kb, arrays, mask_mod, device):
+        self.qb, self.kb = qb, kb
+        self.num, self.idx, self.full_num, self.full_idx = arrays
+        self.nb, self.nh, self.nqb = self.num.shape
+        self.mask_mod, self.device = mask_mod, device
+
+
+def _bm_array(x, what: str, ndim: int) -> np.ndarray:
+    """One of the lists as C-contiguous int32, any integer dtype (a torch tensor on any device
+    too), its values within int32 (never wrapped)."""
+    if hasattr(x, "detach"):  # torch
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"block_mask: {what}: dtype {a.dtype}: must be integer (int32)")
+    if a.ndim != ndim:
+        raise ValueError(f"block_mask: {what}: {a.ndim} dims {a.shape}: must have {ndim} "
+                         f"([nb, nh, nqb{', width' if ndim == 4 else ''}])")
+    if a.size and (int(a.min()) < -INT32_MAX - 1 or int(a.max()) > INT32_MAX):
+        raise ValueError(f"block_mask: {what}: values past int32")
+    return np.ascontiguousarray(a, np.int32)
+
+
+def _block_mask_lists(block_mask, lq: int, lk: int) -> _BlockLists:
+    """block_mask= read: a torch BlockMask (duck-typed: its attributes) or a mapping of numpy
+    arrays with the same names; shapes checked against each other and (Lq, Lk) here, the rest
+    (ids in range, counts within width, [nb, nh] against [B, Hq]) by the library."""
+    if isinstance(block_mask, dict):
+        get = block_mask.get
+        missing = [k for k in ("kv_num_blocks", "kv_indices", "BLOCK_SIZE")
+                   if block_mask.get(k) is None]
+        if missing:
+            raise ValueError(f"block_mask: a mapping needs {', '.join(missing)} (and "
+                             f"full_kv_num_blocks / full_kv_indices for full blocks)")
+        mask_mod, lengths, device = None, None, None
+    elif all(hasattr(block_mask, a) for a in ("kv_num_blocks", "kv_indices", "BLOCK_SIZE")):
+        def get(k):
+            return getattr(block_mask, k, None)
+        mask_mod, lengths = get("mask_mod"), get("seq_lengths")
+        device = getattr(get("kv_num_blocks"), "device", "cpu")
+        if mask_mod is not None and getattr(mask_mod, "__name__", "") == "noop_mask":
+            mask_mod = None  # from_kv_blocks' default: no mask beyond the lists
+    else:
+        raise ValueError(f"block_mask: {type(block_mask).__name__}: give a torch BlockMask "
+                         f"(torch.nn.attention.flex_attention) or a dict of numpy arrays "
+                         f"kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices and "
+                         f"BLOCK_SIZE")
+    bs = get("BLOCK_SIZE")
+    bs = (bs, bs) if _exact_int(bs) is not None else tuple(bs)
+    if len(bs) != 2 or any(_exact_int(x) is None for x in bs):
+        raise ValueError(f"block_mask: BLOCK_SIZE = {get('BLOCK_SIZE')!r}: an integer or a "
+                         f"(q, kv) pair of integers")
+    if lengths is not None and tuple(int(x) for x in lengths) != (lq, lk):
+        raise ValueError(f"block_mask: made for seq_lengths {tuple(lengths)}, the inputs have "
+                         f"(Lq, Lk) = ({lq}, {lk}): build it for these lengths (create_block_mask"
+                         f"'s Q_LEN, KV_LEN)")
+    num, idx = _bm_array(get("kv_num_blocks"), "kv_num_blocks", 3), \
+        _bm_array(get("kv_indices"), "kv_indices", 4)
+    fnum, fidx = get("full_kv_num_blocks"), get("full_kv_indices")
+    if (fnum is None) != (fidx is None):
+        raise ValueError("block_mask: full_kv_num_blocks and full_kv_indices: give both or "
+                         "neither (no full blocks)")
+    if fnum is not None:
+        fnum, fidx = _bm_array(fnum, "full_kv_num_blocks", 3), \
+            _bm_array(fidx, "full_kv_indices", 4)
+    for n, i, w in ((num, idx, "kv"), (fnum, fidx, "full_kv")):
+        if n is not None and (i.shape[:3] != num.shape or n.shape != num.shape):
+            raise ValueError(f"block_mask: {w}_num_blocks {n.shape} and {w}_indices {i.shape} "
+                             f"do not share [nb, nh, nqb] = {num.shape}")
+    return _BlockLists(int(bs[0]), int(bs[1]), (num, idx, fnum, fidx), mask_mod, device)
+
+
+def _set_block_mask(lib, p, bl: _BlockLists) -> None:
+    """The lists into problem p; its mask_mod is one of the explicit terms
+    (_set_explicit_terms)."""
+    ip = ctypes.POINTER(ctypes.c_int32)
+
+    def ptr(a):
+        return None if a is None else a.ctypes.data_as(ip)
+    fw = 0 if bl.full_idx is None else bl.full_idx.shape[3]
+    _check(lib, p, lib.flexcheck_problem_set_block_mask(
+        p, bl.qb, bl.kb, bl.nb, bl.nh, bl.nqb, ptr(bl.num), ptr(bl.idx), bl.idx.shape[3],
+        ptr(bl.full_num), ptr(bl.full_idx), fw), "block_mask")
+
+
 _HINT = "(flexcheck.round_to(x, dtype) rounds to nearest even)"
 
 
@@ -391,7 +503,8 @@ class _Call:
 def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None,
           cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None,
           dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None,
-          mask=None, mask_mod=None, score_mod=None, document_ids=None) -> Verdict:
+          mask=None, mask_mod=None, score_mod=None, document_ids=None,
+          block_mask=None) -> Verdict:
     """flexcheck's verdict on `out` (and `lse`, optional) as the attention of q, k, v (see the
     module's text for shapes and types, and for mask=, mask_mod=, score_mod= and document_ids=,
     the explicit terms). Raises ValueError naming the argument for inputs that
@@ -422,6 +535,7 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
     hkv, lk, dv = ka.shape[1], ka.shape[2], va.shape[3]
     sc = _scale(scale, d)
     sk, _ = _sinks(sinks, "", hq, False, _HINT)
+    bml = _block_mask_lists(block_mask, lq, lk) if block_mask is not None else None
 
     lib = _load()
     p = lib.flexcheck_problem_new()
@@ -447,9 +561,13 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
                    "cu_seqlens")
         _check(lib, p, lib.flexcheck_problem_set_budget(p, max_memory, max_work), "judge")
         _check(lib, p, lib.flexcheck_problem_set_rows(p, nrows, seed), "rows")
+        if bml is not None:
+            _set_block_mask(lib, p, bml)
         _set_explicit_terms(lib, p, (b, hq, lq, lk), cu_q is not None,
                             torch_device=q.device if _is_torch(q) else None, mask=mask,
-                            mask_mod=mask_mod, score_mod=score_mod, document_ids=document_ids)
+                            mask_mod=mask_mod, score_mod=score_mod, document_ids=document_ids,
+                            block_mask_mod=bml.mask_mod if bml else None,
+                            block_dev=bml.device if bml else None)
         # The whole problem and its budget, before any array is converted or copied.
         _check(lib, p, lib.flexcheck_problem_check(p), "judge")
 
@@ -494,22 +612,31 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
                     call.free()
 
 
-def _set_explicit_terms(lib, p, shape, packed: bool, torch_device, **given) -> None:
-    """mask=, mask_mod=, score_mod=, document_ids= (_xterms) handed to the library, evaluated
-    within the budget p is held to (its max_memory, defaults resolved). The library copies them
-    (the mask bit-packed) and counts them in the judge's estimate; ours are dropped on return,
-    before the judge allocates, so each side holds to the whole budget on its own."""
+def _set_explicit_terms(lib, p, shape, packed: bool, torch_device, block_dev=None,
+                        **given) -> None:
+    """mask=, mask_mod=, score_mod=, document_ids= and block_mask='s mask_mod (block_mask_mod,
+    evaluated on block_dev; _xterms) handed to the library, evaluated within the budget p is
+    held to (its max_memory, defaults resolved). The library copies them (the mask bit-packed)
+    and counts them in the judge's estimate; ours are dropped on return, before the judge
+    allocates, so each side holds to the whole budget on its own."""
     if all(v is None for v in given.values()):
         return
+    if any(given.get(k) is not None for k in ("mask_mod", "score_mod", "block_mask_mod")):
+        # the problem (the lists included) within the budget before a callable runs over the
+        # grid; a dense mask is counted by the library once set, its refusal naming the mask
+        _check(lib, p, lib.flexcheck_problem_check(p), "judge")
     mem = ctypes.c_uint64()
     _check(lib, p, lib.flexcheck_problem_get_budget(p, ctypes.byref(mem), None), "judge")
     b, hq, lq, lk = shape
     t = _explicit_terms(b=b, h=hq, lq=lq, lk=lk, packed=packed, dev=torch_device,
-                        max_memory=mem.value, **given)
+                        block_dev=block_dev, max_memory=mem.value, **given)
     if t.mask is not None:
         m = t.mask.view(np.uint8)  # bool and uint8: one byte a pair, nonzero = allowed
+        what = "block_mask: its mask_mod" if all(
+            given.get(k) is None for k in ("mask", "mask_mod", "document_ids", "score_mod")) \
+            else "mask"
         _check(lib, p, lib.flexcheck_problem_set_explicit_mask(
-            p, m.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), t.bm, t.hm, m.size), "mask")
+            p, m.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), t.bm, t.hm, m.size), what)
     if t.bias is not None:
         a, ap = _f32(t.bias)
         _check(lib, p, lib.flexcheck_problem_set_bias(p, ap, t.bbm, t.bhm, a.size), "score_mod")

@@ -478,3 +478,41 @@ def test_a_torch_mod_is_refused_as_vmap_refuses_it():
     with pytest.raises(ValueError) as e:
         flexcheck.judge(q, k, v, out, score_mod=lambda s, b, h, i, j: 20 * torch.tanh(s / 20))
     assert "score_mod is not additive" in str(e.value) and "softcap=" in str(e.value)
+
+
+def test_a_block_masks_mask_mod_is_anded_with_the_callers_terms(flexbin, tmp_path):
+    """block_mask= with mask= / mask_mod=: PyTorch's kernel applied the BlockMask's mask_mod,
+    the caller says what it should have: the output is held to both, ANDed (neither replaces
+    the other). Prefix-LM's BlockMask ANDed with causal is causal."""
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention.flex_attention import create_block_mask
+    q, k, v = inputs(12)
+    pre, _ = prefix_lm(flexbin, tmp_path, q, k, v, P)
+    cau, _ = filled(flexbin, tmp_path, {"c": (q, k, v, {"causal": True})})["c"]
+    bm = create_block_mask(prefix_mod(P), None, None, L, L, device="cpu", BLOCK_SIZE=16)
+    alone = flexcheck.judge(q, k, v, f16(pre), block_mask=bm)
+    assert alone.passed, str(alone)
+    # an all-true mask removes nothing: the BlockMask's prefix-LM is still the mask
+    same_verdict(flexcheck.judge(q, k, v, f16(pre), block_mask=bm, mask=np.ones((L, L), bool)),
+                 alone)
+    assert flexcheck.judge(q, k, v, f16(cau), block_mask=bm, mask=np.ones((L, L), bool)).failed
+    # the prefix-LM of P - 2 (numpy here, the BlockMask's in torch) ANDed with it is itself,
+    # its pairs removed from partial tiles only: the lists stay sound
+    short, _ = prefix_lm(flexbin, tmp_path, q, k, v, P - 2)
+    for o, ok in ((short, True), (pre, False)):
+        vd = flexcheck.judge(q, k, v, f16(o), block_mask=bm, mask_mod=prefix_mod(P - 2))
+        assert vd.passed == ok and "NOT SOUND" not in str(vd), str(vd)
+        tq, tk, tv, to = (torch.from_numpy(x) for x in (q, k, v, f16(o)))
+        same_verdict(flexcheck.judge(tq, tk, tv, to, block_mask=bm, mask_mod=prefix_mod(P - 2)),
+                     vd)
+        same_verdict(flexcheck.judge(q, k, v, f16(o), block_mask=bm, mask=prefix_mask(P - 2)), vd)
+    # the lists are held to the AND too: causal removes pairs from a tile the prefix-LM lists
+    # full, which the kernel reads without its mask_mod, so no output can be right
+    vd = flexcheck.judge(q, k, v, f16(cau), block_mask=bm, mask_mod=lambda b, h, i, j: j <= i)
+    assert vd.failed and "leaks keys" in vd.reason and "masked pair (q 0, k 1)" in vd.reason, \
+        str(vd)
+    # a BlockMask whose mask_mod cannot be evaluated is named as such
+    bad = create_block_mask(prefix_mod(P), None, None, L, L, device="cpu", BLOCK_SIZE=16)
+    bad.mask_mod = lambda b, h, i, j: (j <= i) if i > 3 else True
+    with pytest.raises(ValueError, match=r"^block_mask's mask_mod: raised RuntimeError"):
+        flexcheck.judge(q, k, v, f16(pre), block_mask=bad, mask=np.ones((L, L), bool))
