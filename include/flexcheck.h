@@ -44,7 +44,8 @@ extern "C" {
 
 /* The calls this header declares: 1 = the first set; 2 = the budget, flexcheck_problem_check
  * and the interrupt (FLEXCHECK_EINTR); 3 = the sample of rows; 4 = the explicit mask and bias;
- * 5 = a producer's block mask. */
+ * 5 = a producer's block mask (flexcheck_problem_set_block_mask) and
+ * flexcheck_problem_get_budget. */
 #define FLEXCHECK_API_VERSION 5
 
 typedef enum flexcheck_status {
@@ -162,6 +163,12 @@ flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p, const 
  * naming the estimate, the budget and the parameter to raise (max_memory or max_work). */
 flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint64_t max_memory,
                                               uint64_t max_work);
+/* The budget a judge of p is held to (API version 5), the defaults resolved: *max_memory in
+ * bytes, *max_work in multiply-adds (either pointer may be NULL). For a caller that builds
+ * something of its own for p first (Python evaluating a mask_mod over the grid) and must bound
+ * it by the same figure, refusing before it allocates. */
+flexcheck_status flexcheck_problem_get_budget(flexcheck_problem *p, uint64_t *max_memory,
+                                              uint64_t *max_work);
 /* Which query rows a judge of p computes (API version 3; docs/tolerance.md "Judging a
  * sample"): 0, the default, every row; n >= 1 a sample of n query tokens, the same for every
  * batch entry and head (n = Lq: every row; n > Lq is refused when judged), chosen as `check
