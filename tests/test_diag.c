@@ -1328,11 +1328,14 @@ Test(diag_hyps, each_hypothesis_is_named_first_for_exactly_the_rows_it_broke)
         run_hyp_case(&hyp_cases[i]);
 }
 
-/* Every hypothesis of the table is exercised above (a new one needs a case here). */
+/* Every hypothesis of the table is exercised above (a new one needs a case here), but the
+ * explicit terms' (xmask-*, bias*): tests/test_diag_xterms.c holds those to a case each. */
 Test(diag_hyps, every_hypothesis_has_a_case)
 {
     cr_assert_leq(diag_nhyps, DIAG_MAX_HYPS, "the table outgrew classify's scratch");
     for (size_t i = 0; i < diag_nhyps; i++) { /* the table itself, so none is forgotten */
+        if (!strncmp(diag_hyps[i].name, "xmask-", 6) || !strncmp(diag_hyps[i].name, "bias", 4))
+            continue;
         int found = 0;
         for (size_t j = 0; j < sizeof hyp_cases / sizeof hyp_cases[0]; j++)
             found |= strcmp(hyp_cases[j].expect, diag_hyps[i].name) == 0;
