@@ -445,6 +445,28 @@ Test(diag_xterms, a_correct_output_has_no_finding)
     }
 }
 
+/* Rows no hypothesis explains are described by the case's whole predicate: row 5 of (0, 1),
+ * which the explicit mask empties (the families allow every key), garbage with rows 4 and 6
+ * around it, counts as a failing row with no allowed key, the only one of the case. */
+Test(diag_xterms, the_evidence_counts_the_rows_the_explicit_mask_empties)
+{
+    const xspec s = RANDOM_HEADS;
+    xcase c;
+    xcase_make(&c, &s);
+    size_t dv = (size_t)c.p.dv;
+    for (int32_t q = 4; q <= 6; q++)
+        for (size_t x = 0; x < dv; x++)
+            c.o[((size_t)1 * c.p.seq.lq + (size_t)q) * dv + x] += 0.5f + (float)(x % 3);
+    char *text = NULL;
+    diag_report *r = diagnose(&c, &text);
+    cr_assert(r->failing == 3 && r->ncauses == 0 && r->unexplained.count == 3, "%s", text);
+    cr_assert(r->ev.empty == 1 && r->ev.empty_total == 1, "empty %zu of %zu\n%s", r->ev.empty,
+              r->ev.empty_total, text);
+    free(text);
+    diag_report_free(r);
+    xcase_free(&c);
+}
+
 /* THE TIE RULE across the terms: a causal window of 8 restated as an explicit causal band of 8
  * keys, 32 decode-like queries over 64 keys (every p_q >= 8, so the mask's first key is never
  * at a window's edge). Reading the band one key back (key k at k - 1) keeps keys p_q - 6 ..
