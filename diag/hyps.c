@@ -1109,13 +1109,20 @@ static int xmask_head0(const diag_in *in, diag_alt *a)
     return keys_settled(in, a);
 }
 
+/* The kv head's index as a head of an explicit term: with one kv head it is head 0's for every
+ * head, the same function, so that diag_run.c merges the two hypotheses into one finding. */
+static diag_kv_fn kv_head_of(const attn_problem *p)
+{
+    return p->hkv == 1 ? head_zero : kv_truth;
+}
+
 /* ...or indexed by the kv head, as the keys are (query head h reads mask[h / (Hq / Hkv)]). */
 static int xmask_kv_head(const diag_in *in, diag_alt *a)
 {
     const attn_problem *p = in->jc->prob;
     if (!a->xmask.bits || a->xmask.hm < 2 || p->hq == p->hkv)
         return 0;
-    a->xmask_head = kv_truth;
+    a->xmask_head = kv_head_of(p);
     fc_fmt(a->title, sizeof a->title, "explicit mask indexed by the kv head (query head h read "
            "mask[h / %d])", (int)(p->hq / p->hkv));
     return keys_settled(in, a);
@@ -1207,7 +1214,7 @@ static int bias_kv_head(const diag_in *in, diag_alt *a)
     const attn_problem *p = in->jc->prob;
     if (!a->xbias.vals || a->xbias.hm < 2 || p->hq == p->hkv)
         return 0;
-    a->xbias_head = kv_truth;
+    a->xbias_head = kv_head_of(p);
     fc_fmt(a->title, sizeof a->title, "bias indexed by the kv head (query head h took "
            "bias[h / %d])", (int)(p->hq / p->hkv));
     return 1;

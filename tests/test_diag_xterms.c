@@ -498,3 +498,44 @@ Test(diag_xterms, a_mask_shift_computing_a_window_is_one_finding_with_it)
         xcase_free(&c);
     }
 }
+
+/* Hypotheses of the explicit terms that compute the same rows on a case are one finding titled
+ * with both, whichever was planted: with one kv head the kv head's mask (bias) is head 0's for
+ * every head, and at D = 4 (scale 1/2, no cap) a bias added before the scale is the bias
+ * halved. */
+Test(diag_xterms, explicit_term_hypotheses_computing_the_same_rows_are_one_finding)
+{
+    const struct {
+        xspec s;
+        defect d;
+        const char *name, *title;
+    } ties[] = {
+        {{FC_F32, 1, 4, 1, 32, 32, 16, {0}, 0, 0, XM_RANDOM, 0, XB_NONE, .seed = 37},
+         {.mask_head = HEAD_ZERO, .bias_mul = 1}, "xmask-head0",
+         "explicit mask of head 0 for every head (a per-head mask of 4 heads broadcast as one), "
+         "here the same as explicit mask indexed by the kv head"},
+        {{FC_F16, 1, 4, 1, 32, 32, 16, {.causal = 1}, 0, 0, XM_NONE, 0, XB_ALIBI, .seed = 38},
+         {.bias_head = HEAD_KV, .bias_mul = 1}, "bias-head0",
+         "bias of head 0 for every head (a per-head bias of 4 heads broadcast as one), here the "
+         "same as bias indexed by the kv head"},
+        {{FC_F16, 1, 2, 1, 32, 32, 4, {.causal = 1}, 0, 0, XM_NONE, 0, XB_ALIBI, .seed = 39},
+         {.bias_mul = 0.5, .bias_before_cap = 1}, "bias/2",
+         "bias halved (score + bias / 2), here the same as bias added before the scale"},
+    };
+    for (size_t i = 0; i < sizeof ties / sizeof ties[0]; i++) {
+        xcase c;
+        xcase_make(&c, &ties[i].s);
+        defect d = ties[i].d;
+        d.fam = c.p.mask;
+        plant(&c, &d);
+        char *text = NULL;
+        diag_report *r = diagnose(&c, &text);
+        cr_assert(r->failing > 0 && r->ncauses == 1, "%s\n%s", ties[i].name, text);
+        cr_assert_str_eq(r->findings[0].name, ties[i].name, "%s", text);
+        cr_assert_str_eq(r->findings[0].title, ties[i].title, "%s", text);
+        cr_assert_eq(r->findings[0].rows.count, r->failing, "%s", text);
+        free(text);
+        diag_report_free(r);
+        xcase_free(&c);
+    }
+}
