@@ -46,6 +46,7 @@ typedef struct xspec {
     int32_t arg;
     int xb;           /* XB_*: ALiBi per head (-2^-(h+1) (p_q - p_k)), random in [-1, 1] */
     uint64_t seed;
+    int32_t nseq, cu_q[4], cu_k[4]; /* packed (batch 1, Lq = cu_q[nseq]) when nseq > 0 */
 } xspec;
 
 typedef struct xcase {
@@ -75,7 +76,7 @@ static int64_t fdiv(int64_t a, int64_t b)
     return (a >= 0 ? a : a - b + 1) / b;
 }
 
-/* docs/semantics.md section 2 on positions (pq, pk) of one dense sequence. */
+/* docs/semantics.md section 2 on positions (pq, pk) of one sequence. */
 static int fam_allowed(mask_params m, int64_t pq, int64_t pk)
 {
     if (m.causal && pk > pq)
@@ -94,12 +95,29 @@ static size_t term_at(int32_t bm, int32_t hm, const attn_problem *p, int32_t b, 
                 (size_t)p->seq.lq + (size_t)tq) * (size_t)p->seq.lk + (size_t)tk;
 }
 
+/* Query token tq and key token tk: 1 and their positions (section 2: p_q = i + nk - nq) when
+ * they are of one sequence, 0 otherwise. */
+static int positions(const attn_problem *p, int32_t tq, int32_t tk, int64_t *pq, int64_t *pk)
+{
+    const seq_info *q = &p->seq;
+    int32_t n = 0;
+    while (n + 1 < q->nseq && q->cu_q[n + 1] <= tq)
+        n++;
+    int32_t nq = q->cu_q[n + 1] - q->cu_q[n], nk = q->cu_k[n + 1] - q->cu_k[n];
+    *pq = (int64_t)tq - q->cu_q[n] + nk - nq;
+    *pk = (int64_t)tk - q->cu_k[n];
+    return *pk >= 0 && *pk < nk;
+}
+
 static void xcase_make(xcase *c, const xspec *s)
 {
     fc_err err = {{0}};
     memset(c, 0, sizeof *c);
     c->dt = s->dt;
-    cr_assert_eq(seq_init_dense(&c->p.seq, s->batch, s->lq, s->lk, &err), FC_OK, "%s", err.msg);
+    fc_status st = s->nseq ? seq_init_packed(&c->p.seq, s->nseq, s->cu_q, s->cu_k, &err)
+                           : seq_init_dense(&c->p.seq, s->batch, s->lq, s->lk, &err);
+    cr_assert_eq(st, FC_OK, "%s", err.msg);
+    int32_t lq = c->p.seq.lq, lk = c->p.seq.lk, batch = c->p.seq.batch;
     attn_problem *p = &c->p;
     p->hq = s->hq;
     p->hkv = s->hkv;
@@ -109,42 +127,47 @@ static void xcase_make(xcase *c, const xspec *s)
     p->terms.softcap = s->softcap;
     fix_rng r;
     fix_rng_seed(&r, s->seed);
-    int64_t off = (int64_t)s->lk - s->lq; /* p_q = tq + Lk - Lq */
     if (s->xm != XM_NONE) {
-        c->mbm = s->xm == XM_RANDOM ? s->batch : 1;
+        c->mbm = s->xm == XM_RANDOM ? batch : 1;
         c->mhm = s->xm == XM_RANDOM ? s->hq : 1;
-        size_t n = (size_t)c->mbm * c->mhm * s->lq * s->lk;
+        size_t n = (size_t)c->mbm * c->mhm * lq * lk;
         c->mask = xalloc(n);
-        c->bits = xalloc(n / 8 + (size_t)c->mbm * c->mhm * s->lq);
+        c->bits = xalloc(n / 8 + (size_t)c->mbm * c->mhm * lq);
         for (int32_t b = 0; b < c->mbm; b++)
             for (int32_t h = 0; h < c->mhm; h++)
-                for (int32_t tq = 0; tq < s->lq; tq++)
-                    for (int32_t tk = 0; tk < s->lk; tk++) {
-                        int64_t pq = tq + off;
-                        int on = s->xm == XM_PREFIX ? tk < s->arg || tk <= pq
-                                 : s->xm == XM_BAND ? tk <= pq && pq - tk < s->arg
-                                                    : fix_rng_normal(&r) < 0.2533; /* 0.6 */
+                for (int32_t tq = 0; tq < lq; tq++)
+                    for (int32_t tk = 0; tk < lk; tk++) {
+                        int64_t pq, pk;
+                        /* pairs of two sequences allowed: the families refuse them anyway */
+                        int same = positions(p, tq, tk, &pq, &pk);
+                        int on = !same                ? 1
+                                 : s->xm == XM_PREFIX ? pk < s->arg || pk <= pq
+                                 : s->xm == XM_BAND   ? pk <= pq && pq - pk < s->arg
+                                                      : fix_rng_normal(&r) < 0.2533; /* 0.6 */
                         if (s->xm == XM_RANDOM && b == 0 && h == 1 && tq == 5)
                             on = 0;
                         size_t i = term_at(c->mbm, c->mhm, p, b, h, tq, tk);
                         c->mask[i] = (uint8_t)on;
-                        size_t row = i / (size_t)s->lk, rb = (size_t)xmask_row_bytes(s->lk);
+                        size_t row = i / (size_t)lk, rb = (size_t)xmask_row_bytes(lk);
                         c->bits[row * rb + (size_t)tk / 8] |= (uint8_t)(on << (tk % 8));
                     }
-        p->xmask = (attn_xmask){c->bits, c->mbm, c->mhm, s->lq, s->lk};
+        p->xmask = (attn_xmask){c->bits, c->mbm, c->mhm, lq, lk};
     }
     if (s->xb != XB_NONE) {
         c->bbm = 1;
         c->bhm = s->xb == XB_ALIBI ? s->hq : 1;
-        c->bias = xalloc(sizeof(float) * (size_t)c->bhm * s->lq * s->lk);
+        c->bias = xalloc(sizeof(float) * (size_t)c->bhm * lq * lk);
         for (int32_t h = 0; h < c->bhm; h++)
-            for (int32_t tq = 0; tq < s->lq; tq++)
-                for (int32_t tk = 0; tk < s->lk; tk++)
+            for (int32_t tq = 0; tq < lq; tq++)
+                for (int32_t tk = 0; tk < lk; tk++) {
+                    int64_t pq, pk;
+                    positions(p, tq, tk, &pq, &pk);
                     c->bias[term_at(1, c->bhm, p, 0, h, tq, tk)] =
-                        s->xb == XB_ALIBI ? (float)(-ldexp(1.0, -(h + 1)) * (tq + off - tk))
+                        s->xb == XB_ALIBI ? (float)(-ldexp(1.0, -(h + 1)) * (double)(pq - pk))
                                           : (float)(2.0 * fmod(fabs(fix_rng_normal(&r)), 1.0) -
                                                     1.0);
-        p->xbias = (attn_xbias){c->bias, 1, c->bhm, s->lq, s->lk};
+                }
+        p->xbias = (attn_xbias){c->bias, 1, c->bhm, lq, lk};
     }
     cr_assert_eq(attn_problem_check(p, &err), FC_OK, "%s", err.msg);
     size_t nq = attn_q_elems(p), nk = attn_k_elems(p), nv = attn_v_elems(p);
@@ -259,8 +282,11 @@ static void brute(const xcase *c, const defect *d, double *o, double *lse)
                     if (cap > 0)
                         s[j] = cap * tanh(s[j] / cap);
                     s[j] += d->bias_before_cap ? 0 : bv;
-                    if (!fam_allowed(d->fam, (int64_t)tq + lk - lq, j) ||
-                        !mask_bit(c, d, b, h, tq, j))
+                    /* a kernel visits the row's sequence's keys: the fill reaches those */
+                    int64_t pq, pk;
+                    if (!positions(p, tq, j, &pq, &pk))
+                        s[j] = -INFINITY;
+                    else if (!fam_allowed(d->fam, pq, pk) || !mask_bit(c, d, b, h, tq, j))
                         s[j] = d->cap_fill ? -cap + bv : -INFINITY;
                     mx = fmax(mx, s[j]);
                 }
@@ -332,6 +358,12 @@ static const diag_finding *finding(const diag_report *r, const char *name)
  * masked keys at -1 weigh as much as allowed ones */
 #define CAPPED {FC_F16, 1, 2, 1, 64, 64, 16, {0}, 2, 1, XM_PREFIX, 20, XB_RANDOM, .seed = 34}
 
+/* three packed sequences (the second and third with fewer queries than keys), prefix-LM of 8
+ * keys in each on the packed grid (pairs of two sequences set: the families refuse them), the
+ * ALiBi of their positions with a cap of 1 at scale 2, float16 */
+#define PACKED {FC_F16, 1, 2, 1, 0, 0, 16, {0}, 2, 1, XM_PREFIX, 8, XB_ALIBI, .seed = 40, \
+                .nseq = 3, .cu_q = {0, 20, 44, 64}, .cu_k = {0, 20, 50, 72}}
+
 typedef struct xhyp_case {
     const char *expect;     /* the hypothesis named the cause */
     xspec s;
@@ -359,6 +391,10 @@ static const xhyp_case xhyp_cases[] = {
     {"bias-head0", ALIBI, {.bias_mul = 1, .bias_head = HEAD_ZERO}, 0},
     {"bias-kv-head", ALIBI, {.bias_mul = 1, .bias_head = HEAD_KV}, 0},
     {"softcap-after-fill", CAPPED, {.bias_mul = 1, .cap_fill = 1}, 0},
+    {"xmask-q-1", PACKED, {.dq = -1, .bias_mul = 1}, 0},
+    {"xmask-k+1", PACKED, {.dk = 1, .bias_mul = 1}, 0},
+    {"bias-negated", PACKED, {.bias_mul = -1}, 0},
+    {"softcap-after-fill", PACKED, {.bias_mul = 1, .cap_fill = 1}, 0},
     /* a family's hypothesis under an explicit mask: the window one short, the mask kept */
     {"window-1",
      {FC_F16, 1, 2, 1, 64, 64, 16, {.causal = 1, .sliding_window = 16}, 0, 0, XM_RANDOM, 0,
@@ -430,7 +466,7 @@ Test(diag_xterms, every_explicit_term_hypothesis_has_a_case)
 /* The correct output of each case passes and has nothing to explain. */
 Test(diag_xterms, a_correct_output_has_no_finding)
 {
-    const xspec specs[] = {PREFIX_LM, RANDOM_HEADS, ALIBI, CAPPED};
+    const xspec specs[] = {PREFIX_LM, RANDOM_HEADS, ALIBI, CAPPED, PACKED};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         xcase c;
         xcase_make(&c, &specs[i]);
