@@ -1,7 +1,8 @@
 /*
- * api_internal.h - what the public API's files (api/flexcheck.c, api/api_xterms.c) share: the
- * problem handle behind include/flexcheck.h's opaque flexcheck_problem, and the message
- * helpers every call returns through. Not installed, not part of the API.
+ * api_internal.h - what the public API's files (api/flexcheck.c, api/api_xterms.c,
+ * api/api_bmask.c) share: the problem handle behind include/flexcheck.h's opaque
+ * flexcheck_problem, and the message helpers every call returns through. Not installed, not
+ * part of the API.
  */
 #ifndef FLEXCHECK_API_INTERNAL_H
 #define FLEXCHECK_API_INTERNAL_H
@@ -11,6 +12,7 @@
 
 #include "base/fc.h"
 #include "include/flexcheck.h"
+#include "masks/bmask.h"
 #include "masks/mask.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -36,6 +38,11 @@ struct flexcheck_problem {
     int32_t xmask_dims[4];
     float *xbias;
     int32_t xbias_dims[4];
+    /* A producer's block mask (API version 5), owned, rectangular (bmask_alloc's), validated
+     * when set; has_bm 0: none. Its lengths and leading dims are held to the shape when judged
+     * (api_bmask_fits). */
+    int has_bm;
+    bmask bm;
     char err[sizeof(((fc_err *)0)->msg)];
 };
 
@@ -44,6 +51,9 @@ struct flexcheck_problem {
 flexcheck_status api_fail(flexcheck_problem *p, flexcheck_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 flexcheck_status api_ok(flexcheck_problem *p);
+/* FLEXCHECK_OK when p has no block mask or it fits p's shape now (a shape set after it may not);
+ * else the refusal, in p's message. Its bytes, for the budget, in *bytes (0 without one). */
+flexcheck_status api_bmask_fits(flexcheck_problem *p, uint64_t *bytes);
 /* The short names the API's files use. */
 #define fail(...) api_fail(__VA_ARGS__)
 #define ok(p) api_ok(p)

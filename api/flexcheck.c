@@ -97,6 +97,7 @@ EXPORT void flexcheck_problem_free(flexcheck_problem *p)
     free(p->cu_k);
     free(p->xbits);
     free(p->xbias);
+    bmask_free(&p->bm);
     free(p);
 }
 
@@ -358,10 +359,16 @@ static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *
     if (p->rows > a->seq.lq)
         return fail(p, FLEXCHECK_EINVAL, "rows = %d: past the problem's %d query tokens (Lq)",
                     (int)p->rows, (int)a->seq.lq);
+    uint64_t bm_bytes;
+    flexcheck_status st = api_bmask_fits(p, &bm_bytes);
+    if (st)
+        return st;
     *n = fix_budget_rows(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK, &b);
     uint64_t mb = p->max_memory ? p->max_memory : fix_default_case_bytes();
     uint64_t mw = p->max_work ? p->max_work : FIX_DEFAULT_CASE_WORK;
     attn_cost c = attn_case_cost_rows(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK, *n);
+    /* the producer's block mask, copied when set, is held too (its check's scratch is O(NKB)) */
+    c.bytes = c.bytes > UINT64_MAX - bm_bytes ? UINT64_MAX : c.bytes + bm_bytes;
     char shape[200];
     fc_fmt(shape, sizeof shape, "B %d, Hq %d, Lq %d, Lk %d, D %d, Dv %d%s", (int)a->seq.batch,
            (int)a->hq, (int)a->seq.lq, (int)a->seq.lk, (int)a->d, (int)a->dv,
@@ -369,13 +376,17 @@ static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *
     const char *also = *n < a->seq.lq ? " or judge fewer rows (rows)"
                                       : " or judge a sample of rows (rows)";
     const double gib = (double)((uint64_t)1 << 30);
-    char xt[256];
+    char xt[256], bt[96] = "";
     attn_xterms_text(xt, sizeof xt, a); /* the explicit mask and bias, named when present */
+    if (bm_bytes)
+        fc_fmt(bt, sizeof bt, "%s the block mask %.3g GiB", xt[0] ? " and" : "; of which",
+               (double)bm_bytes / gib);
     if (c.bytes > mb)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g GiB (inputs, oracle, "
-                    "buffers, reference scratch%s), over the memory budget max_memory = %.3g "
+                    "buffers, reference scratch%s%s), over the memory budget max_memory = %.3g "
                     "GiB (%llu bytes): raise max_memory to judge it,%s", shape,
-                    (double)c.bytes / gib, xt, (double)mb / gib, (unsigned long long)mb, also);
+                    (double)c.bytes / gib, xt, bt, (double)mb / gib, (unsigned long long)mb,
+                    also);
     if (c.work > mw)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g multiply-adds, over the "
                     "work budget max_work = %.3g (%llu): raise max_work to judge it,%s", shape,
@@ -601,8 +612,9 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
         memset(&res->row, 0, sizeof res->row);
         rep_set_str(res->row.case_id, sizeof res->row.case_id, "judge");
         judge_row_problem(&res->row, &a, p->dtype);
+        /* the producer's block mask (if set) is held to the families AND the explicit mask */
         chk_output_in in = {.o = out, .lse = lse, .out_dtype = p->out_dtype,
-                            .lse_dtype = p->lse_dtype};
+                            .lse_dtype = p->lse_dtype, .bm = p->has_bm ? &p->bm : NULL};
         chk_judge_output(&jc, &lp, &in, res);
         if (t.tq) /* the verdict line says it judged a sample, and what a sample may miss */
             fix_sample_describe(res->sample, sizeof res->sample, a.seq.lq, smp.n, smp.placed,

@@ -81,6 +81,13 @@ void chk_case_kernel(const char *path, const fix_case *c, const chk_opts *o,
                "every row; --rows all runs it)", (int)o->kernel, gpu_backend_name(o->be));
         return;
     }
+    if (c->prob.xmask.bits || c->prob.xbias.vals) { /* the kernels read the families alone */
+        *skipped = 1;
+        fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s: not run: the kernels do not read "
+               "an explicit mask or bias (docs/semantics.md section 8)", (int)o->kernel,
+               gpu_backend_name(o->be));
+        return;
+    }
     judge_opts jo = {.kernel = o->kernel};
     judge_case jc = fix_judge_case(c);
     jc.designed = chk_pround_design(c);

@@ -103,7 +103,8 @@ typedef struct chk_result {
     char detail[CHK_DETAIL_LEN];   /* what check prints after the colon */
     char note[REP_WHY_LEN];        /* "" or p-round's finding on a producer that does not claim
                                     * FlexAttention's rounding (check prints it under the line) */
-    char bm_text[REP_WHY_LEN];     /* the producer's block mask as found ("" without one) */
+    char bm_text[2 * REP_WHY_LEN]; /* the producer's block mask as found ("" without one): both
+                                    * defects with their tiles and elements */
     int32_t bm_qb, bm_kb;          /* its block sizes */
     diag_report *diag;             /* the diagnosis of a failed output (NULL: none ran) */
     char diag_error[REP_WHY_LEN];  /* why the diagnosis could not run ("" when it did) */

@@ -27,13 +27,13 @@ int chk_pround_design(const fix_case *c)
            (c->dtype == FC_F16 || c->dtype == FC_BF16);
 }
 
-/* The producer's own block mask against the case's mask, as one line into text: 1 when it drops
- * or leaks keys. */
+/* The producer's own block mask against the case's mask (the families AND its explicit mask),
+ * as one line into text: 1 when it drops or leaks keys. */
 static int producer_bmask(const judge_case *jc, const bmask *bm, char *text, size_t cap)
 {
     bmask_defects d;
     fc_err err;
-    if (bmask_find_defects(bm, jc->prob->mask, &jc->prob->seq, &d, &err)) {
+    if (bmask_find_defects_x(bm, jc->prob->mask, &jc->prob->seq, jc->prob->xmask, &d, &err)) {
         fc_fmt(text, cap, "cannot be checked: %s", err.msg);
         return 0;
     }

@@ -34,8 +34,8 @@ static fc_status tag_case(fix_case *fc, const gate_case *c, const char *id_suffi
     fc_fmt(fc->generator, sizeof fc->generator, "flexcheck export (gate matrix case %s)", c->id);
     fc->q_block_size = c->gp.qb;
     fc->kv_block_size = c->gp.kb;
-    fc_status st = bmask_build(&fc->bm, BMASK_SLOW, fc->prob.mask, &fc->prob.seq, c->gp.qb,
-                               c->gp.kb, err);
+    fc_status st = bmask_build_slow_x(&fc->bm, fc->prob.mask, &fc->prob.seq, fc->prob.xmask,
+                                      c->gp.qb, c->gp.kb, err);
     fc->has_bmask = !st;
     return st;
 }

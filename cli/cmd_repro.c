@@ -319,11 +319,12 @@ static int pick_bmask(const repro_opts *ro, const fix_case *c, const fix_tested 
         *name = "stored";
         return CLI_PASS;
     }
-    bmask_builder b = BMASK_DIRECT;
+    /* the direct builder reads the families only: an explicit mask's is the slow builder's */
+    bmask_builder b = c->prob.xmask.bits ? BMASK_SLOW : BMASK_DIRECT;
     if (ro->builder_s && bmask_builder_parse(ro->builder_s, &b))
         return cli_usage_error(CMD, "--builder '%s': unknown builder", ro->builder_s);
-    if (bmask_build(built, b, c->prob.mask, &c->prob.seq, c->q_block_size, c->kv_block_size,
-                    &err))
+    if (bmask_build_x(built, b, c->prob.mask, &c->prob.seq, c->prob.xmask, c->q_block_size,
+                      c->kv_block_size, &err))
         return cli_usage_error(CMD, "%s: case %s: %s", ro->file, fc_esc(ro->name).s, err.msg);
     *bm = built;
     *name = bmask_builder_name(b);
@@ -345,7 +346,7 @@ static void print_header(const repro_opts *ro, const fix_case *c, const bmask *b
     bmask_defects d;
     fc_err err;
     char text[REP_WHY_LEN + 64];
-    if (bmask_find_defects(bm, p->mask, &p->seq, &d, &err))
+    if (bmask_find_defects_x(bm, p->mask, &p->seq, p->xmask, &d, &err))
         fc_fmt(text, sizeof text, "cannot be checked: %s", err.msg);
     else
         bmask_defects_text(text, sizeof text, bm, &d);

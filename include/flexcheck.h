@@ -43,8 +43,9 @@ extern "C" {
 #endif
 
 /* The calls this header declares: 1 = the first set; 2 = the budget, flexcheck_problem_check
- * and the interrupt (FLEXCHECK_EINTR); 3 = the sample of rows; 4 = the explicit mask and bias. */
-#define FLEXCHECK_API_VERSION 4
+ * and the interrupt (FLEXCHECK_EINTR); 3 = the sample of rows; 4 = the explicit mask and bias;
+ * 5 = a producer's block mask. */
+#define FLEXCHECK_API_VERSION 5
 
 typedef enum flexcheck_status {
     FLEXCHECK_OK = 0,
@@ -115,6 +116,33 @@ flexcheck_status flexcheck_problem_set_explicit_mask(flexcheck_problem *p, const
  * bytes, counted by the budget); NULL (n 0) removes it. */
 flexcheck_status flexcheck_problem_set_bias(flexcheck_problem *p, const float *bias, int32_t bm,
                                             int32_t hm, size_t n);
+/* The producer's block mask (API version 5; docs/semantics.md section 4), to be checked with
+ * the output: PyTorch's BlockMask tensors as int32 arrays in C order, kv_num_blocks [nb, nh,
+ * nqb], kv_indices [nb, nh, nqb, width], full_kv_num_blocks [nb, nh, nqb] and full_kv_indices
+ * [nb, nh, nqb, full_width] (both full arrays NULL and full_width 0: no full tiles, PyTorch's
+ * full_kv_num_blocks None; an indices array may be NULL when its width is 0). Tiles of
+ * q_block_size x kv_block_size (BLOCK_SIZE: powers of two in [16, 256]); nb 1 (one for every
+ * batch entry) or B, nh 1 (one for every head) or Hq; nqb = ceil(Lq / q_block_size) for the
+ * shape set (set it first). Copied (the caller's arrays may go once this returns) and validated
+ * here: each count in [0, its width], each of a row's first count ids in [0, ceil(Lk /
+ * kv_block_size)) and listed once in the row across both lists; slots past a count are not
+ * read (PyTorch's padding). A message names the array, the element and its value. The copy is
+ * counted by the budget; a shape set later that no longer fits it is refused when judged. All
+ * four arrays NULL removes it.
+ * flexcheck_judge then holds it to the whole mask, the families (set_mask) AND the explicit
+ * mask, for every batch entry and head a stored row stands for (nb or nh 1: every one, as the
+ * kernel reads it): a tile with an allowed pair listed nowhere (keys dropped) or listed full
+ * with a pair not allowed (keys leak) fails the verdict, whatever the gates say, and
+ * flexcheck_verdict_reason names the first such tile and element ("block-mask: the producer's
+ * block mask is NOT SOUND: drops keys: ..."); tiles listed partial with nothing allowed are
+ * only reported (wasted work). The text says "its block mask (QBxKB): sound" otherwise. */
+flexcheck_status flexcheck_problem_set_block_mask(flexcheck_problem *p, int32_t q_block_size,
+                                                  int32_t kv_block_size, int32_t nb, int32_t nh,
+                                                  int32_t nqb, const int32_t *kv_num_blocks,
+                                                  const int32_t *kv_indices, int32_t width,
+                                                  const int32_t *full_kv_num_blocks,
+                                                  const int32_t *full_kv_indices,
+                                                  int32_t full_width);
 
 /* The types the producer's out and lse had before they were widened to the float32 arrays
  * flexcheck_judge takes: "float32" (the default: float32 or finer), "float16" or "bfloat16".

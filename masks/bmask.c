@@ -91,6 +91,19 @@ void bmask_free(bmask *bm)
     memset(bm, 0, sizeof *bm);
 }
 
+fc_status bmask_xmask_check(const seq_info *s, attn_xmask x, fc_err *err)
+{
+    if (!x.bits)
+        return FC_OK;
+    if (x.lq != s->lq || x.lk != s->lk)
+        return fc_errf(err, FC_EINVAL, "explicit mask: its grid is %d x %d, the block mask's "
+                       "lengths (%d, %d)", (int)x.lq, (int)x.lk, (int)s->lq, (int)s->lk);
+    if ((x.bm != 1 && x.bm != s->batch) || x.hm < 1)
+        return fc_errf(err, FC_EINVAL, "explicit mask: [Bm, Hm] = [%d, %d]: Bm must be 1 or B = "
+                       "%d, Hm at least 1", (int)x.bm, (int)x.hm, (int)s->batch);
+    return FC_OK;
+}
+
 size_t bmask_row(const bmask *bm, int32_t b, int32_t h, int32_t r)
 {
     size_t bi = bm->nb == 1 ? 0 : (size_t)b, hi = bm->nh == 1 ? 0 : (size_t)h;

@@ -7,6 +7,10 @@
  * element is allowed (ragged edge tiles never are: padding is "not allowed"), PARTIAL when some
  * are, EMPTY (listed nowhere) when none are.
  *
+ * With an explicit mask (masks/xterms.h, docs/semantics.md section 8) the predicate is the
+ * families AND that mask, which may differ per batch entry and head: the _x calls below take
+ * it (x.bits NULL: none, and then they are exactly the calls without _x).
+ *
  * Counts are [nb, nh, nqb]; nb is 1 or B and nh is 1 or Hq (1 broadcasts). Each list's ids
  * are one array of rows laid end to end: row i (bmask_row's index) owns the slots
  * [offsets[i], offsets[i + 1]) of it, its capacity, and lists its first count[i] of them;
@@ -16,7 +20,9 @@
  *     PyTorch's create_block_mask shape with width = nkb, the one fixtures store, made from
  *     any mask by bmask_copy_width.
  *   compact (our builders): each row exactly as long as its count, so a mask costs what it
- *     lists. nb = nh = 1 (the mask never depends on batch entry or head), ids ascending.
+ *     lists, ids ascending. nb = nh = 1 (the families never depend on batch entry or head);
+ *     the slow builder given an explicit mask [Bm, Hm, ..] writes nb = Bm, nh = Hm, as
+ *     PyTorch's create_block_mask needs B and H for a mask_mod that reads b or h.
  * Why not rectangular for ours: a window or chunk lists a few tiles a row, and nqb x nkb
  * arrays would cost more than the lists (O(L^2) where they are O(L)); and one long row makes
  * every row long: a ragged last query tile (Lq not a multiple of QB) is never full, so under
@@ -32,6 +38,7 @@
 #include "base/fc.h"
 #include "masks/mask.h"
 #include "masks/seq.h"
+#include "masks/xterms.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -112,8 +119,22 @@ fc_status bmask_copy_width(const bmask *bm, int32_t width, bmask *out, fc_err *e
 
 fc_status bmask_build(bmask *out, bmask_builder builder, mask_params m, const seq_info *s,
                       int32_t qb, int32_t kb, fc_err *err);
+/* The same for the families AND explicit mask x (x.bits NULL: bmask_build itself). slow reads
+ * x (nb = x.bm, nh = x.hm); superset and superset-trim ignore it and stay sound, an explicit
+ * mask only ever removing pairs; direct has no interval arithmetic for an arbitrary mask and
+ * refuses one (FC_EUNSUP, naming slow). x must fit s (x.lq, x.lk its lengths, x.bm 1 or its
+ * batch: FC_EINVAL) and hold x.bm * x.hm * lq packed rows (attn_problem_check's rule). */
+fc_status bmask_build_x(bmask *out, bmask_builder builder, mask_params m, const seq_info *s,
+                        attn_xmask x, int32_t qb, int32_t kb, fc_err *err);
 fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t qb, int32_t kb,
                            fc_err *err);
+/* FC_OK when x is off or fits s: its grid is s's lq x lk, x.bm is 1 or s's batch, x.hm >= 1
+ * (that it is 1 or Hq, and holds as many rows, is attn_problem_check's: s knows no heads). */
+fc_status bmask_xmask_check(const seq_info *s, attn_xmask x, fc_err *err);
+/* Every element of every (b < x.bm, h < x.hm) grid through mask_pair_allowed_x: O(x.bm * x.hm *
+ * lq * lk), the reference for the families' builders and the explicit mask's only one. */
+fc_status bmask_build_slow_x(bmask *out, mask_params m, const seq_info *s, attn_xmask x,
+                             int32_t qb, int32_t kb, fc_err *err);
 fc_status bmask_build_direct(bmask *out, mask_params m, const seq_info *s, int32_t qb,
                              int32_t kb, fc_err *err);
 fc_status bmask_build_superset(bmask *out, mask_params m, const seq_info *s, int32_t qb,
@@ -132,11 +153,23 @@ fc_status bmask_validate(const bmask *bm, fc_err *err);
  * tile and element that breaks it. */
 fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, fc_err *err);
 
+/* The _x checks hold bm to the families AND explicit mask x (x.bits NULL: the calls above).
+ * A stored row stands for every batch entry and head it broadcasts to (PyTorch's kernel reads
+ * it for all of them), so it is held to each one's mask: the rows checked are (b, h) for b <
+ * max(nb, x.bm), h < max(nh, x.hm), and a message's [b][h] is that batch entry and head (a
+ * one-head list built from head 0 of a per-head mask drops head 3's keys: "row [0][3][..]").
+ * nb and x.bm (nh and x.hm) must be equal or one of them 1 (FC_EINVAL otherwise), and x must
+ * fit s as for bmask_build_x. The explicit mask costs each row O(q_block_size * its reached
+ * keys / 8) more (its bits are counted a byte at a time), never more than the mask's size. */
+fc_status bmask_check_sound_x(const bmask *bm, mask_params m, const seq_info *s, attn_xmask x,
+                              fc_err *err);
 /* Exactly the mask (m, s) defines: every tile of every stored row listed as what its pairs make
  * it, full, partial or nowhere (ids' order aside), as bmask_compare with the slow builder's mask
  * would say, without building it. Exact implies sound. FC_EFAIL names the first tile listed
  * otherwise. */
 fc_status bmask_check_exact(const bmask *bm, mask_params m, const seq_info *s, fc_err *err);
+fc_status bmask_check_exact_x(const bmask *bm, mask_params m, const seq_info *s, attn_xmask x,
+                              fc_err *err);
 
 /* Every way a block mask departs from (m, s), counted over all its stored rows, with the first
  * tile of each kind, so a report can name what a producer's mask gets wrong (often the bug):
@@ -147,16 +180,25 @@ typedef struct bmask_tile {
     int32_t b, h, r, c; /* stored (batch, head) row, query tile, kv block */
 } bmask_tile;
 
+/* A witness element of a tile: stored query token tq, key token tk. */
+typedef struct bmask_pair {
+    int32_t tq, tk;
+} bmask_pair;
+
 typedef struct bmask_defects {
     int64_t dropped, leaked, wasted;
     bmask_tile first_dropped, first_leaked;
+    bmask_pair dropped_pair, leaked_pair; /* the first tile's first allowed / masked element,
+                                           * rows then keys in order */
 } bmask_defects;
 
 /* FC_EINVAL when bm does not validate or its lengths are not s's. */
 fc_status bmask_find_defects(const bmask *bm, mask_params m, const seq_info *s, bmask_defects *d,
                              fc_err *err);
+fc_status bmask_find_defects_x(const bmask *bm, mask_params m, const seq_info *s, attn_xmask x,
+                               bmask_defects *d, fc_err *err);
 /* One line: "sound" (plus wasted tiles, if any), or what is dropped and what leaks, with the
- * first tile of each as token ranges. */
+ * first tile of each as token ranges and its witness element. */
 void bmask_defects_text(char *buf, size_t cap, const bmask *bm, const bmask_defects *d);
 
 /* Equal as sets (order within a row ignored) for every row of the broadcast shape; both

@@ -18,9 +18,12 @@
  *             edge (p_k < p_q - (W-1) for the tile's first row of that sequence) are dropped.
  *             Sound, not exact: it exercises the kernel's masked path.
  *
- * All three write nb = nh = 1 (the mask never depends on batch entry or head), ids ascending,
- * in bmask.h's compact layout (each row exactly as long as its count), so that direct and
- * superset cost what they list: nothing is NQB x NKB unless the mask lists that many tiles.
+ * All three write nb = nh = 1 (the families never depend on batch entry or head), ids
+ * ascending, in bmask.h's compact layout (each row exactly as long as its count), so that
+ * direct and superset cost what they list: nothing is NQB x NKB unless the mask lists that many
+ * tiles. With an explicit mask [Bm, Hm, ..] (bmask_build_x) slow writes nb = Bm, nh = Hm, each
+ * (b, h) its own rows; superset ignores the mask (an AND only removes pairs: still sound);
+ * direct refuses it, an arbitrary mask having no interval per row to reason from.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,14 +43,15 @@ typedef struct build {
     int sizing; /* the sizing pass: segments add to bounds, list nothing */
 } build;
 
-/* Every builder starts here: checked parameters, zero counts for every query tile. */
+/* Every builder starts here: checked parameters, zero counts for every row of the [nb, nh]
+ * leading dims (1, 1 but for slow's explicit mask). */
 static fc_status build_start(build *b, bmask *out, mask_params m, const seq_info *s,
-                             int32_t qb, int32_t kb, fc_err *err)
+                             int32_t qb, int32_t kb, int32_t nb, int32_t nh, fc_err *err)
 {
     memset(b, 0, sizeof *b);
     memset(out, 0, sizeof *out);
     fc_status st = mask_params_check(&m, err);
-    if (st || (st = bmask_alloc(out, qb, kb, s->lq, s->lk, 1, 1, 0, err)))
+    if (st || (st = bmask_alloc(out, qb, kb, s->lq, s->lk, nb, nh, 0, err)))
         return st;
     b->bm = out;
     return FC_OK;
@@ -55,7 +59,7 @@ static fc_status build_start(build *b, bmask *out, mask_params m, const seq_info
 
 /* In the sizing pass, adds npartial and nfull candidate tiles to row r's bounds and returns
  * 1; in the writing pass returns 0. */
-static int sized(build *b, int32_t r, int32_t npartial, int32_t nfull)
+static int sized(build *b, size_t r, int32_t npartial, int32_t nfull)
 {
     if (b->sizing) {
         b->bm->kv_num_blocks[r] += npartial;
@@ -75,20 +79,21 @@ static fc_status build_rows(build *b, fc_err *err)
     int32_t *cnt[2] = {bm->kv_num_blocks, bm->full_kv_num_blocks};
     int64_t *off[2] = {bm->kv_offsets, bm->full_kv_offsets};
     int32_t **ids[2] = {&bm->kv_indices, &bm->full_kv_indices};
+    size_t nrows = bmask_nrows(bm);
     for (int k = 0; k < 2; k++) {
         off[k][0] = 0;
-        for (int32_t r = 0; r < bm->nqb; r++)
+        for (size_t r = 0; r < nrows; r++)
             off[k][r + 1] = off[k][r] + cnt[k][r];
-        int32_t *p = malloc(((size_t)off[k][bm->nqb] + 1) * sizeof(int32_t)); /* +1: never 0 */
+        int32_t *p = malloc(((size_t)off[k][nrows] + 1) * sizeof(int32_t)); /* +1: never 0 */
         if (!p) {
-            int64_t n = off[k][bm->nqb];
+            int64_t n = off[k][nrows];
             bmask_free(bm);
             return fc_errf(err, FC_ENOMEM, "out of memory for a block mask of %lld ids",
                            (long long)n);
         }
         free(*ids[k]);
         *ids[k] = p;
-        memset(cnt[k], 0, (size_t)bm->nqb * sizeof(int32_t));
+        memset(cnt[k], 0, nrows * sizeof(int32_t));
     }
     b->sizing = 0;
     return FC_OK;
@@ -97,11 +102,11 @@ static fc_status build_rows(build *b, fc_err *err)
 /* Appends tiles [c0, c1) to row r's partial or full list. Tiles arrive ascending within a
  * row; a first tile the list already ends with (two sequences sharing a boundary tile) is not
  * repeated. */
-static void row_push_range(build *b, int32_t r, int32_t c0, int32_t c1, int full)
+static void row_push_range(build *b, size_t r, int32_t c0, int32_t c1, int full)
 {
     bmask *bm = b->bm;
     int32_t *cnt = full ? bm->full_kv_num_blocks : bm->kv_num_blocks;
-    int32_t *ids = bmask_ids(bm, full, (size_t)r);
+    int32_t *ids = bmask_ids(bm, full, r);
     int32_t n = cnt[r];
     if (c0 < c1 && n > 0 && ids[n - 1] == c0)
         c0++;
@@ -110,7 +115,7 @@ static void row_push_range(build *b, int32_t r, int32_t c0, int32_t c1, int full
     cnt[r] = n;
 }
 
-static void row_push(build *b, int32_t r, int32_t id, int full)
+static void row_push(build *b, size_t r, int32_t id, int full)
 {
     row_push_range(b, r, id, id + 1, full);
 }
@@ -125,22 +130,23 @@ static void build_finish(build *b)
     int64_t *off[2] = {bm->kv_offsets, bm->full_kv_offsets};
     int32_t **ids[2] = {&bm->kv_indices, &bm->full_kv_indices};
     int32_t *width[2] = {&bm->width, &bm->full_width};
+    size_t nrows = bmask_nrows(bm);
     for (int k = 0; k < 2; k++) {
         int64_t end = 0;
         int32_t w = 0;
-        for (int32_t r = 0; r < bm->nqb; r++) {
+        for (size_t r = 0; r < nrows; r++) {
             if (off[k][r] != end)
                 memmove(*ids[k] + end, *ids[k] + off[k][r], (size_t)cnt[k][r] * sizeof(int32_t));
             off[k][r] = end;
             end += cnt[k][r];
             w = cnt[k][r] > w ? cnt[k][r] : w;
         }
-        if (off[k][bm->nqb] != end) {
+        if (off[k][nrows] != end) {
             int32_t *p = realloc(*ids[k], ((size_t)end + 1) * sizeof(int32_t));
             if (p) /* else the larger block is kept, as valid */
                 *ids[k] = p;
         }
-        off[k][bm->nqb] = end;
+        off[k][nrows] = end;
         *width[k] = w;
     }
 }
@@ -148,11 +154,20 @@ static void build_finish(build *b)
 fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t qb, int32_t kb,
                            fc_err *err)
 {
+    return bmask_build_slow_x(out, m, s, (attn_xmask){0}, qb, kb, err);
+}
+
+fc_status bmask_build_slow_x(bmask *out, mask_params m, const seq_info *s, attn_xmask x,
+                             int32_t qb, int32_t kb, fc_err *err)
+{
     build b;
-    fc_status st = build_start(&b, out, m, s, qb, kb, err);
-    if (st)
+    memset(out, 0, sizeof *out);
+    fc_status st = bmask_xmask_check(s, x, err);
+    int32_t nb = x.bits ? x.bm : 1, nh = x.bits ? x.hm : 1;
+    if (st || (st = build_start(&b, out, m, s, qb, kb, nb, nh, err)))
         return st;
-    for (int32_t r = 0; r < out->nqb; r++) /* every tile a candidate */
+    size_t nrows = bmask_nrows(out);
+    for (size_t r = 0; r < nrows; r++) /* every tile a candidate */
         out->kv_num_blocks[r] = out->full_kv_num_blocks[r] = out->nkb;
     if ((st = build_rows(&b, err)))
         return st;
@@ -163,21 +178,25 @@ fc_status bmask_build_slow(bmask *out, mask_params m, const seq_info *s, int32_t
     }
     seq_view v = seq_info_view(s);
     int32_t tile = qb * kb;
-    fc_progress pr; /* Lq x Lk predicate calls: minutes at long lengths */
-    fc_progress_start(&pr, "slow block-mask builder", (uint64_t)out->nqb);
-    for (int32_t r = 0; r < out->nqb; r++) {
-        fc_progress_step(&pr, 1, 1);
-        memset(allowed, 0, sizeof(int32_t) * (size_t)out->nkb);
-        /* Padding rows and columns (past lq / lk) are evaluated too: the predicate says no. */
-        for (int32_t tq = r * qb; tq < (r + 1) * qb; tq++)
-            for (int32_t tk = 0; tk < out->nkb * kb; tk++)
-                allowed[tk / kb] += mask_pair_allowed(m, v, tq, tk);
-        for (int32_t c = 0; c < out->nkb; c++)
-            if (allowed[c] == tile)
-                row_push(&b, r, c, 1);
-            else if (allowed[c] > 0)
-                row_push(&b, r, c, 0);
-    }
+    fc_progress pr; /* Lq x Lk predicate calls a (b, h): minutes at long lengths */
+    fc_progress_start(&pr, "slow block-mask builder", (uint64_t)nrows);
+    for (int32_t bi = 0; bi < nb; bi++)
+        for (int32_t h = 0; h < nh; h++)
+            for (int32_t r = 0; r < out->nqb; r++) {
+                size_t row = bmask_row(out, bi, h, r);
+                fc_progress_step(&pr, 1, 1);
+                memset(allowed, 0, sizeof(int32_t) * (size_t)out->nkb);
+                /* Padding rows and columns (past lq / lk) are evaluated too: the predicate
+                 * says no (mask_pair_allowed refuses them before the explicit mask is read). */
+                for (int32_t tq = r * qb; tq < (r + 1) * qb; tq++)
+                    for (int32_t tk = 0; tk < out->nkb * kb; tk++)
+                        allowed[tk / kb] += mask_pair_allowed_x(m, v, x, bi, h, tq, tk);
+                for (int32_t c = 0; c < out->nkb; c++)
+                    if (allowed[c] == tile)
+                        row_push(&b, row, c, 1);
+                    else if (allowed[c] > 0)
+                        row_push(&b, row, c, 0);
+            }
     free(allowed);
     build_finish(&b);
     return FC_OK;
@@ -247,7 +266,7 @@ static fc_status build_segments(bmask *out, mask_params m, const seq_info *s, in
                                 int32_t kb, int trim, segment_fn fn, fc_err *err)
 {
     build b;
-    fc_status st = build_start(&b, out, m, s, qb, kb, err);
+    fc_status st = build_start(&b, out, m, s, qb, kb, 1, 1, err);
     if (st)
         return st;
     b.sizing = 1;
@@ -351,4 +370,22 @@ fc_status bmask_build(bmask *out, bmask_builder builder, mask_params m, const se
     case BMASK_SUPERSET_TRIM: return bmask_build_superset(out, m, s, qb, kb, 1, err);
     }
     return fc_errf(err, FC_EINVAL, "unknown block-mask builder %d", (int)builder);
+}
+
+fc_status bmask_build_x(bmask *out, bmask_builder builder, mask_params m, const seq_info *s,
+                        attn_xmask x, int32_t qb, int32_t kb, fc_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!x.bits)
+        return bmask_build(out, builder, m, s, qb, kb, err);
+    fc_status st = bmask_xmask_check(s, x, err);
+    if (st)
+        return st;
+    switch (builder) {
+    case BMASK_SLOW: return bmask_build_slow_x(out, m, s, x, qb, kb, err);
+    case BMASK_DIRECT:
+        return fc_errf(err, FC_EUNSUP, "the direct block-mask builder reads the mask families "
+                       "only, not an explicit mask: build it with the slow builder");
+    default: return bmask_build(out, builder, m, s, qb, kb, err); /* sound: x only removes */
+    }
 }

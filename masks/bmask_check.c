@@ -13,6 +13,12 @@
  * and unmarks the same way. tests/test_bmask.c holds all of them to a brute-force oracle of
  * its own, pair by pair, on corrupted masks. Every entry validates its masks first
  * (bmask_validate, itself O(rows + listed)), so no input makes them read out of bounds.
+ *
+ * An explicit mask (the _x entries) is not an interval a row: within each row's family range
+ * its bits are counted tile by tile, a byte at a time, and a tile is full only when all
+ * q_block_size x kv_block_size of its elements are allowed. Without one the family path below
+ * is the one it always was (tests/test_bmask.c), x.bits NULL switching every bit read off;
+ * tests/test_bmask_x.c holds the explicit path to a brute-force tile oracle of its own.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,16 +111,20 @@ fc_status bmask_validate(const bmask *bm, fc_err *err)
     return st;
 }
 
-/* The tiles of one query tile r: each row's allowed keys [lo, hi) (lo = hi = 0 for padding
+/* The tiles of one query tile r: each row's family range [lo, hi) (lo = hi = 0 for padding
  * rows past lq), the kv tiles [c0, c1) some row reaches and their kinds, 1 partial, 2 full
  * (every pair allowed; a ragged edge tile never is, padding being "not allowed"); every other
- * tile is empty (qtile_kind). */
+ * tile is empty (qtile_kind). With an explicit mask (x.bits) a row allows the keys of its
+ * range whose bit in x's row for (b, h) is set, and a reached tile may still be empty. */
 typedef struct qtile {
     int32_t r, rows; /* rows = q_block_size */
     int32_t lo[BMASK_MAX_BLOCK], hi[BMASK_MAX_BLOCK];
     int32_t c0, c1;
     unsigned char *kind;    /* [nkb], meaningful in [c0, c1) */
-    int32_t *reach, *cover; /* [nkb + 1] difference arrays, all 0 between fills */
+    int32_t *reach, *cover; /* [nkb + 1] difference arrays, all 0 between fills; with x.bits,
+                             * reach counts each tile's allowed elements */
+    attn_xmask x;           /* x.bits NULL: none */
+    int32_t b, h;           /* the batch entry and head whose explicit mask rows are read */
 } qtile;
 
 static int qtile_kind(const qtile *q, int32_t c)
@@ -143,9 +153,47 @@ static void qtile_free(qtile *q)
     free(q->cover);
 }
 
+/* The set bits of row among keys [lo, hi): whole bytes by popcount, the ragged ends bit by
+ * bit. */
+static int32_t xmask_count(const uint8_t *row, int32_t lo, int32_t hi)
+{
+    int32_t n = 0, j = lo;
+    for (; j < hi && (j & 7); j++)
+        n += xmask_bit(row, j);
+    for (; j + 8 <= hi; j += 8)
+        n += __builtin_popcount(row[j >> 3]);
+    for (; j < hi; j++)
+        n += xmask_bit(row, j);
+    return n;
+}
+
+/* The explicit mask's fill: each row's allowed elements counted into the tiles its range
+ * reaches (reach[c] holds tile c's count, cleared here after use); full when the count is the
+ * whole tile. */
+static void qtile_fill_x(qtile *q, const bmask *bm)
+{
+    int32_t kb = bm->kv_block_size;
+    for (int32_t i = 0; i < q->rows; i++) {
+        int32_t lo = q->lo[i], hi = q->hi[i];
+        if (lo >= hi)
+            continue;
+        const uint8_t *row = xmask_row(q->x, q->b, q->h, q->r * q->rows + i);
+        for (int32_t c = lo / kb; c * kb < hi; c++) {
+            int32_t a = c * kb > lo ? c * kb : lo, e = (c + 1) * kb < hi ? (c + 1) * kb : hi;
+            q->reach[c] += xmask_count(row, a, e);
+        }
+    }
+    int64_t whole = (int64_t)q->rows * kb;
+    for (int32_t c = q->c0; c < q->c1; c++) {
+        q->kind[c] = q->reach[c] == whole ? 2 : q->reach[c] > 0 ? 1 : 0;
+        q->reach[c] = 0;
+    }
+}
+
 /* Each row adds one to the kv tiles its range reaches and to those it covers whole, by
  * difference arrays over the reached tiles only: a tile is full when all q_block_size rows
- * cover it, partial when some row reaches it. */
+ * cover it, partial when some row reaches it. With an explicit mask the ranges only bound the
+ * reached tiles, and qtile_fill_x counts their elements. */
 static void qtile_fill(qtile *q, const bmask *bm, mask_params m, seq_view v, int32_t r)
 {
     int32_t kb = bm->kv_block_size;
@@ -162,14 +210,20 @@ static void qtile_fill(qtile *q, const bmask *bm, mask_params m, seq_view v, int
         if (lo >= hi)
             continue;
         int32_t c0 = lo / kb, c1 = (hi - 1) / kb + 1, f0 = (lo + kb - 1) / kb, f1 = hi / kb;
+        q->c0 = c0 < q->c0 ? c0 : q->c0;
+        q->c1 = c1 > q->c1 ? c1 : q->c1;
+        if (q->x.bits)
+            continue;
         q->reach[c0]++;
         q->reach[c1]--;
         if (f0 < f1) {
             q->cover[f0]++;
             q->cover[f1]--;
         }
-        q->c0 = c0 < q->c0 ? c0 : q->c0;
-        q->c1 = c1 > q->c1 ? c1 : q->c1;
+    }
+    if (q->x.bits) {
+        qtile_fill_x(q, bm);
+        return;
     }
     for (int32_t c = q->c0, sr = 0, sc = 0; c < q->c1; c++) {
         sr += q->reach[c];
@@ -181,6 +235,20 @@ static void qtile_fill(qtile *q, const bmask *bm, mask_params m, seq_view v, int
         q->reach[c] = q->cover[c] = 0;
 }
 
+/* The first key in [a, b) that query row i of q allows (allowed) or refuses (!allowed) within
+ * its family range, b when none: without an explicit mask every key of the range is allowed. */
+static int32_t qtile_first_key(const qtile *q, int32_t i, int32_t a, int32_t b, int allowed)
+{
+    if (!q->x.bits)
+        return allowed ? a : b;
+    const uint8_t *row = xmask_row(q->x, q->b, q->h, q->r * q->rows + i);
+    if (allowed)
+        return xmask_first(row, a, b);
+    while (a < b && xmask_bit(row, a))
+        a++;
+    return a;
+}
+
 /* The first pair of tile c, rows then keys in order, that is allowed (want_allowed) or not;
  * the tile must hold one (its kind says so). */
 static void qtile_first_pair(const qtile *q, int32_t kb, int32_t c, int want_allowed,
@@ -189,14 +257,20 @@ static void qtile_first_pair(const qtile *q, int32_t kb, int32_t c, int want_all
     int32_t k0 = c * kb, k1 = k0 + kb;
     for (int32_t i = 0; i < q->rows; i++) {
         int32_t lo = q->lo[i], hi = q->hi[i];
-        int reaches = lo < hi && lo < k1 && hi > k0, covers = lo < hi && lo <= k0 && hi >= k1;
+        int32_t a = lo > k0 ? lo : k0, b = hi < k1 ? hi : k1; /* the range within the tile */
         *tq = q->r * q->rows + i;
-        if (want_allowed && reaches) {
-            *tk = lo > k0 ? lo : k0;
+        if (want_allowed && a < b && (*tk = qtile_first_key(q, i, a, b, 1)) < b)
+            return;
+        if (want_allowed)
+            continue;
+        if (!(lo <= k0 && k0 < hi)) { /* k0 outside the range (an empty one included) */
+            *tk = k0;
             return;
         }
-        if (!want_allowed && !covers) {
-            *tk = reaches && lo <= k0 ? hi : k0;
+        if ((*tk = qtile_first_key(q, i, k0, b, 0)) < b)
+            return;
+        if (hi < k1) { /* the range ends inside the tile */
+            *tk = hi;
             return;
         }
     }
@@ -262,11 +336,32 @@ static fc_status check_lengths(const bmask *bm, const seq_info *s, fc_err *err)
 typedef fc_status (*row_fn)(const bmask *bm, const row_diff *d, const rowbits *rb,
                             const qtile *q, int32_t b, int32_t h, void *ctx, fc_err *err);
 
-static fc_status each_row(const bmask *bm, mask_params m, const seq_info *s, row_fn fn,
-                          void *ctx, fc_err *err)
+/* The batch entries (heads) a check walks: the stored rows', or with an explicit mask as many
+ * as either has (a dim of 1 broadcasting to the other's); FC_EINVAL when neither is 1 and they
+ * differ. */
+static fc_status walk_dims(const bmask *bm, attn_xmask x, int32_t *nb, int32_t *nh, fc_err *err)
 {
+    *nb = bm->nb;
+    *nh = bm->nh;
+    if (!x.bits)
+        return FC_OK;
+    if ((bm->nb != x.bm && bm->nb != 1 && x.bm != 1) || (bm->nh != x.hm && bm->nh != 1 &&
+                                                          x.hm != 1))
+        return fc_errf(err, FC_EINVAL, "block mask leading dims [%d, %d] and the explicit "
+                       "mask's [%d, %d] do not broadcast (each 1 or the other's)", (int)bm->nb,
+                       (int)bm->nh, (int)x.bm, (int)x.hm);
+    *nb = x.bm > *nb ? x.bm : *nb;
+    *nh = x.hm > *nh ? x.hm : *nh;
+    return FC_OK;
+}
+
+static fc_status each_row(const bmask *bm, mask_params m, const seq_info *s, attn_xmask x,
+                          row_fn fn, void *ctx, fc_err *err)
+{
+    int32_t nb, nh;
     fc_status st = check_lengths(bm, s, err);
-    if (st || (st = bmask_validate(bm, err)))
+    if (st || (st = bmask_validate(bm, err)) || (st = bmask_xmask_check(s, x, err)) ||
+        (st = walk_dims(bm, x, &nb, &nh, err)))
         return st;
     rowbits rb;
     qtile q;
@@ -276,15 +371,19 @@ static fc_status each_row(const bmask *bm, mask_params m, const seq_info *s, row
         free(rb.v);
         return st;
     }
+    q.x = x;
     seq_view v = seq_info_view(s);
-    /* The mask depends on neither batch entry nor head, but each stored row is held to it
-     * whatever the others say; refilling q a row keeps the (b, h, r) order of "first" and
-     * costs nb * nh * lq range lookups. */
-    for (int32_t b = 0; !st && b < bm->nb; b++)
-        for (int32_t h = 0; !st && h < bm->nh; h++)
+    /* The families depend on neither batch entry nor head, but each stored row is held to the
+     * mask whatever the others say (and with an explicit mask to every (b, h) it stands for);
+     * refilling q a row keeps the (b, h, r) order of "first" and costs nb * nh * lq range
+     * lookups. */
+    for (int32_t b = 0; !st && b < nb; b++)
+        for (int32_t h = 0; !st && h < nh; h++)
             for (int32_t r = 0; !st && r < bm->nqb; r++) {
                 size_t row = bmask_row(bm, b, h, r);
                 row_diff d;
+                q.b = b;
+                q.h = h;
                 qtile_fill(&q, bm, m, v, r);
                 rowbits_mark(&rb, bm, row, 1);
                 row_diff_of(bm, row, &rb, &q, &d);
@@ -319,17 +418,28 @@ static fc_status sound_row(const bmask *bm, const row_diff *d, const rowbits *rb
 
 fc_status bmask_check_sound(const bmask *bm, mask_params m, const seq_info *s, fc_err *err)
 {
-    return each_row(bm, m, s, sound_row, NULL, err);
+    return each_row(bm, m, s, (attn_xmask){0}, sound_row, NULL, err);
+}
+
+fc_status bmask_check_sound_x(const bmask *bm, mask_params m, const seq_info *s, attn_xmask x,
+                              fc_err *err)
+{
+    return each_row(bm, m, s, x, sound_row, NULL, err);
 }
 
 static fc_status defects_row(const bmask *bm, const row_diff *rd, const rowbits *rb,
                              const qtile *q, int32_t b, int32_t h, void *ctx, fc_err *err)
 {
     bmask_defects *d = ctx;
-    if (rd->dropped && d->dropped == 0)
+    int32_t kb = bm->kv_block_size;
+    if (rd->dropped && d->dropped == 0) {
         d->first_dropped = (bmask_tile){b, h, q->r, rd->first_dropped};
-    if (rd->leaked && d->leaked == 0)
+        qtile_first_pair(q, kb, rd->first_dropped, 1, &d->dropped_pair.tq, &d->dropped_pair.tk);
+    }
+    if (rd->leaked && d->leaked == 0) {
         d->first_leaked = (bmask_tile){b, h, q->r, rd->first_leaked};
+        qtile_first_pair(q, kb, rd->first_leaked, 0, &d->leaked_pair.tq, &d->leaked_pair.tk);
+    }
     d->dropped += rd->dropped;
     d->leaked += rd->leaked;
     d->wasted += rd->wasted;
@@ -339,8 +449,14 @@ static fc_status defects_row(const bmask *bm, const row_diff *rd, const rowbits 
 fc_status bmask_find_defects(const bmask *bm, mask_params m, const seq_info *s, bmask_defects *d,
                              fc_err *err)
 {
+    return bmask_find_defects_x(bm, m, s, (attn_xmask){0}, d, err);
+}
+
+fc_status bmask_find_defects_x(const bmask *bm, mask_params m, const seq_info *s, attn_xmask x,
+                               bmask_defects *d, fc_err *err)
+{
     memset(d, 0, sizeof *d);
-    return each_row(bm, m, s, defects_row, d, err);
+    return each_row(bm, m, s, x, defects_row, d, err);
 }
 
 static const char *const kind_names[] = {"empty", "partial", "full"};
@@ -358,22 +474,32 @@ static fc_status exact_row(const bmask *bm, const row_diff *d, const rowbits *rb
 
 fc_status bmask_check_exact(const bmask *bm, mask_params m, const seq_info *s, fc_err *err)
 {
-    return each_row(bm, m, s, exact_row, NULL, err);
+    return each_row(bm, m, s, (attn_xmask){0}, exact_row, NULL, err);
 }
 
-static int tile_text(char *buf, size_t cap, const bmask *bm, bmask_tile t)
+fc_status bmask_check_exact_x(const bmask *bm, mask_params m, const seq_info *s, attn_xmask x,
+                              fc_err *err)
+{
+    return each_row(bm, m, s, x, exact_row, NULL, err);
+}
+
+/* A tile as token ranges, and its witness element: "allowed pair (q 130, k 128)" or "masked
+ * pair ...". */
+static int tile_text(char *buf, size_t cap, const bmask *bm, bmask_tile t, bmask_pair p,
+                     const char *what)
 {
     int32_t qb = bm->q_block_size, kb = bm->kv_block_size;
     return snprintf(buf, cap, "(b, h) = (%d, %d) query tile %d [tokens %d, %d) kv block %d "
-                    "[keys %d, %d)", (int)t.b, (int)t.h, (int)t.r, (int)(t.r * qb),
-                    (int)((t.r + 1) * qb), (int)t.c, (int)(t.c * kb), (int)((t.c + 1) * kb));
+                    "[keys %d, %d), %s pair (q %d, k %d)", (int)t.b, (int)t.h, (int)t.r,
+                    (int)(t.r * qb), (int)((t.r + 1) * qb), (int)t.c, (int)(t.c * kb),
+                    (int)((t.c + 1) * kb), what, (int)p.tq, (int)p.tk);
 }
 
 void bmask_defects_text(char *buf, size_t cap, const bmask *bm, const bmask_defects *d)
 {
-    char a[160], b[160];
-    tile_text(a, sizeof a, bm, d->first_dropped);
-    tile_text(b, sizeof b, bm, d->first_leaked);
+    char a[200], b[200];
+    tile_text(a, sizeof a, bm, d->first_dropped, d->dropped_pair, "allowed");
+    tile_text(b, sizeof b, bm, d->first_leaked, d->leaked_pair, "masked");
     char w[96] = "";
     if (d->wasted)
         snprintf(w, sizeof w, "; %lld listed partial tiles hold no allowed key (wasted work)",

@@ -42,6 +42,19 @@ and the keyword to raise. Ctrl-C while the library judges raises KeyboardInterru
 a second: the call runs on a worker thread, and the interrupt asks it to stop
 (flexcheck_problem_interrupt), which it does at its next check, freeing what it holds.
 
+Block mask: block_mask= is the producer's block mask, checked with the output (docs/semantics.md
+section 4): a torch BlockMask (torch.nn.attention.flex_attention: its kv_num_blocks, kv_indices,
+full_kv_num_blocks, full_kv_indices, BLOCK_SIZE and seq_lengths, which must be (Lq, Lk)), or a
+mapping with those keys holding numpy arrays (full_* may be None or absent: no full blocks;
+BLOCK_SIZE an int or a (q, kv) pair). Leading dims [nb, nh] each 1 (one for every batch entry
+or head, as create_block_mask's B=None / H=None) or B / Hq. A BlockMask's mask_mod (unless it
+is noop_mask, from_kv_blocks' default) is evaluated over every (batch entry, head, query, key)
+the way create_mask does and judged as an explicit mask, ANDed with causal / window / chunk: the
+output is held to it, and the lists to it (a list of one head is held to every head's mask, as
+the kernel reads it for every head). A list that drops a tile with an allowed pair, or marks
+full a tile with a masked one, fails the verdict, naming the tile and the pair; a mapping's
+lists are held to causal / window / chunk alone.
+
 The library is found, in order: $FLEXCHECK_LIB; the copy `pip install ./python` put in the
 package (flexcheck/_lib/); build/libflexcheck.so of the checkout this package runs from.
 """
@@ -74,7 +87,7 @@ from .fixtures import (
     INT32_MAX,
 )
 
-API_VERSION = 3  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
+API_VERSION = 5  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
 GATES = ("H1", "H2", "H3", "H4", "H5", "H6", "H7")
 _STATES = {0: "not run", 1: "pass", 2: "fail"}
 _OUTCOMES = {0: "fail", 1: "pass", 2: "outside"}
@@ -141,6 +154,10 @@ def _declare(lib) -> None:
         "flexcheck_problem_set_output_types": ([P, cs, cs], st),
         "flexcheck_problem_set_budget": ([P, ctypes.c_uint64, ctypes.c_uint64], st),
         "flexcheck_problem_set_rows": ([P, ctypes.c_int32, ctypes.c_uint64], st),
+        "flexcheck_problem_set_explicit_mask": ([P, ctypes.POINTER(ctypes.c_uint8), i32, i32,
+                                                 sz], st),
+        "flexcheck_problem_set_block_mask": ([P, i32, i32, i32, i32, i32, i32p, i32p, i32, i32p,
+                                              i32p, i32], st),
         "flexcheck_problem_check": ([P], st),
         "flexcheck_problem_interrupt": ([P], st),
         "flexcheck_judge": ([P, f32p, sz, f32p, sz, f32p, sz, f32p, sz, f32p, sz,
@@ -305,6 +322,140 @@ def _dims(a: np.ndarray, what: str, names: str) -> None:
             raise ValueError(f"{what}: {n} = {x}: must be at most {INT32_MAX}")
 
 
+# ---- block_mask= (a producer's BlockMask, include/flexcheck.h's set_block_mask) ----
+
+_BM_KEYS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices")
+
+
+class _BlockLists:
+    """A producer's block mask as the library takes it: int32 C arrays and their dims, and the
+    mask_mod to judge as the explicit mask (None: none) with the device to evaluate it on."""
+
+    def __init__(self, qb, kb, arrays, mask_mod, device):
+        self.qb, self.kb = qb, kb
+        self.num, self.idx, self.full_num, self.full_idx = arrays
+        self.nb, self.nh, self.nqb = self.num.shape
+        self.mask_mod, self.device = mask_mod, device
+
+
+def _bm_array(x, what: str, ndim: int) -> np.ndarray:
+    """One of the lists as C-contiguous int32, any integer dtype (a torch tensor on any device
+    too), its values within int32 (never wrapped)."""
+    if hasattr(x, "detach"):  # torch
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"block_mask: {what}: dtype {a.dtype}: must be integer (int32)")
+    if a.ndim != ndim:
+        raise ValueError(f"block_mask: {what}: {a.ndim} dims {a.shape}: must have {ndim} "
+                         f"([nb, nh, nqb{', width' if ndim == 4 else ''}])")
+    if a.size and (int(a.min()) < -INT32_MAX - 1 or int(a.max()) > INT32_MAX):
+        raise ValueError(f"block_mask: {what}: values past int32")
+    return np.ascontiguousarray(a, np.int32)
+
+
+def _block_mask_lists(block_mask, lq: int, lk: int) -> _BlockLists:
+    """block_mask= read: a torch BlockMask (duck-typed: its attributes) or a mapping of numpy
+    arrays with the same names; shapes checked against each other and (Lq, Lk) here, the rest
+    (ids in range, counts within width, [nb, nh] against [B, Hq]) by the library."""
+    if isinstance(block_mask, dict):
+        get = block_mask.get
+        missing = [k for k in ("kv_num_blocks", "kv_indices", "BLOCK_SIZE")
+                   if block_mask.get(k) is None]
+        if missing:
+            raise ValueError(f"block_mask: a mapping needs {', '.join(missing)} (and "
+                             f"full_kv_num_blocks / full_kv_indices for full blocks)")
+        mask_mod, lengths, device = None, None, None
+    elif all(hasattr(block_mask, a) for a in ("kv_num_blocks", "kv_indices", "BLOCK_SIZE")):
+        def get(k):
+            return getattr(block_mask, k, None)
+        mask_mod, lengths = get("mask_mod"), get("seq_lengths")
+        device = getattr(get("kv_num_blocks"), "device", "cpu")
+        if mask_mod is not None and getattr(mask_mod, "__name__", "") == "noop_mask":
+            mask_mod = None  # from_kv_blocks' default: no mask beyond the lists
+    else:
+        raise ValueError(f"block_mask: {type(block_mask).__name__}: give a torch BlockMask "
+                         f"(torch.nn.attention.flex_attention) or a dict of numpy arrays "
+                         f"kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices and "
+                         f"BLOCK_SIZE")
+    bs = get("BLOCK_SIZE")
+    bs = (bs, bs) if _exact_int(bs) is not None else tuple(bs)
+    if len(bs) != 2 or any(_exact_int(x) is None for x in bs):
+        raise ValueError(f"block_mask: BLOCK_SIZE = {get('BLOCK_SIZE')!r}: an integer or a "
+                         f"(q, kv) pair of integers")
+    if lengths is not None and tuple(int(x) for x in lengths) != (lq, lk):
+        raise ValueError(f"block_mask: made for seq_lengths {tuple(lengths)}, the inputs have "
+                         f"(Lq, Lk) = ({lq}, {lk}): build it for these lengths (create_block_mask"
+                         f"'s Q_LEN, KV_LEN)")
+    num, idx = _bm_array(get("kv_num_blocks"), "kv_num_blocks", 3), \
+        _bm_array(get("kv_indices"), "kv_indices", 4)
+    fnum, fidx = get("full_kv_num_blocks"), get("full_kv_indices")
+    if (fnum is None) != (fidx is None):
+        raise ValueError("block_mask: full_kv_num_blocks and full_kv_indices: give both or "
+                         "neither (no full blocks)")
+    if fnum is not None:
+        fnum, fidx = _bm_array(fnum, "full_kv_num_blocks", 3), \
+            _bm_array(fidx, "full_kv_indices", 4)
+    for n, i, w in ((num, idx, "kv"), (fnum, fidx, "full_kv")):
+        if n is not None and (i.shape[:3] != num.shape or n.shape != num.shape):
+            raise ValueError(f"block_mask: {w}_num_blocks {n.shape} and {w}_indices {i.shape} "
+                             f"do not share [nb, nh, nqb] = {num.shape}")
+    return _BlockLists(int(bs[0]), int(bs[1]), (num, idx, fnum, fidx), mask_mod, device)
+
+
+def _mask_mod_grid(mask_mod, b: int, hq: int, lq: int, lk: int, device) -> np.ndarray:
+    """mask_mod over every (batch entry, head, query, key), as create_mask evaluates it (on the
+    device its BlockMask is on, where the tensors it reads live), one (b, h) at a time: a uint8
+    array [Bm, Hm, Lq, Lk] on the host, Bm (Hm) 1 when no batch entry (head) differs from the
+    first. Lq * Lk bytes a (b, h); B * Hq * Lq * Lk only when heads or batch entries differ.
+    (A private helper of block_mask=; the lead may merge it with mask_mod='s evaluation.)"""
+    from torch.nn.attention.flex_attention import create_mask
+
+    def one(b0, h0):
+        def at(bb, hh, q, kv):
+            return mask_mod(bb + b0, hh + h0, q, kv)
+        m = create_mask(at, 1, 1, lq, lk, device=device)[0, 0]
+        return m.cpu().numpy().astype(np.uint8)
+
+    first = one(0, 0)
+    grid = None
+    for bi in range(b):
+        for h in range(hq):
+            if bi == 0 and h == 0:
+                continue
+            m = one(bi, h)
+            if grid is None and np.array_equal(m, first):
+                continue
+            if grid is None:  # a first difference: every (b, h) kept from here on
+                grid = np.empty((b, hq, lq, lk), np.uint8)
+                grid[:] = first
+            grid[bi, h] = m
+    if grid is None:
+        return first[None, None]
+    # one for all batch entries when they agree (the common per-head mask)
+    return grid[:1] if all(np.array_equal(grid[0], grid[i]) for i in range(1, b)) else grid
+
+
+def _set_block_mask(lib, p, bl: _BlockLists, b: int, hq: int, lq: int, lk: int) -> None:
+    """The lists into problem p, and the BlockMask's mask_mod as its explicit mask."""
+    ip = ctypes.POINTER(ctypes.c_int32)
+
+    def ptr(a):
+        return None if a is None else a.ctypes.data_as(ip)
+    fw = 0 if bl.full_idx is None else bl.full_idx.shape[3]
+    _check(lib, p, lib.flexcheck_problem_set_block_mask(
+        p, bl.qb, bl.kb, bl.nb, bl.nh, bl.nqb, ptr(bl.num), ptr(bl.idx), bl.idx.shape[3],
+        ptr(bl.full_num), ptr(bl.full_idx), fw), "block_mask")
+    if bl.mask_mod is not None:
+        # the problem and the lists within the budget before the mask_mod is evaluated (Lq * Lk
+        # bytes a head at least); the packed mask is counted when set, and checked after
+        _check(lib, p, lib.flexcheck_problem_check(p), "judge")
+        g = np.ascontiguousarray(_mask_mod_grid(bl.mask_mod, b, hq, lq, lk, bl.device))
+        _check(lib, p, lib.flexcheck_problem_set_explicit_mask(
+            p, g.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), g.shape[0], g.shape[1], g.size),
+            "block_mask: its mask_mod")
+
+
 _HINT = "(flexcheck.round_to(x, dtype) rounds to nearest even)"
 
 
@@ -358,7 +509,8 @@ class _Call:
 
 def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None,
           cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None,
-          dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None) -> Verdict:
+          dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None,
+          block_mask=None) -> Verdict:
     """flexcheck's verdict on `out` (and `lse`, optional) as the attention of q, k, v (see the
     module's text for shapes and types). Raises ValueError naming the argument for inputs that
     do not fit (shapes, dtypes, non-finite or unrepresentable inputs, a problem over the
@@ -388,6 +540,7 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
     hkv, lk, dv = ka.shape[1], ka.shape[2], va.shape[3]
     sc = _scale(scale, d)
     sk, _ = _sinks(sinks, "", hq, False, _HINT)
+    bml = _block_mask_lists(block_mask, lq, lk) if block_mask is not None else None
 
     lib = _load()
     p = lib.flexcheck_problem_new()
@@ -413,6 +566,8 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
                    "cu_seqlens")
         _check(lib, p, lib.flexcheck_problem_set_budget(p, max_memory, max_work), "judge")
         _check(lib, p, lib.flexcheck_problem_set_rows(p, nrows, seed), "rows")
+        if bml is not None:
+            _set_block_mask(lib, p, bml, b, hq, lq, lk)
         # The whole problem and its budget, before any array is converted or copied.
         _check(lib, p, lib.flexcheck_problem_check(p), "judge")
 
