@@ -24,7 +24,10 @@
  * families, and the soft-cap after the mask's fill fills the explicit mask's keys too (-c plus
  * their bias). A shifted mask reads the edge's own bit where the shift leaves the grid. The
  * length hypotheses are not tried with an explicit mask (their fit reads one key range for every
- * head), nor are a block mask's defects counted in its title (they are the families').
+ * head). The block mask as given reads its partial tiles under the explicit mask too, and its
+ * title counts the tiles it drops and leaks against the whole predicate, for every (b, h) a
+ * stored row stands for (a list built from the families alone leaks the explicit mask's holes
+ * in its full tiles).
  *
  * A length hypothesis's index (K, R, S: at least 1,024) is FITTED to where the failing rows
  * start: the first failing token judged and the last judged before it bound it (on a sample the

@@ -576,8 +576,10 @@ static int block_mask(const diag_in *in, diag_alt *a)
     bmask_defects d;
     fc_err err;
     char what[64] = "";
-    /* (against the families alone: with an explicit mask the counts would not be the case's) */
-    if (!p->xmask.bits && !bmask_find_defects(in->bm, p->mask, &p->seq, &d, &err) &&
+    /* against the whole predicate, the families AND the explicit mask (the truth's), over every
+     * (b, h) a stored row stands for: a list built from the families alone leaks the explicit
+     * mask's holes in its full tiles, and those are counted */
+    if (!bmask_find_defects_x(in->bm, p->mask, &p->seq, p->xmask, &d, &err) &&
         (d.dropped || d.leaked))
         fc_fmt(what, sizeof what, "; it drops %lld tiles and leaks %lld", (long long)d.dropped,
                (long long)d.leaked);

@@ -4,7 +4,10 @@
  * terms, a case whose output under test was computed with that bug everywhere, and the
  * diagnosis must name it as the cause of every failing row; a correct output has no failing row;
  * a family's hypothesis is still named under an explicit mask; a mask hypothesis that computes
- * a family hypothesis's rows is one finding titled with both (the tie rule).
+ * a family hypothesis's rows is one finding titled with both (the tie rule); a producer's block
+ * mask that leaks the explicit mask's holes (the families' own list) or drops a tile of the
+ * exact one is named as given, its title's counts those of a brute-force tile count written
+ * here against the families AND the explicit mask.
  *
  *   make build/tests/test_diag_xterms && OPENBLAS_NUM_THREADS=1 build/tests/test_diag_xterms
  *   (DIAG_TEST_PRINT=1 prints every report the tests make)
@@ -320,12 +323,12 @@ static void plant(xcase *c, const defect *d)
     free(lse);
 }
 
-static diag_report *diagnose(xcase *c, char **text)
+static diag_report *diagnose_bm(xcase *c, const bmask *bm, char **text)
 {
     fc_err err = {{0}};
     int pass = judge_given(&c->jc, c->o, c->lse, NULL, &c->lp, &c->verdict, &err);
     cr_assert(pass >= 0, "verdict: %s", err.msg);
-    diag_in in = {.jc = &c->jc, .o = c->o, .lse = c->lse, .v = &c->verdict};
+    diag_in in = {.jc = &c->jc, .o = c->o, .lse = c->lse, .v = &c->verdict, .bm = bm};
     diag_report *r = NULL;
     cr_assert_eq(diag_run(&in, &r, &err), FC_OK, "diag_run: %s", err.msg);
     size_t len = 0;
@@ -336,6 +339,11 @@ static diag_report *diagnose(xcase *c, char **text)
     if (getenv("DIAG_TEST_PRINT"))
         fputs(*text, stderr);
     return r;
+}
+
+static diag_report *diagnose(xcase *c, char **text)
+{
+    return diagnose_bm(c, NULL, text);
 }
 
 static const diag_finding *finding(const diag_report *r, const char *name)
@@ -574,4 +582,156 @@ Test(diag_xterms, explicit_term_hypotheses_computing_the_same_rows_are_one_findi
         diag_report_free(r);
         xcase_free(&c);
     }
+}
+
+/* ---- a producer's block mask under an explicit mask ----------------------------------- */
+
+/* Its defects against the families AND the explicit mask, counted here by brute force over
+ * every (b, h) grid the mask stores (the block mask's rows broadcast to them): a tile with an
+ * allowed pair listed nowhere is dropped, one listed full with a pair not allowed leaks. */
+static void bm_defects_brute(const xcase *c, const bmask *bm, int64_t *dropped, int64_t *leaked)
+{
+    const attn_problem *p = &c->p;
+    int32_t qb = bm->q_block_size, kb = bm->kv_block_size;
+    *dropped = *leaked = 0;
+    for (int32_t b = 0; b < c->mbm; b++)
+        for (int32_t h = 0; h < c->mhm; h++)
+            for (int32_t r = 0; r < bm->nqb; r++) {
+                size_t row = bmask_row(bm, b, h, r);
+                for (int32_t cb = 0; cb < bm->nkb; cb++) {
+                    int listed = 0; /* 1 partial, 2 full */
+                    for (int full = 0; full < 2; full++) {
+                        const int32_t *ids = bmask_ids(bm, full, row);
+                        int32_t n = (full ? bm->full_kv_num_blocks : bm->kv_num_blocks)[row];
+                        for (int32_t s2 = 0; s2 < n; s2++)
+                            if (ids[s2] == cb)
+                                listed = 1 + full;
+                    }
+                    int any = 0, all = 1;
+                    for (int32_t tq = r * qb; tq < (r + 1) * qb && tq < p->seq.lq; tq++)
+                        for (int32_t tk = cb * kb; tk < (cb + 1) * kb && tk < p->seq.lk; tk++) {
+                            int64_t pq, pk;
+                            int ok = positions(p, tq, tk, &pq, &pk) &&
+                                     fam_allowed(p->mask, pq, pk) &&
+                                     c->mask[term_at(c->mbm, c->mhm, p, b, h, tq, tk)];
+                            any |= ok;
+                            all &= ok;
+                        }
+                    *dropped += any && !listed;
+                    *leaked += listed == 2 && !all;
+                }
+            }
+}
+
+/* c's output as a kernel running under c's explicit mask with `bytes` in place of its dense
+ * mask computes it (the truth's rule otherwise), rounded as c's output type. */
+static void output_under(xcase *c, uint8_t *bytes)
+{
+    uint8_t *saved = c->mask;
+    c->mask = bytes;
+    defect d = truth_of(c);
+    plant(c, &d);
+    c->mask = saved;
+}
+
+/* The block-mask finding: its title's counts are the brute force's, and it explains every
+ * failing row as the only cause. */
+static void expect_block_mask_finding(xcase *c, const bmask *bm, int64_t dropped,
+                                      int64_t leaked)
+{
+    char *text = NULL;
+    diag_report *r = diagnose_bm(c, bm, &text);
+    cr_assert(r->failing > 0 && r->ncauses == 1, "%s", text);
+    cr_assert_str_eq(r->findings[0].name, "block-mask", "%s", text);
+    cr_assert_eq(r->findings[0].rows.count, r->failing, "%s", text);
+    char want[96];
+    snprintf(want, sizeof want, "it drops %lld tiles and leaks %lld", (long long)dropped,
+             (long long)leaked);
+    cr_assert(strstr(r->findings[0].title, want), "want '%s' in '%s'\n%s", want,
+              r->findings[0].title, text);
+    free(text);
+    diag_report_free(r);
+}
+
+/* A causal 64 x 64 case with random per-head explicit masks (2 heads) and a producer's block
+ * mask of 16 x 16 tiles: the families' own (bmask_build direct: the mask ignored) or the
+ * exact one of the whole predicate (bmask_build_slow_x, one list a head), which `edit` may
+ * change, with the dense mask a kernel running that list sees (c's, which `edit` changes to
+ * match). Its brute-force defect counts must be `dropped` and `leaked`; then the kernel's
+ * output is diagnosed as the block mask as given with those counts. */
+static void block_mask_case(uint64_t seed, int exact, void (*edit)(xcase *, bmask *, uint8_t *),
+                            int64_t dropped, int64_t leaked)
+{
+    const xspec s = {FC_F32, 1, 2, 1, 64, 64, 16, {.causal = 1}, 0, 0, XM_RANDOM, 0, XB_NONE,
+                     .seed = seed};
+    xcase c;
+    xcase_make(&c, &s);
+    bmask bm;
+    fc_err err = {{0}};
+    fc_status st = exact ? bmask_build_slow_x(&bm, c.p.mask, &c.p.seq, c.p.xmask, 16, 16, &err)
+                         : bmask_build(&bm, BMASK_DIRECT, c.p.mask, &c.p.seq, 16, 16, &err);
+    cr_assert_eq(st, FC_OK, "%s", err.msg);
+    size_t nm = (size_t)c.mhm * 64 * 64;
+    uint8_t *kmask = xalloc(nm);
+    memcpy(kmask, c.mask, nm);
+    edit(&c, &bm, kmask);
+    int64_t d, l;
+    bm_defects_brute(&c, &bm, &d, &l);
+    cr_assert(d == dropped && l == leaked, "brute force: drops %lld, leaks %lld", (long long)d,
+              (long long)l);
+    output_under(&c, kmask);
+    expect_block_mask_finding(&c, &bm, dropped, leaked);
+    free(kmask);
+    bmask_free(&bm);
+    xcase_free(&c);
+}
+
+/* The families' list as a kernel applies it: a full tile's keys all (its mask never evaluated,
+ * so the explicit mask's holes there are let in), a partial tile's by the families AND the
+ * explicit mask. */
+static void full_tiles_let_in(xcase *c, bmask *bm, uint8_t *kmask)
+{
+    for (int32_t h = 0; h < c->mhm; h++)
+        for (int32_t tq = 0; tq < 64; tq++)
+            for (int32_t tk = 0; tk < tq / 16 * 16; tk++) /* kv block < query block */
+                kmask[term_at(1, c->mhm, &c->p, 0, h, tq, tk)] = 1;
+}
+
+/* Head 1's query tile 2 loses kv block 1 (partial under the random mask), as a tree mask's
+ * list that loses a draft token's tile: the kernel never sees those keys. */
+static void drop_a_tile(xcase *c, bmask *bm, uint8_t *kmask)
+{
+    int64_t d, l;
+    bm_defects_brute(c, bm, &d, &l);
+    cr_assert(d == 0 && l == 0, "the slow builder's list is exact: drops %lld, leaks %lld",
+              (long long)d, (long long)l);
+    size_t row = bmask_row(bm, 0, 1, 2);
+    int32_t *ids = bmask_ids(bm, 0, row);
+    int32_t n = bm->kv_num_blocks[row], at = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] == 1)
+            at = i;
+    cr_assert(at >= 0, "kv block 1 is partial in query tile 2 of head 1");
+    ids[at] = ids[n - 1]; /* the row's order does not matter: a kernel visits each listed id */
+    ids[n - 1] = -1;
+    bm->kv_num_blocks[row] = n - 1;
+    for (int32_t tq = 32; tq < 48; tq++)
+        for (int32_t tk = 16; tk < 32; tk++)
+            kmask[term_at(1, c->mhm, &c->p, 0, 1, tq, tk)] = 0;
+}
+
+/* The families' own block mask under random per-head explicit masks: named as given, its
+ * partial tiles read under the explicit mask, its title counting the full tiles that leak the
+ * explicit mask's holes for each head the one list stands for: the 6 full tiles below the
+ * diagonal a head, each of 256 pairs kept with probability 0.6, so all 12 hold a hole. */
+Test(diag_xterms, a_block_mask_of_the_families_alone_is_named_as_given)
+{
+    block_mask_case(41, 0, full_tiles_let_in, 0, 12);
+}
+
+/* The exact list of the whole predicate (no defect before the drop) with one tile dropped:
+ * "drops 1 tiles". */
+Test(diag_xterms, a_tile_dropped_from_the_explicit_masks_block_mask_is_named)
+{
+    block_mask_case(43, 1, drop_a_tile, 1, 0);
 }
