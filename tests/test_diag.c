@@ -27,6 +27,7 @@
 #include "fixtures/fix.h"
 #include "judge/judge.h"
 #include "ref/ref.h"
+#include "tests/test_spec_mask.h"
 
 /* ---- a case and its output under test ------------------------------------------------ */
 
@@ -250,23 +251,6 @@ static const diag_finding *finding(const diag_report *r, const char *name)
 }
 
 /* ---- the bugs, computed here ---------------------------------------------------------- */
-
-/* docs/semantics.md section 2, written out again: positions of one sequence. */
-static int64_t fdiv(int64_t a, int64_t b)
-{
-    return (a >= 0 ? a : a - b + 1) / b;
-}
-
-static int spec_allowed(mask_params m, int64_t pq, int64_t pk)
-{
-    if (m.causal && pk > pq)
-        return 0;
-    if (m.sliding_window > 0 && (pq - pk >= m.sliding_window || pk - pq >= m.sliding_window))
-        return 0;
-    if (m.chunk_size > 0 && fdiv(pq, m.chunk_size) != fdiv(pk, m.chunk_size))
-        return 0;
-    return 1;
-}
 
 /* Query token tq's sequence: its index i, nq, and the sequence's keys [k0, k0 + nk). */
 typedef struct tseq {

@@ -31,6 +31,7 @@
 #include "fixtures/fix.h"
 #include "judge/judge.h"
 #include "ref/ref.h"
+#include "tests/test_spec_mask.h"
 
 /* ---- a case with explicit terms -------------------------------------------------------- */
 
@@ -72,23 +73,6 @@ static void *xalloc(size_t n)
     void *x = calloc(n + 1, 1);
     cr_assert(x, "out of memory");
     return x;
-}
-
-static int64_t fdiv(int64_t a, int64_t b)
-{
-    return (a >= 0 ? a : a - b + 1) / b;
-}
-
-/* docs/semantics.md section 2 on positions (pq, pk) of one sequence. */
-static int fam_allowed(mask_params m, int64_t pq, int64_t pk)
-{
-    if (m.causal && pk > pq)
-        return 0;
-    if (m.sliding_window > 0 && (pq - pk >= m.sliding_window || pk - pq >= m.sliding_window))
-        return 0;
-    if (m.chunk_size > 0 && fdiv(pq, m.chunk_size) != fdiv(pk, m.chunk_size))
-        return 0;
-    return 1;
 }
 
 static size_t term_at(int32_t bm, int32_t hm, const attn_problem *p, int32_t b, int32_t h,
@@ -289,7 +273,7 @@ static void brute(const xcase *c, const defect *d, double *o, double *lse)
                     int64_t pq, pk;
                     if (!positions(p, tq, j, &pq, &pk))
                         s[j] = -INFINITY;
-                    else if (!fam_allowed(d->fam, pq, pk) || !mask_bit(c, d, b, h, tq, j))
+                    else if (!spec_allowed(d->fam, pq, pk) || !mask_bit(c, d, b, h, tq, j))
                         s[j] = d->cap_fill ? -cap + bv : -INFINITY;
                     mx = fmax(mx, s[j]);
                 }
@@ -612,7 +596,7 @@ static void bm_defects_brute(const xcase *c, const bmask *bm, int64_t *dropped, 
                         for (int32_t tk = cb * kb; tk < (cb + 1) * kb && tk < p->seq.lk; tk++) {
                             int64_t pq, pk;
                             int ok = positions(p, tq, tk, &pq, &pk) &&
-                                     fam_allowed(p->mask, pq, pk) &&
+                                     spec_allowed(p->mask, pq, pk) &&
                                      c->mask[term_at(c->mbm, c->mhm, p, b, h, tq, tk)];
                             any |= ok;
                             all &= ok;
