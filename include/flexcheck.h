@@ -105,8 +105,8 @@ flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const int32_
  * set it is FlexAttention's mask_mod; rows left with no key are empty rows (output 0, LSE -inf
  * or the sink). For a packed batch its grid is the packed token axes (pairs of two sequences
  * stay refused). Copied, bit-packed (n / 8 bytes kept, counted by the budget); NULL (n 0)
- * removes it. A failing output's diagnosis is not run with an explicit mask or bias (its
- * hypotheses are the mask terms'); the verdict says so. */
+ * removes it. A failing output's diagnosis reads it as the oracle does, and names the mask's
+ * own bugs when proven (shifted by one row or key, transposed, ignored, one head's for all). */
 flexcheck_status flexcheck_problem_set_explicit_mask(flexcheck_problem *p, const uint8_t *mask,
                                                      int32_t bm, int32_t hm, size_t n);
 /* An additive score bias (API version 4; docs/semantics.md section 8): bias [bm, hm, Lq, Lk]

@@ -50,7 +50,7 @@ Any mask, any additive score (docs/semantics.md section 8), each ANDed with the 
   as many queries as keys (not for chunk, whose boundaries then fall on dense positions).
 Bm and Hm are 1 where the values do not vary with b (h); what Python builds is held to
 max_memory (refused before it is allocated, naming its size), and the library counts what it
-keeps (the mask bit-packed) in its own estimate. A failing output is not diagnosed with these.
+keeps (the mask bit-packed) in its own estimate. A failing output is diagnosed under them.
 
 Rows: rows=N judges a sample of N query tokens (every batch entry and head; "auto": only where
 every row would be over the budget; None or "all": every row), chosen as `flexcheck check --rows
