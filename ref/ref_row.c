@@ -13,8 +13,10 @@
 
 ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h)
 {
-    ref_row_rule r = {p->scale, FC_F32, p->terms.softcap, terms_sink(&p->terms, h), 1.0, 0.0,
-                      0.0, FC_F32, 0, NULL};
+    ref_row_rule r = {.scale = p->scale, .round_scores = FC_F32, .softcap = p->terms.softcap,
+                      .sink = terms_sink(&p->terms, h), .sink_count = 1.0, .masked_score = 0.0,
+                      .sink_value = 0.0, .softmax_dt = FC_F32, .softmax_how = 0, .bias = NULL,
+                      .bias_mul = 1.0, .bias_before_cap = 0, .fill_biased = 0};
     return r;
 }
 
