@@ -101,7 +101,16 @@ def test_a_prefix_lm_mask_passes_the_right_output_and_fails_one_key_off(flexbin,
         vd = flexcheck.judge(q, k, v, f16(out), lse.astype(np.float32), mask=m)
         assert vd.passed and vd.gates["H5"][0] == "pass", str(vd)
         bad = flexcheck.judge(q, k, v, f16(off), mask=m)
-        assert bad.failed and "explicit mask or bias" in str(bad), str(bad)
+        # diagnosed under the mask: a prefix one key too long is no hypothesis of the table,
+        # so nothing is named (the mask shifted one key back fits the failing rows, but the
+        # passing rows refute it), and the rows are said to be unexplained
+        assert bad.failed and not bad.findings, str(bad)
+        assert "not explained: " in bad.diagnosis and "explicit mask" in bad.diagnosis, str(bad)
+    # an engine that ignores the mask (every key of the sequence): named, every failing row
+    full, _ = filled(flexbin, tmp_path, {"full": (q, k, v, {})})["full"]
+    ign = flexcheck.judge(q, k, v, f16(full), mask=prefix_mask(P))
+    assert ign.failed and len(ign.findings) == 1, str(ign)
+    assert ign.findings[0][0].startswith("explicit mask ignored"), str(ign)
     # uint8: nonzero allows, also where it is ANDed with another term (one document here)
     two = prefix_mask(P).astype(np.uint8) * 2
     assert flexcheck.judge(q, k, v, f16(out), mask=two).passed
