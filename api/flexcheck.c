@@ -279,6 +279,21 @@ EXPORT flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint6
     return ok(p);
 }
 
+/* The budget in force, defaults resolved (API version 5): a caller that must bound memory of its
+ * own before handing it over (Python evaluating a mask_mod over the grid) is held to the same
+ * figure the judge is, without a second definition of the default. */
+EXPORT flexcheck_status flexcheck_problem_get_budget(flexcheck_problem *p, uint64_t *max_memory,
+                                                     uint64_t *max_work)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    if (max_memory)
+        *max_memory = p->max_memory ? p->max_memory : fix_default_case_bytes();
+    if (max_work)
+        *max_work = p->max_work ? p->max_work : FIX_DEFAULT_CASE_WORK;
+    return ok(p);
+}
+
 EXPORT flexcheck_status flexcheck_problem_interrupt(flexcheck_problem *p)
 {
     if (!p)

@@ -123,15 +123,8 @@ void chk_judge_output(const judge_case *jc, const judge_lp *lp, const chk_output
     } else {
         fc_fmt(res->detail, sizeof res->detail, "%s", row->reason);
     }
-    /* Which rows fail, which bug explains them: not without a baseline's bounds (unscaled),
-     * and not with explicit terms (docs/semantics.md section 8): its hypotheses and its truth
-     * are the mask parameters', and would explain rows by a mask the case does not have. */
-    const attn_problem *pr = jc->prob;
-    if (oc == CHK_FAILED && !v->pass && (pr->xmask.bits || pr->xbias.vals)) {
-        fc_fmt(res->diag_error, sizeof res->diag_error, "the diagnosis does not read an "
-               "explicit mask or bias yet (docs/semantics.md section 8)");
-        fc_fmt(row->explained, sizeof row->explained, "diagnosis not run: %s", res->diag_error);
-    } else if (oc == CHK_FAILED && !v->pass && !v->unscaled) {
+    /* Which rows fail, which bug explains them: not without a baseline's bounds (unscaled). */
+    if (oc == CHK_FAILED && !v->pass && !v->unscaled) {
         diag_in d = {.jc = jc, .o = in->o, .lse = in->lse, .v = v, .bm = in->bm,
                      .prev = in->prev, .budget = in->diag_budget, .out_dtype = in->out_dtype};
         fc_err err;

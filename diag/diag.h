@@ -11,8 +11,23 @@
  * score terms (a sink from another head, the soft-cap before the scale, ...), the softmax or the
  * scores in the input type, an online softmax without its rescale, LSE in log2; and the length
  * hypotheses of diag/hyps_length.c: keys from K on dropped, keys wrapped at K (key j >= K read
- * as j - K), a ring cache of R keys, a split-K merge at S in base 2), and each hypothesis is
- * credited with the rows it reproduces.
+ * as j - K), a ring cache of R keys, a split-K merge at S in base 2; and the explicit terms'
+ * (docs/semantics.md section 8): the explicit mask read one row back or ahead, one key back or
+ * ahead, transposed, ignored, or with head 0's rows (or the kv head's) for every head; the bias
+ * ignored, negated, doubled, halved, added before the scale or before the soft-cap, or head
+ * 0's (or the kv head's) for every head), and each hypothesis is credited with the rows it
+ * reproduces.
+ *
+ * EXPLICIT TERMS: every hypothesis's reference is computed under the case's whole predicate and
+ * score (the families AND the explicit mask, the bias added after the soft-cap), changing only
+ * what the hypothesis names: a window off by one keeps the explicit mask, a mask shift keeps the
+ * families, and the soft-cap after the mask's fill fills the explicit mask's keys too (-c plus
+ * their bias). A shifted mask reads the edge's own bit where the shift leaves the grid. The
+ * length hypotheses are not tried with an explicit mask (their fit reads one key range for every
+ * head). The block mask as given reads its partial tiles under the explicit mask too, and its
+ * title counts the tiles it drops and leaks against the whole predicate, for every (b, h) a
+ * stored row stands for (a list built from the families alone leaks the explicit mask's holes
+ * in its full tiles).
  *
  * A length hypothesis's index (K, R, S: at least 1,024) is FITTED to where the failing rows
  * start: the first failing token judged and the last judged before it bound it (on a sample the

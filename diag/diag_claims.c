@@ -322,6 +322,9 @@ void diag_gather_evidence(const diag_exam *e, diag_report *r, uint8_t *state)
             int fails = state[row] != ROW_PASS;
             int32_t s = seq_find(v.cu_q, v.nseq, q), lo, hi;
             mask_token_range(p->mask, v, q, &lo, &hi);
+            if (p->xmask.bits && lo < hi) /* the families' keys AND the explicit mask's */
+                lo = xmask_first(xmask_row(p->xmask, (int32_t)(head / (size_t)p->hq),
+                                           (int32_t)(head % (size_t)p->hq), q), lo, hi);
             int start = q == v.cu_q[s], empty = lo >= hi;
             int decode = v.cu_q[s + 1] - v.cu_q[s] < v.cu_k[s + 1] - v.cu_k[s];
             ev->starts_total += (size_t)start;

@@ -273,7 +273,12 @@ int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc
     int32_t hk = a->kv_head(p, k.h);
     double sink_count = a->sink_count_of ? a->sink_count_of(a, &k) : a->sink_count;
     double sink = terms_sink(&p->terms, diag_sink_head(a, p->hq, k.h));
+    /* the row's explicit bias as a reads it, and as the truth does */
+    const float *bias = a->xbias.vals ? xbias_row(a->xbias, k.b, a->xbias_head(p, k.h), k.tq)
+                                      : NULL;
+    const float *tbias = p->xbias.vals ? xbias_row(p->xbias, k.b, k.h, k.tq) : NULL;
     int truth = memcmp(e->hkeys, e->tkeys, lk) == 0 && a->scale == p->scale &&
+                bias == tbias && (!bias || (a->bias_mul == 1.0 && !a->bias_before_cap)) &&
                 hk == e->truth.kv_head(p, k.h) && a->lse_mul == 1.0 &&
                 a->round_scores == FC_F32 && a->softcap == p->terms.softcap &&
                 sink == terms_sink(&p->terms, k.h) &&
@@ -288,7 +293,9 @@ int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc
     ref_row_rule rule = {.scale = a->scale, .round_scores = a->round_scores,
                          .softcap = a->softcap, .sink = sink * a->sink_mul,
                          .sink_count = sink_count, .masked_score = a->masked_score,
-                         .sink_value = a->sink_value, .softmax_dt = a->softmax_dt};
+                         .sink_value = a->sink_value, .softmax_dt = a->softmax_dt,
+                         .bias = bias, .bias_mul = a->bias_mul,
+                         .bias_before_cap = a->bias_before_cap, .fill_biased = a->fill_biased};
     const float *o = e->in->o + row * dv, *ol = e->in->lse ? e->in->lse + row : NULL;
     if (a->lse_free) { /* any finite LSE: only O is compared */
         if (ol && !isfinite(*ol))

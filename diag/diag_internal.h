@@ -105,6 +105,21 @@ struct diag_alt {
     int32_t key_end, key_wrap, split_at;
     int fitted;               /* an index fitted to the failing rows' onset (diag.h's tie rule) */
     const diag_onset *onset;  /* set before the setup (exam_init); NULL: unknown */
+    /* The explicit terms (masks/xterms.h, docs/semantics.md section 8) as the alternative reads
+     * them; the truth reads the problem's as stored. The mask (bits NULL: none, or ignored):
+     * row tq's bit tk read at row tq + x_dq, key tk + x_dk, each held to the grid (a shift
+     * brings in the edge's own bit), at (tk, tq) when x_transposed, of head xmask_head(h). */
+    attn_xmask xmask;
+    int32_t x_dq, x_dk;
+    int x_transposed;
+    diag_kv_fn xmask_head;
+    /* The bias (vals NULL: none, or ignored) of head xbias_head(h), multiplied by bias_mul,
+     * added before the soft-cap when bias_before_cap (ref_row_rule's fields of those names) */
+    attn_xbias xbias;
+    diag_kv_fn xbias_head;
+    double bias_mul;
+    int bias_before_cap;
+    int fill_biased; /* the keys `keys` marks 2 score masked_score plus their bias */
 };
 
 /* The head whose sink query head h reads under alternative a (0 <= sink_shift < Hq). */
@@ -135,7 +150,7 @@ int diag_threshold_name(char *buf, size_t cap, const diag_in *in, int64_t t);
 int diag_thresholds_in(char *buf, size_t cap, const diag_in *in, int64_t lo, int64_t hi);
 
 /* The table, in tie-break order (hyps.c); at most DIAG_MAX_HYPS entries (a test holds it). */
-#define DIAG_MAX_HYPS 64
+#define DIAG_MAX_HYPS 96
 extern const diag_hyp diag_hyps[];
 extern const size_t diag_nhyps;
 

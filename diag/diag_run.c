@@ -186,7 +186,12 @@ static int alt_same(const diag_alt *a, const diag_alt *b)
            a->lse_round == b->lse_round && a->lse_free == b->lse_free &&
            a->only_empty == b->only_empty && a->sink_div == b->sink_div &&
            a->sink_shift == b->sink_shift && a->key_end == b->key_end &&
-           a->key_wrap == b->key_wrap && a->split_at == b->split_at;
+           a->key_wrap == b->key_wrap && a->split_at == b->split_at &&
+           a->xmask.bits == b->xmask.bits && a->x_dq == b->x_dq && a->x_dk == b->x_dk &&
+           a->x_transposed == b->x_transposed && a->xmask_head == b->xmask_head &&
+           a->xbias.vals == b->xbias.vals && a->xbias_head == b->xbias_head &&
+           a->bias_mul == b->bias_mul && a->bias_before_cap == b->bias_before_cap &&
+           a->fill_biased == b->fill_biased;
 }
 
 /* A hypothesis computing what an earlier one computes on this case (window W+1 and 2W at

@@ -11,7 +11,11 @@
  *
  * Every key set is built from masks/mask.h's definitions (mask_row_allows, mask_allowed,
  * mask_pair_allowed) with changed inputs, never from a re-derivation of the mask: a diagnosis
- * that computed the truth differently from the reference could blame the wrong bug.
+ * that computed the truth differently from the reference could blame the wrong bug. With an
+ * explicit mask (masks/xterms.h) every key set is also ANDed with it as the alternative reads
+ * it (x_allows; the truth: as stored), so a family's hypothesis changes the families alone and
+ * keeps the case's explicit mask, as the reference's predicate does (mask_pair_allowed_x); the
+ * bias enters every row's scores (diag_eval.c) as the alternative reads it.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -28,6 +32,17 @@ static int32_t kv_truth(const attn_problem *p, int32_t h)
     return h / (p->hq / p->hkv);
 }
 
+/* The head of an explicit term query head h reads: its own (the truth), or head 0's. */
+static int32_t head_own(const attn_problem *p, int32_t h)
+{
+    return h;
+}
+
+static int32_t head_zero(const attn_problem *p, int32_t h)
+{
+    return 0;
+}
+
 void diag_alt_init(const diag_in *in, diag_alt *a)
 {
     const attn_problem *p = in->jc->prob;
@@ -42,12 +57,46 @@ void diag_alt_init(const diag_in *in, diag_alt *a)
     a->sink_count = 1.0;
     a->keys = diag_keys_mask;
     a->sink_div = 1;
+    a->xmask = p->xmask;
+    a->xmask_head = head_own;
+    a->xbias = p->xbias;
+    a->xbias_head = head_own;
+    a->bias_mul = 1.0;
+}
+
+/* i held to [0, n). */
+static int32_t to_grid(int64_t i, int32_t n)
+{
+    return i < 0 ? 0 : i >= n ? n - 1 : (int32_t)i;
+}
+
+/* Whether a's explicit mask allows key token tk of row k (1 without one): xterms.h's mask term
+ * read as a reads it (diag_alt): moved, transposed, of another head. Indices held to the grid,
+ * so a shift never reads outside the mask. */
+static int x_allows(const diag_alt *a, const diag_key *k, int32_t tk)
+{
+    attn_xmask x = a->xmask;
+    if (!x.bits)
+        return 1;
+    int32_t tq = to_grid((int64_t)k->tq + a->x_dq, x.lq), tj = to_grid((int64_t)tk + a->x_dk, x.lk);
+    if (a->x_transposed) { /* (setups only with Lq == Lk) */
+        int32_t t = tq;
+        tq = tj;
+        tj = t;
+    }
+    return xmask_bit(xmask_row(x, k->b, a->xmask_head(k->p, k->h), tq), tj);
+}
+
+/* Key tk of row k under families m on mask row r (mask.h) and a's explicit mask. */
+static int row_allows(const diag_alt *a, const diag_key *k, mask_params m, mask_row r, int32_t tk)
+{
+    return mask_row_allows(m, r, tk) && x_allows(a, k, tk);
 }
 
 void diag_keys_mask(const diag_alt *a, const diag_key *k, uint8_t *allowed)
 {
     for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
-        allowed[tk] = (uint8_t)mask_row_allows(a->mask, k->row, tk);
+        allowed[tk] = (uint8_t)row_allows(a, k, a->mask, k->row, tk);
 }
 
 /* Top-left alignment: the query's position is its index, p_q = i, instead of i + nk - nq. */
@@ -56,7 +105,7 @@ static void keys_top_left(const diag_alt *a, const diag_key *k, uint8_t *allowed
     mask_row r = k->row;
     r.pq = k->i;
     for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
-        allowed[tk] = (uint8_t)mask_row_allows(a->mask, r, tk);
+        allowed[tk] = (uint8_t)row_allows(a, k, a->mask, r, tk);
 }
 
 /* Chunks from the query index: the chunk term sees (i, p_k) instead of (p_q, p_k) (p_k = j
@@ -67,7 +116,7 @@ static void keys_chunk_from_index(const diag_alt *a, const diag_key *k, uint8_t 
     rest.chunk_size = 0;
     chunk.chunk_size = a->mask.chunk_size;
     for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
-        allowed[tk] = (uint8_t)(mask_row_allows(rest, k->row, tk) &&
+        allowed[tk] = (uint8_t)(row_allows(a, k, rest, k->row, tk) &&
                                 mask_allowed(chunk, k->i, tk - k->row.k0));
 }
 
@@ -96,7 +145,8 @@ static void keys_listed(const diag_alt *a, const diag_key *k, uint8_t *allowed,
             int64_t t1 = t0 + kb < lk ? t0 + kb : lk;
             for (int64_t tk = t0; tk < t1; tk++) {
                 int ok = full || mode == LISTED_PARTIAL_AS_FULL ||
-                         mask_pair_allowed(a->mask, a->view, k->tq, (int32_t)tk);
+                         (mask_pair_allowed(a->mask, a->view, k->tq, (int32_t)tk) &&
+                          x_allows(a, k, (int32_t)tk));
                 allowed[tk] = (uint8_t)(ok ? 1 : mode == LISTED_MASKED_FILLED ? 2 : 0);
             }
         }
@@ -153,7 +203,7 @@ static void keys_window_sides(const diag_alt *a, const diag_key *k, uint8_t *all
     for (int32_t tk = 0; tk < k->p->seq.lk; tk++) {
         int after = (int64_t)tk - k->row.k0 > k->row.pq;
         mask_params m = after == after_changed ? a->mask : k->p->mask;
-        allowed[tk] = (uint8_t)mask_row_allows(m, k->row, tk);
+        allowed[tk] = (uint8_t)row_allows(a, k, m, k->row, tk);
     }
 }
 
@@ -177,7 +227,7 @@ static void keys_decode_moved(const diag_alt *a, const diag_key *k, uint8_t *all
     if (a->view.cu_q[s + 1] - a->view.cu_q[s] < r.k1 - r.k0)
         r.pq += by;
     for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
-        allowed[tk] = (uint8_t)mask_row_allows(a->mask, r, tk);
+        allowed[tk] = (uint8_t)row_allows(a, k, a->mask, r, tk);
 }
 
 static void keys_decode_ahead(const diag_alt *a, const diag_key *k, uint8_t *allowed)
@@ -198,7 +248,7 @@ static void keys_chunk_shifted(const diag_alt *a, const diag_key *k, uint8_t *al
     rest.chunk_size = 0;
     chunk.chunk_size = a->mask.chunk_size;
     for (int32_t tk = 0; tk < k->p->seq.lk; tk++)
-        allowed[tk] = (uint8_t)(mask_row_allows(rest, k->row, tk) &&
+        allowed[tk] = (uint8_t)(row_allows(a, k, rest, k->row, tk) &&
                                 mask_allowed(chunk, k->row.pq + 1, tk - k->row.k0 + 1));
 }
 
@@ -278,25 +328,30 @@ static int window_to(diag_alt *a, int64_t w, const char *what)
  * tenths of a second of mask evaluations. */
 #define SAME_KEYS_MAX_PAIRS ((uint64_t)1 << 26)
 
-/* 1 iff alternatives a and b (on the truth's view, with key functions that read neither the
- * batch entry, the head nor a block mask) give every query token of the case the same keys.
+/* 1 iff alternatives a and b (on the truth's view, with key functions that read no block
+ * mask) give every query token of the case the same keys: in every batch entry and head the
+ * case's explicit mask tells apart (its Bm x Hm; one without it, the families reading neither).
  * 0 when they differ somewhere, when the case is past SAME_KEYS_MAX_PAIRS or memory is short:
  * then both are tried, and where no row tells them apart they are reported as
  * indistinguishable, which is true if less precise. */
 static int same_keys(const diag_in *in, const diag_alt *a, const diag_alt *b)
 {
-    const seq_info *s = &in->jc->prob->seq;
-    if ((uint64_t)s->lq * (uint64_t)(s->lk > 0 ? s->lk : 1) > SAME_KEYS_MAX_PAIRS)
+    const attn_problem *p = in->jc->prob;
+    const seq_info *s = &p->seq;
+    int32_t nb = p->xmask.bits ? p->xmask.bm : 1, nh = p->xmask.bits ? p->xmask.hm : 1;
+    if ((uint64_t)nb * (uint64_t)nh * (uint64_t)s->lq * (uint64_t)(s->lk > 0 ? s->lk : 1) >
+        SAME_KEYS_MAX_PAIRS)
         return 0;
     uint8_t *ka = malloc((size_t)s->lk + 1), *kb = malloc((size_t)s->lk + 1);
     int same = ka && kb;
-    for (int32_t tq = 0; same && tq < s->lq; tq++) {
-        diag_key k = {in, in->jc->prob, 0, 0, tq, mask_row_of(a->view, tq), 0};
-        k.i = tq - a->view.cu_q[seq_find(a->view.cu_q, a->view.nseq, tq)];
-        a->keys(a, &k, ka);
-        b->keys(b, &k, kb);
-        same = memcmp(ka, kb, (size_t)s->lk) == 0;
-    }
+    for (int32_t bh = 0; same && bh < nb * nh; bh++)
+        for (int32_t tq = 0; same && tq < s->lq; tq++) {
+            diag_key k = {in, p, bh / nh, bh % nh, tq, mask_row_of(a->view, tq), 0};
+            k.i = tq - a->view.cu_q[seq_find(a->view.cu_q, a->view.nseq, tq)];
+            a->keys(a, &k, ka);
+            b->keys(b, &k, kb);
+            same = memcmp(ka, kb, (size_t)s->lk) == 0;
+        }
     free(ka);
     free(kb);
     return same;
@@ -521,7 +576,11 @@ static int block_mask(const diag_in *in, diag_alt *a)
     bmask_defects d;
     fc_err err;
     char what[64] = "";
-    if (!bmask_find_defects(in->bm, p->mask, &p->seq, &d, &err) && (d.dropped || d.leaked))
+    /* against the whole predicate, the families AND the explicit mask (the truth's), over every
+     * (b, h) a stored row stands for: a list built from the families alone leaks the explicit
+     * mask's holes in its full tiles, and those are counted */
+    if (!bmask_find_defects_x(in->bm, p->mask, &p->seq, p->xmask, &d, &err) &&
+        (d.dropped || d.leaked))
         fc_fmt(what, sizeof what, "; it drops %lld tiles and leaks %lld", (long long)d.dropped,
                (long long)d.leaked);
     fc_fmt(a->title, sizeof a->title,
@@ -595,7 +654,10 @@ static int softcap_missing(const diag_in *in, diag_alt *a)
  * shows where allowed scores come near -c (a low cap, or scores well below the row's max).
  * Modelled: a kernel visiting every listed tile of the row's query tile. One that skips a tile
  * where the row has no allowed key matches on the rows whose listed tiles all hold one; keys
- * past Lk that a kernel fills too (the padding of a ragged last tile) are not modelled. */
+ * past Lk that a kernel fills too (the padding of a ragged last tile) are not modelled. With an
+ * explicit mask its masked keys are filled too, and with an explicit bias the whole score term
+ * runs after the fill: a masked key scores -c plus its bias (a finite bias cannot undo -inf, so
+ * without a cap the fill stays -inf and there is no such bug to see). */
 static int softcap_after_fill(const diag_in *in, diag_alt *a)
 {
     double c = in->jc->prob->terms.softcap;
@@ -603,8 +665,10 @@ static int softcap_after_fill(const diag_in *in, diag_alt *a)
         return 0;
     a->keys = keys_masked_filled;
     a->masked_score = -c;
+    a->fill_biased = a->xbias.vals != NULL;
     fc_fmt(a->title, sizeof a->title, "soft-cap applied after the mask's -inf fill (masked keys "
-           "of the %s score -%g)", in->bm ? "partial tiles" : "sequence", c);
+           "of the %s score -%g%s)", in->bm ? "partial tiles" : "sequence", c,
+           a->fill_biased ? " plus their bias" : "");
     return 1;
 }
 
@@ -973,6 +1037,191 @@ static int lse_log2(const diag_in *in, diag_alt *a)
     return 1;
 }
 
+/* ---- the explicit terms (masks/xterms.h, docs/semantics.md section 8) ----------------- */
+
+/* The explicit mask read one row or one key off: row q's bits read at row q + dq, key k's at
+ * k + dk (a mask built from positions one off, a mask_mod indexing q_idx - 1). Where the moved
+ * index leaves the grid the edge's own bit is read (PyTorch's mask[q - 1] at q = 0 reads the last
+ * row, a mask_mod at q_idx - 1 computes row -1: no rule is known, so the edge changes nothing and
+ * its rows decide nothing either way). The families as the case's. */
+static int xmask_moved(const diag_in *in, diag_alt *a, int32_t dq, int32_t dk)
+{
+    if (!a->xmask.bits)
+        return 0;
+    a->x_dq = dq;
+    a->x_dk = dk;
+    int32_t by = dq ? dq : dk;
+    const char *what = dq ? "row q" : "key bit k", *ax = dq ? "query" : "key";
+    fc_fmt(a->title, sizeof a->title, "explicit mask one %s %s (%s read as %s %s 1)", ax,
+           by < 0 ? "back" : "ahead", what, dq ? "row q" : "bit k", by < 0 ? "-" : "+");
+    return keys_settled(in, a);
+}
+
+static int xmask_q_back(const diag_in *in, diag_alt *a)
+{
+    return xmask_moved(in, a, -1, 0);
+}
+
+static int xmask_q_ahead(const diag_in *in, diag_alt *a)
+{
+    return xmask_moved(in, a, 1, 0);
+}
+
+static int xmask_k_back(const diag_in *in, diag_alt *a)
+{
+    return xmask_moved(in, a, 0, -1);
+}
+
+static int xmask_k_ahead(const diag_in *in, diag_alt *a)
+{
+    return xmask_moved(in, a, 0, 1);
+}
+
+/* Bit (q, k) read at (k, q): a mask stored [Lk, Lq] or built with the two indices swapped. */
+static int xmask_transposed(const diag_in *in, diag_alt *a)
+{
+    if (!a->xmask.bits || a->xmask.lq != a->xmask.lk)
+        return 0;
+    a->x_transposed = 1;
+    fc_fmt(a->title, sizeof a->title, "explicit mask transposed (bit (q, k) read at (k, q))");
+    return keys_settled(in, a);
+}
+
+/* The explicit mask not applied: the families' keys alone (a mask_mod dropped on the way). */
+static int xmask_ignored(const diag_in *in, diag_alt *a)
+{
+    if (!a->xmask.bits)
+        return 0;
+    a->xmask.bits = NULL;
+    int families = a->mask.causal || a->mask.sliding_window > 0 || a->mask.chunk_size > 0;
+    fc_fmt(a->title, sizeof a->title, "explicit mask ignored (%s)",
+           families ? "the families' keys alone" : "every key of the row's sequence");
+    return keys_settled(in, a);
+}
+
+/* A per-head mask (Hm = Hq) read wrongly across the heads: head 0's rows for every head (a
+ * broadcast taken for a head dim of 1)... */
+static int xmask_head0(const diag_in *in, diag_alt *a)
+{
+    if (!a->xmask.bits || a->xmask.hm < 2)
+        return 0;
+    a->xmask_head = head_zero;
+    fc_fmt(a->title, sizeof a->title, "explicit mask of head 0 for every head (a per-head mask "
+           "of %d heads broadcast as one)", (int)a->xmask.hm);
+    return keys_settled(in, a);
+}
+
+/* The kv head's index as a head of an explicit term: with one kv head it is head 0's for every
+ * head, the same function, so that diag_run.c merges the two hypotheses into one finding. */
+static diag_kv_fn kv_head_of(const attn_problem *p)
+{
+    return p->hkv == 1 ? head_zero : kv_truth;
+}
+
+/* ...or indexed by the kv head, as the keys are (query head h reads mask[h / (Hq / Hkv)]). */
+static int xmask_kv_head(const diag_in *in, diag_alt *a)
+{
+    const attn_problem *p = in->jc->prob;
+    if (!a->xmask.bits || a->xmask.hm < 2 || p->hq == p->hkv)
+        return 0;
+    a->xmask_head = kv_head_of(p);
+    fc_fmt(a->title, sizeof a->title, "explicit mask indexed by the kv head (query head h read "
+           "mask[h / %d])", (int)(p->hq / p->hkv));
+    return keys_settled(in, a);
+}
+
+/* The bias multiplied by `mul` (0: not added at all), before the soft-cap when before_cap; 0
+ * when the case has no bias. */
+static int bias_as(diag_alt *a, double mul, int before_cap)
+{
+    if (!a->xbias.vals)
+        return 0;
+    if (mul == 0)
+        a->xbias.vals = NULL;
+    a->bias_mul = mul;
+    a->bias_before_cap = before_cap;
+    return 1;
+}
+
+static int bias_ignored(const diag_in *in, diag_alt *a)
+{
+    if (!bias_as(a, 0.0, 0))
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "bias ignored (the explicit bias not added)");
+    return 1;
+}
+
+static int bias_negated(const diag_in *in, diag_alt *a)
+{
+    if (!bias_as(a, -1.0, 0))
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "bias with the wrong sign (score - bias)");
+    return 1;
+}
+
+static int bias_doubled(const diag_in *in, diag_alt *a)
+{
+    if (!bias_as(a, 2.0, 0))
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "bias doubled (score + 2 bias)");
+    return 1;
+}
+
+static int bias_halved(const diag_in *in, diag_alt *a)
+{
+    if (!bias_as(a, 0.5, 0))
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "bias halved (score + bias / 2)");
+    return 1;
+}
+
+/* The bias added to q.k before the scale: scale (q.k + bias), the bias times the scale (and,
+ * the scale coming before the soft-cap, inside the cap). */
+static int bias_before_scale(const diag_in *in, diag_alt *a)
+{
+    const attn_problem *p = in->jc->prob;
+    int capped = p->terms.softcap > 0;
+    if ((p->scale == 1.0 && !capped) || !bias_as(a, p->scale, capped))
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "bias added before the scale (%.6g (q.k + bias)%s: the "
+           "bias times the softmax scale)", p->scale, capped ? ", then the soft-cap" : "");
+    return 1;
+}
+
+/* The bias added before the soft-cap instead of after it: c tanh((s + bias) / c). */
+static int bias_before_cap(const diag_in *in, diag_alt *a)
+{
+    double c = in->jc->prob->terms.softcap;
+    if (!(c > 0) || !bias_as(a, 1.0, 1))
+        return 0;
+    fc_fmt(a->title, sizeof a->title, "bias before the soft-cap (%g tanh((s + bias) / %g) "
+           "instead of %g tanh(s / %g) + bias)", c, c, c, c);
+    return 1;
+}
+
+/* A per-head bias (Hm = Hq) read at the wrong head: head 0's for every head... */
+static int bias_head0(const diag_in *in, diag_alt *a)
+{
+    if (!a->xbias.vals || a->xbias.hm < 2)
+        return 0;
+    a->xbias_head = head_zero;
+    fc_fmt(a->title, sizeof a->title, "bias of head 0 for every head (a per-head bias of %d "
+           "heads broadcast as one)", (int)a->xbias.hm);
+    return 1;
+}
+
+/* ...or indexed by the kv head (ALiBi's slopes taken per kv head). */
+static int bias_kv_head(const diag_in *in, diag_alt *a)
+{
+    const attn_problem *p = in->jc->prob;
+    if (!a->xbias.vals || a->xbias.hm < 2 || p->hq == p->hkv)
+        return 0;
+    a->xbias_head = kv_head_of(p);
+    fc_fmt(a->title, sizeof a->title, "bias indexed by the kv head (query head h took "
+           "bias[h / %d])", (int)(p->hq / p->hkv));
+    return 1;
+}
+
 /* ---- the table: order breaks ties between hypotheses explaining as many rows ----------- */
 
 const diag_hyp diag_hyps[] = {
@@ -1024,6 +1273,23 @@ const diag_hyp diag_hyps[] = {
     {"no-rescale", no_rescale},
     {"no-rescale-acc", no_rescale_acc},
     {"lse-log2", lse_log2},
+    /* the explicit terms' (docs/semantics.md section 8) */
+    {"xmask-q-1", xmask_q_back},
+    {"xmask-q+1", xmask_q_ahead},
+    {"xmask-k-1", xmask_k_back},
+    {"xmask-k+1", xmask_k_ahead},
+    {"xmask-transposed", xmask_transposed},
+    {"xmask-ignored", xmask_ignored},
+    {"xmask-head0", xmask_head0},
+    {"xmask-kv-head", xmask_kv_head},
+    {"bias-ignored", bias_ignored},
+    {"bias-negated", bias_negated},
+    {"bias*2", bias_doubled},
+    {"bias/2", bias_halved},
+    {"bias-before-scale", bias_before_scale},
+    {"bias-before-softcap", bias_before_cap},
+    {"bias-head0", bias_head0},
+    {"bias-kv-head", bias_kv_head},
     /* the length hypotheses (hyps_length.c), their index fitted to the failing rows: last, so
      * that a hypothesis needing no fitted index wins ties (diag.h) */
     {"keys-dropped", diag_keys_dropped},

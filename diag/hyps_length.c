@@ -19,7 +19,8 @@
  * does not apply (no guess). Then the claims test it as any other: every failing row explained,
  * DIAG_CLOSER times closer than the truth, no passing row contradicting it; a tie with a
  * hypothesis needing no fitted index goes to that one (diag_claims.c diag_pick_closest).
- * Dense cases only (a packed batch's onsets differ per sequence).
+ * Dense cases without an explicit mask only (a packed batch's onsets differ per sequence, and an
+ * explicit mask's rows per head).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -126,11 +127,12 @@ static void truth_range(const diag_in *in, int32_t tq, int32_t *k0, int32_t *k1)
 }
 
 /* Whether a length hypothesis can be fitted: a dense case whose failing rows start past its
- * first token, a row with keys at the onset. */
+ * first token, a row with keys at the onset, and no explicit mask (a row's keys would differ
+ * per batch entry and head, and the fit reads the families' range of one row for all). */
 static int onset_usable(const diag_in *in, const diag_alt *a)
 {
     const attn_problem *p = in->jc->prob;
-    if (!a->onset || a->onset->hi <= 0 || p->seq.packed || p->seq.lk < 2)
+    if (!a->onset || a->onset->hi <= 0 || p->seq.packed || p->seq.lk < 2 || p->xmask.bits)
         return 0;
     int32_t k0, k1;
     truth_range(in, a->onset->hi, &k0, &k1);

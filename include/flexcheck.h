@@ -44,7 +44,8 @@ extern "C" {
 
 /* The calls this header declares: 1 = the first set; 2 = the budget, flexcheck_problem_check
  * and the interrupt (FLEXCHECK_EINTR); 3 = the sample of rows; 4 = the explicit mask and bias;
- * 5 = a producer's block mask. */
+ * 5 = a producer's block mask (flexcheck_problem_set_block_mask) and
+ * flexcheck_problem_get_budget. */
 #define FLEXCHECK_API_VERSION 5
 
 typedef enum flexcheck_status {
@@ -104,8 +105,8 @@ flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const int32_
  * set it is FlexAttention's mask_mod; rows left with no key are empty rows (output 0, LSE -inf
  * or the sink). For a packed batch its grid is the packed token axes (pairs of two sequences
  * stay refused). Copied, bit-packed (n / 8 bytes kept, counted by the budget); NULL (n 0)
- * removes it. A failing output's diagnosis is not run with an explicit mask or bias (its
- * hypotheses are the mask terms'); the verdict says so. */
+ * removes it. A failing output's diagnosis reads it as the oracle does, and names the mask's
+ * own bugs when proven (shifted by one row or key, transposed, ignored, one head's for all). */
 flexcheck_status flexcheck_problem_set_explicit_mask(flexcheck_problem *p, const uint8_t *mask,
                                                      int32_t bm, int32_t hm, size_t n);
 /* An additive score bias (API version 4; docs/semantics.md section 8): bias [bm, hm, Lq, Lk]
@@ -162,6 +163,12 @@ flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p, const 
  * naming the estimate, the budget and the parameter to raise (max_memory or max_work). */
 flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint64_t max_memory,
                                               uint64_t max_work);
+/* The budget a judge of p is held to (API version 5), the defaults resolved: *max_memory in
+ * bytes, *max_work in multiply-adds (either pointer may be NULL). For a caller that builds
+ * something of its own for p first (Python evaluating a mask_mod over the grid) and must bound
+ * it by the same figure, refusing before it allocates. */
+flexcheck_status flexcheck_problem_get_budget(flexcheck_problem *p, uint64_t *max_memory,
+                                              uint64_t *max_work);
 /* Which query rows a judge of p computes (API version 3; docs/tolerance.md "Judging a
  * sample"): 0, the default, every row; n >= 1 a sample of n query tokens, the same for every
  * batch entry and head (n = Lq: every row; n > Lq is refused when judged), chosen as `check

@@ -127,6 +127,12 @@ typedef struct ref_row_rule {
     const float *bias;     /* the row's explicit bias (docs/semantics.md section 8), value tk for
                             * key tk in [0, lk), added after the soft-cap to the score of every
                             * key the predicate answers 1 for; NULL: none (ref_row_rule_at) */
+    /* How the bias enters, read only with a bias: the truth's is bias_mul 1 (ref_row_rule_at),
+     * after the cap, masked keys without it. The other values are diag/'s alternatives. */
+    double bias_mul;       /* every bias value multiplied by this */
+    int bias_before_cap;   /* 1: added to the scaled score before the soft-cap */
+    int fill_biased;       /* 1: the keys the predicate answers 2 for score masked_score plus
+                            * their bias (a score_mod run after the mask's fill) */
 } ref_row_rule;
 
 /* A softmax in the input type (ref_row_rule.softmax_dt), the ways engines write one. */

@@ -13,16 +13,20 @@
 
 ref_row_rule ref_row_rule_of(const attn_problem *p, int32_t h)
 {
-    ref_row_rule r = {p->scale, FC_F32, p->terms.softcap, terms_sink(&p->terms, h), 1.0, 0.0,
-                      0.0, FC_F32, 0, NULL};
+    ref_row_rule r = {.scale = p->scale, .round_scores = FC_F32, .softcap = p->terms.softcap,
+                      .sink = terms_sink(&p->terms, h), .sink_count = 1.0, .masked_score = 0.0,
+                      .sink_value = 0.0, .softmax_dt = FC_F32, .softmax_how = 0, .bias = NULL,
+                      .bias_mul = 1.0, .bias_before_cap = 0, .fill_biased = 0};
     return r;
 }
 
 ref_row_rule ref_row_rule_at(const attn_problem *p, int32_t b, int32_t h, int32_t tq)
 {
     ref_row_rule r = ref_row_rule_of(p, h);
-    if (p->xbias.vals)
+    if (p->xbias.vals) {
         r.bias = xbias_row(p->xbias, b, h, tq);
+        r.bias_mul = 1.0;
+    }
     return r;
 }
 
@@ -44,21 +48,24 @@ static fc_dtype scores_type(const ref_row_rule *r)
 
 /* Key j's score under the rule; kind is the predicate's answer for it (1 or 2). The bias,
  * after the soft-cap (docs/semantics.md section 8), is a kept key's: a filled key's score is
- * what the fill says. */
+ * what the fill says (plus its bias only under an alternative's fill_biased). */
 static double score(const float *q, const float *k, int32_t d, const ref_row_rule *r, int kind,
                     int32_t j)
 {
+    double bias = r->bias ? r->bias_mul * (double)r->bias[j] : 0.0;
     if (kind == 2)
-        return r->masked_score;
+        return r->bias && r->fill_biased ? r->masked_score + bias : r->masked_score;
     double acc = 0.0;
     for (int32_t x = 0; x < d; x++)
         acc += (double)q[x] * (double)k[x];
     double s = r->scale * acc; /* scaled after the sum, as dgemm's alpha does in ref_f64.c */
     if (scores_type(r) != FC_F32)
         s = (double)fc_round((float)s, scores_type(r));
+    if (r->bias && r->bias_before_cap)
+        s += bias;
     if (r->softcap > 0)
         s = r->softcap * tanh(s / r->softcap);
-    return r->bias ? s + (double)r->bias[j] : s;
+    return r->bias && !r->bias_before_cap ? s + bias : s;
 }
 
 /* The arguments both row functions take, checked. */
@@ -83,6 +90,9 @@ static fc_status row_args_check(const float *q, const float *k, const float *v, 
     if (!isfinite(rule->masked_score) || !isfinite(rule->sink_value))
         return fc_errf(err, FC_EINVAL, "reference row: masked_score = %g, sink_value = %g",
                        rule->masked_score, rule->sink_value);
+    if (rule->bias && !isfinite(rule->bias_mul))
+        return fc_errf(err, FC_EINVAL, "reference row: bias_mul = %g: must be finite",
+                       rule->bias_mul);
     if ((unsigned)rule->softmax_dt > FC_BF16 || rule->softmax_how >= REF_LOWP_WAYS)
         return fc_errf(err, FC_EINVAL, "reference row: softmax_dt = %d, softmax_how = %u",
                        (int)rule->softmax_dt, rule->softmax_how);

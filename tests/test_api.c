@@ -543,6 +543,33 @@ Test(api35, a_problem_over_its_budget_is_refused_naming_estimate_budget_and_para
     flexcheck_problem_free(p);
 }
 
+/* The budget in force: what was set, else the defaults, the same figures a refusal names. */
+Test(api37, get_budget_says_the_budget_a_judge_is_held_to)
+{
+    flexcheck_problem *p = flexcheck_problem_new();
+    uint64_t mem = 0, work = 0;
+    cr_assert_eq(flexcheck_problem_set_budget(p, 12345, 678), FLEXCHECK_OK);
+    cr_assert_eq(flexcheck_problem_get_budget(p, &mem, &work), FLEXCHECK_OK);
+    cr_expect(mem == 12345 && work == 678, "%llu %llu", (unsigned long long)mem,
+              (unsigned long long)work);
+    cr_assert_eq(flexcheck_problem_set_budget(p, 0, 0), FLEXCHECK_OK);
+    cr_assert_eq(flexcheck_problem_get_budget(p, &mem, NULL), FLEXCHECK_OK);
+    cr_assert_eq(flexcheck_problem_get_budget(p, NULL, &work), FLEXCHECK_OK);
+    cr_expect_eq(work, (uint64_t)1 << 40);
+    /* the default memory is the one a refusal names: a problem over it, work not binding */
+    cr_assert_eq(flexcheck_problem_set_shape(p, 64, 64, 64, 1 << 18, 1 << 18, 1024, 1024),
+                 FLEXCHECK_OK);
+    uint64_t huge = (uint64_t)1 << 62;
+    cr_assert_eq(flexcheck_problem_set_budget(p, 0, huge), FLEXCHECK_OK);
+    cr_expect_eq(flexcheck_problem_check(p), FLEXCHECK_EINVAL);
+    char want[80];
+    snprintf(want, sizeof want, "(%llu bytes): raise max_memory", (unsigned long long)mem);
+    cr_expect(strstr(flexcheck_problem_errmsg(p), want), "'%s' lacks '%s'",
+              flexcheck_problem_errmsg(p), want);
+    cr_expect_eq(flexcheck_problem_get_budget(NULL, &mem, &work), FLEXCHECK_EINVAL);
+    flexcheck_problem_free(p);
+}
+
 /* An interrupt requested before the judge stops it at its first check: no verdict, a message
  * naming the call; the handle then judges as before (the request is gone). */
 Test(api35, an_interrupt_stops_the_judge_and_the_handle_judges_again)

@@ -194,6 +194,17 @@ Test(api_bmask, the_exact_per_head_lists_pass_with_the_right_output)
     flexcheck_problem_free(p);
 }
 
+/* Head 1's query tile 1 loses kv block 3 from its partial list (lists per head). */
+static void drop_draft_tile(lists *ls)
+{
+    int32_t row = 1 * NQB + 1, n = ls->kv_num[row], j = 0;
+    while (j < n && ls->kv_idx[row * NKB + j] != 3)
+        j++;
+    cr_assert(j < n, "kv block 3 is partial for head 1's query tile 1");
+    ls->kv_idx[row * NKB + j] = ls->kv_idx[row * NKB + n - 1];
+    ls->kv_num[row] = n - 1;
+}
+
 /* Head 1's query tile 1 (draft tokens 16-23) needs kv block 3 (draft tokens 8-23: each token's
  * own key at least); the list leaves it out. */
 Test(api_bmask, a_list_that_drops_a_draft_tokens_tile_fails_naming_tile_and_element)
@@ -205,12 +216,7 @@ Test(api_bmask, a_list_that_drops_a_draft_tokens_tile_fails_naming_tile_and_elem
     attend(&t);
     flexcheck_problem *p = problem(&t);
     exact_lists(&t, HQ, &ls);
-    int32_t row = 1 * NQB + 1, n = ls.kv_num[row], j = 0;
-    while (j < n && ls.kv_idx[row * NKB + j] != 3)
-        j++;
-    cr_assert(j < n, "kv block 3 is partial for head 1's query tile 1");
-    ls.kv_idx[row * NKB + j] = ls.kv_idx[row * NKB + n - 1];
-    ls.kv_num[row] = n - 1;
+    drop_draft_tile(&ls);
     cr_assert_eq(set_lists(p, &ls), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
     int32_t tq, tk;
     first_pair(&t, 1, 1, 3, 1, &tq, &tk);
@@ -220,6 +226,46 @@ Test(api_bmask, a_list_that_drops_a_draft_tokens_tile_fails_naming_tile_and_elem
     cr_assert(!strncmp(reason, "block-mask: the producer's block mask is NOT SOUND: drops keys: "
                        "1 tiles", 71) && strstr(reason, want), "%s\nwant %s", reason, want);
     cr_assert(strstr(text, want), "%s", text);
+    flexcheck_problem_free(p);
+}
+
+/* The same dropped tile, with the output a kernel running that list computes (head 1's draft
+ * tokens 16-23 never see keys 48-63, their own among them): the diagnosis names the block mask
+ * as given for every failing row, its count of dropped and leaked tiles that of the brute-force
+ * tile kinds here (one dropped, none leaked), under the explicit mask. */
+Test(api_bmask, an_output_computed_without_the_dropped_tile_is_diagnosed_as_the_block_mask)
+{
+    static tensors t;
+    static lists ls;
+    static char text[8192];
+    inputs(&t);
+    exact_lists(&t, HQ, &ls);
+    drop_draft_tile(&ls);
+    /* the kernel's output: the mask without the dropped tile's pairs */
+    static uint8_t saved[sizeof t.mask];
+    memcpy(saved, t.mask, sizeof saved);
+    for (int32_t tq = 16; tq < LQ; tq++)
+        for (int32_t tk = 48; tk < LK; tk++)
+            t.mask[((size_t)1 * LQ + tq) * LK + tk] = 0;
+    attend(&t);
+    memcpy(t.mask, saved, sizeof saved);
+    flexcheck_problem *p = problem(&t);
+    cr_assert_eq(set_lists(p, &ls), FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    flexcheck_verdict *v = NULL;
+    cr_assert_eq(flexcheck_judge(p, t.q, HQ * LQ * D, t.k, HKV * LK * D, t.v, HKV * LK * D, t.o,
+                                 HQ * LQ * D, t.lse, HQ * LQ, &v),
+                 FLEXCHECK_OK, "%s", flexcheck_problem_errmsg(p));
+    snprintf(text, sizeof text, "%s", flexcheck_verdict_diagnosis(v));
+    cr_assert_eq(flexcheck_verdict_outcome(v), FLEXCHECK_FAIL, "%s", text);
+    cr_assert(strstr(text, "the block mask as given") &&
+              strstr(text, "it drops 1 tiles and leaks 0"), "%s", text);
+    cr_assert_eq(flexcheck_verdict_nfindings(v), 1, "%s", text);
+    size_t rows = 0;
+    cr_assert(strstr(flexcheck_verdict_finding(v, 0, &rows), "the block mask as given"), "%s",
+              text);
+    /* every one of head 1's rows 16-23 lost its own key: all 8 fail, all 8 explained */
+    cr_assert_eq(rows, 8, "%s", text);
+    flexcheck_verdict_free(v);
     flexcheck_problem_free(p);
 }
 

@@ -632,7 +632,7 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL};
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL, 1.0, 0, 0};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err), FC_OK);
     /* keys 0 and 2: scores 0 and 1 */
     double e = exp(1.0);
@@ -640,7 +640,7 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
     cr_assert(fabs(lse - log(1.0 + e)) < 1e-15, "lse %.17g", lse);
     /* soft-cap 0.5 and a sink 2: scores 0 and 0.5 tanh(2), the sink one more term of the sum
      * with no value, worked by hand */
-    ref_row_rule t = {1.0, FC_F32, 0.5, 2.0, 1.0, 0.0, 0.0, FC_F32, 0, NULL};
+    ref_row_rule t = {1.0, FC_F32, 0.5, 2.0, 1.0, 0.0, 0.0, FC_F32, 0, NULL, 1.0, 0, 0};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &t, every_other_key, NULL, o, &lse, &err), FC_OK);
     double s1 = exp(0.5 * tanh(2.0)), z = 1.0 + s1 + exp(2.0);
     cr_assert(fabs(o[0] - (1.0 + 3.0 * s1) / z) < 1e-15, "capped out %.17g", o[0]);
@@ -668,6 +668,60 @@ Test(ref_row, rejected_keys_are_never_read_and_bad_arguments_are_refused)
                  FC_EINVAL);
 }
 
+static int key0_kept_key2_filled(void *ctx, int32_t tk)
+{
+    (void)ctx;
+    return tk == 0 ? 1 : tk == 2 ? 2 : 0;
+}
+
+/* The bias as diag/'s alternatives read it (bias_mul, bias_before_cap, fill_biased), worked by
+ * hand: keys 0 and 2 score 0 and 1 (values 1 and 3), their bias 0.25 and -0.5; the other
+ * keys' bias is NaN and never read. */
+Test(ref_row, the_bias_is_scaled_added_before_the_cap_or_to_a_fill_as_the_rule_says)
+{
+    float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
+    float bias[4] = {0.25f, NAN, -0.5f, NAN};
+    double o[1], lse;
+    fc_err err = {{0}};
+    /* doubled: scores 0.5 and 0 */
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, bias, 2.0, 0, 0};
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err), FC_OK,
+                 "%s", err.msg);
+    double a = exp(0.5);
+    cr_assert(fabs(o[0] - (a + 3.0) / (a + 1.0)) < 1e-15, "doubled out %.17g", o[0]);
+    cr_assert(fabs(lse - log(a + 1.0)) < 1e-15, "doubled lse %.17g", lse);
+    /* a cap of 0.5, the bias after it (the truth's order) or before it */
+    r.bias_mul = 1.0;
+    r.softcap = 0.5;
+    for (int before = 0; before < 2; before++) {
+        r.bias_before_cap = before;
+        double s0 = before ? 0.5 * tanh(0.25 / 0.5) : 0.5 * tanh(0.0) + 0.25;
+        double s1 = before ? 0.5 * tanh(0.5 / 0.5) : 0.5 * tanh(1.0 / 0.5) - 0.5;
+        cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err),
+                     FC_OK, "%s", err.msg);
+        double z = exp(s0) + exp(s1);
+        cr_assert(fabs(o[0] - (exp(s0) + 3.0 * exp(s1)) / z) < 1e-15, "before %d out %.17g",
+                  before, o[0]);
+        cr_assert(fabs(lse - log(z)) < 1e-15, "before %d lse %.17g", before, lse);
+    }
+    /* key 2 filled at -0.5: plus its bias -0.5 only with fill_biased */
+    r.bias_before_cap = 0;
+    r.masked_score = -0.5;
+    for (int filled = 0; filled < 2; filled++) {
+        r.fill_biased = filled;
+        double s0 = 0.5 * tanh(0.0) + 0.25, s2 = filled ? -1.0 : -0.5;
+        cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, key0_kept_key2_filled, NULL, o, &lse,
+                                 &err), FC_OK, "%s", err.msg);
+        double z = exp(s0) + exp(s2);
+        cr_assert(fabs(o[0] - (exp(s0) + 3.0 * exp(s2)) / z) < 1e-15, "fill %d out %.17g",
+                  filled, o[0]);
+        cr_assert(fabs(lse - log(z)) < 1e-15, "fill %d lse %.17g", filled, lse);
+    }
+    r.bias_mul = NAN;
+    cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err),
+                 FC_EINVAL);
+}
+
 /* ---- ref_row_online_f64 without the rescale ---- */
 
 /* Without the rescale, worked by hand: keys 0 and 2 score 0 and 1 (values 1 and 3). Visited
@@ -680,7 +734,7 @@ Test(ref_row, online_without_the_rescale_overweighs_the_earlier_tiles)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse, e = exp(1.0);
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL};
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL, 1.0, 0, 0};
     const int32_t up[4] = {0, 2, 2, 4}, down[4] = {2, 4, 0, 2}, past[2] = {0, 5};
     cr_assert_eq(ref_row_online_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, up, 2,
                                     REF_RESCALE_SUM, o, &lse, &err), FC_OK, "%s", err.msg);
@@ -757,7 +811,7 @@ Test(ref_row, each_way_of_a_softmax_in_bfloat16_is_its_own)
                     * v[j];
         if (how & REF_LOWP_UNNORMALISED)
             want /= sum;
-        ref_row_rule r = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, how, NULL};
+        ref_row_rule r = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, how, NULL, 1.0, 0, 0};
         double o[1], lse;
         fc_err err = {{0}};
         cr_assert_eq(ref_row_f64(q, k, v, N, 2, 1, &r, every_key, NULL, o, &lse, &err), FC_OK,
@@ -769,7 +823,8 @@ Test(ref_row, each_way_of_a_softmax_in_bfloat16_is_its_own)
         got[nways++] = o[0];
     }
     cr_assert_eq(nways, 12);
-    ref_row_rule bad = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, REF_LOWP_WAYS, NULL};
+    ref_row_rule bad = {1.0, FC_F32, 0.0, sink, 1.0, 0.0, 0.0, FC_BF16, REF_LOWP_WAYS, NULL,
+                        1.0, 0, 0};
     double o[1];
     fc_err err = {{0}};
     cr_assert_eq(ref_row_f64(q, k, v, N, 2, 1, &bad, every_key, NULL, o, NULL, &err), FC_EINVAL);
@@ -790,7 +845,7 @@ Test(ref_row, a_filled_key_counts_with_the_masked_score)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, 5, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, -0.5, 0.0, FC_F32, 0, NULL};
+    ref_row_rule r = {1.0, FC_F32, 0.0, -INFINITY, 1.0, -0.5, 0.0, FC_F32, 0, NULL, 1.0, 0, 0};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, key_1_filled, NULL, o, &lse, &err), FC_OK,
                  "%s", err.msg);
     double z = 1.0 + exp(-0.5) + exp(1.0); /* scores 0, -0.5 (filled), 1 */
@@ -809,7 +864,7 @@ Test(ref_row, scores_rounded_past_the_range_weigh_nothing)
     float k[3] = {-1e5f, -2e5f, -3};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F16, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL};
+    ref_row_rule r = {1.0, FC_F16, 0.0, -INFINITY, 1.0, 0.0, 0.0, FC_F32, 0, NULL, 1.0, 0, 0};
     cr_assert_eq(ref_row_f64(q, k, v, 2, 1, 1, &r, every_key, NULL, o, &lse, &err), FC_OK);
     cr_assert(o[0] == 0 && lse == -INFINITY, "out %g lse %g", o[0], lse);
     cr_assert_eq(ref_row_f64(q, k, v, 3, 1, 1, &r, every_key, NULL, o, &lse, &err), FC_OK);
@@ -837,7 +892,7 @@ Test(ref_row, a_sink_value_weighs_in_the_output)
     float q[2] = {1, 0}, k[8] = {0, 0, NAN, NAN, 1, 0, NAN, NAN}, v[4] = {1, NAN, 3, NAN};
     double o[1], lse;
     fc_err err = {{0}};
-    ref_row_rule r = {1.0, FC_F32, 0.0, 2.0, 1.0, 0.0, 0.5, FC_F32, 0, NULL};
+    ref_row_rule r = {1.0, FC_F32, 0.0, 2.0, 1.0, 0.0, 0.5, FC_F32, 0, NULL, 1.0, 0, 0};
     cr_assert_eq(ref_row_f64(q, k, v, 4, 2, 1, &r, every_other_key, NULL, o, &lse, &err), FC_OK,
                  "%s", err.msg);
     double e = exp(1.0), z = 1.0 + e + exp(2.0); /* scores 0 and 1, the sink 2 */

@@ -27,6 +27,31 @@ wrapped to 32 bits), scale a number (not "0.17"). "No window" is spelled None (v
 sliding_window), 0 (flexcheck's) or -1 (FlashAttention's window_size=(-1, -1)); no chunking
 None or 0. Every refusal is a ValueError naming the argument.
 
+Any mask, any additive score (docs/semantics.md section 8), each ANDed with the families:
+- mask=: a dense boolean mask [Lq, Lk] or [B or 1, Hq or 1, Lq, Lk] (numpy bool or uint8, a torch
+  bool tensor on any device; True / nonzero = the pair may attend).
+- mask_mod=: FlexAttention's (b, h, q_idx, kv_idx) -> bool, evaluated once over the whole grid.
+  With torch inputs (q a tensor) it is a torch callable, run on q's device exactly as torch's
+  create_mask runs it (torch.vmap over kv_idx, q_idx, h, b: no Python `if` on an index);
+  with numpy inputs a numpy one, called with broadcastable int64 index arrays b [B, 1, 1, 1],
+  h [1, Hq, 1, 1], q_idx [1, 1, n, 1], kv_idx [1, 1, 1, Lk] for blocks of n query rows (use & |
+  ~ and np.where). It must return booleans; not both mask= and mask_mod=.
+- score_mod=: FlexAttention's (score, b, h, q_idx, kv_idx) -> score, additive only: its bias is
+  score_mod(0), and score_mod(s) must be s + bias at s = 1, -3.5 and 7.25 on every pair the masks
+  leave (to float32 rounding: 2^-21 (|s| + |bias|)), else refused naming a pair; a tanh soft-cap
+  is softcap=. The bias is added after the soft-cap; where it is -inf at every s the pair is
+  masked (create_mask's rule); a masked pair's value is never read (FlexAttention applies the
+  score_mod, then the mask).
+- document_ids=: packed rows held dense, [L] (or [B or 1, L]; or a tuple (ids_q, ids_k)): a
+  query sees only keys of its own document (PyTorch's document-mask idiom). causal, window and
+  chunk then act on the dense token index, as they would on a mask_mod's q_idx and kv_idx; with
+  cu_seqlens (vLLM's packed [T, H, D]) positions restart in each sequence and are bottom-right
+  aligned per sequence instead: the same pairs for causal and window when each document has
+  as many queries as keys (not for chunk, whose boundaries then fall on dense positions).
+Bm and Hm are 1 where the values do not vary with b (h); what Python builds is held to
+max_memory (refused before it is allocated, naming its size), and the library counts what it
+keeps (the mask bit-packed) in its own estimate. A failing output is diagnosed under them.
+
 Rows: rows=N judges a sample of N query tokens (every batch entry and head; "auto": only where
 every row would be over the budget; None or "all": every row), chosen as `flexcheck check --rows
 N --rows-seed S` chooses them (rows_seed, default 1), docs/tolerance.md "Judging a sample";
@@ -49,11 +74,14 @@ mapping with those keys holding numpy arrays (full_* may be None or absent: no f
 BLOCK_SIZE an int or a (q, kv) pair). Leading dims [nb, nh] each 1 (one for every batch entry
 or head, as create_block_mask's B=None / H=None) or B / Hq. A BlockMask's mask_mod (unless it
 is noop_mask, from_kv_blocks' default) is evaluated over every (batch entry, head, query, key)
-the way create_mask does and judged as an explicit mask, ANDed with causal / window / chunk: the
-output is held to it, and the lists to it (a list of one head is held to every head's mask, as
-the kernel reads it for every head). A list that drops a tile with an allowed pair, or marks
-full a tile with a masked one, fails the verdict, naming the tile and the pair; a mapping's
-lists are held to causal / window / chunk alone.
+the way create_mask does (one evaluator with mask_mod=: _xterms, within max_memory) and judged
+as an explicit mask, ANDed with causal / window / chunk and with mask= / mask_mod= /
+document_ids= when given too (PyTorch's kernel applies the BlockMask's mask_mod, the caller's
+terms say what it should have: neither replaces the other): the output is held to the AND, and
+the lists to it (a list of one head is held to every head's mask, as the kernel reads it for
+every head). A list that drops a tile with an allowed pair, or marks full a tile with a masked
+one, fails the verdict, naming the tile and the pair; a mapping's lists are held to causal /
+window / chunk and the caller's explicit terms.
 
 The library is found, in order: $FLEXCHECK_LIB; the copy `pip install ./python` put in the
 package (flexcheck/_lib/); build/libflexcheck.so of the checkout this package runs from.
@@ -69,6 +97,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ._xterms import _explicit_terms
 from .fixtures import (
     _as_array,
     _check_qkv_shapes,
@@ -76,6 +105,7 @@ from .fixtures import (
     _Grid,
     _infer_dtype,
     _input_values,
+    _is_torch,
     _packed_seqs,
     _qkv_layout,
     _scale,
@@ -153,9 +183,12 @@ def _declare(lib) -> None:
         "flexcheck_problem_set_packed": ([P, i32p, i32p, sz], st),
         "flexcheck_problem_set_output_types": ([P, cs, cs], st),
         "flexcheck_problem_set_budget": ([P, ctypes.c_uint64, ctypes.c_uint64], st),
-        "flexcheck_problem_set_rows": ([P, ctypes.c_int32, ctypes.c_uint64], st),
+        "flexcheck_problem_get_budget": ([P, ctypes.POINTER(ctypes.c_uint64),
+                                          ctypes.POINTER(ctypes.c_uint64)], st),
         "flexcheck_problem_set_explicit_mask": ([P, ctypes.POINTER(ctypes.c_uint8), i32, i32,
                                                  sz], st),
+        "flexcheck_problem_set_bias": ([P, f32p, i32, i32, sz], st),
+        "flexcheck_problem_set_rows": ([P, ctypes.c_int32, ctypes.c_uint64], st),
         "flexcheck_problem_set_block_mask": ([P, i32, i32, i32, i32, i32, i32p, i32p, i32, i32p,
                                               i32p, i32], st),
         "flexcheck_problem_check": ([P], st),
@@ -403,41 +436,9 @@ def _block_mask_lists(block_mask, lq: int, lk: int) -> _BlockLists:
     return _BlockLists(int(bs[0]), int(bs[1]), (num, idx, fnum, fidx), mask_mod, device)
 
 
-def _mask_mod_grid(mask_mod, b: int, hq: int, lq: int, lk: int, device) -> np.ndarray:
-    """mask_mod over every (batch entry, head, query, key), as create_mask evaluates it (on the
-    device its BlockMask is on, where the tensors it reads live), one (b, h) at a time: a uint8
-    array [Bm, Hm, Lq, Lk] on the host, Bm (Hm) 1 when no batch entry (head) differs from the
-    first. Lq * Lk bytes a (b, h); B * Hq * Lq * Lk only when heads or batch entries differ.
-    (A private helper of block_mask=; the lead may merge it with mask_mod='s evaluation.)"""
-    from torch.nn.attention.flex_attention import create_mask
-
-    def one(b0, h0):
-        def at(bb, hh, q, kv):
-            return mask_mod(bb + b0, hh + h0, q, kv)
-        m = create_mask(at, 1, 1, lq, lk, device=device)[0, 0]
-        return m.cpu().numpy().astype(np.uint8)
-
-    first = one(0, 0)
-    grid = None
-    for bi in range(b):
-        for h in range(hq):
-            if bi == 0 and h == 0:
-                continue
-            m = one(bi, h)
-            if grid is None and np.array_equal(m, first):
-                continue
-            if grid is None:  # a first difference: every (b, h) kept from here on
-                grid = np.empty((b, hq, lq, lk), np.uint8)
-                grid[:] = first
-            grid[bi, h] = m
-    if grid is None:
-        return first[None, None]
-    # one for all batch entries when they agree (the common per-head mask)
-    return grid[:1] if all(np.array_equal(grid[0], grid[i]) for i in range(1, b)) else grid
-
-
-def _set_block_mask(lib, p, bl: _BlockLists, b: int, hq: int, lq: int, lk: int) -> None:
-    """The lists into problem p, and the BlockMask's mask_mod as its explicit mask."""
+def _set_block_mask(lib, p, bl: _BlockLists) -> None:
+    """The lists into problem p; its mask_mod is one of the explicit terms
+    (_set_explicit_terms)."""
     ip = ctypes.POINTER(ctypes.c_int32)
 
     def ptr(a):
@@ -446,14 +447,6 @@ def _set_block_mask(lib, p, bl: _BlockLists, b: int, hq: int, lq: int, lk: int) 
     _check(lib, p, lib.flexcheck_problem_set_block_mask(
         p, bl.qb, bl.kb, bl.nb, bl.nh, bl.nqb, ptr(bl.num), ptr(bl.idx), bl.idx.shape[3],
         ptr(bl.full_num), ptr(bl.full_idx), fw), "block_mask")
-    if bl.mask_mod is not None:
-        # the problem and the lists within the budget before the mask_mod is evaluated (Lq * Lk
-        # bytes a head at least); the packed mask is counted when set, and checked after
-        _check(lib, p, lib.flexcheck_problem_check(p), "judge")
-        g = np.ascontiguousarray(_mask_mod_grid(bl.mask_mod, b, hq, lq, lk, bl.device))
-        _check(lib, p, lib.flexcheck_problem_set_explicit_mask(
-            p, g.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), g.shape[0], g.shape[1], g.size),
-            "block_mask: its mask_mod")
 
 
 _HINT = "(flexcheck.round_to(x, dtype) rounds to nearest even)"
@@ -510,9 +503,11 @@ class _Call:
 def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None,
           cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None,
           dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None,
+          mask=None, mask_mod=None, score_mod=None, document_ids=None,
           block_mask=None) -> Verdict:
     """flexcheck's verdict on `out` (and `lse`, optional) as the attention of q, k, v (see the
-    module's text for shapes and types). Raises ValueError naming the argument for inputs that
+    module's text for shapes and types, and for mask=, mask_mod=, score_mod= and document_ids=,
+    the explicit terms). Raises ValueError naming the argument for inputs that
     do not fit (shapes, dtypes, non-finite or unrepresentable inputs, a problem over the
     budget), RuntimeError when the shared library cannot be found, KeyboardInterrupt within
     about a second of Ctrl-C however long the judging would take."""
@@ -567,7 +562,12 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
         _check(lib, p, lib.flexcheck_problem_set_budget(p, max_memory, max_work), "judge")
         _check(lib, p, lib.flexcheck_problem_set_rows(p, nrows, seed), "rows")
         if bml is not None:
-            _set_block_mask(lib, p, bml, b, hq, lq, lk)
+            _set_block_mask(lib, p, bml)
+        _set_explicit_terms(lib, p, (b, hq, lq, lk), cu_q is not None,
+                            torch_device=q.device if _is_torch(q) else None, mask=mask,
+                            mask_mod=mask_mod, score_mod=score_mod, document_ids=document_ids,
+                            block_mask_mod=bml.mask_mod if bml else None,
+                            block_dev=bml.device if bml else None)
         # The whole problem and its budget, before any array is converted or copied.
         _check(lib, p, lib.flexcheck_problem_check(p), "judge")
 
@@ -610,6 +610,36 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
             with call.lock:
                 if not call.abandoned:
                     call.free()
+
+
+def _set_explicit_terms(lib, p, shape, packed: bool, torch_device, block_dev=None,
+                        **given) -> None:
+    """mask=, mask_mod=, score_mod=, document_ids= and block_mask='s mask_mod (block_mask_mod,
+    evaluated on block_dev; _xterms) handed to the library, evaluated within the budget p is
+    held to (its max_memory, defaults resolved). The library copies them (the mask bit-packed)
+    and counts them in the judge's estimate; ours are dropped on return, before the judge
+    allocates, so each side holds to the whole budget on its own."""
+    if all(v is None for v in given.values()):
+        return
+    if any(given.get(k) is not None for k in ("mask_mod", "score_mod", "block_mask_mod")):
+        # the problem (the lists included) within the budget before a callable runs over the
+        # grid; a dense mask is counted by the library once set, its refusal naming the mask
+        _check(lib, p, lib.flexcheck_problem_check(p), "judge")
+    mem = ctypes.c_uint64()
+    _check(lib, p, lib.flexcheck_problem_get_budget(p, ctypes.byref(mem), None), "judge")
+    b, hq, lq, lk = shape
+    t = _explicit_terms(b=b, h=hq, lq=lq, lk=lk, packed=packed, dev=torch_device,
+                        block_dev=block_dev, max_memory=mem.value, **given)
+    if t.mask is not None:
+        m = t.mask.view(np.uint8)  # bool and uint8: one byte a pair, nonzero = allowed
+        what = "block_mask: its mask_mod" if all(
+            given.get(k) is None for k in ("mask", "mask_mod", "document_ids", "score_mod")) \
+            else "mask"
+        _check(lib, p, lib.flexcheck_problem_set_explicit_mask(
+            p, m.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), t.bm, t.hm, m.size), what)
+    if t.bias is not None:
+        a, ap = _f32(t.bias)
+        _check(lib, p, lib.flexcheck_problem_set_bias(p, ap, t.bbm, t.bhm, a.size), "score_mod")
 
 
 def _verdict(lib, vd) -> Verdict:

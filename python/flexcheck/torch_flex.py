@@ -7,7 +7,8 @@ PATH is a fixture file (docs/fixtures.md) or a directory searched for them (*.h5
 recursively, in sorted order). For every case (read with read_case) this runs PyTorch's
 `flex_attention` on the case's stored inputs, in the case's dtype, with the case's scale,
 `enable_gqa` when Hq != Hkv and a block mask from `create_block_mask` at the case's q/kv block
-sizes, and stores what PyTorch returned with add_tested under tested/<label>:
+sizes (compiled with flex_attention under --compile), and stores what PyTorch returned with
+add_tested under tested/<label>:
 
   - out: the output as PyTorch returned it (float32, float16 or bfloat16), never patched
     (rows with no allowed key included: what PyTorch returns there is what is judged);
@@ -285,6 +286,12 @@ class Runner:
         # fullgraph: a graph break would run part of it eagerly under a "compiled" label.
         self.fn = (torch.compile(fa.flex_attention, dynamic=False, fullgraph=True)
                    if compiled else fa.flex_attention)
+        # The block mask is compiled too under --compile, as long-context users do (PyTorch's
+        # advice for create_block_mask's deprecated _compile=True): eager create_block_mask
+        # materializes the whole Lq x Lk grid of mask_mod results (17 GB of bools and several
+        # times that in index tensors at 131,072 tokens); compiled, the grid is fused away.
+        self.create_block_mask = (torch.compile(fa.create_block_mask) if compiled
+                                  else fa.create_block_mask)
 
     def compilations(self) -> Optional[Tuple[int, int]]:
         """(graphs Inductor compiled, graphs it took from its cache) in this process, from its
@@ -310,7 +317,7 @@ class Runner:
         return r.to(self.device)
 
     def block_mask(self, case):
-        return self.fa.create_block_mask(
+        return self.create_block_mask(
             case_mask_mod(self.torch, case, self.device), None, None, case.q.shape[2],
             case.k.shape[2], device=self.device,
             BLOCK_SIZE=(case.q_block_size, case.kv_block_size))
