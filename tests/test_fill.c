@@ -28,15 +28,6 @@ static void make_dir_quiet(void)
 
 TestSuite(fill, .init = make_dir_quiet, .fini = remove_dir);
 
-static const char *path_of(const char *name)
-{
-    static char p[4][128];
-    static int k;
-    char *s = p[k++ % 4];
-    snprintf(s, 128, "%s/%s", dir, name);
-    return s;
-}
-
 /* Two generated cases (one packed); their oracles are kept in gen[] to compare with. */
 static void write_two(const char *p, fix_case gen[2])
 {

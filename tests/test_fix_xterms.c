@@ -35,15 +35,6 @@ static void make_dir_quiet(void)
 
 TestSuite(fix_xterms, .init = make_dir_quiet, .fini = remove_dir);
 
-static const char *path_of(const char *name)
-{
-    static char p[4][128];
-    static int k;
-    char *s = p[k++ % 4];
-    snprintf(s, 128, "%s/%s", dir, name);
-    return s;
-}
-
 /* ---- the terms, from their definitions ---- */
 
 enum { B = 2, HQ = 2, LQ = 24, LK = 40, RB = (LK + 7) / 8 };

@@ -193,15 +193,6 @@ Test(sample, the_escape_chance_is_the_share_of_defects_that_miss_the_sample)
 
 enum { HQ = 2, HKV = 1, L = 40000, D = 16, W = 256, NO = HQ * L * D, NL = HQ * L };
 
-static const char *path_of(const char *name)
-{
-    static char p[4][128];
-    static int k;
-    char *s = p[k++ % 4];
-    snprintf(s, 128, "%s/%s", dir, name);
-    return s;
-}
-
 static void base_case(fix_case *c)
 {
     fix_gen_params gp = {.name = "c0", .dtype = FC_F32, .b = 1, .hq = HQ, .hkv = HKV, .lq = L,

@@ -36,15 +36,6 @@ TestSuite(tested, .init = make_dir_quiet, .fini = remove_dir);
 
 enum { B = 1, HQ = 2, HKV = 1, L = 96, D = 16, W = 17, NO = B * HQ * L * D, NL = B * HQ * L };
 
-static const char *path_of(const char *name)
-{
-    static char p[4][128];
-    static int k;
-    char *s = p[k++ % 4];
-    snprintf(s, 128, "%s/%s", dir, name);
-    return s;
-}
-
 /* The case (inputs and oracle) written by our generator, and its float16 outputs computed the
  * naive same-precision way with window w (what a correct float16 kernel returns, near enough). */
 static void base_case(fix_case *c)
