@@ -574,6 +574,26 @@ def test_explicit_mask_lookup_broadcasts_and_pads():
         assert (got == table("011100 111100 010100 000000 000000")).all()
 
 
+def test_bias_score_mod_after_the_cap_on_the_padded_grid():
+    """score_mod = cap, then + bias[b', h', q, kv]: per head (Hm = Hq) with Bm = 1 (every batch
+    entry the same), on PyTorch's padded grid (5 x 6 for Lq = 3, Lk = 4) without an index
+    error; the real pairs' values are cap(score) + bias, computed here from the definition."""
+    torch = pytest.importorskip("torch")
+    bias = torch.arange(24, dtype=torch.float32).view(1, 2, 3, 4) - 10.0
+    cap = tf.softcap_score_mod(torch, 2.0)
+    mod = tf.bias_score_mod(torch, bias, 3, 4, inner=cap)
+    q, k = torch.arange(5).view(-1, 1), torch.arange(6).view(1, -1)
+    score = torch.full((5, 6), 3.0)
+    for b, h in ((0, 0), (1, 1)):
+        got = mod(score, torch.tensor(b), torch.tensor(h), q, k)
+        assert got.shape == (5, 6)
+        want = 2.0 * torch.tanh(torch.tensor(1.5)) + bias[0, h]
+        assert torch.equal(got[:3, :4], want)
+    plain = tf.bias_score_mod(torch, bias, 3, 4)
+    assert torch.equal(plain(score, torch.tensor(0), torch.tensor(1), q, k)[:3, :4],
+                       3.0 + bias[0, 1])
+
+
 def alibi(hq, lq, lk):
     """ALiBi's bias [1, Hq, Lq, Lk]: -slope_h * (p_q - p_k), slope_h = 2^(-8 (h + 1) / Hq),
     bottom-right positions (p_q = i + Lk - Lq); float32 (powers of two times integers)."""
