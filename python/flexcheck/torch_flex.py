@@ -29,6 +29,17 @@ Score terms (docs/semantics.md section 7, fixture schema 2):
     s_aux), on PyTorch's output and LSE: see apply_sinks. What is stored for such a case is a
     post-process of PyTorch's output, not PyTorch's kernel, and the producer string says so.
 
+Explicit terms (docs/semantics.md section 8, fixture schema 3), as FlexAttention users write
+them, and named in the producer string:
+  - mask [Bm, Hm, Lq, Lk]: ANDed into the mask_mod as a lookup mask[b', h', q_idx, kv_idx]
+    (xterm_lookup: b' = 0 when Bm == 1 else b, h' likewise) at the stored token indices (a
+    packed case's packed grid, as the families read it), clamped into range on PyTorch's
+    padded grid where the families refuse the pair anyway; with Bm = B or Hm = Hq the block
+    mask is built over those dims, since one built at b = h = 0 would drop other heads' blocks.
+  - bias [Bm, Hm, Lq, Lk]: the score_mod adds bias[b', h', q_idx, kv_idx] after the soft-cap
+    (the contract's order). A masked key's bias never reaches a row (the mask removes it), and
+    sinks need nothing more: flex_attention's LSE holds the bias, and the sink has none.
+
 The mask_mod is written from docs/semantics.md section 2, not from flexcheck's C code: per
 sequence, bottom-right alignment p_q = i + (nk - nq), p_k = j; packed batches through
 document-id lookup tensors built from cu_seqlens; causal p_k <= p_q, sliding window

@@ -8,8 +8,11 @@ docs/semantics.md section 2 (not computed by any code under test), and the runne
 on small cases written with write_case: what it stores, the --dtype filter, refusing to
 overwrite a label, the return_lse path against the return_aux one; the score terms (the
 soft-cap score_mod, the sink post-process by hand, empty rows with sinks); compiled, that
-cases differing only in W, C or the cap reuse Inductor's graph. With FLEXCHECK_BIN
-as well, `flexcheck fill` and `flexcheck check` judge what it stored.
+cases differing only in W, C or the cap reuse Inductor's graph; the explicit terms (the mask's
+lookup against hand-written tables, per head and batch entry and padded; the bias after the
+cap). With FLEXCHECK_BIN as well, `flexcheck fill` and `flexcheck check` judge what it stored,
+explicit-term cases included (eager and compiled), and fail a planted defect (the mask read
+one key off; the terms dropped).
 
 Run: PYTHONPATH=python python3 -m pytest python/tests/test_torch_flex.py
 """
@@ -717,3 +720,21 @@ def test_flexcheck_fails_the_runner_with_a_planted_defect(tmp_path, xterms_file,
     assert f"4 outputs under test: {4 - len(failing)} passed, {len(failing)} failed" in out
     for name in failing:
         assert any(ln.startswith("FAIL") and name in ln for ln in out.splitlines()), (name, out)
+
+
+@needs_bin
+def test_flexcheck_checks_the_runner_on_a_bias_with_sinks(tmp_path):
+    """Sinks with a bias: apply_sinks works from flex_attention's LSE, which holds the bias,
+    and the sink has none (section 8); with a mask too, empty rows (Lq > Lk, causal) get the
+    sink. check passes it."""
+    torch = pytest.importorskip("torch")
+    path = str(tmp_path / "sinks_bias.h5")
+    q, k, v = rng_inputs(25, 1, 2, 1, 30, 22, 16, 16, "float32")
+    mask = np.random.default_rng(12).random((1, 2, 30, 22)) < 0.8
+    write_case(path, "sinks_bias", q, k, v, causal=True, q_block_size=16, kv_block_size=16,
+               sinks=np.array([1.0, -0.5], np.float32), bias=alibi(2, 30, 22), mask=mask)
+    rc, check_rc, out = run_and_check(tmp_path, path)
+    assert rc == 0 and check_rc == 0, out
+    t = read_case(path, "sinks_bias").tested[tf.default_label(torch.__version__, "cpu", False)]
+    assert "sinks applied" in t.producer and "explicit bias" in t.producer
+    assert "1 outputs under test: 1 passed, 0 failed" in out
