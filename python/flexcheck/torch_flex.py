@@ -298,7 +298,7 @@ def case_score_mod(torch, case, device):
     (Sinks are not a score_mod: apply_sinks, from the LSE, which holds the bias; the sink
     itself has none, as the contract says.)"""
     sm = softcap_score_mod(torch, case.softcap, device) if case.softcap else None
-    if case.bias is not None:
+    if case.bias is not None and case.bias.size:  # empty: no pair, nothing to look up
         bias = torch.from_numpy(case.bias).to(device)
         sm = bias_score_mod(torch, bias, case.q.shape[2], case.k.shape[2], inner=sm)
     return sm
