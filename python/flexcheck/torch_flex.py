@@ -29,6 +29,17 @@ Score terms (docs/semantics.md section 7, fixture schema 2):
     s_aux), on PyTorch's output and LSE: see apply_sinks. What is stored for such a case is a
     post-process of PyTorch's output, not PyTorch's kernel, and the producer string says so.
 
+Explicit terms (docs/semantics.md section 8, fixture schema 3), as FlexAttention users write
+them, and named in the producer string:
+  - mask [Bm, Hm, Lq, Lk]: ANDed into the mask_mod as a lookup mask[b', h', q_idx, kv_idx]
+    (xterm_lookup: b' = 0 when Bm == 1 else b, h' likewise) at the stored token indices (a
+    packed case's packed grid, as the families read it), clamped into range on PyTorch's
+    padded grid where the families refuse the pair anyway; with Bm = B or Hm = Hq the block
+    mask is built over those dims, since one built at b = h = 0 would drop other heads' blocks.
+  - bias [Bm, Hm, Lq, Lk]: the score_mod adds bias[b', h', q_idx, kv_idx] after the soft-cap
+    (the contract's order). A masked key's bias never reaches a row (the mask removes it), and
+    sinks need nothing more: flex_attention's LSE holds the bias, and the sink has none.
+
 The mask_mod is written from docs/semantics.md section 2, not from flexcheck's C code: per
 sequence, bottom-right alignment p_q = i + (nk - nq), p_k = j; packed batches through
 document-id lookup tensors built from cu_seqlens; causal p_k <= p_q, sliding window
@@ -167,13 +178,23 @@ def doc_ids(torch, cu, length: int, device):
     return ids.clamp(0, len(cu) - 2)
 
 
+def xterm_lookup(t, b, h, q, kv):
+    """t[b', h', q, kv] of an explicit term t [Bm, Hm, Lq, Lk] (docs/semantics.md section 8):
+    b' = 0 when Bm == 1 else b, h' likewise (PyTorch's broadcast of a dim of 1). h is the
+    query head, as flex_attention's mask_mod and score_mod receive it (Hm is 1 or Hq). q and
+    kv must already be in range: PyTorch pads its grid to whole blocks."""
+    return t[b if t.shape[0] > 1 else 0, h if t.shape[1] > 1 else 0, q, kv]
+
+
 def make_mask_mod(torch, *, causal: bool, window: int, chunk: int, lq: int, lk: int,
-                  cu_q=None, cu_k=None, device="cpu"):
+                  cu_q=None, cu_k=None, device="cpu", mask=None):
     """The mask_mod of docs/semantics.md section 2 on the (packed) token grid of one batch
     entry: query token q_idx may use key token kv_idx when both are real tokens (q_idx < Lq,
     kv_idx < Lk), of the same sequence, and every switched-on term allows the pair at the
     positions p_q = i + (nk - nq), p_k = j within that sequence. cu_q / cu_k: the packed
-    batch's offsets (None: one sequence of Lq queries and Lk keys)."""
+    batch's offsets (None: one sequence of Lq queries and Lk keys). mask: the case's explicit
+    mask, a bool tensor [Bm, Hm, Lq, Lk] on device (section 8), ANDed in by xterm_lookup at
+    the stored token indices (a packed case's grid is the packed tokens, as q_idx is here)."""
     if cu_q is None:
         cu_q, cu_k = [0, lq], [0, lk]
     cq = torch.as_tensor([int(x) for x in cu_q], dtype=torch.int64, device=device)
@@ -186,6 +207,9 @@ def make_mask_mod(torch, *, causal: bool, window: int, chunk: int, lq: int, lk: 
     # file's W-1, W, W+1) reuse one compiled kernel. Which terms are on stays a Python choice.
     w = torch.as_tensor(window, dtype=torch.int64, device=device)
     c = torch.as_tensor(max(chunk, 1), dtype=torch.int64, device=device)
+    # With no query or no key there is no pair to look up (and no index in range): `real`
+    # alone refuses the whole padded grid.
+    has_mask = mask is not None and lq > 0 and lk > 0
 
     def mask_mod(b, h, q_idx, kv_idx):
         real = (q_idx < lq) & (kv_idx < lk)
@@ -202,6 +226,8 @@ def make_mask_mod(torch, *, causal: bool, window: int, chunk: int, lq: int, lk: 
         if chunk:
             ok = ok & (torch.div(p_q, c, rounding_mode="floor")
                        == torch.div(p_k, c, rounding_mode="floor"))
+        if has_mask:  # looked up at the clamped indices; a padded pair is refused by `real`
+            ok = ok & xterm_lookup(mask, b, h, qi, ki)
         return ok
 
     return mask_mod
@@ -217,6 +243,22 @@ def softcap_score_mod(torch, cap: float, device="cpu"):
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return c * torch.tanh(score / c)
+
+    return score_mod
+
+
+def bias_score_mod(torch, bias, lq: int, lk: int, inner=None):
+    """The explicit bias (docs/semantics.md section 8) as the additive score_mod FlexAttention
+    users write: score + bias[b', h', q_idx, kv_idx] (xterm_lookup), after `inner` (the
+    soft-cap) when given: the contract adds the bias after the cap. bias: float32 tensor
+    [Bm, Hm, Lq, Lk] on the device. PyTorch calls score_mod on its padded grid too (the
+    result is masked there), so the indices are clamped into range as make_mask_mod's are.
+    A masked key's bias never reaches a row: the block mask's mask_mod removes the pair."""
+    last_q, last_k = max(lq - 1, 0), max(lk - 1, 0)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        s = score if inner is None else inner(score, b, h, q_idx, kv_idx)
+        return s + xterm_lookup(bias, b, h, q_idx.clamp(0, last_q), kv_idx.clamp(0, last_k))
 
     return score_mod
 
@@ -244,9 +286,22 @@ def apply_sinks(torch, out, lse, sinks):
 
 
 def case_mask_mod(torch, case, device):
+    """The case's mask_mod: its families AND its explicit mask (case.mask, when it has one)."""
+    mask = None if case.mask is None else torch.from_numpy(case.mask).to(device)
     return make_mask_mod(torch, causal=case.causal, window=case.window, chunk=case.chunk,
                          lq=case.q.shape[2], lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
-                         cu_k=case.cu_seqlens_k, device=device)
+                         cu_k=case.cu_seqlens_k, device=device, mask=mask)
+
+
+def case_score_mod(torch, case, device):
+    """The case's score_mod: the soft-cap, then the explicit bias; None when it has neither.
+    (Sinks are not a score_mod: apply_sinks, from the LSE, which holds the bias; the sink
+    itself has none, as the contract says.)"""
+    sm = softcap_score_mod(torch, case.softcap, device) if case.softcap else None
+    if case.bias is not None and case.bias.size:  # empty: no pair, nothing to look up
+        bias = torch.from_numpy(case.bias).to(device)
+        sm = bias_score_mod(torch, bias, case.q.shape[2], case.k.shape[2], inner=sm)
+    return sm
 
 
 def _configure_dynamo(torch) -> None:
@@ -317,16 +372,24 @@ class Runner:
         return r.to(self.device)
 
     def block_mask(self, case):
+        """create_block_mask of case_mask_mod. The families are the same for every batch entry
+        and head (B = H = None: one [1, 1] block mask); an explicit mask with Bm = B or Hm = Hq
+        differs between them, and a block mask built for b = h = 0 alone would drop the other
+        entries' blocks, so it is built over those dims."""
+        bm_b = bm_h = None
+        if case.mask is not None:
+            bm_b = case.mask.shape[0] if case.mask.shape[0] > 1 else None
+            bm_h = case.mask.shape[1] if case.mask.shape[1] > 1 else None
         return self.create_block_mask(
-            case_mask_mod(self.torch, case, self.device), None, None, case.q.shape[2],
+            case_mask_mod(self.torch, case, self.device), bm_b, bm_h, case.q.shape[2],
             case.k.shape[2], device=self.device,
             BLOCK_SIZE=(case.q_block_size, case.kv_block_size))
 
-    def call(self, q, k, v, bm, case):
+    def call(self, q, k, v, bm, case, score_mod=None):
         """(out, lse); lse None once this backend has refused to return it."""
         kw = dict(block_mask=bm, scale=case.scale, enable_gqa=q.shape[1] != k.shape[1])
-        if case.softcap:
-            kw["score_mod"] = softcap_score_mod(self.torch, case.softcap, self.device)
+        if score_mod is not None:
+            kw["score_mod"] = score_mod
         if not self.lse_refused:
             try:
                 if self.aux:
@@ -352,8 +415,9 @@ class Runner:
         k = self.tensor(case.k, case.dtype, "k")
         v = self.tensor(case.v, case.dtype, "v")
         bm = self.block_mask(case)
-        out, lse = self.call(q, k, v, bm, case)
-        rerun, lse_rerun = self.call(q, k, v, bm, case)
+        sm = case_score_mod(self.torch, case, self.device)
+        out, lse = self.call(q, k, v, bm, case, sm)
+        rerun, lse_rerun = self.call(q, k, v, bm, case, sm)
         if case.sinks is not None:
             if lse is None or lse_rerun is None:
                 raise ValueError("sinks: applied from flex_attention's LSE, which this backend "
@@ -460,6 +524,11 @@ def main(argv=None) -> int:
                     prod += ", sinks applied to its out/LSE afterwards (O*exp(LSE-LSE'))"
                 if case.softcap:
                     prod += ", softcap as score_mod"
+                if case.mask is not None:
+                    prod += ", explicit mask ANDed into mask_mod"
+                if case.bias is not None:
+                    prod += ", explicit bias added by score_mod" + (
+                        " after the softcap" if case.softcap else "")
                 # flex_attention rounds P to the input type (its tiled kernels the unnormalised
                 # exp, its eager path the normalised P): the producer claims that profile, so
                 # the p-round designs hold it to it (docs/tolerance.md)

@@ -8,8 +8,11 @@ docs/semantics.md section 2 (not computed by any code under test), and the runne
 on small cases written with write_case: what it stores, the --dtype filter, refusing to
 overwrite a label, the return_lse path against the return_aux one; the score terms (the
 soft-cap score_mod, the sink post-process by hand, empty rows with sinks); compiled, that
-cases differing only in W, C or the cap reuse Inductor's graph. With FLEXCHECK_BIN
-as well, `flexcheck fill` and `flexcheck check` judge what it stored.
+cases differing only in W, C or the cap reuse Inductor's graph; the explicit terms (the mask's
+lookup against hand-written tables, per head and batch entry and padded; the bias after the
+cap). With FLEXCHECK_BIN as well, `flexcheck fill` and `flexcheck check` judge what it stored,
+explicit-term cases included (eager and compiled), and fail a planted defect (the mask read
+one key off; the terms dropped).
 
 Run: PYTHONPATH=python python3 -m pytest python/tests/test_torch_flex.py
 """
@@ -545,3 +548,193 @@ def test_compiled_runner_reuses_the_kernel_across_w_c_and_cap(tmp_path, monkeypa
         assert paid[name][0] == 0 and paid[name][1] >= 1, paid
     assert not torch.equal(outs["w8"], outs["w9"])
     assert not torch.equal(outs["w8cap30"], outs["w9cap2"])
+
+
+# ---- explicit terms (docs/semantics.md section 8): mask and bias passed to flex_attention ----
+
+def test_explicit_mask_lookup_broadcasts_and_pads():
+    """The mask_mod with an explicit mask on PyTorch's padded grid: per head (Hm = Hq) and per
+    batch entry (Bm = B) the entry's own mask, ANDed with causal; Bm = 1 / Hm = 1 the one mask
+    for all; tokens past Lq = 3 / Lk = 4 refused, looked up without an index error."""
+    torch = pytest.importorskip("torch")
+    m = torch.zeros(2, 2, 3, 4, dtype=torch.bool)  # [B, Hq, Lq, Lk]
+    m[0, 0] = torch.tensor(table("1111 0111 1010"))
+    m[0, 1] = torch.tensor(table("0111 1111 0101"))
+    m[1, 1] = torch.tensor(table("1000 1100 1111"))
+    mm = tf.make_mask_mod(torch, causal=True, window=0, chunk=0, lq=3, lk=4, mask=m)
+    q, k = torch.arange(5).view(-1, 1), torch.arange(6).view(1, -1)
+    # causal, nk - nq = 1: row i allows keys <= i + 1; padded rows / cols 0
+    want = {(0, 0): "110000 011000 101000 000000 000000",
+            (0, 1): "010000 111000 010100 000000 000000",
+            (1, 0): "000000 000000 000000 000000 000000",
+            (1, 1): "100000 110000 111100 000000 000000"}
+    for (b, h), rows in want.items():
+        got = mm(torch.tensor(b), torch.tensor(h), q, k).numpy()
+        assert (got == table(rows)).all(), (b, h, got.astype(int))
+    one = tf.make_mask_mod(torch, causal=False, window=0, chunk=0, lq=3, lk=4, mask=m[:1, 1:])
+    for b, h in ((0, 0), (1, 1), (1, 0)):  # Bm = Hm = 1: head 1 of entry 0 for every one
+        got = one(torch.tensor(b), torch.tensor(h), q, k).numpy()
+        assert (got == table("011100 111100 010100 000000 000000")).all()
+
+
+def test_bias_score_mod_after_the_cap_on_the_padded_grid():
+    """score_mod = cap, then + bias[b', h', q, kv]: per head (Hm = Hq) with Bm = 1 (every batch
+    entry the same), on PyTorch's padded grid (5 x 6 for Lq = 3, Lk = 4) without an index
+    error; the real pairs' values are cap(score) + bias, computed here from the definition."""
+    torch = pytest.importorskip("torch")
+    bias = torch.arange(24, dtype=torch.float32).view(1, 2, 3, 4) - 10.0
+    cap = tf.softcap_score_mod(torch, 2.0)
+    mod = tf.bias_score_mod(torch, bias, 3, 4, inner=cap)
+    q, k = torch.arange(5).view(-1, 1), torch.arange(6).view(1, -1)
+    score = torch.full((5, 6), 3.0)
+    for b, h in ((0, 0), (1, 1)):
+        got = mod(score, torch.tensor(b), torch.tensor(h), q, k)
+        assert got.shape == (5, 6)
+        want = 2.0 * torch.tanh(torch.tensor(1.5)) + bias[0, h]
+        assert torch.equal(got[:3, :4], want)
+    plain = tf.bias_score_mod(torch, bias, 3, 4)
+    assert torch.equal(plain(score, torch.tensor(0), torch.tensor(1), q, k)[:3, :4],
+                       3.0 + bias[0, 1])
+
+
+def alibi(hq, lq, lk):
+    """ALiBi's bias [1, Hq, Lq, Lk]: -slope_h * (p_q - p_k), slope_h = 2^(-8 (h + 1) / Hq),
+    bottom-right positions (p_q = i + Lk - Lq); float32 (powers of two times integers)."""
+    slope = 2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)
+    d = (np.arange(lq)[:, None] + (lk - lq)) - np.arange(lk)[None, :]
+    return (-slope[:, None, None] * d).astype(np.float32)[None]
+
+
+@pytest.fixture
+def xterms_file(tmp_path):
+    """Four cases with explicit terms, their lengths not multiples of the block sizes (the
+    padded grid's lookups are clamped): a prefix-LM mask (bidirectional over a prefix, causal
+    after it; float32 GQA), ALiBi with a soft-cap (float16, Lq < Lk, scores beyond the cap),
+    a per-head mask over [B, Hq] whose heads use different key blocks, with an empty row
+    (bfloat16), and a packed causal case with a random mask (float16, empty rows)."""
+    path = str(tmp_path / "xterms.h5")
+    rng = np.random.default_rng(11)
+    q, k, v = rng_inputs(21, 1, 4, 2, 40, 40, 16, 16, "float32")
+    prefix = 13
+    i, j = np.arange(40)[:, None], np.arange(40)[None, :]
+    write_case(path, "prefix_lm", q, k, v, causal=False, q_block_size=16, kv_block_size=16,
+               mask=((j < prefix) | (j <= i))[None, None])
+    q, k, v = rng_inputs(22, 2, 4, 2, 20, 37, 16, 16, "float16")
+    write_case(path, "alibi_cap", 4 * q, 4 * k, v, causal=True, softcap=3.0,
+               dtype="float16", q_block_size=16, kv_block_size=16, bias=alibi(4, 20, 37))
+    q, k, v = rng_inputs(23, 2, 4, 2, 30, 45, 16, 16, "bfloat16")
+    m = rng.random((2, 4, 30, 45)) < 0.7
+    heads = np.arange(4)[:, None, None]
+    kv = np.arange(45)[None, :]
+    m &= np.where(heads % 2 == 0, kv < 20, kv >= 20)[None]  # even heads: keys < 20, odd: >= 20
+    m[1, 3, 5] = False  # a row with no allowed key
+    write_case(path, "per_head", q, k, v, causal=False, dtype="bfloat16", q_block_size=16,
+               kv_block_size=16, mask=m)
+    q, k, v = rng_inputs(24, 1, 2, 2, 40, 30, 16, 16, "float16")
+    write_case(path, "packed_mask", q, k, v, causal=True, dtype="float16",
+               cu_seqlens_q=[0, 10, 10, 40], cu_seqlens_k=[0, 12, 20, 30], q_block_size=16,
+               kv_block_size=16, mask=rng.random((1, 1, 40, 30)) < 0.6)
+    return path
+
+
+XCASES = ("alibi_cap", "packed_mask", "per_head", "prefix_lm")
+
+
+def run_and_check(tmp_path, path, *runner_args):
+    """fill (flexcheck's oracle), the runner, check: (check's exit status, its stdout)."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    r = subprocess.run([BIN, "fill", path, "--in-place"], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rc = run_main(path, "--device", "cpu", *runner_args)
+    r = subprocess.run([BIN, "check", path, "--report", str(tmp_path / "report")],
+                       capture_output=True, text=True, env=env)
+    return rc, r.returncode, r.stdout + r.stderr
+
+
+def test_runner_passes_the_explicit_terms(xterms_file, capsys):
+    torch = pytest.importorskip("torch")
+    assert run_main(xterms_file, "--device", "cpu", "--threads", "1") == 0
+    assert "4 cases, 4 stored" in capsys.readouterr().out
+    label = tf.default_label(torch.__version__, "cpu", False)
+    t = {n: read_case(xterms_file, n).tested[label] for n in XCASES}
+    assert t["prefix_lm"].producer.endswith(", explicit mask ANDed into mask_mod")
+    assert t["alibi_cap"].producer.endswith(
+        ", softcap as score_mod, explicit bias added by score_mod after the softcap")
+    # the per-head mask's block mask is per batch entry and head, as the mask is
+    assert t["per_head"].block_mask["kv_num_blocks"].shape[:2] == (2, 4)
+    assert np.isneginf(t["per_head"].lse[1, 3, 5]) and (t["per_head"].out[1, 3, 5] == 0).all()
+
+
+@needs_bin
+def test_flexcheck_checks_the_runner_on_explicit_terms(tmp_path, xterms_file):
+    """PyTorch given the terms passes on every case, its block masks sound."""
+    torch = pytest.importorskip("torch")
+    rc, check_rc, out = run_and_check(tmp_path, xterms_file)
+    assert rc == 0 and check_rc == 0, out
+    label = tf.default_label(torch.__version__, "cpu", False)
+    assert out.count(f"tested/{label}") == 4
+    assert "4 outputs under test: 4 passed, 0 failed" in out
+
+
+@needs_bin
+def test_flexcheck_checks_the_compiled_runner_on_explicit_terms(tmp_path, xterms_file):
+    torch = pytest.importorskip("torch")
+    rc, check_rc, out = run_and_check(tmp_path, xterms_file, "--compile")
+    if rc == 1 and "CppCompileError" in out:
+        pytest.skip(f"torch {torch.__version__} cannot compile flex_attention for this CPU")
+    assert rc == 0 and check_rc == 0, out
+    assert "4 outputs under test: 4 passed, 0 failed" in out
+
+
+def shifted_lookup(t, b, h, q, kv):
+    """The planted defect: the explicit mask read one key to the right (the bias as it is)."""
+    if t.dtype.is_floating_point:
+        return XTERM_LOOKUP(t, b, h, q, kv)
+    return XTERM_LOOKUP(t, b, h, q, (kv + 1).clamp(max=t.shape[3] - 1))
+
+
+XTERM_LOOKUP = tf.xterm_lookup
+
+
+@pytest.mark.parametrize("defect", ["mask_shifted", "terms_ignored"])
+@needs_bin
+def test_flexcheck_fails_the_runner_with_a_planted_defect(tmp_path, xterms_file, monkeypatch,
+                                                          defect):
+    """A runner reading the mask one key off fails check on the mask cases; one that drops the
+    terms (what torch_flex did before it passed them) fails on all four."""
+    pytest.importorskip("torch")
+    if defect == "mask_shifted":
+        monkeypatch.setattr(tf, "xterm_lookup", shifted_lookup)
+        failing = ("packed_mask", "per_head", "prefix_lm")
+    else:
+        monkeypatch.setattr(tf, "case_mask_mod", lambda torch, case, device: tf.make_mask_mod(
+            torch, causal=case.causal, window=case.window, chunk=case.chunk,
+            lq=case.q.shape[2], lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
+            cu_k=case.cu_seqlens_k, device=device))
+        monkeypatch.setattr(tf, "case_score_mod", lambda torch, case, device: (
+            tf.softcap_score_mod(torch, case.softcap, device) if case.softcap else None))
+        failing = XCASES
+    rc, check_rc, out = run_and_check(tmp_path, xterms_file)
+    assert rc == 0 and check_rc != 0, out
+    assert f"4 outputs under test: {4 - len(failing)} passed, {len(failing)} failed" in out
+    for name in failing:
+        assert any(ln.startswith("FAIL") and name in ln for ln in out.splitlines()), (name, out)
+
+
+@needs_bin
+def test_flexcheck_checks_the_runner_on_a_bias_with_sinks(tmp_path):
+    """Sinks with a bias: apply_sinks works from flex_attention's LSE, which holds the bias,
+    and the sink has none (section 8); with a mask too, empty rows (Lq > Lk, causal) get the
+    sink. check passes it."""
+    torch = pytest.importorskip("torch")
+    path = str(tmp_path / "sinks_bias.h5")
+    q, k, v = rng_inputs(25, 1, 2, 1, 30, 22, 16, 16, "float32")
+    mask = np.random.default_rng(12).random((1, 2, 30, 22)) < 0.8
+    write_case(path, "sinks_bias", q, k, v, causal=True, q_block_size=16, kv_block_size=16,
+               sinks=np.array([1.0, -0.5], np.float32), bias=alibi(2, 30, 22), mask=mask)
+    rc, check_rc, out = run_and_check(tmp_path, path)
+    assert rc == 0 and check_rc == 0, out
+    t = read_case(path, "sinks_bias").tested[tf.default_label(torch.__version__, "cpu", False)]
+    assert "sinks applied" in t.producer and "explicit bias" in t.producer
+    assert "1 outputs under test: 1 passed, 0 failed" in out
