@@ -20,6 +20,7 @@
 
 #include "masks/bmask.h"
 #include "masks/seq.h"
+#include "tests/test_rng.h"
 
 /* ---- the oracle: docs/semantics.md section 2 read literally ---- */
 
@@ -123,19 +124,6 @@ static void expect_pytorch_shape(const bmask *bm, const char *what)
 }
 
 /* ---- random configurations ---- */
-
-static uint64_t rng_next(uint64_t *st)
-{
-    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int32_t rng_int(uint64_t *st, int32_t lo, int32_t hi) /* [lo, hi] */
-{
-    return lo + (int32_t)(rng_next(st) % (uint64_t)(hi - lo + 1));
-}
 
 typedef struct config {
     mask_params m;

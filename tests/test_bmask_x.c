@@ -27,19 +27,7 @@
 #include "masks/problem.h"
 #include "masks/seq.h"
 #include "ref/ref.h"
-
-static uint64_t rng_next(uint64_t *st) /* splitmix64 */
-{
-    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int32_t rng_int(uint64_t *st, int32_t lo, int32_t hi) /* [lo, hi] */
-{
-    return lo + (int32_t)(rng_next(st) % (uint64_t)(hi - lo + 1));
-}
+#include "tests/test_rng.h"
 
 typedef enum xkind { PREFIX_LM, TREE, SPARSE, PACKED, NKINDS } xkind;
 static const char *const kind_names[] = {"prefix-LM", "tree", "sparse", "packed"};

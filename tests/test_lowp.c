@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/lowp.h"
+#include "tests/test_rng.h"
 
 static uint32_t bits(float x)
 {
@@ -29,14 +30,6 @@ static float from_bits(uint32_t u)
     float x;
     memcpy(&x, &u, sizeof x);
     return x;
-}
-
-static uint64_t rng_next(uint64_t *s) /* splitmix64 */
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* ---- independent decoders: the IEEE formulas, in double ---- */

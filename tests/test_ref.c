@@ -24,6 +24,7 @@
 #include "masks/bmask.h"
 #include "ref/ref.h"
 #include "ref/ref_internal.h"
+#include "tests/test_rng.h"
 
 /* ---- cases and inputs ---- */
 
@@ -74,14 +75,6 @@ static void drop_problem(attn_problem *p)
 {
     free((float *)p->terms.sinks);
     attn_problem_free(p);
-}
-
-static uint64_t rng_next(uint64_t *s) /* splitmix64 */
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* Standard normal (Box-Muller), rounded to dt as a stored fixture input would be. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "masks/problem.h"
+#include "tests/test_rng.h"
 
 /* ---- cases ---- */
 
@@ -35,12 +36,9 @@ typedef struct xrun {
     float *bias;
 } xrun;
 
-static inline uint64_t rng(uint64_t *s) /* splitmix64 */
+static inline uint64_t rng(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return rng_next(s);
 }
 
 static inline float unif(uint64_t *s) /* in [-1, 1) */
