@@ -12,13 +12,7 @@ import numpy as np
 import pytest
 
 import flexcheck
-from flexcheck.judging import library_version
-
-try:
-    library_version()
-    WHY = None
-except RuntimeError as e:  # no libflexcheck.so: the reason is the skip's
-    WHY = str(e)
+from test_judge import WHY  # why the library cannot load, as the other judge tests skip
 
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"{WHY}")
 
