@@ -343,8 +343,8 @@ class Runner:
                    if compiled else fa.flex_attention)
         # The block mask is compiled too under --compile, as long-context users do (PyTorch's
         # advice for create_block_mask's deprecated _compile=True): eager create_block_mask
-        # materializes the whole Lq x Lk grid of mask_mod results (17 GB of bools and several
-        # times that in index tensors at 131,072 tokens); compiled, the grid is fused away.
+        # materializes the whole Lq x Lk grid of mask_mod results (at 131,072 tokens 17 GB of
+        # bools alone, before the index tensors it broadcasts); compiled, the grid is fused.
         self.create_block_mask = (torch.compile(fa.create_block_mask) if compiled
                                   else fa.create_block_mask)
 
