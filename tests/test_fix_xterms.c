@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check/repro.h"
 #include "fixtures/fix.h"
 #include "fixtures/fix_h5.h"
 #include "tests/test_fix_break.h"
@@ -573,4 +574,69 @@ Test(fix_xterms, a_stored_block_mask_is_held_to_the_explicit_mask_too)
     cr_expect(strstr(r.detail, "block_mask is not sound"), "%s", r.detail);
     cr_expect(strstr(r.detail, "row [0][0][0]: kv block 1 is listed full but pair (q 0, k 17) "
                      "is not allowed"), "names the tile and the pair: %s", r.detail);
+}
+
+/* ---- repro under explicit terms ---- */
+
+/* repro tells the rows of a case with explicit terms under them: the header says how many of
+ * the families' pairs the mask keeps and the bias's range, and a row's allowed keys are the
+ * explicit mask's runs, not the families' interval (here: no family, so every key of the row).
+ * The counts are the predicate's, counted here. */
+Test(fix_xterms, repro_tells_the_explicit_terms_and_a_rows_allowed_keys)
+{
+    fix_case c;
+    const char *p = write_base("repro.h5", NULL);
+    fix_file f;
+    read_only_case(p, &f, &c);
+    fix_close(&f);
+    size_t no = attn_o_elems(&c.prob), nl = attn_lse_elems(&c.prob);
+    fix_tested tt = {.label = "same", .producer = "the oracle rounded", .encoding = "float32"};
+    tt.out = malloc(no * sizeof *tt.out);
+    tt.lse = malloc(nl * sizeof *tt.lse);
+    cr_assert(tt.out && tt.lse);
+    for (size_t i = 0; i < no; i++)
+        tt.out[i] = (float)c.out[i];
+    for (size_t i = 0; i < nl; i++)
+        tt.lse[i] = (float)c.lse[i];
+    c.tested = &tt;
+    c.ntested = 1;
+    long kept = 0;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t q = 0; q < LQ; q++)
+            for (int32_t k = 0; k < LK; k++)
+                kept += prefix_lm(b, q, k);
+    float lo = bias_vals[0], hi = bias_vals[0];
+    for (size_t i = 0; i < sizeof bias_vals / sizeof *bias_vals; i++) {
+        lo = bias_vals[i] < lo ? bias_vals[i] : lo;
+        hi = bias_vals[i] > hi ? bias_vals[i] : hi;
+    }
+    const int32_t rb = 1, rq = 3; /* the row asked for: batch entry 1, head 0, query 3 */
+    chk_repro_opts o = {.file = p, .label = "same", .worst = 3, .kernel = 2, .row = "1,0,3",
+                        .row_bhq = {rb, 0, rq}};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    fc_err err;
+    int rc = chk_repro_case(&c, NULL, &o, out, &err);
+    fclose(out);
+    c.tested = NULL;
+    c.ntested = 0;
+    free(tt.out);
+    free(tt.lse);
+    fix_case_free(&c);
+    cr_assert_eq(rc, 0, "the oracle rounded passes: %s\n%s", rc < 0 ? err.msg : "", text);
+    char want[256];
+    snprintf(want, sizeof want, "  explicit mask: [%d, 1, %d, %d], keeps %ld of the families' %d "
+             "pairs (per batch entry or head)\n", B, LQ, LK, kept, B * LQ * LK);
+    cr_expect(strstr(text, want), "want '%s' in:\n%s", want, text);
+    snprintf(want, sizeof want, "  explicit bias: [1, %d, %d, %d] float32, values in [%g, %g], "
+             "added after the soft-cap\n", HQ, LQ, LK, (double)lo, (double)hi);
+    cr_expect(strstr(text, want), "want '%s' in:\n%s", want, text);
+    int32_t n = prefix_hi(rb, rq); /* a prefix-LM row is one run [0, n) */
+    snprintf(want, sizeof want, "  allowed keys: %d of the families' %d (explicit mask), tokens "
+             "[0, %d) in 1 run", n, LK, n);
+    cr_expect(strstr(text, want), "want '%s' in:\n%s", want, text);
+    cr_expect(strstr(text, "rerun: flexcheck repro") && strstr(text, "--tested same --row 1,0,3"),
+              "the rerun line:\n%s", text);
+    free(text);
 }
