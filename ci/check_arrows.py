@@ -55,6 +55,11 @@ ALLOWED = {
             "include", "api"],
     "tests": None,
 }
+# cli/ is a shell: a command parses, isolates and prints, and its work is library code below it
+# (check/ for check and repro, ci/ for gate and export), so that the shared library and Python
+# can do the same. A command file may therefore not reach the layers that do the work; only the
+# benchmarks (cli/bench_*.c), which time those layers' own calls, may.
+CLI_WORK = ("ref", "judge", "diag")
 IGNORED_TOP = {".ci"}
 # The CUDA toolkit stand-ins, included as <cuda_runtime.h> (the emu build adds -Igpu/emu/include).
 SYSTEM_STANDINS = "gpu/emu/include"
@@ -326,6 +331,11 @@ def check(root, graph=False, out=sys.stdout):
             forbidden += 1
             problems.append("%s:%d: includes %s: %s may not include %s (allowed: %s)"
                             % (inc.src, inc.line, inc.target, a, b, allowed_text(a)))
+        elif a == "cli" and b in CLI_WORK and not os.path.basename(inc.src).startswith("bench_"):
+            forbidden += 1
+            problems.append("%s:%d: includes %s: a command may not include %s (its work is "
+                            "library code in check/ or ci/; only cli/bench_*.c time %s)"
+                            % (inc.src, inc.line, inc.target, b, "/".join(CLI_WORK)))
     medges = {}
     for (a, b) in arrows:
         medges.setdefault(a, set()).add(b)

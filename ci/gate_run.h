@@ -6,6 +6,7 @@
 #ifndef FLEXCHECK_GATE_RUN_H
 #define FLEXCHECK_GATE_RUN_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "ci/gate.h"
@@ -37,6 +38,30 @@ typedef struct gate_opts {
  * even when a row failed; an error status only for out-of-memory (rows then describe what
  * could not be run). */
 fc_status gate_run_case(const gate_case *c, const gate_opts *o, gate_rows *rows, fc_err *err);
+
+/* A run of many cases: `jobs` worker threads pull cases in order (one inline when no thread
+ * can be had) while the calling thread reports progress every 200 ms. */
+typedef struct gate_run_all_in {
+    const gate_case *cases;
+    int n;
+    const gate_opts *opts;
+    int jobs;   /* >= 1 */
+    int strict; /* outside-contract rows count as failed (in the progress counts) */
+    /* Non-zero (a signal handler sets it): every worker finishes the case it holds and takes no
+     * other. NULL: never. */
+    const volatile sig_atomic_t *stop;
+    /* NULL, or called on the calling thread with the cases done and failed so far, the seconds
+     * since the start, and final = 1 once, when every worker has returned. */
+    void (*progress)(void *ctx, int done, int n, int failed, double elapsed, int final);
+    void *ctx;
+} gate_run_all_in;
+
+/* Runs in->cases[i] into rows[i] (n of them, zeroed by the caller; free each with
+ * gate_rows_free), with st[i] and errs[i] gate_run_case's status and message. Returns 0 when
+ * every case ran, -2 when stopped (the rows of the cases that ran are kept), -1 out of memory
+ * (nothing ran). *elapsed: the run's seconds. */
+int gate_run_all(const gate_run_all_in *in, gate_rows *rows, fc_status *st, fc_err *errs,
+                 double *elapsed);
 
 #ifdef __cplusplus
 }

@@ -1,15 +1,15 @@
 /*
  * cmd_gate.c - 'flexcheck gate': run the matrix (ci/matrix.c) on every available backend,
  * show progress, write the report (Markdown, JSON, CSV, HTML) and JUnit XML, and exit 0 only if
- * every hard gate and exactness check held.
+ * every hard gate and exactness check held. The run itself is library code (ci/gate_run.h:
+ * worker threads over the cases); this command parses, picks the backends, shows progress,
+ * catches SIGINT/SIGTERM and prints the verdict lines.
  */
-#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/progress.h"
@@ -125,64 +125,6 @@ int cli_select_cases(const char *cmd, gate_case *all, int nall, const char *matr
     return 0;
 }
 
-/* The length of the first prefix of dir that does not exist (the first directory a run would
- * create: "r" of "r/a/b" when no r exists), 0 when dir exists. */
-static size_t first_missing(const char *dir)
-{
-    struct stat sb;
-    char *p = strdup(dir);
-    if (!p || stat(dir, &sb) == 0) {
-        free(p);
-        return 0;
-    }
-    size_t len = strlen(p), at = len;
-    for (size_t i = 1; i < len && at == len; i++) {
-        if (p[i] != '/')
-            continue;
-        p[i] = '\0';
-        if (stat(p, &sb) != 0)
-            at = i;
-        p[i] = '/';
-    }
-    free(p);
-    return at;
-}
-
-/* Removes, deepest first, the directories from dir up to its prefix of length `from`
- * (first_missing's answer before they were made): a run that writes no report leaves no empty
- * report directory behind. rmdir keeps any that holds something. */
-static void remove_made(const char *dir, size_t from)
-{
-    char *p = from ? strdup(dir) : NULL;
-    if (!p)
-        return;
-    size_t len = strlen(p);
-    for (;;) {
-        while (len > 1 && p[len - 1] == '/')
-            p[--len] = '\0';
-        if (len < from || rmdir(p) != 0)
-            break;
-        while (len > 0 && p[len - 1] != '/')
-            len--;
-        p[len] = '\0';
-    }
-    free(p);
-}
-
-/* ---- the run: workers pull cases, the main thread reports progress ---- */
-
-typedef struct run_state {
-    const gate_case *cases;
-    int n;
-    const gate_opts *opts;
-    gate_rows *rows; /* one per case */
-    fc_err *errs;
-    fc_status *st;
-    pthread_mutex_t mu;
-    int next, done, failed;
-    int strict; /* outside-contract rows count as failed */
-} run_state;
-
 /* SIGINT/SIGTERM: workers finish the case they hold and take no other; nothing is written. */
 static volatile sig_atomic_t stop_signal;
 
@@ -191,97 +133,51 @@ static void on_stop(int sig)
     stop_signal = sig;
 }
 
-static void *worker(void *arg)
-{
-    run_state *rs = arg;
-    for (;;) {
-        pthread_mutex_lock(&rs->mu);
-        int i = rs->next < rs->n && !stop_signal ? rs->next++ : -1;
-        pthread_mutex_unlock(&rs->mu);
-        if (i < 0)
-            return NULL;
-        rs->st[i] = gate_run_case(&rs->cases[i], rs->opts, &rs->rows[i], &rs->errs[i]);
-        int bad = rs->st[i] != FC_OK;
-        for (size_t r = 0; r < rs->rows[i].n; r++)
-            bad |= rep_row_fails(&rs->rows[i].v[r], rs->strict);
-        pthread_mutex_lock(&rs->mu);
-        rs->done++;
-        rs->failed += bad;
-        pthread_mutex_unlock(&rs->mu);
-    }
-}
-
 /* One status line: overwritten in place on a terminal, a plain line every 10 s otherwise. The
  * time left is estimated from the cases done, so none is printed before the first is done (an
  * estimate of 0 s there was a false line: the M7 group runs minutes before its first case). */
-static void progress(run_state *rs, double t0, int tty, double *last, int final)
+typedef struct progress_state {
+    int tty;
+    double last;
+} progress_state;
+
+static void progress(void *ctx, int done, int n, int failed, double el, int final)
 {
-    pthread_mutex_lock(&rs->mu);
-    int done = rs->done, failed = rs->failed;
-    pthread_mutex_unlock(&rs->mu);
-    double el = fc_now_s() - t0;
+    progress_state *ps = ctx;
     char left[48] = "";
-    if (done > 0 && done < rs->n)
-        snprintf(left, sizeof left, ", ~%.0f s left", el / done * (rs->n - done));
-    if (tty)
-        fprintf(stderr, "\r[%d/%d] %d failed, %.0f s elapsed%s   %s", done, rs->n, failed, el,
-                left, final ? "\n" : "");
-    else if (final || el - *last >= 10) {
-        fprintf(stderr, "gate: %d/%d cases done, %d failed, %.0f s elapsed%s\n", done, rs->n,
-                failed, el, left);
-        *last = el;
+    if (done > 0 && done < n)
+        snprintf(left, sizeof left, ", ~%.0f s left", el / done * (n - done));
+    if (ps->tty)
+        fprintf(stderr, "\r[%d/%d] %d failed, %.0f s elapsed%s   %s", done, n, failed, el, left,
+                final ? "\n" : "");
+    else if (final || el - ps->last >= 10) {
+        fprintf(stderr, "gate: %d/%d cases done, %d failed, %.0f s elapsed%s\n", done, n, failed,
+                el, left);
+        ps->last = el;
     }
 }
 
+/* The cases run (gate_run_all) into rows: 0, 1 when some case could not be run (each said),
+ * -1 out of memory (said), -2 stopped by a signal. */
 static int run_all(const gate_case *cases, int n, const gate_opts *opts, int jobs, int strict,
                    gate_rows *rows, double *elapsed)
 {
-    run_state rs = {.cases = cases, .n = n, .opts = opts, .rows = rows, .strict = strict};
-    rs.errs = calloc((size_t)n + 1, sizeof *rs.errs);
-    rs.st = calloc((size_t)n + 1, sizeof *rs.st);
-    pthread_t *th = calloc((size_t)jobs, sizeof *th);
-    if (!rs.errs || !rs.st || !th) {
-        free(rs.errs), free(rs.st), free(th);
+    fc_err *errs = calloc((size_t)n + 1, sizeof *errs);
+    fc_status *st = calloc((size_t)n + 1, sizeof *st);
+    progress_state ps = {.tty = isatty(STDERR_FILENO)};
+    gate_run_all_in in = {.cases = cases, .n = n, .opts = opts, .jobs = jobs, .strict = strict,
+                          .stop = &stop_signal, .progress = progress, .ctx = &ps};
+    int rc = errs && st ? gate_run_all(&in, rows, st, errs, elapsed) : -1;
+    if (rc == -1)
         cli_say("gate", "out of memory");
-        return -1;
-    }
-    pthread_mutex_init(&rs.mu, NULL);
-    double t0 = fc_now_s(), last = 0;
-    int started = 0;
-    for (int j = 0; j < jobs; j++)
-        started += pthread_create(&th[j], NULL, worker, &rs) == 0;
-    if (started == 0)
-        worker(&rs); /* no threads to be had: run inline */
-    int tty = isatty(STDERR_FILENO);
-    for (;;) {
-        pthread_mutex_lock(&rs.mu);
-        int done = rs.done;
-        pthread_mutex_unlock(&rs.mu);
-        if (done >= n || stop_signal)
-            break;
-        progress(&rs, t0, tty, &last, 0);
-        nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
-    }
-    for (int j = 0; j < started; j++)
-        pthread_join(th[j], NULL);
-    progress(&rs, t0, tty, &last, 1);
-    *elapsed = fc_now_s() - t0;
-    if (stop_signal) {
-        pthread_mutex_destroy(&rs.mu);
-        free(rs.errs), free(rs.st), free(th);
-        return -2;
-    }
-    int hard = 0;
-    for (int i = 0; i < n; i++)
-        if (rs.st[i]) {
-            cli_say("gate", "%s: %s", cases[i].id, rs.errs[i].msg);
-            hard = 1;
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (st[i]) {
+            cli_say("gate", "%s: %s", cases[i].id, errs[i].msg);
+            rc = 1;
         }
-    pthread_mutex_destroy(&rs.mu);
-    free(rs.errs);
-    free(rs.st);
-    free(th);
-    return hard;
+    free(errs);
+    free(st);
+    return rc;
 }
 
 int cmd_gate(int argc, char **argv)
@@ -313,25 +209,24 @@ int cmd_gate(int argc, char **argv)
         free(all);
         return CLI_BADINPUT;
     }
-    /* From here a stop is caught (the run then ends at once and writes nothing), so a
-     * directory made for the report below is removed again whenever the run is stopped. */
+    /* From here a stop is caught: the run then ends at once and writes nothing. */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* The report directory is made (and shown writable) before any case runs, not after, but
-     * only once there are cases to run; bad input from here (no such backend) removes it. */
+    /* The report directory is shown writable before any case runs, so an hour's run does not
+     * end on a directory it cannot write; nothing is made until the report is written
+     * (rep_dir_check makes nothing, rep_write_all removes what it made when it fails). */
     fc_err derr;
-    size_t made = first_missing(g.report_dir);
+    struct stat sb;
+    int existed = stat(g.report_dir, &sb) == 0;
     if (rep_dir_check(g.report_dir, &derr)) {
-        remove_made(g.report_dir, made);
         free(all);
         return cli_usage_error(CMD, "%s", derr.msg);
     }
     if (pick_backends(&g, &opts)) { /* the message is out */
-        remove_made(g.report_dir, made);
         free(all);
         return CLI_BADINPUT;
     }
@@ -342,7 +237,6 @@ int cmd_gate(int argc, char **argv)
             dropped ? "; some M1 factor pairs exceed this size's work budget" : "");
     gate_rows *rows = calloc((size_t)n, sizeof *rows);
     if (!rows) {
-        remove_made(g.report_dir, made);
         free(all);
         return cli_usage_error(CMD, "out of memory");
     }
@@ -355,9 +249,8 @@ int cmd_gate(int argc, char **argv)
             done += rows[i].n > 0;
         cli_say("gate", "stopped by %s after %d of %d cases: no report written%s%s"
                 "%s", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", done, n,
-                made ? "" : ", the previous one in ", made ? "" : g.report_dir,
-                made ? "" : "/ is untouched");
-        remove_made(g.report_dir, made);
+                existed ? ", the previous one in " : "", existed ? g.report_dir : "",
+                existed ? "/ is untouched" : "");
         for (int i = 0; i < n; i++)
             gate_rows_free(&rows[i]);
         free(rows);
@@ -371,6 +264,7 @@ int cmd_gate(int argc, char **argv)
         for (size_t r = 0; r < rows[i].n; r++) {
             rep_row *row = gate_rows_push(&flat);
             if (!row) {
+                cli_say("gate", "out of memory");
                 hard = -1;
                 break;
             }
@@ -393,9 +287,7 @@ int cmd_gate(int argc, char **argv)
     run.strict = g.strict;
     rep_set set = {.rows = flat.v, .n = flat.n, .checks = checks, .run = &run};
     set.nchecks = gate_check_report_list(checks);
-    if (hard < 0) {
-        cli_say("gate", "out of memory");
-        remove_made(g.report_dir, made);
+    if (hard < 0) { /* out of memory, said */
         rc = CLI_BADINPUT;
     } else {
         /* The verdict first: a report that cannot be written must not hide it. A skip is
@@ -417,7 +309,6 @@ int cmd_gate(int argc, char **argv)
         rc = failed || hard ? CLI_FAIL : CLI_PASS;
         if (rep_write_all(g.report_dir, &set, &err)) {
             cli_say("gate", "the report could not be written: %s", err.msg);
-            remove_made(g.report_dir, made);
             rc = CLI_BADINPUT;
         }
     }

@@ -119,6 +119,24 @@ def test_forbidden_arrow_is_reported(tmp_path, src, text, expect):
     assert " 1 forbidden, " in summary(out)
 
 
+@pytest.mark.parametrize("src", ["cli/cmd_repro.c", "cli/cli.h", "cli/isolate.c"])
+def test_a_command_may_not_reach_the_layers_that_do_the_work(tmp_path, src):
+    rc, out, _ = run(tree_with(tmp_path, {src: '#include "cli/cli.h"\n#include "judge/judge.h"\n'
+                                               if src != "cli/cli.h" else '#include "diag/diag.h"\n'}))
+    layer = "diag" if src == "cli/cli.h" else "judge"
+    line = 1 if src == "cli/cli.h" else 2
+    assert rc == 1
+    assert ("%s:%d: includes %s/%s.h: a command may not include %s (its work is library code in "
+            "check/ or ci/; only cli/bench_*.c time ref/judge/diag)" % (src, line, layer, layer, layer)) in out
+    assert " 1 forbidden, " in summary(out)
+
+
+def test_a_benchmark_may_time_the_layers_below(tmp_path):
+    rc, out, _ = run(tree_with(tmp_path, {"cli/bench_x.c": '#include "judge/judge.h"\n#include "ref/ref.h"\n'}))
+    assert rc == 0, out
+    assert " 0 forbidden, " in summary(out)
+
+
 def test_every_forbidden_line_is_reported(tmp_path):
     rc, out, _ = run(tree_with(tmp_path, {"ref/a.c": '#include "gpu/gpu.h"\n#include "gpu/gpu.h"\n',
                                           "reports/b.h": '\n\n#include "ref/ref.h"\n'}))
