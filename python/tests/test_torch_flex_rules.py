@@ -107,8 +107,8 @@ def test_natural_mods_give_the_stored_bits(m8_dir, monkeypatch):
                 assert (s.numpy() == c.bias[0, h]).all(), (f, h)
 
 
-def run_all(tmp_path, m8_dir, monkeypatch, *args):
-    d = copy_of(m8_dir, tmp_path)
+def run_all(tmp_path, m8_dir, monkeypatch, *args, pattern="*"):
+    d = copy_of(m8_dir, tmp_path, pattern)
     no_bits(monkeypatch)
     rc = tf.main([str(d), "--device", "cpu", "--threads", "1", *args])
     return rc, check(sorted(d.glob("*.h5")))
@@ -127,15 +127,27 @@ def test_every_quick_case_passes_eager(tmp_path, m8_dir, monkeypatch, capsys):
 
 
 @needs_bin
-def test_every_quick_case_passes_compiled(tmp_path, m8_dir, monkeypatch, capsys):
+def test_every_quick_case_without_sinks_passes_compiled(tmp_path, m8_dir, monkeypatch, capsys):
+    """Compiled on the CPU, flex_attention returns no LSE (PyTorch 2.15: "return_lse is not
+    supported yet"), and the runner applies sinks from the LSE: the one case with sinks (ALiBi
+    with soft-cap and sinks) cannot be run so, and is refused with that reason, nothing stored.
+    The other five files' 15 cases pass."""
     torch = pytest.importorskip("torch")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     rc, (check_rc, out) = run_all(tmp_path, m8_dir, monkeypatch, "--compile")
     err = capsys.readouterr().err
     if rc == 1 and "CppCompileError" in err:
         pytest.skip(f"torch {torch.__version__} cannot compile flex_attention for this CPU")
-    assert rc == 0 and check_rc == 0, err + out
-    assert "18 outputs under test: 18 passed, 0 failed" in out
+    sinks = [ln for ln in err.splitlines() if ": case " in ln]
+    if any("LSE" in ln for ln in sinks):  # the CPU's compiled path: no LSE, so no sinks
+        assert len(sinks) == 3 and all("sc30sk" in ln and "sinks: applied from flex_attention's "
+                                       "LSE, which this backend does not return" in ln
+                                       for ln in sinks), err
+        assert rc == 1 and check_rc == 0, err + out
+        assert "15 outputs under test: 15 passed, 0 failed" in out, out
+    else:  # a backend that returns the LSE runs them all
+        assert rc == 0 and check_rc == 0, err + out
+        assert "18 outputs under test: 18 passed, 0 failed" in out, out
 
 
 # ---- planted defects in the natural mods ----
