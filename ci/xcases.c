@@ -255,8 +255,10 @@ fc_status xcase_gen_case(const fix_gen_params *gp, const xcase_spec *spec, fix_c
         g.xmask = (attn_xmask){.bits = x.bits, .bm = x.bm, .hm = 1};
         g.xbias = (attn_xbias){.vals = x.bias, .bm = 1, .hm = gp->hq};
         st = fix_gen_case(&g, out, err);
-        if (!st)
+        if (!st) {
             memcpy(out->mask_rule, json, sizeof json);
+            out->xmask_intervals = 1; /* written compactly where every row is one interval */
+        }
     }
     free(x.bits);
     free(x.bias);

@@ -294,36 +294,47 @@ Test(xcases, a_kernel_that_refuses_the_terms_gives_skip_rows_with_its_reason)
     free(c);
 }
 
-Test(xcases, export_writes_the_rule_beside_the_bits)
+/* Export of case c: the file's float32 case read back against the generated one. */
+static void export_and_read(const gate_case *c, int want_intervals)
 {
-    int n;
-    gate_case *c = matrix(GATE_QUICK, &n);
-    const gate_case *tree = NULL;
-    for (int i = 0; i < n && !tree; i++)
-        if (is_m8(&c[i]) && c[i].xc.rule == XR_TREE)
-            tree = &c[i];
-    cr_assert(tree, "no quick tree case");
     gate_export_stats st = {0};
     fc_err err;
-    cr_assert_eq(gate_export_case(tree, dir, 0, &st, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(gate_export_case(c, dir, 0, &st, &err), FC_OK, "%s", err.msg);
     char path[256];
-    snprintf(path, sizeof path, "%s/%s.h5", dir, tree->id);
+    snprintf(path, sizeof path, "%s/%s.h5", dir, c->id);
     fix_file f;
     cr_assert_eq(fix_open(path, &f, &err), FC_OK, "%s", err.msg);
-    cr_assert_eq(f.ncases, 3, "one case a dtype");
+    cr_assert_eq(f.ncases, 3, "%s: one case a dtype", c->id);
+    int i = fix_find_case(&f, "float32");
+    cr_assert_geq(i, 0, "%s: no float32 case", c->id);
     fix_case fc, gen;
-    cr_assert_eq(fix_read_case(&f, 0, &fc, &err), FC_OK, "%s", err.msg);
-    gate_case one = *tree;
-    one.gp.dtype = fc.dtype;
+    cr_assert_eq(fix_read_case(&f, i, &fc, &err), FC_OK, "%s", err.msg);
+    gate_case one = *c;
+    one.gp.dtype = FC_F32;
     cr_assert_eq(gate_case_inputs(&one, NULL, &gen, &err), FC_OK, "%s", err.msg);
-    cr_expect_str_eq(fc.mask_rule, gen.mask_rule);
-    cr_expect(strstr(fc.mask_rule, "\"rule\": \"tree\""), "%s", fc.mask_rule);
-    cr_assert(fc.prob.xmask.bits && fc.has_bmask, "the mask and the slow builder's block mask");
+    cr_expect_str_eq(fc.mask_rule, gen.mask_rule, "%s", c->id);
+    cr_expect(strstr(fc.mask_rule, xcase_rule_name(c->xc.rule)), "%s", fc.mask_rule);
+    cr_assert(fc.prob.xmask.bits && fc.has_bmask, "%s: the mask and the slow builder's block "
+              "mask", c->id);
+    /* intervals where every row is one (a document window), bits otherwise (a draft tree) */
+    cr_expect_eq(fc.xmask_intervals, want_intervals, "%s: stored as intervals", c->id);
     cr_expect(!memcmp(fc.prob.xmask.bits, gen.prob.xmask.bits,
                       (size_t)(fc.prob.xmask.bm * fc.prob.seq.lq) *
-                          (size_t)xmask_row_bytes(fc.prob.seq.lk)), "the stored bits");
+                          (size_t)xmask_row_bytes(fc.prob.seq.lk)), "%s: the stored bits", c->id);
     fix_case_free(&fc);
     fix_case_free(&gen);
     fix_close(&f);
+}
+
+Test(xcases, export_writes_the_rule_beside_the_bits)
+{
+    int n, done = 0;
+    gate_case *c = matrix(GATE_QUICK, &n);
+    for (int i = 0; i < n; i++)
+        if (is_m8(&c[i]) && (c[i].xc.rule == XR_TREE || c[i].xc.rule == XR_DOC_WINDOW)) {
+            export_and_read(&c[i], c[i].xc.rule == XR_DOC_WINDOW);
+            done++;
+        }
+    cr_expect_eq(done, 2, "a quick tree and a quick document-window case");
     free(c);
 }

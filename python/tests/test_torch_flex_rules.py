@@ -75,6 +75,14 @@ def test_every_case_names_its_rule(m8_dir):
             assert rule is not None, (f, name, c.mask_rule)
             seen.add(rule["rule"])
     assert seen == set(RULES)
+    # the mask as intervals where every row is one (every rule but the tree's), else as bits
+    import h5py
+    for f in sorted(glob.glob(str(m8_dir / "*.h5"))):
+        with h5py.File(f) as h:
+            keys = set(h["cases/float32"])
+        form = {"mask", "mask_intervals", "bias"} & keys
+        assert form == ({"bias"} if "alibi" in f else {"mask"} if "tree" in f
+                        else {"mask_intervals"}), (f, form)
 
 
 @needs_bin
