@@ -1,10 +1,10 @@
 /*
- * gate.h - the gate: the test matrix of docs/matrix.md (M1-M7) and the runner that judges each
+ * gate.h - the gate: the test matrix of docs/matrix.md (M1-M8) and the runner that judges each
  * case on each backend under docs/tolerance.md.
  *
  * A case has a stable id that spells its parameters (so a failure can be rerun alone with
  * `flexcheck gate --filter ID`) and the check it runs (ci/checks.h). The matrix is a seeded
- * pairwise design over the M1 factors plus the listed edge cases and the M2-M7 groups; the same
+ * pairwise design over the M1 factors plus the listed edge cases and the M2-M8 groups; the same
  * size and seed always give the same cases in the same order.
  */
 #ifndef FLEXCHECK_GATE_H
@@ -14,6 +14,7 @@
 
 #include "masks/bmask.h"
 #include "base/fc.h"
+#include "ci/xcases.h"
 #include "fixtures/fix.h"
 
 #ifdef __cplusplus
@@ -42,7 +43,7 @@ const char *gate_size_name(gate_size s);
 
 typedef struct gate_case {
     char id[GATE_ID_MAX];
-    char group[4];      /* "M1" ... "M7" */
+    char group[4];      /* "M1" ... "M8" */
     const struct gate_check *check; /* what is checked (ci/checks.h) */
     fix_gen_params gp;  /* shapes, dtype, mask, block sizes, packing, seed (name unused) */
     int all_dtypes;     /* run in float32, float16 and bfloat16 (gp.dtype ignored): one row
@@ -51,6 +52,7 @@ typedef struct gate_case {
     gate_input input;
     char layout[32];    /* the layout check: layout name */
     int32_t nlayers, scale_div;
+    xcase_spec xc;      /* M8: the explicit terms' rule (ci/xcases.h); XR_NONE: none */
 } gate_case;
 
 /* The matrix for `size` and `seed` (cases are malloc'ed; free with free()). *dropped_pairs (may

@@ -101,7 +101,7 @@ fc_status gate_case_inputs(const gate_case *c, const mask_params *mask, fix_case
     /* Every score gains the offset while the differences between scores stay normal. */
     if (c->input == GI_NEG_LOGITS || c->input == GI_FAR_LOGITS)
         gp.score_offset = c->input == GI_NEG_LOGITS ? -1e5 : -1e9;
-    fc_status st = fix_gen_case(&gp, fc, err);
+    fc_status st = c->xc.rule ? xcase_gen_case(&gp, &c->xc, fc, err) : fix_gen_case(&gp, fc, err);
     if (st || c->input == GI_NORMAL || gp.score_offset != 0)
         return st;
     apply_input(c, fc);

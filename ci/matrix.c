@@ -1,6 +1,6 @@
 /*
  * matrix.c - the gate's cases (docs/matrix.md): a seeded pairwise design over the M1 factors,
- * the listed edge cases in full, and the M2-M7 groups as tables.
+ * the listed edge cases in full, and the M2-M8 groups as tables.
  *
  * Pairwise design (AETG-style greedy): take the first uncovered pair of factor levels, fix
  * it, then give every other factor (in a seeded random order) the level that covers the most
@@ -406,6 +406,8 @@ typedef struct table_case {
     double softcap;     /* score terms (masks/terms.h): the cap, 0 off */
     int sinks;          /* 1: per-head sinks, sink_values or drawn in [-5, 10] */
     const float *sink_values; /* [hq] or NULL */
+    xcase_spec xc;      /* M8: explicit terms from a rule (ci/xcases.h) */
+    int all_dtypes;     /* one row per dtype under one id (gate_case.all_dtypes) */
 } table_case;
 
 /* Sinks far above every score (normal inputs score within a few units of 0): each row's
@@ -634,6 +636,47 @@ static const table_case tables[] = {
      * it, so L06 still meets the object a global layer leaves. */
     {"M7", "layout", FC_BF16, 1, 1, 1, 131072, 131072, 32, 32, {0}, 128, 128, BMASK_DIRECT,
      .layout = "gemma3-4b", .nlayers = 7, .scale_div = 8, .min_size = GATE_FULL},
+
+    /* M8 explicit (docs/matrix.md): real masks no family expresses, as an explicit mask and
+     * bias (ci/xcases.c). The slow builder is the one that reads an explicit mask (direct
+     * refuses one, the supersets ignore it), so every case names it. Added last: seeds. */
+    {"M8", "numeric", FC_F32, 3, 4, 2, 200, 200, 64, 64, {0}, 64, 64, BMASK_SLOW,
+     .xc = {XR_PREFIX_LM}, .all_dtypes = 1, .extra = "prefix_lm"},
+    {"M8", "numeric", FC_F32, 1, 8, 2, 150, 300, 64, 64, CAUSAL, 64, 64, BMASK_SLOW,
+     .xc = {XR_ALIBI}, .all_dtypes = 1, .extra = "alibi"},
+    {"M8", "numeric", FC_F32, 2, 4, 1, 256, 256, 64, 64, CAUSAL, 128, 64, BMASK_SLOW,
+     .xc = {XR_ALIBI}, .all_dtypes = 1, .softcap = 30, .sinks = 1, .extra = "alibi"},
+    {"M8", "numeric", FC_F32, 2, 4, 1, 24, 124, 64, 64, CAUSAL, 16, 32, BMASK_SLOW,
+     .xc = {XR_TREE, 100}, .all_dtypes = 1, .extra = "tree"},
+    {"M8", "numeric", FC_F32, 1, 4, 2, 300, 300, 64, 64, CAUSAL, 64, 64, BMASK_SLOW,
+     .xc = {XR_DOC_WINDOW, 6}, .all_dtypes = 1, .extra = "doc_window"},
+    {"M8", "numeric", FC_F32, 2, 4, 1, 256, 256, 64, 64, {0}, 64, 64, BMASK_SLOW,
+     .xc = {XR_GEMMA3_IMAGE, 32}, .all_dtypes = 1, .extra = "gemma3_image"},
+    /* default: a thousand tokens and more (Gemma 3 4b's local window 1024 and its 256 tokens
+     * an image at 1/8) */
+    {"M8", "numeric", FC_F32, 2, 8, 2, 1000, 1000, 128, 128, {0}, 128, 128, BMASK_SLOW,
+     .xc = {XR_PREFIX_LM}, .all_dtypes = 1, .min_size = GATE_DEFAULT, .extra = "prefix_lm"},
+    {"M8", "numeric", FC_F32, 1, 8, 1, 1024, 1024, 64, 64, CAUSAL, 128, 128, BMASK_SLOW,
+     .xc = {XR_ALIBI}, .all_dtypes = 1, .min_size = GATE_DEFAULT, .extra = "alibi"},
+    {"M8", "numeric", FC_F32, 4, 4, 1, 60, 960, 64, 64, CAUSAL, 16, 64, BMASK_SLOW,
+     .xc = {XR_TREE, 900}, .all_dtypes = 1, .min_size = GATE_DEFAULT, .extra = "tree"},
+    {"M8", "numeric", FC_F32, 1, 4, 2, 2048, 2048, 64, 64, CAUSAL, 128, 128, BMASK_SLOW,
+     .xc = {XR_DOC_WINDOW, 12}, .all_dtypes = 1, .min_size = GATE_DEFAULT,
+     .extra = "doc_window"},
+    {"M8", "numeric", FC_F32, 1, 4, 1, 1536, 1536, 64, 64, {0}, 128, 128, BMASK_SLOW,
+     .xc = {XR_GEMMA3_IMAGE, 128}, .all_dtypes = 1, .min_size = GATE_DEFAULT,
+     .extra = "gemma3_image"},
+    /* full: a few thousand tokens, one dtype each */
+    {"M8", "numeric", FC_BF16, 2, 4, 1, 4096, 4096, 64, 64, {0}, 128, 128, BMASK_SLOW,
+     .xc = {XR_PREFIX_LM}, .min_size = GATE_FULL, .extra = "prefix_lm"},
+    {"M8", "numeric", FC_F16, 1, 8, 1, 4096, 4096, 64, 64, CAUSAL, 128, 128, BMASK_SLOW,
+     .xc = {XR_ALIBI}, .softcap = 50, .sinks = 1, .min_size = GATE_FULL, .extra = "alibi"},
+    {"M8", "numeric", FC_BF16, 2, 4, 1, 64, 4064, 64, 64, CAUSAL, 16, 128, BMASK_SLOW,
+     .xc = {XR_TREE, 4000}, .min_size = GATE_FULL, .extra = "tree"},
+    {"M8", "numeric", FC_F16, 1, 4, 1, 6000, 6000, 64, 64, CAUSAL, 128, 128, BMASK_SLOW,
+     .xc = {XR_DOC_WINDOW, 24}, .min_size = GATE_FULL, .extra = "doc_window"},
+    {"M8", "numeric", FC_BF16, 1, 2, 1, 4096, 4096, 64, 64, {0}, 128, 128, BMASK_SLOW,
+     .xc = {XR_GEMMA3_IMAGE, 512}, .min_size = GATE_FULL, .extra = "gemma3_image"},
 };
 
 static fc_status add_table_case(caselist *cl, const table_case *t, uint64_t seed)
@@ -665,6 +708,8 @@ static fc_status add_table_case(caselist *cl, const table_case *t, uint64_t seed
     c->gp.sinks = t->sinks;
     c->gp.sink_values = t->sink_values;
     c->gp.sinks_seed = sinks_seed_of(seed);
+    c->xc = t->xc;
+    c->all_dtypes = t->all_dtypes;
     if (t->layout) {
         snprintf(c->layout, sizeof c->layout, "%s", t->layout);
         c->nlayers = t->nlayers;

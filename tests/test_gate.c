@@ -112,13 +112,14 @@ Test(matrix, quick_and_default_cover_every_feasible_pair_of_m1_factor_levels)
     for (int size = GATE_QUICK; size <= GATE_DEFAULT; size++) {
         int n, dropped;
         gate_case *c = matrix((gate_size)size, &n, &dropped);
-        /* Distinct values per factor over the design cases (all_dtypes marks them; the table's
-         * edge cases have one dtype each). */
+        /* Distinct values per factor over the design cases (all_dtypes marks them outside M8,
+         * whose rule cases also run in every dtype; the table's edge cases have one dtype
+         * each). */
         long vals[NFACTORS][64];
         int nv[NFACTORS] = {0};
         int m1 = 0;
         for (int i = 0; i < n; i++) {
-            if (!c[i].all_dtypes)
+            if (!c[i].all_dtypes || !strcmp(c[i].group, "M8"))
                 continue;
             cr_assert_str_eq(c[i].group, "M1", "%s", c[i].id);
             m1++;
@@ -144,7 +145,7 @@ Test(matrix, quick_and_default_cover_every_feasible_pair_of_m1_factor_levels)
                         total++;
                         for (int i = 0; i < n && !hit; i++) {
                             long v[NFACTORS];
-                            if (!c[i].all_dtypes)
+                            if (!c[i].all_dtypes || !strcmp(c[i].group, "M8"))
                                 continue;
                             values_of(&c[i], v);
                             hit = v[a] == vals[a][la] && v[b] == vals[b][lb];

@@ -27,7 +27,12 @@ static fc_status run_numeric_dtype(const gate_case *c, const gate_opts *op, gate
         return st;
     }
     st = judge_baseline(&jc, &b.lp, &e);
-    if (!st)
+    /* An explicit mask (M8) has no builder of its own: the slow builder reads it (bmask.h's
+     * bmask_build_x; direct refuses one, naming slow). */
+    if (!st && fc.prob.xmask.bits)
+        st = bmask_build_x(&bm, c->builder, fc.prob.mask, &fc.prob.seq, fc.prob.xmask, c->gp.qb,
+                           c->gp.kb, &e);
+    else if (!st)
         st = judge_build_mask(&op->run, &bm, c->builder, fc.prob.mask, &fc.prob.seq, c->gp.qb,
                               c->gp.kb, &e);
     for (int i = 0; i < op->nbackends; i++) {

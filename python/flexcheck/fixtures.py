@@ -1454,6 +1454,9 @@ class Case:
     mask: Optional[np.ndarray] = None    # explicit mask, bool [Bm, Hm, Lq, Lk]
     mask_intervals: Optional[np.ndarray] = None  # int32 [Bm, Hm, Lq, 2] when stored so
     bias: Optional[np.ndarray] = None    # explicit bias, float32 [Bm, Hm, Lq, Lk]
+    mask_rule: Optional[str] = None      # attribute mask_rule: the JSON rule text `export`
+                                         # writes beside the bits (docs/fixtures.md); None when
+                                         # absent or not a string (informational, as in C)
 
     @property
     def packed(self) -> bool:
@@ -1613,7 +1616,23 @@ def read_case(path, name) -> Case:
             seed=None if "seed" not in g.attrs else int(_attr(g, "seed")),
             layout=None if layout is None else _str_attr(layout),
             tested=_read_tested(g), softcap=softcap, sinks=sinks, schema=schema, mask=mask,
-            mask_intervals=iv, bias=bias)
+            mask_intervals=iv, bias=bias, mask_rule=_opt_text(g, "mask_rule"))
+
+
+def _opt_text(g: h5py.Group, key: str) -> Optional[str]:
+    """An optional informational string attribute (flexcheck's own, like case_id): None when
+    absent or not one string, as the C reader ignores such a value."""
+    if key not in g.attrs:
+        return None
+    v = g.attrs[key]
+    if isinstance(v, np.ndarray):
+        v = v.reshape(-1)[0] if v.size == 1 else None
+    if isinstance(v, bytes):
+        try:
+            return v.decode()
+        except UnicodeDecodeError:
+            return None
+    return v if isinstance(v, str) else None
 
 
 def list_cases(path) -> List[str]:

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import os
 import platform
 import re
@@ -67,6 +68,8 @@ import sys
 import time
 import warnings
 from typing import Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from .fixtures import DTYPES, add_tested, list_cases, read_case
 
@@ -285,19 +288,170 @@ def apply_sinks(torch, out, lse, sinks):
     return (out.to(torch.float32) * factor).to(out.dtype), lse2
 
 
+# ---- the natural mods of a case's mask_rule (the M8 group, ci/xcases.h) ----
+#
+# A case exported with attribute mask_rule states the rule that made its explicit mask and bias
+# (docs/fixtures.md). For those the runner passes flex_attention what an engine author writes
+# for the rule, computed from the rule's parameters and never from the stored bits: the bits
+# are what `check` judges PyTorch against. Each mod indexes its tables at clamped indices
+# (PyTorch evaluates mask_mod on its padded grid; the families' `real` refuses those pairs).
+
+
+def prefix_lm_mask_mod(torch, rule, device):
+    """PaliGemma's prefix-LM: bidirectional over the prefix, causal after: (kv < prefix[b]) |
+    (kv <= q)."""
+    prefix = torch.as_tensor(rule["prefix"], dtype=torch.int64, device=device)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (kv_idx < prefix[b]) | (kv_idx <= q_idx)
+
+    return mask_mod
+
+
+def alibi_score_mod(torch, rule, device, inner=None):
+    """ALiBi (BLOOM's slopes 2^(-8(h+1)/H)) as score_mod: score + slope[h] * (p_k - p_q), the
+    query at p_q = q_idx + q_offset (bottom-right), after `inner` (the soft-cap): the contract
+    adds a bias after the cap. In float32: a power-of-two slope times an integer is exact."""
+    slope = torch.as_tensor(rule["slopes"], dtype=torch.float32, device=device)
+    off = int(rule["q_offset"])
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        s = score if inner is None else inner(score, b, h, q_idx, kv_idx)
+        return s + slope[h] * (kv_idx - (q_idx + off))
+
+    return score_mod
+
+
+def tree_ancestors(parents) -> np.ndarray:
+    """bool [B, T, T]: anc[b, i, j] when draft token j is on draft i's path to the root (i
+    itself included), from each entry's parent array (-1 at the root)."""
+    par = np.asarray(parents, dtype=np.int64)
+    anc = np.zeros(par.shape + par.shape[1:], dtype=bool)
+    for b in range(par.shape[0]):
+        for i in range(par.shape[1]):
+            j = i
+            while j >= 0:
+                anc[b, i, j] = True
+                j = par[b, j]
+    return anc
+
+
+def tree_mask_mod(torch, rule, device):
+    """A speculative-decoding draft tree as vLLM's tree attention and SGLang's EAGLE build it:
+    every draft query sees the context keys, and the draft keys through an ancestor table
+    (tree_ancestors). Key kv is draft token kv - context; query q_idx is draft token q_idx."""
+    n = int(rule["context"])
+    anc = torch.from_numpy(tree_ancestors(rule["parents"])).to(device)
+    last = anc.shape[1] - 1
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        draft = anc[b, q_idx.clamp(0, last), (kv_idx - n).clamp(0, last)]
+        return (kv_idx < n) | ((kv_idx >= n) & draft)
+
+    return mask_mod
+
+
+def doc_window_mask_mod(torch, rule, device):
+    """Documents held dense on one row, each with its own window: document ids from the
+    documents' lengths, then same document and q - kv < window[doc[q]] (the causal family is
+    the case's own)."""
+    lengths = torch.as_tensor(rule["doc_lengths"], dtype=torch.int64, device=device)
+    doc = torch.repeat_interleave(torch.arange(len(lengths), device=device), lengths)
+    win = torch.as_tensor(rule["windows"], dtype=torch.int64, device=device)
+    last = doc.shape[0] - 1
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        qi, ki = q_idx.clamp(0, last), kv_idx.clamp(0, last)
+        return (doc[qi] == doc[ki]) & (qi - ki < win[doc[qi]])
+
+    return mask_mod
+
+
+def gemma3_image_mask_mod(torch, rule, length: int, device):
+    """A Gemma 3 local layer as transformers writes it (models/gemma3/modeling_gemma3.py:
+    token_type_ids 1 on image tokens, group ids = cumsum(image starts) - 1 on them, -1 on
+    text; token_type_ids_mask_function OR'ed with masking_utils' causal sliding window):
+    (kv <= q & kv > q - W) | (group[b, q] == group[b, kv] & group[b, q] >= 0)."""
+    spans = rule["image_spans"]
+    tt = torch.zeros(len(spans), length, dtype=torch.int64, device=device)
+    for b, entry in enumerate(spans):
+        for lo, hi in entry:
+            tt[b, lo:hi] = 1
+    is_image = tt == 1
+    prev = torch.nn.functional.pad(is_image, (1, 0), value=False)[:, :-1]
+    group = torch.cumsum((is_image & ~prev).to(torch.int64), dim=1) - 1
+    group = torch.where(is_image, group, torch.full_like(group, -1))
+    w = int(rule["window"])
+    last = length - 1
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        gq, gk = group[b, q_idx.clamp(0, last)], group[b, kv_idx.clamp(0, last)]
+        return ((kv_idx <= q_idx) & (kv_idx > q_idx - w)) | ((gq == gk) & (gq >= 0))
+
+    return mask_mod
+
+
+MASK_RULES = ("prefix_lm", "tree", "doc_window", "gemma3_image")
+SCORE_RULES = ("alibi",)
+
+
+def case_rule(case):
+    """The case's mask_rule as a dict when it names a rule this runner writes mods for, else
+    None (then the stored bits are used, as for any file). A rule text that is not JSON, or a
+    known rule missing a parameter, is a ValueError naming the attribute."""
+    if not case.mask_rule:
+        return None
+    try:
+        rule = json.loads(case.mask_rule)
+    except ValueError as e:
+        raise ValueError(f"attribute mask_rule: not JSON ({e})") from None
+    if not isinstance(rule, dict) or rule.get("rule") not in MASK_RULES + SCORE_RULES:
+        return None
+    return rule
+
+
+def rule_mask_mod(torch, rule, case, device):
+    """The natural mask_mod of a mask rule (MASK_RULES); None for a score rule."""
+    name = rule["rule"]
+    if name == "prefix_lm":
+        return prefix_lm_mask_mod(torch, rule, device)
+    if name == "tree":
+        return tree_mask_mod(torch, rule, device)
+    if name == "doc_window":
+        return doc_window_mask_mod(torch, rule, device)
+    if name == "gemma3_image":
+        return gemma3_image_mask_mod(torch, rule, case.k.shape[2], device)
+    return None
+
+
 def case_mask_mod(torch, case, device):
-    """The case's mask_mod: its families AND its explicit mask (case.mask, when it has one)."""
-    mask = None if case.mask is None else torch.from_numpy(case.mask).to(device)
-    return make_mask_mod(torch, causal=case.causal, window=case.window, chunk=case.chunk,
-                         lq=case.q.shape[2], lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
-                         cu_k=case.cu_seqlens_k, device=device, mask=mask)
+    """The case's mask_mod: its families AND its explicit mask: the rule's natural mask_mod
+    when the case names one (case_rule), else the stored bits (case.mask) looked up."""
+    rule = case_rule(case)
+    use_bits = rule is None and case.mask is not None
+    mask = torch.from_numpy(case.mask).to(device) if use_bits else None
+    fam = make_mask_mod(torch, causal=case.causal, window=case.window, chunk=case.chunk,
+                        lq=case.q.shape[2], lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
+                        cu_k=case.cu_seqlens_k, device=device, mask=mask)
+    mm = None if rule is None else rule_mask_mod(torch, rule, case, device)
+    if mm is None:
+        return fam
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return fam(b, h, q_idx, kv_idx) & mm(b, h, q_idx, kv_idx)
+
+    return mask_mod
 
 
 def case_score_mod(torch, case, device):
-    """The case's score_mod: the soft-cap, then the explicit bias; None when it has neither.
+    """The case's score_mod: the soft-cap, then the explicit bias (ALiBi's natural score_mod
+    when the case's rule is alibi, else the stored bias looked up); None when it has neither.
     (Sinks are not a score_mod: apply_sinks, from the LSE, which holds the bias; the sink
     itself has none, as the contract says.)"""
     sm = softcap_score_mod(torch, case.softcap, device) if case.softcap else None
+    rule = case_rule(case)
+    if rule is not None and rule["rule"] == "alibi":
+        return alibi_score_mod(torch, rule, device, inner=sm)
     if case.bias is not None and case.bias.size:  # empty: no pair, nothing to look up
         bias = torch.from_numpy(case.bias).to(device)
         sm = bias_score_mod(torch, bias, case.q.shape[2], case.k.shape[2], inner=sm)
@@ -377,7 +531,10 @@ class Runner:
         differs between them, and a block mask built for b = h = 0 alone would drop the other
         entries' blocks, so it is built over those dims."""
         bm_b = bm_h = None
-        if case.mask is not None:
+        rule = case_rule(case)
+        if rule is not None:  # the mask rules differ per batch entry (prefix, tree, images)
+            bm_b = case.q.shape[0] if rule["rule"] in MASK_RULES and case.q.shape[0] > 1 else None
+        elif case.mask is not None:
             bm_b = case.mask.shape[0] if case.mask.shape[0] > 1 else None
             bm_h = case.mask.shape[1] if case.mask.shape[1] > 1 else None
         return self.create_block_mask(
@@ -524,9 +681,13 @@ def main(argv=None) -> int:
                     prod += ", sinks applied to its out/LSE afterwards (O*exp(LSE-LSE'))"
                 if case.softcap:
                     prod += ", softcap as score_mod"
-                if case.mask is not None:
+                rule = case_rule(case)
+                if rule is not None:
+                    kind = "score" if rule["rule"] in SCORE_RULES else "mask"
+                    prod += f", {rule['rule']} {kind}_mod written from mask_rule"
+                elif case.mask is not None:
                     prod += ", explicit mask ANDed into mask_mod"
-                if case.bias is not None:
+                if case.bias is not None and rule is None:
                     prod += ", explicit bias added by score_mod" + (
                         " after the softcap" if case.softcap else "")
                 # flex_attention rounds P to the input type (its tiled kernels the unnormalised

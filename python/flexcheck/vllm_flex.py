@@ -54,8 +54,9 @@ What vLLM cannot express is not run and not counted as a failure or a refusal: a
 more queries than keys (vLLM's queries are the newest tokens of their sequence), chunked local
 attention (vLLM runs it as ChunkedLocalAttention, virtual batches of its own builder in a KV
 group of its own, never through FlexAttentionImpl's mask), Dv != D (one head_size for K and V
-in the cache). Each such case is named on stderr with the reason and counted as "not
-expressible in vLLM". Sequences with no query tokens are not requests (they have no output).
+in the cache), an explicit mask or bias (the M8 group's cases: FlexAttentionImpl takes no
+mask_mod or score_mod of the caller's). Each such case is named on stderr with the reason and
+counted as "not expressible in vLLM". Sequences with no query tokens are not requests (they have no output).
 
 What runs: vLLM's Python code (config, builder, metadata, block-mask builds, impl) and the
 flex_attention it calls, compiled by vLLM itself (flex_attention_compiled = torch.compile(
@@ -168,6 +169,12 @@ def expressible(case) -> None:
             f"chunked local attention (C = {case.chunk}): vLLM runs it as ChunkedLocalAttention "
             f"(virtual batches from its own metadata builder, a KV-cache group of its own), "
             f"never through FlexAttentionImpl's mask")
+    if getattr(case, "mask", None) is not None or getattr(case, "bias", None) is not None:
+        raise NotExpressible(
+            f"an explicit {'mask' if getattr(case, 'mask', None) is not None else 'bias'} "
+            f"(docs/semantics.md section 8): FlexAttentionImpl builds its mask_mod from causal, "
+            f"sliding window and chunking alone and takes no score_mod but the soft-cap (a "
+            f"draft tree is vLLM's TreeAttention backend, not this one)")
     requests_of(case)
 
 

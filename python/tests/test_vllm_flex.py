@@ -72,6 +72,13 @@ def test_what_vllm_cannot_express():
         vf.expressible(fake_case((1, 2, 4, 64), (1, 2, 6, 64), chunk=16))
     with pytest.raises(vf.NotExpressible, match=r"Dv = 32"):
         vf.expressible(fake_case((1, 2, 4, 64), (1, 2, 6, 64), dv=32))
+    c = fake_case((1, 2, 4, 64), (1, 2, 6, 64))
+    c.mask = np.ones((1, 1, 4, 6), bool)
+    with pytest.raises(vf.NotExpressible, match="an explicit mask"):
+        vf.expressible(c)
+    c.mask, c.bias = None, np.zeros((1, 2, 4, 6), np.float32)
+    with pytest.raises(vf.NotExpressible, match="an explicit bias"):
+        vf.expressible(c)
     vf.expressible(fake_case((1, 2, 4, 64), (1, 2, 6, 64), window=3))  # nothing raised
 
 
