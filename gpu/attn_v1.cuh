@@ -82,8 +82,8 @@ __global__ void attn_v1_kernel(attn_args a)
                 for (int32_t i = 0; i < a.d; i++)
                     dot = fmaf(qf[i], to_f32(k[(int64_t)tk * a.d + i]), dot);
                 s[j] = attn_softcap(dot * a.scale, a.softcap);
-                if (xbias)
-                    s[j] += xbias[tk]; /* after the soft-cap, full tiles too (section 8) */
+                if (xbias) /* after the soft-cap, full tiles too (section 8; seam: negated) */
+                    s[j] += mutant_bias(xbias[tk]);
                 tile_max = fmaxf(tile_max, s[j]);
             }
             if (tile_max == -INFINITY)

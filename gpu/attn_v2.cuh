@@ -35,14 +35,14 @@
  *     tiles test nothing: the block mask, built from the families AND the mask, says every
  *     pair is allowed); the bias is added to every allowed score after the soft-cap, on
  *     partial and full tiles; mask bits and bias are read only at allowed keys below Lk, so a
- *     masked key stays -inf whatever its bias, and is poisoned-safe as above. Template flag
- *     X, so the instances without it (every family case) hold no code of the terms: a
- *     runtime branch instead cost them up to 29 registers (sm_90, fp16 D = 32: 84 -> 113, one
- *     block an SM fewer). With the flag their PTX is the same as before the terms existed,
- *     but for fp32 with D >= 80, where nvcc now lays out the CUDA-core Q K^T loop's loads
- *     differently (the same fmas in the same order; +-4 registers, no spills; the cause is
- *     the X instance beside it in the translation unit: without it the PTX is the same);
- *     make emu-nvcc and nvcc -ptx, 2026-12-07;
+ *     masked key stays -inf whatever its bias, and poison there stays out as above. They take
+ *     instances of their own (template flag X), so the family instances hold none of their
+ *     code: a runtime branch instead cost those up to 29 registers (sm_90, fp16 D = 32: 84 ->
+ *     113, one block an SM fewer). With the flag the family instances' PTX is what it was
+ *     before the terms, except fp32 with D = Dv >= 80, where nvcc pairs a few shared loads of
+ *     the CUDA-core Q K^T loop into 64-bit ones differently (the same fmas, registers +-4, no
+ *     spills; the cause is the X instance beside it in the translation unit, without which the
+ *     PTX is the same); make emu-nvcc and nvcc -ptx, 2026-12-07;
  *   - paged K/V (attn_args.page_table): a sub-tile never crosses a kv block, so its base is one
  *     page-table lookup; the values staged are the same, so the output is bitwise the same;
  *   - offsets into Q/K/V/O in int64; rows past Lq are never stored.
@@ -55,8 +55,9 @@
  * v2_head_dims_ok), BK (16, or v2_traits<T>::bk_max = 64 for fp16/bf16 when KB >= 64 and both
  * head dims are at most 128), ST (K/V stages, v2_stages), MT (m16 tiles a warp, 1, or 2 with
  * V2_WARP_ROWS=32) and X (explicit mask or bias on; instantiated with BK = 16 and MT = 1
- * only, so the terms add one instance per (T, D, DV), 21 in all, not one per instance). Q fragments live in registers for D * MT <= 128 and are re-read from
- * shared memory (ldmatrix) otherwise, which keeps D = 256 free of register spills.
+ * only, so the terms add one instance per (T, D, DV), 21 in all, not one per instance). Q
+ * fragments live in registers for D * MT <= 128 and are re-read from shared memory (ldmatrix)
+ * otherwise, which keeps D = 256 free of register spills.
  *
  * The mutant_*() calls are the seams where the gate's self-test seeds a defect
  * (gpu/attn_mutants.cuh); in every real build each is the identity or nothing.
@@ -270,7 +271,7 @@ __device__ inline void v2_scores_x(float (&s)[NJ][4], float (&tile_max)[2],
                 in = xmask_bit(bits[i], tk);
             float y = attn_softcap(s[j][e] * scale, softcap);
             if (in && bias[i])
-                y += bias[i][tk];
+                y += mutant_bias(bias[i][tk]); /* seam: bias negated */
             s[j][e] = in ? y : mutant_masked_score(softcap); /* seam: soft-cap after the fill */
             tile_max[i] = fmaxf(tile_max[i], s[j][e]);
         }

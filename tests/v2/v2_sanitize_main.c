@@ -28,14 +28,14 @@ typedef struct san_case {
 } san_case;
 
 static const san_case cases[] = {
-    {"f16 causal window 16x16 packed", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 0, 0, 0},
-    {"bf16 d128 causal 64x64 paged", FC_BF16, 2, 2, 80, 100, 128, 1, 0, 0, 64, 64, 0, {0}, {0}, 1, 0, 0},
-    {"f32 chunk 32x16 paged", FC_F32, 1, 1, 50, 60, 32, 0, 0, 16, 32, 16, 0, {0}, {0}, 1, 0, 0},
-    {"f16 d96 dense 128x128 Lq<Lk", FC_F16, 1, 1, 20, 150, 96, 0, 0, 0, 128, 128, 0, {0}, {0}, 0, 0, 0},
-    {"bf16 d256 window 16x16 paged", FC_BF16, 1, 1, 40, 50, 256, 1, 9, 0, 16, 16, 0, {0}, {0}, 1, 0, 0},
-    {"f16 softcap sinks packed 16x16 paged", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 1, 30, 1},
-    {"f32 softcap sinks empty rows 64x64", FC_F32, 2, 2, 90, 40, 64, 1, 0, 0, 64, 64, 0, {0}, {0}, 0, 50, 1},
-    /* Lk = 90: the mask rows end mid-byte, the last row's last byte is the allocation's */
+    {"f16 causal window 16x16 packed", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 0, 0, 0, 0},
+    {"bf16 d128 causal 64x64 paged", FC_BF16, 2, 2, 80, 100, 128, 1, 0, 0, 64, 64, 0, {0}, {0}, 1, 0, 0, 0},
+    {"f32 chunk 32x16 paged", FC_F32, 1, 1, 50, 60, 32, 0, 0, 16, 32, 16, 0, {0}, {0}, 1, 0, 0, 0},
+    {"f16 d96 dense 128x128 Lq<Lk", FC_F16, 1, 1, 20, 150, 96, 0, 0, 0, 128, 128, 0, {0}, {0}, 0, 0, 0, 0},
+    {"bf16 d256 window 16x16 paged", FC_BF16, 1, 1, 40, 50, 256, 1, 9, 0, 16, 16, 0, {0}, {0}, 1, 0, 0, 0},
+    {"f16 softcap sinks packed 16x16 paged", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 1, 30, 1, 0},
+    {"f32 softcap sinks empty rows 64x64", FC_F32, 2, 2, 90, 40, 64, 1, 0, 0, 64, 64, 0, {0}, {0}, 0, 50, 1, 0},
+    /* Lk = 90: each mask row ends 2 bits into its twelfth byte */
     {"f16 xmask bias softcap packed 16x16 paged", FC_F16, 2, 1, 70, 90, 64, 1, 0, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 1, 30, 0, 1},
     {"f32 xmask bias sinks 32x16", FC_F32, 2, 1, 50, 90, 32, 0, 0, 0, 32, 16, 0, {0}, {0}, 0, 0, 1, 1},
 };
