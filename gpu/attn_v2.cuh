@@ -40,9 +40,10 @@
  *     code: a runtime branch instead cost those up to 29 registers (sm_90, fp16 D = 32: 84 ->
  *     113, one block an SM fewer). With the flag the family instances' PTX is what it was
  *     before the terms, except fp32 with D = Dv >= 80, where nvcc pairs a few shared loads of
- *     the CUDA-core Q K^T loop into 64-bit ones differently (the same fmas, registers +-4, no
- *     spills; the cause is the X instance beside it in the translation unit, without which the
- *     PTX is the same); make emu-nvcc and nvcc -ptx, 2026-12-07;
+ *     the CUDA-core Q K^T loop into 64-bit ones differently (the same fmas; the cause is the X
+ *     instance beside it in the translation unit, without which the PTX is the same); ptxas
+ *     gives the fp32 instances +-4 registers, no spills, the fp16/bf16 ones the same
+ *     registers as before; make emu-nvcc and nvcc -ptx, 2026-12-07;
  *   - paged K/V (attn_args.page_table): a sub-tile never crosses a kv block, so its base is one
  *     page-table lookup; the values staged are the same, so the output is bitwise the same;
  *   - offsets into Q/K/V/O in int64; rows past Lq are never stored.
