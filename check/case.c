@@ -1,6 +1,6 @@
 /*
  * case.c - our kernel on a fixture case (check.h, `check --backend emu|gpu`): under the gates with
- * the stored block mask as given, with the direct builder's, and for a layer of a layout file
+ * the stored block mask as given, with a fresh build's, and for a layer of a layout file
  * with the shared metadata's, which must give bitwise the output of a fresh build.
  */
 #include <stdlib.h>
@@ -16,6 +16,7 @@ void chk_meta_free(chk_layer_meta *meta)
     if (meta->valid) {
         bmask_free(&meta->bm);
         seq_free(&meta->seq);
+        free((void *)meta->x.bits);
     }
     memset(meta, 0, sizeof *meta);
 }
@@ -28,21 +29,57 @@ static int same_seq(const seq_info *a, const seq_info *b)
            !memcmp(a->cu_k, b->cu_k, sizeof(int32_t) * ((size_t)a->nseq + 1));
 }
 
-/* The shared block mask for case c's layer: the cached one when the key matches. */
+static size_t xmask_bytes(const attn_xmask *x)
+{
+    return x->bits ? (size_t)x->bm * (size_t)x->hm * (size_t)x->lq * (size_t)xmask_row_bytes(x->lk)
+                   : 0;
+}
+
+/* Same explicit mask (both off, or the same dims and bits). */
+static int same_xmask(const attn_xmask *a, const attn_xmask *b)
+{
+    if (!a->bits || !b->bits)
+        return !a->bits && !b->bits;
+    return a->bm == b->bm && a->hm == b->hm && a->lq == b->lq && a->lk == b->lk &&
+           !memcmp(a->bits, b->bits, xmask_bytes(a));
+}
+
+/* The block mask of case c's families AND explicit mask: the direct builder's, or with an
+ * explicit mask the slow builder's (the only one that reads it, masks/bmask.h). */
+static fc_status build_case_mask(bmask *out, const fix_case *c, fc_err *err)
+{
+    return bmask_build_x(out, c->prob.xmask.bits ? BMASK_SLOW : BMASK_DIRECT, c->prob.mask,
+                         &c->prob.seq, c->prob.xmask, c->q_block_size, c->kv_block_size, err);
+}
+
+/* The shared block mask for case c's layer: the cached one when the key (the families, the
+ * explicit mask, block sizes, sequences) matches. */
 static const bmask *meta_get(chk_layer_meta *meta, const fix_case *c, fc_err *err)
 {
     if (meta->valid && !memcmp(&meta->m, &c->prob.mask, sizeof meta->m) &&
         meta->qb == c->q_block_size && meta->kb == c->kv_block_size &&
-        same_seq(&meta->seq, &c->prob.seq))
+        same_seq(&meta->seq, &c->prob.seq) && same_xmask(&meta->x, &c->prob.xmask))
         return &meta->bm;
     int rebuilds = meta->rebuilds;
     chk_meta_free(meta);
     meta->rebuilds = rebuilds;
     if (seq_copy(&meta->seq, &c->prob.seq, err))
         return NULL;
-    if (bmask_build(&meta->bm, BMASK_DIRECT, c->prob.mask, &c->prob.seq, c->q_block_size,
-                    c->kv_block_size, err)) {
+    meta->x = c->prob.xmask;
+    if (c->prob.xmask.bits) {
+        uint8_t *bits = malloc(xmask_bytes(&c->prob.xmask) + 1);
+        if (!bits) {
+            seq_free(&meta->seq);
+            fc_errf(err, FC_ENOMEM, "out of memory for the layout's explicit mask");
+            return NULL;
+        }
+        memcpy(bits, c->prob.xmask.bits, xmask_bytes(&c->prob.xmask));
+        meta->x.bits = bits;
+    }
+    if (build_case_mask(&meta->bm, c, err)) {
         seq_free(&meta->seq);
+        free((void *)meta->x.bits);
+        meta->x.bits = NULL;
         return NULL;
     }
     meta->valid = 1;
@@ -67,7 +104,8 @@ static int pround_rule(const judge_case *jc, const float *o, rep_row *row)
 }
 
 /* The kernel on this case under the gates: with the stored block mask as given (if any), with
- * the direct builder's, and for a layer of a layout file (meta not NULL) with the shared
+ * a fresh build's (the direct builder's; the slow one's with an explicit mask), and for a
+ * layer of a layout file (meta not NULL) with the shared
  * metadata's, which must also give bitwise the output of the fresh build. The first failure
  * becomes the case's detail; a case outside the contract sets *skipped = 2 (a failure under
  * --strict); a configuration the kernel refuses (FC_EUNSUP) sets *skipped and
@@ -81,28 +119,23 @@ void chk_case_kernel(const char *path, const fix_case *c, const chk_opts *o,
                "every row; --rows all runs it)", (int)o->kernel, gpu_backend_name(o->be));
         return;
     }
-    if (c->prob.xmask.bits || c->prob.xbias.vals) { /* the kernels read the families alone */
-        *skipped = 1;
-        fc_fmt(r->detail, sizeof r->detail, "kernel %d on %s: not run: the kernels do not read "
-               "an explicit mask or bias (docs/semantics.md section 8)", (int)o->kernel,
-               gpu_backend_name(o->be));
-        return;
-    }
     judge_opts jo = {.kernel = o->kernel};
     judge_case jc = fix_judge_case(c);
     jc.designed = chk_pround_design(c);
     bmask direct;
     fc_err err;
-    if (bmask_build(&direct, BMASK_DIRECT, c->prob.mask, &c->prob.seq, c->q_block_size,
-                    c->kv_block_size, &err)) {
+    if (build_case_mask(&direct, c, &err)) {
         r->passed = 0;
-        fc_fmt(r->detail, sizeof r->detail, "direct builder: %s", err.msg);
+        fc_fmt(r->detail, sizeof r->detail, "%s builder: %s",
+               c->prob.xmask.bits ? "slow" : "direct", err.msg);
         return;
     }
     const bmask *masks[3] = {c->has_bmask ? &c->bm : NULL, &direct, NULL};
-    static const char *const names[3] = {"stored block mask", "direct block mask",
-                                         "layout's shared block mask"};
-    static const char *const builders[3] = {"stored", "direct", "shared"};
+    const int slow = c->prob.xmask.bits != NULL; /* build_case_mask's builder */
+    const char *const names[3] = {"stored block mask",
+                                  slow ? "slow block mask" : "direct block mask",
+                                  "layout's shared block mask"};
+    const char *const builders[3] = {"stored", slow ? "slow" : "direct", "shared"};
     judge_bufs b;
     size_t no = attn_o_elems(&c->prob), nl = judge_rows(&jc);
     float *of = malloc(sizeof(float) * (no + 1)), *lf = malloc(sizeof(float) * (nl + 1));

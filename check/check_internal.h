@@ -17,6 +17,7 @@ typedef struct chk_layer_meta {
     mask_params m;
     int32_t qb, kb;
     seq_info seq;
+    attn_xmask x; /* the explicit mask it was built for; x.bits owned (NULL: none) */
     bmask bm;
     int rebuilds;
 } chk_layer_meta;

@@ -14,7 +14,7 @@
 set -euo pipefail
 obj=${1:-build/nvcc/gpu/attn_launch.o}
 arch=${2:-sm_90}
-kernel=${3:-_ZN7fc_cuda14attn_v2_kernelI6__halfLi128ELi128ELi64ELi1ELi1E}
+kernel=${3:-_ZN7fc_cuda14attn_v2_kernelI6__halfLi128ELi128ELi64ELi1ELi1ELb0E}
 tool=${CUOBJDUMP:-$(command -v cuobjdump || echo "${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump")}
 [ -x "$tool" ] || { echo "sass_mix: no cuobjdump (see the header of $0)" >&2; exit 2; }
 [ -f "$obj" ] || { echo "sass_mix: $obj: no such object (build with nvcc first)" >&2; exit 2; }

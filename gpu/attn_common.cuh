@@ -11,6 +11,7 @@
 #include "masks/bmask.h"
 #include "gpu/gpu.h"
 #include "masks/mask.h"
+#include "masks/xterms.h"
 
 namespace FC_GPU_NS {
 
@@ -36,6 +37,10 @@ struct attn_args {
      * per-head sinks, device memory [Hq] (NULL off). */
     float softcap;
     const float *sinks;
+    /* Explicit terms (docs/semantics.md section 8, masks/xterms.h): the packed mask and the
+     * float32 bias [Bm, Hm, Lq, Lk], device memory; bits / vals NULL: off. */
+    attn_xmask xmask;
+    attn_xbias xbias;
 };
 
 /* Row of the block mask for (b, h, r), honouring broadcast of nb / nh == 1. */
@@ -89,6 +94,19 @@ static __host__ __device__ inline float attn_softcap(float s, float c)
 static __host__ __device__ inline float attn_sink(const attn_args &a, int32_t h)
 {
     return a.sinks ? a.sinks[h] : -INFINITY;
+}
+
+/* Row (b, h, tq) of the explicit mask and of the bias (NULL where that term is off). A
+ * kernel reads them only at keys below Lk that the families allow (xterms.h's layout). */
+static __host__ __device__ inline const uint8_t *attn_xmask_row(const attn_args &a, int32_t b,
+                                                                int32_t h, int32_t tq)
+{
+    return a.xmask.bits ? xmask_row(a.xmask, b, h, tq) : NULL;
+}
+static __host__ __device__ inline const float *attn_xbias_row(const attn_args &a, int32_t b,
+                                                              int32_t h, int32_t tq)
+{
+    return a.xbias.vals ? xbias_row(a.xbias, b, h, tq) : NULL;
 }
 
 /* The test-only defects (ATTN_MUTANT) the gate self-test seeds into the kernels, and the hooks

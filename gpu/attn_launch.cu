@@ -141,11 +141,6 @@ static fc_status check_call(const gpu_call *c, fc_err *err)
                        c->kernel);
     if ((unsigned)c->dtype > FC_BF16)
         return fc_errf(err, FC_EINVAL, "dtype %d: unknown", (int)c->dtype);
-    /* Neither kernel reads the explicit terms (masks/xterms.h): run, they would compute
-     * another attention and fail it; refused, so the case is skipped with this reason. */
-    if (p->xmask.bits || p->xbias.vals)
-        return fc_errf(err, FC_EUNSUP, "kernel %d: no explicit %s (docs/semantics.md section 8)",
-                       c->kernel, p->xmask.bits ? "mask" : "bias");
     if (c->kernel == 1 && (p->d > GPU_V1_MAX_HEAD_DIM || p->dv > GPU_V1_MAX_HEAD_DIM))
         return fc_errf(err, FC_EUNSUP, "kernel 1: head dims D = %d, Dv = %d: at most %d",
                        (int)p->d, (int)p->dv, GPU_V1_MAX_HEAD_DIM);
@@ -170,14 +165,14 @@ static fc_status check_call(const gpu_call *c, fc_err *err)
 }
 
 /* Version 2 with its tile shapes: BQ query rows per block, 16 MT a warp, BK keys per stage. */
-template <typename T, int D, int DV, int BK, int MT>
+template <typename T, int D, int DV, int BK, int MT, bool X = false>
 static cudaError_t launch_v2_mt(const attn_args &a, int bq)
 {
     constexpr int ST = v2_stages<T, D, DV, BK>();
     const size_t smem = v2_smem_bytes<T, D, DV, BK, ST>(bq);
     dim3 grid((unsigned)((a.lq + bq - 1) / bq), (unsigned)a.hq, (unsigned)a.batch);
     dim3 block((unsigned)(bq / (16 * MT) * 32));
-    void (*kernel)(attn_args) = attn_v2_kernel<T, D, DV, BK, ST, MT>;
+    void (*kernel)(attn_args) = attn_v2_kernel<T, D, DV, BK, ST, MT, X>;
     if (smem > 48 * 1024) { /* above the default limit, as on the GPU */
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);
@@ -198,9 +193,13 @@ template <typename T, int D, int DV, int BK> static cudaError_t launch_v2_tiles(
     return launch_v2_mt<T, D, DV, BK, 1>(a, bq);
 }
 
-/* 64-key stages where they fit in registers (fp16/bf16, head dims up to 128, KB >= 64). */
+/* 64-key stages where they fit in registers (fp16/bf16, head dims up to 128, KB >= 64). With
+ * an explicit mask or bias the one instance that reads them: 16-key stages, 16 rows a warp
+ * (attn_v2.cuh, template parameter X: the family instances stay as they were). */
 template <typename T, int D, int DV> static cudaError_t launch_v2_d(const attn_args &a)
 {
+    if (a.xmask.bits || a.xbias.vals)
+        return launch_v2_mt<T, D, DV, 16, 1, true>(a, v2_block_q<T, D, DV>(a.qb));
     if constexpr (v2_traits<T>::bk_max > 16 && D <= 128 && DV <= 128)
         if (a.kb >= v2_traits<T>::bk_max)
             return launch_v2_tiles<T, D, DV, v2_traits<T>::bk_max>(a);
@@ -280,7 +279,7 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     unsigned char *ho = NULL, *hl = NULL;
     void *dq = NULL, *dk = NULL, *dv = NULL, *dcq = NULL, *dck = NULL;
     void *dkn = NULL, *dko = NULL, *dki = NULL, *dfn = NULL, *dfo = NULL, *dfi = NULL;
-    void *dpt = NULL, *dsk = NULL;
+    void *dpt = NULL, *dsk = NULL, *dxm = NULL, *dxb = NULL;
     unsigned char *dout = NULL, *dlse = NULL;
     attn_args a;
     double t0;
@@ -314,6 +313,15 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
         GPU_TRY(upload(&dpt, c->page_table, (size_t)p->seq.batch * bm->nkb * sizeof(int32_t)));
     if (p->terms.sinks)
         GPU_TRY(upload(&dsk, p->terms.sinks, (size_t)p->hq * sizeof(float)));
+    /* the explicit terms whole (attn_problem_check held their dims to the problem's) */
+    if (p->xmask.bits)
+        GPU_TRY(upload(&dxm, p->xmask.bits, (size_t)p->xmask.bm * (size_t)p->xmask.hm *
+                                                (size_t)p->xmask.lq *
+                                                (size_t)xmask_row_bytes(p->xmask.lk)));
+    if (p->xbias.vals)
+        GPU_TRY(upload(&dxb, p->xbias.vals, (size_t)p->xbias.bm * (size_t)p->xbias.hm *
+                                                (size_t)p->xbias.lq * (size_t)p->xbias.lk *
+                                                sizeof(float)));
     GPU_TRY(upload((void **)&dout, ho, no * es + 2 * GUARD));
     GPU_TRY(upload((void **)&dlse, hl, nl * sizeof(float) + 2 * GUARD));
 
@@ -352,6 +360,10 @@ extern "C" fc_status GPU_ENTRY(gpu_attention)(const gpu_call *c, float *o, float
     a.pt_width = bm->nkb;
     a.softcap = (float)p->terms.softcap;
     a.sinks = (const float *)dsk;
+    a.xmask = p->xmask;
+    a.xmask.bits = (const uint8_t *)dxm;
+    a.xbias = p->xbias;
+    a.xbias.vals = (const float *)dxb;
 
     t0 = 1e3 * fc_now_s();
     switch (c->dtype) {
@@ -391,6 +403,8 @@ cleanup:
     cudaFree(dfi);
     cudaFree(dpt);
     cudaFree(dsk);
+    cudaFree(dxm);
+    cudaFree(dxb);
     cudaFree(dout);
     cudaFree(dlse);
     free(hq);

@@ -34,6 +34,7 @@ enum {
     ATTN_MUT_SINK_SCALED = 8,       /* the sink is multiplied by the softmax scale */
     ATTN_MUT_SINK_WITH_VALUE = 9,   /* the sink enters the numerator as if its value were 1 */
     ATTN_MUT_SINK_EVERY_TILE = 10,  /* the sink's term is added again for every kv tile */
+    ATTN_MUT_BIAS_NEGATED = 11,     /* the explicit bias is subtracted from the score */
 };
 
 /* Window off by one: the kernel's copy of the mask evaluates a sliding window W as W + 1; H1
@@ -143,6 +144,16 @@ static __host__ __device__ __forceinline__ void mutant_tile_sink(float &l, float
     (void)l;
     (void)sink;
     (void)m;
+}
+
+/* The explicit bias a score gets (docs/semantics.md section 8). Bias negated: score - bias, as
+ * if the bias held the distance's penalty with the wrong sign; H1 must catch it, and the
+ * diagnosis name it ("bias with the wrong sign"). */
+static __host__ __device__ __forceinline__ float mutant_bias(float bias)
+{
+    if constexpr (ATTN_MUTANT == ATTN_MUT_BIAS_NEGATED)
+        return -bias;
+    return bias;
 }
 
 /* Write past the end: the last row of the last head and batch entry (o: its dv outputs) stores

@@ -6,7 +6,8 @@
  * thread keeps its q row and output accumulator in per-thread arrays, reads K and V straight
  * from global memory, and runs the online softmax of docs/semantics.md section 5 in fp32:
  *   - partial blocks first, the mask evaluated per element (mask_pair_allowed, the one
- *     definition in masks/mask.h), then full blocks with no mask (keys past Lk still masked);
+ *     definition in masks/mask.h, AND the explicit mask's bit when there is one,
+ *     masks/xterms.h), then full blocks with no mask (keys past Lk still masked);
  *   - per kv tile: scores, tile max, rescale by exp(m_old - m_new) guarded so a row whose
  *     running max is still -inf never computes (-inf) - (-inf);
  *   - for fp16/bf16, P is rounded to the input type before P.V (FlexAttention's
@@ -15,6 +16,9 @@
  *   - score terms (docs/semantics.md section 7): the soft-cap on the fp32 scaled score before
  *     the mask (attn_softcap), the head's sink as the online softmax's start (running max =
  *     the sink, l = e^0 = 1, no value), so nothing else changes;
+ *   - the explicit bias (docs/semantics.md section 8) added to every allowed score after the
+ *     soft-cap, on partial and full blocks alike; a masked key's score, bias, K and V are
+ *     never read;
  *   - rows with no allowed key write 0 and LSE = -inf (the sink, with sinks).
  * No shared memory and no barriers: nothing here can race, and under the emu backend each
  * thread runs start to finish without a fiber switch.
@@ -53,6 +57,9 @@ __global__ void attn_v1_kernel(attn_args a)
     mask_params mask = a.mask;
     mutant_window(mask); /* seam: window off by one */
     const int64_t row = attn_bmask_row(a, b, h, r);
+    /* the explicit terms' rows of this query (NULL: off), read only at keys below Lk */
+    const uint8_t *xbits = attn_xmask_row(a, b, h, tq);
+    const float *xbias = attn_xbias_row(a, b, h, tq);
     for (int pass = 0; pass < 2; pass++) {
         /* partial blocks first, then full ones */
         const int full = mutant_tile_is_full(pass == 1); /* seam: partial block as full */
@@ -64,7 +71,8 @@ __global__ void attn_v1_kernel(attn_args a)
             float tile_max = -INFINITY;
             for (int32_t j = 0; j < nk; j++) {
                 const int32_t tk = k0 + j;
-                if (!full && !mask_pair_allowed(mask, a.seq, tq, tk)) {
+                if (!full && !(mask_pair_allowed(mask, a.seq, tq, tk) &&
+                               (!xbits || xmask_bit(xbits, tk)))) {
                     s[j] = mutant_masked_score(a.softcap); /* seam: soft-cap after the fill */
                     continue;
                 }
@@ -74,6 +82,8 @@ __global__ void attn_v1_kernel(attn_args a)
                 for (int32_t i = 0; i < a.d; i++)
                     dot = fmaf(qf[i], to_f32(k[(int64_t)tk * a.d + i]), dot);
                 s[j] = attn_softcap(dot * a.scale, a.softcap);
+                if (xbias) /* after the soft-cap, full tiles too (section 8; seam: negated) */
+                    s[j] += mutant_bias(xbias[tk]);
                 tile_max = fmaxf(tile_max, s[j]);
             }
             if (tile_max == -INFINITY)

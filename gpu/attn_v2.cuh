@@ -30,6 +30,20 @@
  *     the mask (attn_softcap); the head's sink is each row's starting running max, its term
  *     e^0 = 1 held by the quad's lane t = 0 (l is summed over the quad at the end), no value;
  *     empty rows then end with l = 1, output 0 and LSE = the sink;
+ *   - explicit terms (docs/semantics.md section 8, masks/xterms.h): on partial tiles a key is
+ *     allowed iff it is in the row's family interval AND its explicit mask bit is 1 (full
+ *     tiles test nothing: the block mask, built from the families AND the mask, says every
+ *     pair is allowed); the bias is added to every allowed score after the soft-cap, on
+ *     partial and full tiles; mask bits and bias are read only at allowed keys below Lk, so a
+ *     masked key stays -inf whatever its bias, and poison there stays out as above. They take
+ *     instances of their own (template flag X), so the family instances hold none of their
+ *     code: a runtime branch instead cost those up to 29 registers (sm_90, fp16 D = 32: 84 ->
+ *     113, one block an SM fewer). With the flag the family instances' PTX is what it was
+ *     before the terms, except fp32 with D = Dv >= 80, where nvcc pairs a few shared loads of
+ *     the CUDA-core Q K^T loop into 64-bit ones differently (the same fmas; the cause is the X
+ *     instance beside it in the translation unit, without which the PTX is the same); ptxas
+ *     gives the fp32 instances +-4 registers, no spills, the fp16/bf16 ones the same
+ *     registers as before; make emu-nvcc and nvcc -ptx, 2026-12-07;
  *   - paged K/V (attn_args.page_table): a sub-tile never crosses a kv block, so its base is one
  *     page-table lookup; the values staged are the same, so the output is bitwise the same;
  *   - offsets into Q/K/V/O in int64; rows past Lq are never stored.
@@ -40,9 +54,11 @@
  * Template parameters, picked by a plain switch in gpu/attn_launch.cu: T (float, __half,
  * __nv_bfloat16), D and DV (head dims of q/k and of v/o, multiples of 16: the (D, Dv) pairs of
  * v2_head_dims_ok), BK (16, or v2_traits<T>::bk_max = 64 for fp16/bf16 when KB >= 64 and both
- * head dims are at most 128), ST (K/V stages, v2_stages) and MT (m16 tiles a warp, 1, or 2 with
- * V2_WARP_ROWS=32). Q fragments live in registers for D * MT <= 128 and are re-read from
- * shared memory (ldmatrix) otherwise, which keeps D = 256 free of register spills.
+ * head dims are at most 128), ST (K/V stages, v2_stages), MT (m16 tiles a warp, 1, or 2 with
+ * V2_WARP_ROWS=32) and X (explicit mask or bias on; instantiated with BK = 16 and MT = 1
+ * only, so the terms add one instance per (T, D, DV), 21 in all, not one per instance). Q
+ * fragments live in registers for D * MT <= 128 and are re-read from shared memory (ldmatrix)
+ * otherwise, which keeps D = 256 free of register spills.
  *
  * The mutant_*() calls are the seams where the gate's self-test seeds a defect
  * (gpu/attn_mutants.cuh); in every real build each is the identity or nothing.
@@ -233,6 +249,35 @@ __device__ inline void v2_scores(float (&s)[NJ][4], float (&tile_max)[2], const 
         }
 }
 
+/* v2_scores with the explicit terms (masks/xterms.h) of the lane's two rows: bits[i] the mask
+ * row of row i (NULL on full tiles, where the block mask vouches for every pair, or without a
+ * mask), bias[i] its bias row (NULL without a bias). A key in [klo, khi) whose bit is 0 is
+ * masked; an allowed one gets its bias after the soft-cap (attn_softcap: the identity at
+ * softcap 0, so no CAP flag). Bits and bias are read only for keys in [klo, khi), which lies
+ * below Lk: never past a row's end, never at a key the families mask. */
+template <int NJ>
+__device__ inline void v2_scores_x(float (&s)[NJ][4], float (&tile_max)[2],
+                                   const int32_t (&klo)[2], const int32_t (&khi)[2], int32_t tk0,
+                                   float scale, float softcap, const uint8_t *const (&bits)[2],
+                                   const float *const (&bias)[2])
+{
+    V2_UNROLL
+    for (int j = 0; j < NJ; j++)
+        V2_UNROLL
+        for (int e = 0; e < 4; e++) {
+            const int i = e >> 1;
+            const int32_t tk = tk0 + j * 8 + (e & 1);
+            bool in = tk >= klo[i] && tk < khi[i];
+            if (in && bits[i])
+                in = xmask_bit(bits[i], tk);
+            float y = attn_softcap(s[j][e] * scale, softcap);
+            if (in && bias[i])
+                y += mutant_bias(bias[i][tk]); /* seam: bias negated */
+            s[j][e] = in ? y : mutant_masked_score(softcap); /* seam: soft-cap after the fill */
+            tile_max[i] = fmaxf(tile_max[i], s[j][e]);
+        }
+}
+
 /* At most 2 * V2_BQ_MAX / MT threads (128 by default), at least V2_MIN_BLOCKS blocks per SM (1
  * by default): ptxas may then use up to 255 registers a thread, and the resource report (make
  * emu-nvcc) shows no spills in any configuration of the default build; with the first bound
@@ -243,7 +288,7 @@ __device__ inline void v2_scores(float (&s)[NJ][4], float (&tile_max)[2], const 
 #ifndef V2_MIN_BLOCKS
 #define V2_MIN_BLOCKS 1
 #endif
-template <typename T, int D, int DV, int BK, int ST, int MT>
+template <typename T, int D, int DV, int BK, int ST, int MT, bool X>
 __global__ void __launch_bounds__(2 * V2_BQ_MAX / MT, V2_MIN_BLOCKS) attn_v2_kernel(attn_args a)
 {
     typedef v2_traits<T> tr;
@@ -424,12 +469,25 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX / MT, V2_MIN_BLOCKS) attn_v2_ker
         }
         V2_UNROLL
         for (int mt = 0; mt < MT; mt++) {
-            if (a.softcap > 0.0f)
+            if constexpr (X) {
+                /* the rows' pointers formed per tile: none live across the loop */
+                const uint8_t *bits[2];
+                const float *bias[2];
+                V2_UNROLL
+                for (int i = 0; i < 2; i++) {
+                    const int r = 2 * mt + i;
+                    bits[i] = partial && valid[r] ? attn_xmask_row(a, b, h, tq[r]) : NULL;
+                    bias[i] = valid[r] ? attn_xbias_row(a, b, h, tq[r]) : NULL;
+                }
+                v2_scores_x<NJ>(s[mt], tile_max[mt], klo[mt], khi[mt], cur.k0 + 2 * t, a.scale,
+                                a.softcap, bits, bias);
+            } else if (a.softcap > 0.0f) {
                 v2_scores<NJ, true>(s[mt], tile_max[mt], klo[mt], khi[mt], cur.k0 + 2 * t, a.scale,
                                     a.softcap);
-            else
+            } else {
                 v2_scores<NJ, false>(s[mt], tile_max[mt], klo[mt], khi[mt], cur.k0 + 2 * t,
                                      a.scale, a.softcap);
+            }
         }
 
         /* Online softmax, per row. m == -inf means nothing was accumulated yet, so alpha is

@@ -1,11 +1,11 @@
 # tests/module.mk - test-only builds (included by the top Makefile).
 #
 # The gate self-test (tests/test_gate.c) links deliberately broken kernels: gpu/attn_launch.cu
-# compiled again for the emu backend with ATTN_MUTANT = 1..10 (see gpu/attn_mutants.cuh; both
+# compiled again for the emu backend with ATTN_MUTANT = 1..11 (see gpu/attn_mutants.cuh; both
 # kernels carry each defect), each in its
 # own namespace with entry point gpu_attention_mutant<N>. They never enter the library.
 
-MUTANTS := 1 2 3 4 5 6 7 8 9 10
+MUTANTS := 1 2 3 4 5 6 7 8 9 10 11
 MUTANT_OBJS := $(MUTANTS:%=$(BUILD)/mutants/attn_launch_m%.o)
 
 -include $(wildcard $(BUILD)/mutants/*.d)

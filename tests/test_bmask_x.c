@@ -640,16 +640,39 @@ Test(bmask_x, fix_check_case_holds_a_stored_block_mask_to_the_explicit_mask)
     cr_assert(!r.passed && strstr(r.detail, "block_mask differs from the slow builder's: row "
                                   "[0][1][0], kv block 0: listed partial, the mask makes it "
                                   "empty"), "%s", r.detail);
-    /* check's kernel runs would build the direct mask, which cannot read the explicit one,
-     * for kernels that do not read it either: skipped, saying why */
-    chk_opts o = {.kernel_backend = 1, .be = GPU_BACKEND_EMU, .kernel = 2};
+    /* check's kernel runs read the explicit mask too: with the stored block mask (sound) and
+     * the slow builder's (the direct one cannot read the explicit mask), kernel 1 passes
+     * (kernel 2 has no D = 16 instance; tests/test_kernel_v2.c runs it on explicit terms) */
+    chk_opts o = {.kernel_backend = 1, .be = GPU_BACKEND_EMU, .kernel = 1};
     chk_tally t = {0};
     int skipped = 0;
     memset(&r, 0, sizeof r);
     r.passed = 1;
     chk_case_kernel("mem", &c, &o, NULL, &r, &skipped, &t);
-    cr_assert(skipped == 1 && r.passed && strstr(r.detail, "not run: the kernels do not read an "
-                                                           "explicit mask"), "%s", r.detail);
+    cr_assert(skipped == 0 && r.passed, "%s", r.detail);
+    /* a layout's shared block mask is keyed on the explicit mask too: the same mask reuses
+     * it; another one (head 0 blind to context keys 0-15, so its kv block 0 turns from full
+     * to empty) rebuilds it, and the kernel passes with it */
+    chk_layer_meta meta;
+    memset(&meta, 0, sizeof meta);
+    for (int i = 0; i < 3; i++) {
+        if (i == 2) {
+            for (int32_t q = 0; q < 8; q++)
+                memset(mask_at(&x, 0, 0, q), 0, 16);
+            pack_x(&x);
+            c.prob.xmask = x.x;
+            cr_assert_eq(ref_attention_f64(&c.prob, c.q, c.k, c.v, c.out, c.lse, &err), FC_OK);
+            bmask_free(&c.bm); /* the stored one, rebuilt for the new mask */
+            cr_assert_eq(bmask_build_slow_x(&c.bm, c.prob.mask, &c.prob.seq, x.x, 16, 16, &err),
+                         FC_OK);
+        }
+        memset(&r, 0, sizeof r);
+        r.passed = 1;
+        chk_case_kernel("mem", &c, &o, &meta, &r, &skipped, &t);
+        cr_assert(skipped == 0 && r.passed, "run %d: %s", i, r.detail);
+    }
+    cr_assert_eq(meta.rebuilds, 2, "the shared block mask built %d times", meta.rebuilds);
+    chk_meta_free(&meta);
     chk_tally_free(&t);
     free(x.dense);
     free(x.bits);

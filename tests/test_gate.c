@@ -304,6 +304,7 @@ Test(layout_cache, each_layers_row_carries_that_layers_terms)
                                       fc_err *err);
 MUTANT_ENTRY(1) MUTANT_ENTRY(2) MUTANT_ENTRY(3) MUTANT_ENTRY(4) MUTANT_ENTRY(5)
 MUTANT_ENTRY(6) MUTANT_ENTRY(7) MUTANT_ENTRY(8) MUTANT_ENTRY(9) MUTANT_ENTRY(10)
+MUTANT_ENTRY(11)
 #undef MUTANT_ENTRY
 
 /* A direct builder that drops the last listed tile of every row. */
@@ -325,7 +326,7 @@ static fc_status build_drop_last(bmask *out, bmask_builder b, mask_params m, con
 
 typedef struct mutant_case {
     const char *name;
-    int mutant;            /* 1..10: gpu_attention_mutant<N>; 0: the real kernel */
+    int mutant;            /* 1..11: gpu_attention_mutant<N>; 0: the real kernel */
     int drop_last_tile;    /* the broken builder */
     const char *expect;    /* the first failing gate the gate must name ("": passes) */
     fc_dtype dtype;
@@ -336,45 +337,46 @@ typedef struct mutant_case {
     double softcap;        /* score terms of the case (masks/terms.h) */
     int sinks;
     gate_input input;
+    int alibi;             /* 1: an explicit ALiBi bias [1, Hq, Lq, Lk] (masks/xterms.h) */
 } mutant_case;
 
 static const judge_attention_fn mutant_fn[] = {
     NULL, gpu_attention_mutant1, gpu_attention_mutant2, gpu_attention_mutant3,
     gpu_attention_mutant4, gpu_attention_mutant5, gpu_attention_mutant6,
     gpu_attention_mutant7, gpu_attention_mutant8, gpu_attention_mutant9,
-    gpu_attention_mutant10,
+    gpu_attention_mutant10, gpu_attention_mutant11,
 };
 
 static const mutant_case mutants[] = {
     /* One extra key at distance W: weight ~1/17, far above any tolerance. */
     {"window off by one", 1, 0, "H1", FC_F16, 200, 200, 64, 64,
-     {.causal = 1, .sliding_window = 17}, "numeric", "window W+1 (17 -> 18)", 0, 0, GI_NORMAL},
+     {.causal = 1, .sliding_window = 17}, "numeric", "window W+1 (17 -> 18)", 0, 0, GI_NORMAL, 0},
     /* The diagonal tiles skip the mask: future keys leak in. */
     {"partial block listed as full", 2, 0, "H1", FC_F32, 200, 200, 64, 64, {.causal = 1}, "numeric",
-     "partial blocks taken as full", 0, 0, GI_NORMAL},
+     "partial blocks taken as full", 0, 0, GI_NORMAL, 0},
     /* Sixteen-key tiles, so the running max moves often and stale weights pile up. */
     {"no online-softmax rescale", 3, 0, "H1", FC_BF16, 200, 200, 16, 16, {.causal = 1}, "numeric",
-     "online softmax rescale missing, sum and accumulator alike,", 0, 0, GI_NORMAL},
+     "online softmax rescale missing, sum and accumulator alike,", 0, 0, GI_NORMAL, 0},
     /* 0 * (1/0) = NaN in the rows no key may reach; H3 comes before H4. */
-    {"empty row yields NaN", 5, 0, "H3", FC_F32, 300, 100, 64, 64, {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL},
+    {"empty row yields NaN", 5, 0, "H3", FC_F32, 300, 100, 64, 64, {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL, 0},
     /* Row 0 loses its only tile: its LSE is -inf where the oracle's is finite. */
     {"direct builder drops the last tile", 0, 1, "H3", FC_F16, 200, 200, 64, 64,
      {.causal = 1}, "numeric",
      /* a row that lost its only tile has no key: taking partial tiles as full gives it none
       * either, so the diagnosis names both as indistinguishable there */
-     "one of the block mask as given", 0, 0, GI_NORMAL},
+     "one of the block mask as given", 0, 0, GI_NORMAL, 0},
     /* One element past the last row lands in the guard bytes after O: H6, checked first. */
-    {"write past the output", 6, 0, "H6", FC_F16, 200, 200, 64, 64, {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL},
+    {"write past the output", 6, 0, "H6", FC_F16, 200, 200, 64, 64, {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL, 0},
     /* Keeping P in fp32 makes the kernel MORE accurate than the contract: it passes every
      * tolerance gate (the main row here) and only the p-round check can name it. */
     {"P not rounded (bfloat16)", 4, 0, "p-round", FC_BF16, 200, 200, 64, 64, {.causal = 1},
-     "p-round", NULL, 0, 0, GI_NORMAL},
+     "p-round", NULL, 0, 0, GI_NORMAL, 0},
     {"P not rounded (float16)", 4, 0, "p-round", FC_F16, 300, 300, 16, 16,
-     {.causal = 1, .chunk_size = 128}, "p-round", NULL, 0, 0, GI_NORMAL},
+     {.causal = 1, .chunk_size = 128}, "p-round", NULL, 0, 0, GI_NORMAL, 0},
     /* The same defect on a plain numeric case: closer to the oracle, so no gate fails. This
      * is why the p-round check exists. */
     {"P not rounded, tolerance gates only", 4, 0, "", FC_BF16, 200, 200, 64, 64,
-     {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL},
+     {.causal = 1}, "numeric", NULL, 0, 0, GI_NORMAL, 0},
     /* Score terms. Soft-cap after the mask fill: masked keys come back at -cap; with the
      * scores of even rows near -cap (M5's beyond-the-cap inputs) they weigh like allowed keys. */
     {"soft-cap after the mask fill", 7, 0, "H1", FC_F16, 200, 200, 64, 64,
@@ -382,16 +384,19 @@ static const mutant_case mutants[] = {
      /* the kernels fill some rows' masked keys in tiles the hypothesis does not model, so it
       * explains most failing rows, not all: named as the largest partial fit, never a cause */
      "no hypothesis explains all 200 failing rows (partial fits only, the largest soft-cap "
-     "applied after the mask's -inf fill", 50, 0, GI_BEYOND_CAP},
+     "applied after the mask's -inf fill", 50, 0, GI_BEYOND_CAP, 0},
     /* Sinks in [-5, 10] scaled by 1/8: rows the sink dominated are no longer dominated. */
     {"sink scaled by the softmax scale", 8, 0, "H1", FC_BF16, 200, 200, 64, 64,
-     {.causal = 1}, "numeric", "sink multiplied by the softmax scale", 0, 1, GI_NORMAL},
+     {.causal = 1}, "numeric", "sink multiplied by the softmax scale", 0, 1, GI_NORMAL, 0},
     /* The sink's share added to every output element as if its value were all ones. */
     {"sink given a value", 9, 0, "H1", FC_F32, 200, 200, 64, 64,
-     {.causal = 1, .sliding_window = 64}, "numeric", "sink given a value", 30, 1, GI_NORMAL},
+     {.causal = 1, .sliding_window = 64}, "numeric", "sink given a value", 30, 1, GI_NORMAL, 0},
     /* 16-key tiles: a row of the causal 200 x 200 case has up to 13 of them. */
     {"sink counted in every kv tile", 10, 0, "H1", FC_F16, 200, 200, 16, 16, {.causal = 1},
-     "numeric", "sink counted again in every kv tile visited", 0, 1, GI_NORMAL},
+     "numeric", "sink counted again in every kv tile visited", 0, 1, GI_NORMAL, 0},
+    /* ALiBi subtracted: far keys gain weight instead of losing it (docs/semantics.md 8). */
+    {"bias with the wrong sign", 11, 0, "H1", FC_BF16, 200, 200, 64, 64, {.causal = 1},
+     "numeric", "bias with the wrong sign", 0, 0, GI_NORMAL, 1},
 };
 
 /* The first failing gate of the mutant's case into gate[REP_NAME_LEN] ("" when it passed),
@@ -420,7 +425,20 @@ static void run_mutant(const mutant_case *mc, int kernel, char *gate, char *reas
     c.gp.sinks_seed = 13;
     c.input = mc->input;
     c.gp.seed = 11;
-    c.builder = BMASK_DIRECT;
+    c.builder = BMASK_DIRECT; /* a bias alone leaves the families' block mask as it is */
+    float *bias = NULL;
+    if (mc->alibi) { /* head h's slope 2^(-8 (h + 1) / Hq), -slope * |q - k| */
+        const size_t n = (size_t)c.gp.hq * mc->lq * mc->lk;
+        bias = malloc(n * sizeof(float) + 1);
+        cr_assert(bias);
+        for (size_t i = 0; i < n; i++) {
+            const int32_t k = (int32_t)(i % (size_t)mc->lk);
+            const int32_t q = (int32_t)(i / (size_t)mc->lk % (size_t)mc->lq);
+            const int32_t h = (int32_t)(i / (size_t)mc->lk / (size_t)mc->lq);
+            bias[i] = (float)(-exp2(-8.0 * (h + 1) / c.gp.hq) * fabs((double)(q - k)));
+        }
+        c.gp.xbias = (attn_xbias){bias, 1, c.gp.hq, mc->lq, mc->lk};
+    }
     gate_opts o = {.run = {.kernel = kernel, .attention_fn = mutant_fn[mc->mutant],
                            .bmask_fn = mc->drop_last_tile ? build_drop_last : NULL},
                    .backends = {GPU_BACKEND_EMU}, .nbackends = 1};
@@ -432,6 +450,7 @@ static void run_mutant(const mutant_case *mc, int kernel, char *gate, char *reas
     snprintf(reason, REP_WHY_LEN, "%s", rows.v[0].reason);
     snprintf(explained, REP_WHY_LEN, "%s", rows.v[0].explained);
     gate_rows_free(&rows);
+    free(bias);
 }
 
 Test(selftest, every_broken_variant_fails_with_its_expected_gate)

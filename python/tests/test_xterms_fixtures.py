@@ -345,19 +345,20 @@ def test_check_refuses_a_v2_file_holding_a_mask_naming_it(h5, flexbin):
             "(the file says 'flexcheck-fixture-2')") in err, err
 
 
-def test_our_kernel_skips_a_case_with_an_explicit_term_naming_it(h5, flexbin):
-    """Neither kernel reads the explicit terms: `check --backend emu` skips such a case with
-    the reason, never runs it (it would compute another attention and fail it)."""
+def test_our_kernels_run_a_case_with_an_explicit_term(h5, flexbin):
+    """Both kernels read the explicit terms (docs/semantics.md section 8): `check --backend
+    emu` runs them on a prefix-LM mask and an ALiBi bias and passes both cases."""
     q, k, v = qkv(b=1, hq=2, hkv=1, lq=40, lk=40, d=32, seed=1)
     write_case(h5, "prefix", q, k, v, mask=prefix_lm([7], 40, 40))
     write_case(h5, "alibi", q, k, v, causal=True, bias=alibi([0.5, 0.25], 40, 40))
-    rc, out, err = run(flexbin, "check", "--backend", "emu", h5)
-    lines = out.splitlines()
-    for name in ("prefix", "alibi"):
-        ln = line_of(lines, f" {name} ")
-        assert ln.startswith("SKIP ") and ("kernel 2 on emu: not run: the kernels do not read "
-                                           "an explicit mask or bias") in ln, ln
-    assert "failed in 0" in out, out
+    for kernel in ("1", "2"):
+        rc, out, err = run(flexbin, "check", "--backend", "emu", "--kernel", kernel, h5)
+        assert rc == 0, out + err
+        lines = out.splitlines()
+        for name in ("prefix", "alibi"):
+            ln = line_of(lines, f" {name} ")
+            assert not ln.startswith("SKIP ") and not ln.startswith("FAIL"), ln
+        assert "failed in 0" in out, out
 
 
 def test_a_packed_case_takes_a_mask_over_its_token_grid(tmp_path, flexbin):

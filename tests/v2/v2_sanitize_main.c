@@ -1,6 +1,7 @@
 /*
  * v2_sanitize_main.c - kernel version 2 under the emu's sanitizer builds: a few small shapes
- * (every dtype, 16x16 and 64x64 blocks, packed, GQA, paged K/V, soft-cap and sinks) run through gpu_attention with
+ * (every dtype, 16x16 and 64x64 blocks, packed, GQA, paged K/V, soft-cap and sinks, an explicit
+ * mask and bias) run through gpu_attention with
  * gpu/attn_launch.cu compiled with ASan/UBSan (build/emu-asan/v2-sanitize) or with the race
  * checker (build/emu-race/v2-sanitize), each judged by the tolerance gates. Any report from a
  * sanitizer stops the run; exit 0 only if every case passes. tests/module.mk: make v2-sanitize.
@@ -23,17 +24,41 @@ typedef struct san_case {
     int paged;
     double softcap; /* score terms (masks/terms.h) */
     int sinks;
+    int xterms; /* 1: a drawn explicit mask and bias per head (masks/xterms.h) */
 } san_case;
 
 static const san_case cases[] = {
-    {"f16 causal window 16x16 packed", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 0, 0, 0},
-    {"bf16 d128 causal 64x64 paged", FC_BF16, 2, 2, 80, 100, 128, 1, 0, 0, 64, 64, 0, {0}, {0}, 1, 0, 0},
-    {"f32 chunk 32x16 paged", FC_F32, 1, 1, 50, 60, 32, 0, 0, 16, 32, 16, 0, {0}, {0}, 1, 0, 0},
-    {"f16 d96 dense 128x128 Lq<Lk", FC_F16, 1, 1, 20, 150, 96, 0, 0, 0, 128, 128, 0, {0}, {0}, 0, 0, 0},
-    {"bf16 d256 window 16x16 paged", FC_BF16, 1, 1, 40, 50, 256, 1, 9, 0, 16, 16, 0, {0}, {0}, 1, 0, 0},
-    {"f16 softcap sinks packed 16x16 paged", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 1, 30, 1},
-    {"f32 softcap sinks empty rows 64x64", FC_F32, 2, 2, 90, 40, 64, 1, 0, 0, 64, 64, 0, {0}, {0}, 0, 50, 1},
+    {"f16 causal window 16x16 packed", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 0, 0, 0, 0},
+    {"bf16 d128 causal 64x64 paged", FC_BF16, 2, 2, 80, 100, 128, 1, 0, 0, 64, 64, 0, {0}, {0}, 1, 0, 0, 0},
+    {"f32 chunk 32x16 paged", FC_F32, 1, 1, 50, 60, 32, 0, 0, 16, 32, 16, 0, {0}, {0}, 1, 0, 0, 0},
+    {"f16 d96 dense 128x128 Lq<Lk", FC_F16, 1, 1, 20, 150, 96, 0, 0, 0, 128, 128, 0, {0}, {0}, 0, 0, 0, 0},
+    {"bf16 d256 window 16x16 paged", FC_BF16, 1, 1, 40, 50, 256, 1, 9, 0, 16, 16, 0, {0}, {0}, 1, 0, 0, 0},
+    {"f16 softcap sinks packed 16x16 paged", FC_F16, 2, 1, 70, 90, 64, 1, 20, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 1, 30, 1, 0},
+    {"f32 softcap sinks empty rows 64x64", FC_F32, 2, 2, 90, 40, 64, 1, 0, 0, 64, 64, 0, {0}, {0}, 0, 50, 1, 0},
+    /* Lk = 90: each mask row ends 2 bits into its twelfth byte */
+    {"f16 xmask bias softcap packed 16x16 paged", FC_F16, 2, 1, 70, 90, 64, 1, 0, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 1, 30, 0, 1},
+    {"f32 xmask bias sinks 32x16", FC_F32, 2, 1, 50, 90, 32, 0, 0, 0, 32, 16, 0, {0}, {0}, 0, 0, 1, 1},
 };
+
+/* A drawn explicit mask (each pair with probability 3/4) and bias in [-2, 2), [1, hq, Lq, Lk],
+ * into gp; the caller frees *bits and *bias after fix_gen_case copied them. */
+static void draw_xterms(const san_case *t, fix_gen_params *gp, uint8_t **bits, float **bias)
+{
+    const size_t rows = (size_t)t->hq * (size_t)t->lq, n = rows * (size_t)t->lk;
+    uint8_t *dense = malloc(n + 1);
+    *bits = malloc(rows * (size_t)xmask_row_bytes(t->lk) + 1);
+    *bias = malloc(n * sizeof(float) + 1);
+    uint64_t x = 0x5eedu;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull; /* Knuth's LCG */
+        dense[i] = (x >> 62) != 0;
+        (*bias)[i] = (float)((double)(x >> 40) * 0x1p-22 - 2.0);
+    }
+    attn_xmask_pack(dense, rows, t->lk, *bits);
+    free(dense);
+    gp->xmask = (attn_xmask){*bits, 1, t->hq, t->lq, t->lk};
+    gp->xbias = (attn_xbias){*bias, 1, t->hq, t->lq, t->lk};
+}
 
 static int run_case(const san_case *t)
 {
@@ -44,15 +69,24 @@ static int run_case(const san_case *t)
                          .sinks = t->sinks, .sinks_seed = 7};
     memcpy(gp.cu_q, t->cu_q, sizeof t->cu_q);
     memcpy(gp.cu_k, t->cu_k, sizeof t->cu_k);
+    uint8_t *bits = NULL;
+    float *bias = NULL;
+    if (t->xterms)
+        draw_xterms(t, &gp, &bits, &bias);
     fix_case fc;
     bmask bm;
     fc_err err;
     int ok = 0;
-    if (fix_gen_case(&gp, &fc, &err)) {
+    fc_status st = fix_gen_case(&gp, &fc, &err);
+    free(bits); /* the case holds its own copies */
+    free(bias);
+    if (st) {
         fprintf(stderr, "%s: %s\n", t->name, err.msg);
         return 0;
     }
-    if (bmask_build(&bm, BMASK_DIRECT, fc.prob.mask, &fc.prob.seq, t->qb, t->kb, &err)) {
+    /* the slow builder reads the explicit mask; direct, the families' fast one, refuses it */
+    if (bmask_build_x(&bm, t->xterms ? BMASK_SLOW : BMASK_DIRECT, fc.prob.mask, &fc.prob.seq,
+                      fc.prob.xmask, t->qb, t->kb, &err)) {
         fprintf(stderr, "%s: %s\n", t->name, err.msg);
         fix_case_free(&fc);
         return 0;
