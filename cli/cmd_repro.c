@@ -424,8 +424,10 @@ static int run(const repro_opts *ro, fix_case *c, const mask_params *prev, gpu_b
     else if (worst != (size_t)-1)
         explain_row(c, bm, out, out_lse, worst, 0);
     if (!v.pass) { /* a tested output ran with the producer's block mask, if it stored one */
+        diag_paged pgv = fix_diag_paged(c);
         diag_in in = {.jc = &jc, .o = out, .lse = out_lse, .v = &v, .prev = prev,
-                      .bm = tt ? (tt->has_bmask ? &tt->bm : NULL) : bm};
+                      .bm = tt ? (tt->has_bmask ? &tt->bm : NULL) : bm,
+                      .paged = c->paged ? &pgv : NULL};
         printf("\n");
         diag_explain(&in, NULL, stdout, "");
     }

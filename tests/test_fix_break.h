@@ -133,4 +133,13 @@ static void expect_accepted(const char *p)
     cr_assert_eq(st, FC_OK, "%s should be accepted: %s", p, err.msg);
 }
 
+/* Opens p and reads its first case, both required to succeed. */
+TFB_UNUSED
+static void read_only_case(const char *p, fix_file *f, fix_case *c)
+{
+    fc_err err;
+    cr_assert_eq(fix_open(p, f, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(f, 0, c, &err), FC_OK, "%s", err.msg);
+}
+
 #endif

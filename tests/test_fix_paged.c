@@ -75,13 +75,6 @@ static const char *write_paged(const char *name, int packed, int share, fix_case
     return p;
 }
 
-static void read_only_case(const char *p, fix_file *f, fix_case *c)
-{
-    fc_err err;
-    cr_assert_eq(fix_open(p, f, &err), FC_OK, "%s", err.msg);
-    cr_assert_eq(fix_read_case(f, 0, c, &err), FC_OK, "%s", err.msg);
-}
-
 /* ---- round trips ---- */
 
 static void round_trip(int packed)

@@ -102,13 +102,6 @@ static const char *write_base(const char *name, fix_case *keep)
     return p;
 }
 
-static void read_only_case(const char *p, fix_file *f, fix_case *c)
-{
-    fc_err err;
-    cr_assert_eq(fix_open(p, f, &err), FC_OK, "%s", err.msg);
-    cr_assert_eq(fix_read_case(f, 0, c, &err), FC_OK, "%s", err.msg);
-}
-
 /* ---- round trips ---- */
 
 Test(fix_xterms, gen_writes_schema_3_and_the_terms_read_back_bit_for_bit)

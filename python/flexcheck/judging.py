@@ -128,7 +128,7 @@ from .fixtures import (
     INT32_MAX,
 )
 
-API_VERSION = 5  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
+API_VERSION = 6  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
 GATES = ("H1", "H2", "H3", "H4", "H5", "H6", "H7")
 _STATES = {0: "not run", 1: "pass", 2: "fail"}
 _OUTCOMES = {0: "fail", 1: "pass", 2: "outside"}
@@ -202,6 +202,7 @@ def _declare(lib) -> None:
         "flexcheck_problem_set_rows": ([P, ctypes.c_int32, ctypes.c_uint64], st),
         "flexcheck_problem_set_block_mask": ([P, i32, i32, i32, i32, i32, i32p, i32p, i32, i32p,
                                               i32p, i32], st),
+        "flexcheck_problem_set_paged": ([P, f32p, f32p, i32, i32, i32p, i32, i32], st),
         "flexcheck_problem_check": ([P], st),
         "flexcheck_problem_interrupt": ([P], st),
         "flexcheck_judge": ([P, f32p, sz, f32p, sz, f32p, sz, f32p, sz, f32p, sz,
@@ -582,6 +583,8 @@ def judge(q, k=None, v=None, out=None, lse=None, *, causal=False, window=0, chun
         _check(lib, p, lib.flexcheck_problem_set_rows(p, nrows, seed), "rows")
         if bml is not None:
             _set_block_mask(lib, p, bml)
+        if pg is not None:  # the diagnosis tries a page read from the wrong slot
+            _set_paged(lib, p, pg, dtype)
         _set_explicit_terms(lib, p, (b, hq, lq, lk), cu_q is not None,
                             torch_device=q.device if _is_torch(q) else None, mask=mask,
                             mask_mod=mask_mod, score_mod=score_mod, document_ids=document_ids,
@@ -629,6 +632,17 @@ def judge(q, k=None, v=None, out=None, lse=None, *, causal=False, window=0, chun
             with call.lock:
                 if not call.abandoned:
                     call.free()
+
+
+def _set_paged(lib, p, pg, dtype: str) -> None:
+    """The cache and table handed to the library (flexcheck_problem_set_paged, copied), the
+    caches as float32 values of dtype (stale pages as they are: never read)."""
+    kc, vc = (np.ascontiguousarray(x, np.float32) for x in _paged.stored(pg, dtype))
+    t = np.ascontiguousarray(pg.table, np.int32)
+    fp, ip = ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int32)
+    _check(lib, p, lib.flexcheck_problem_set_paged(
+        p, kc.ctypes.data_as(fp), vc.ctypes.data_as(fp), kc.shape[0], kc.shape[1],
+        t.ctypes.data_as(ip), t.shape[0], t.shape[1]), "k_cache, v_cache, block_table")
 
 
 def _paged_kv(pg, qa: np.ndarray, kv_len, cu_seqlens_k, dtype: str):

@@ -19,15 +19,7 @@ import pytest
 
 import flexcheck
 from flexcheck import SCHEMA_PAGED, add_tested, read_case, write_case
-from _flexcli import run, snapshot
-from flexcheck.judging import library_version
-
-try:
-    library_version()
-    NO_LIB = None
-except RuntimeError as e:  # no libflexcheck.so: the reason is the skip's
-    NO_LIB = str(e)
-needs_lib = pytest.mark.skipif(NO_LIB is not None, reason=f"{NO_LIB}")
+from _flexcli import needs_lib, run, snapshot
 
 B, HQ, HKV, LQ, LK, D, DV, PS = 2, 4, 2, 12, 21, 8, 4, 8
 
@@ -239,9 +231,11 @@ def test_fill_of_a_paged_dump_is_bitwise_the_contiguous_oracle_and_check_passes(
 
 
 def wrong_slot(t):
-    """Batch entry 1's logical page 1 read from its entry 2's slot (the table off by one)."""
+    """Batch entry 1's logical page 0 read from its entry 1's slot (the table off by one), a
+    full page: every key of it a real key of the sequence (read through entry 2, the last
+    page's stale slots would give NaN)."""
     w = t.copy()
-    w[1, 1] = t[1, 2]
+    w[1, 0] = t[1, 1]
     return w
 
 
@@ -260,12 +254,19 @@ def test_a_page_read_from_the_wrong_slot_fails_check_and_the_judge(judged, flexb
     lines = out.splitlines()
     assert any(l.startswith("PASS") and "tested/right" in l for l in lines), out
     assert any(l.startswith("FAIL") and "tested/wrong" in l for l in lines), out
+    # the diagnosis names the page, the slot read and the entry it came through
+    assert (f"explained by batch entry 1's page 0 (its keys 0..7) read from physical page "
+            f"{t[1, 1]}, block_table[1][1]'s, instead of page {t[1, 0]}: the block table read "
+            f"one entry ahead: all 48 failing rows") in out, out
     args = dict(k_cache=kc, v_cache=vc, block_table=t, kv_len=LK, causal=True)
     assert flexcheck.judge(q, out=o.astype(np.float16), lse=lse.astype(np.float32),
                            **args).passed
-    with pytest.raises(AssertionError, match="does not pass"):
+    with pytest.raises(AssertionError, match="does not pass") as e:
         flexcheck.assert_attention_close(ow.astype(np.float16), q, lse=lw.astype(np.float32),
                                          **args)
+    # in process too, the diagnosis names the page read from the wrong slot
+    assert (f"batch entry 1's page 0 (its keys 0..7) read from physical page {t[1, 1]}, "
+            f"block_table[1][1]'s, instead of page {t[1, 0]}") in str(e.value), str(e.value)
 
 
 def test_judge_refuses_half_given_paged_arguments_saying_what_to_pass():
