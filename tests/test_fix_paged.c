@@ -235,11 +235,7 @@ static void page_size_0(hid_t f)
     put_f32(f, C0 "/k_cache", 4, (hsize_t[]){4, 0, HKV, D}, NULL);
 }
 
-static const struct refusal {
-    const char *name;
-    void (*brk)(hid_t);
-    const char *parts[3];
-} refusals[] = {
+static const fix_refusal refusals[] = {
     {"v3", v3_schema, {C0 ": dataset 'k_cache': paged K/V needs schema 'flexcheck-fixture-4' "
                        "(the file says version 3)"}},
     {"both", both_forms, {C0 ": both 'k' and 'k_cache': give K/V in one form"}},
@@ -261,19 +257,14 @@ static const struct refusal {
     {"ps0", page_size_0, {C0 "/k_cache: page size (dim 1) 0"}},
 };
 
+static const char *write_valid(const char *name)
+{
+    return write_paged(name, 0, 0, NULL);
+}
+
 Test(fix_paged, every_badly_stored_cache_or_table_is_refused_naming_it)
 {
-    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s.h5", refusals[i].name);
-        const char *p = write_paged(name, 0, 0, NULL);
-        hid_t f = open_rw(p);
-        refusals[i].brk(f);
-        H5Fclose(f);
-        const char *const *parts = refusals[i].parts;
-        const char *all[4] = {parts[0], parts[1], parts[2], NULL};
-        expect_rejected_(p, all);
-    }
+    expect_refusals(write_valid, refusals, sizeof refusals / sizeof refusals[0]);
 }
 
 Test(fix_paged, entries_past_a_sequences_pages_and_unused_pages_are_never_read)

@@ -292,3 +292,29 @@ def test_judge_takes_torch_tensors_for_the_cache():
                          k_cache=torch.from_numpy(kc), v_cache=torch.from_numpy(vc),
                          block_table=torch.from_numpy(t), kv_len=LK, causal=True)
     assert vd.passed, str(vd)
+
+
+def test_export_writes_the_matrix_paged_cases_paged_and_check_passes_them(tmp_path, flexbin):
+    st, out, err = run(flexbin, "export", "--quick", "--filter", "paged", "--out", tmp_path)
+    assert st == 0, out + err
+    files = [f for f in os.listdir(tmp_path) if f.endswith(".h5")]
+    assert len(files) == 1 and "m2-paged" in files[0], files
+    path = str(tmp_path / files[0])
+    with h5py.File(path, "r") as f:
+        assert f.attrs["schema"] in (SCHEMA_PAGED, SCHEMA_PAGED.encode())
+        names = sorted(f["cases"])
+        assert len(names) == 2 and names[1] == names[0] + "@prefix", names
+        for n in names:
+            g = f["cases"][n]
+            assert "k" not in g and "k_cache" in g
+    plain, prefix = (read_case(path, n) for n in names)
+    t, ps = plain.block_table, plain.k_cache.shape[1]
+    lens = np.diff(plain.cu_seqlens_k)
+    used = [int(t[r, j]) for r in range(len(lens)) for j in range(-(-int(lens[r]) // ps))]
+    assert used != sorted(used), "pages in a seeded order"
+    stale = set(range(plain.k_cache.shape[0])) - set(used)
+    assert stale and all(np.isnan(plain.k_cache[p]).any() for p in stale), "stale NaN pages"
+    tp = prefix.block_table
+    assert tp[0, 0] == tp[1, 0] or tp[0, 0] == tp[2, 0], "@prefix shares its first page"
+    st, out, err = run(flexbin, "check", "--exact-blocks", path)
+    assert st == 0 and out.count("PASS") == 2, out + err
