@@ -14,6 +14,8 @@
 #include "include/flexcheck.h"
 #include "masks/bmask.h"
 #include "masks/mask.h"
+#include "diag/diag.h"
+#include "fixtures/fix.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -43,6 +45,8 @@ struct flexcheck_problem {
      * (api_bmask_fits). */
     int has_bm;
     bmask bm;
+    /* The paged cache (API version 6), owned; pg.k_cache NULL: none. */
+    fix_paged pg;
     char err[sizeof(((fc_err *)0)->msg)];
 };
 
@@ -54,6 +58,11 @@ flexcheck_status api_ok(flexcheck_problem *p);
 /* FLEXCHECK_OK when p has no block mask or it fits p's shape now (a shape set after it may not);
  * else the refusal, in p's message. Its bytes, for the budget, in *bytes (0 without one). */
 flexcheck_status api_bmask_fits(flexcheck_problem *p, uint64_t *bytes);
+/* With a paged cache set: checks that k and v are what p's table gathers from it for problem
+ * a (p's message names the first difference or bad entry otherwise) and fills *view; without
+ * one *on = 0. api_paged.c. */
+flexcheck_status api_paged_view(flexcheck_problem *p, const attn_problem *a, const float *k,
+                                const float *v, diag_paged *view, int *on);
 /* The short names the API's files use. */
 #define fail(...) api_fail(__VA_ARGS__)
 #define ok(p) api_ok(p)

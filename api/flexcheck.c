@@ -98,6 +98,7 @@ EXPORT void flexcheck_problem_free(flexcheck_problem *p)
     free(p->xbits);
     free(p->xbias);
     bmask_free(&p->bm);
+    fix_paged_free(&p->pg);
     free(p);
 }
 
@@ -382,7 +383,14 @@ static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *
     uint64_t mb = p->max_memory ? p->max_memory : fix_default_case_bytes();
     uint64_t mw = p->max_work ? p->max_work : FIX_DEFAULT_CASE_WORK;
     attn_cost c = attn_case_cost_rows(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK, *n);
-    /* the producer's block mask, copied when set, is held too (its check's scratch is O(NKB)) */
+    /* the producer's block mask, copied when set, is held too (its check's scratch is O(NKB));
+     * a paged cache's copy, and the K/V gathered from it to hold k and v to it, too */
+    const fix_paged *pg = &p->pg;
+    if (pg->k_cache)
+        bm_bytes += (uint64_t)pg->num_pages * (uint64_t)pg->page_size * (uint64_t)a->hkv *
+                        (uint64_t)(a->d + a->dv) * 4 +
+                    (uint64_t)pg->nrows * (uint64_t)pg->max_pages * 4 +
+                    (uint64_t)(attn_k_elems(a) + attn_v_elems(a)) * 4;
     c.bytes = c.bytes > UINT64_MAX - bm_bytes ? UINT64_MAX : c.bytes + bm_bytes;
     char shape[200];
     fc_fmt(shape, sizeof shape, "B %d, Hq %d, Lq %d, Lk %d, D %d, Dv %d%s", (int)a->seq.batch,
@@ -394,7 +402,10 @@ static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *
     char xt[256], bt[96] = "";
     attn_xterms_text(xt, sizeof xt, a); /* the explicit mask and bias, named when present */
     if (bm_bytes)
-        fc_fmt(bt, sizeof bt, "%s the block mask %.3g GiB", xt[0] ? " and" : "; of which",
+        fc_fmt(bt, sizeof bt, "%s %s %.3g GiB", xt[0] ? " and" : "; of which",
+               !pg->k_cache ? "the block mask"
+               : p->has_bm  ? "the block mask and the paged cache (with its gather)"
+                            : "the paged cache (with its gather)",
                (double)bm_bytes / gib);
     if (c.bytes > mb)
         return fail(p, FLEXCHECK_EINVAL, "budget: %s need about %.3g GiB (inputs, oracle, "
@@ -574,6 +585,13 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
         attn_problem_free(&a);
         return st;
     }
+    /* k, v and a paged cache set: they must be its gather (no verdict on anything else) */
+    diag_paged pgv;
+    int paged;
+    if ((st = api_paged_view(p, &a, k, v, &pgv, &paged))) {
+        attn_problem_free(&a);
+        return st;
+    }
     int bad_out = nout != no || (!out && no);
     if (bad_out || (lse && nlse != nl) || (!lse && nlse)) {
         st = fail(p, FLEXCHECK_EINVAL, "%s has %zu elements%s; the problem's shape needs %zu",
@@ -630,6 +648,7 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
         /* the producer's block mask (if set) is held to the families AND the explicit mask */
         chk_output_in in = {.o = out, .lse = lse, .out_dtype = p->out_dtype,
                             .lse_dtype = p->lse_dtype, .bm = p->has_bm ? &p->bm : NULL};
+        in.paged = paged ? &pgv : NULL;
         chk_judge_output(&jc, &lp, &in, res);
         if (t.tq) /* the verdict line says it judged a sample, and what a sample may miss */
             fix_sample_describe(res->sample, sizeof res->sample, a.seq.lq, smp.n, smp.placed,

@@ -92,6 +92,8 @@ typedef struct chk_output_in {
     int rounds_like_flex;           /* the producer claims FlexAttention's rounding of P: on a
                                      * p-round design its rule judges the output; otherwise
                                      * the rule's finding is a note (res->note) */
+    const diag_paged *paged;        /* the case's K/V as a paged cache (the diagnosis tries a
+                                     * page read from the wrong slot), or NULL */
 } chk_output_in;
 
 #define CHK_DETAIL_LEN (REP_WHY_LEN + 160)

@@ -126,7 +126,8 @@ void chk_judge_output(const judge_case *jc, const judge_lp *lp, const chk_output
     /* Which rows fail, which bug explains them: not without a baseline's bounds (unscaled). */
     if (oc == CHK_FAILED && !v->pass && !v->unscaled) {
         diag_in d = {.jc = jc, .o = in->o, .lse = in->lse, .v = v, .bm = in->bm,
-                     .prev = in->prev, .budget = in->diag_budget, .out_dtype = in->out_dtype};
+                     .prev = in->prev, .budget = in->diag_budget, .out_dtype = in->out_dtype,
+                     .paged = in->paged};
         fc_err err;
         if (diag_run(&d, &res->diag, &err)) {
             res->diag = NULL;
@@ -309,6 +310,8 @@ void chk_case_outputs(const char *path, const fix_file *f, int idx, const fix_ca
         chk_result res;
         result_of(&res, path, c, tt);
         chk_output_in in = output_in(tt, prev, why, o);
+        diag_paged pgv = fix_diag_paged(c);
+        in.paged = c->paged ? &pgv : NULL;
         chk_judge_output(&jc, &lp, &in, &res);
         fix_sample_text(res.sample, sizeof res.sample, c);
         const fix_case *by = c; /* the case whose rows the verdict is on */
@@ -323,6 +326,8 @@ void chk_case_outputs(const char *path, const fix_file *f, int idx, const fix_ca
                 chk_result_free(&res);
                 result_of(&res, path, &w.c, wt);
                 chk_output_in win = output_in(wt, prev, "", o);
+                diag_paged wpg = fix_diag_paged(&w.c);
+                win.paged = w.c.paged ? &wpg : NULL;
                 chk_judge_output(&w.jc, &w.lp, &win, &res);
                 chk_sample_confirmed(res.sample, sizeof res.sample, gates, c->sample.n,
                                      c->prob.seq.lq, c->sample_seed);

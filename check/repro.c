@@ -439,8 +439,10 @@ static int tell(const chk_repro_opts *o, fix_case *c, const mask_params *prev, F
     else if (worst != (size_t)-1)
         explain_row(out, c, bm, o_out, o_lse, worst, 0);
     if (!v.pass) { /* a tested output ran with the producer's block mask, if it stored one */
+        diag_paged pgv = fix_diag_paged(c);
         diag_in in = {.jc = &jc, .o = o_out, .lse = o_lse, .v = &v, .prev = prev,
-                      .bm = tt ? (tt->has_bmask ? &tt->bm : NULL) : bm};
+                      .bm = tt ? (tt->has_bmask ? &tt->bm : NULL) : bm,
+                      .paged = c->paged ? &pgv : NULL};
         fprintf(out, "\n");
         diag_explain(&in, NULL, out, "");
     }

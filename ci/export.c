@@ -140,17 +140,63 @@ static fc_status layout_cases(batch *b, const gate_case *c, fc_err *err)
     return st;
 }
 
+/* A case the matrix pages (check "paged": kernel 2 reads its K/V through a page table) is
+ * exported paged, as an engine's cache holds it (docs/fixtures.md "Paged K/V"): pages of KB
+ * keys (kernel 2's page size) in an order seeded by the case's seed, a few stale pages of
+ * NaN and garbage, the table padded with entries never read. A second case "<dt>@prefix"
+ * gives every sequence the first page of sequence 0 (its keys and values, as prefix caching
+ * shares a prompt's prefix), its oracle recomputed, so that its table shares that page. */
+static fc_status page_cases(batch *b, const gate_case *c, fc_err *err)
+{
+    enum { STALE = 3 };
+    fix_case *fc = &b->v[b->n - 1];
+    int32_t ps = c->gp.kb;
+    fc_status st = fix_paged_from_logical(fc, ps, STALE, c->gp.seed, err);
+    if (st || b->n >= MAX_FIX_CASES)
+        return st ? st : fc_errf(err, FC_EINVAL, "%s: more than %d fixture cases", c->id,
+                                 MAX_FIX_CASES);
+    char name[FIX_NAME_MAX];
+    fc_fmt(name, sizeof name, "%s@prefix", fc->name);
+    if ((st = add_case(b, c, fc->dtype, c->gp.mask, c->gp.seed, name, "@prefix", err)))
+        return st;
+    fix_case *pc = &b->v[b->n - 1];
+    const attn_problem *p = &pc->prob;
+    const seq_info *sq = &p->seq;
+    int32_t nrows = sq->packed ? sq->nseq : sq->batch;
+#define SEQ_LEN(r) (sq->packed ? sq->cu_k[(r) + 1] - sq->cu_k[r] : sq->lk)
+#define SEQ_ROW(r, h) /* sequence r's first key of head h, as a row of K */                    \
+    (sq->packed ? (size_t)(h) * (size_t)sq->lk + (size_t)sq->cu_k[r]                          \
+                : ((size_t)(r) * (size_t)p->hkv + (size_t)(h)) * (size_t)sq->lk)
+    /* only whole pages: a shorter sequence holds a partial page of its own */
+    for (int32_t r = 1; SEQ_LEN(0) >= ps && r < nrows; r++)
+        for (int32_t h = 0; SEQ_LEN(r) >= ps && h < p->hkv; h++) {
+            size_t from = SEQ_ROW(0, h), to = SEQ_ROW(r, h);
+            memcpy(pc->k + to * (size_t)p->d, pc->k + from * (size_t)p->d,
+                   sizeof(float) * (size_t)ps * (size_t)p->d);
+            memcpy(pc->v + to * (size_t)p->dv, pc->v + from * (size_t)p->dv,
+                   sizeof(float) * (size_t)ps * (size_t)p->dv);
+        }
+#undef SEQ_LEN
+#undef SEQ_ROW
+    if ((st = ref_attention_f64(p, pc->q, pc->k, pc->v, pc->out, pc->lse, err)))
+        return st;
+    return fix_paged_from_logical(pc, ps, STALE, c->gp.seed + 1, err);
+}
+
 static fc_status plain_cases(batch *b, const gate_case *c, fc_err *err)
 {
     int edge = !strcmp(c->check->name, "window-edge");
     int decode = !strcmp(c->check->name, "decode");
     int design = !strcmp(c->check->name, "p-round");
+    int paged = !strcmp(c->check->name, "paged");
     fc_status st = FC_OK;
     for (int dt = FC_F32; dt <= FC_BF16 && !st; dt++) {
         if (!c->all_dtypes && dt != (int)c->gp.dtype)
             continue;
         const char *dn = fc_dtype_name((fc_dtype)dt);
         st = add_case(b, c, (fc_dtype)dt, c->gp.mask, c->gp.seed, dn, "", err);
+        if (!st && paged)
+            st = page_cases(b, c, err);
         if (!st && decode)
             st = add_slice(b, c, &b->v[b->n - 1], err);
         if (!st && design && dt != FC_F32) /* float32 keeps P in fp32: nothing to design */

@@ -15,6 +15,10 @@
  *  - the p-round check: also its designed run ("float16@design": inputs built so that rounding P
  *    to the input type moves the output more than anything else may), which `check` judges
  *    under the gates and under p-round's rule (ci/checks/pround.c, gate_pround_judge);
+ *  - the paged check: its case paged (docs/fixtures.md "Paged K/V": pages of KB keys in a seeded
+ *    order, stale pages of NaN and garbage, table rows padded with entries never read), and a
+ *    second case "<dtype>@prefix" whose sequences share their first page (prefix caching), so
+ *    an outside engine's paged path is judged from the dump;
  *  - a layout case: a layout file (root attribute `layout`), one case per layer ("layer00",
  *    ...), each layer with its own seed as the gate runs it, so `check` can run the layers
  *    through shared metadata.
@@ -23,8 +27,8 @@
  * (attribute gate_check), so check's report rows carry the gate's ids.
  * The other exactness checks' extra runs cannot be written as fixture cases: poison needs
  * non-finite or out-of-range keys (a fixture's inputs are finite and representable, by
- * contract), lse-merge and paged need the kernel run with a given block mask or page table
- * (a case states a mask, not how to run it), and builders compares our builders. Their main
+ * contract), lse-merge needs the kernel run with a given block mask (a case states a mask, not
+ * how to run it), and builders compares our builders. Their main
  * case is exported and judged under the gates.
  */
 #ifndef FLEXCHECK_CI_EXPORT_H

@@ -15,7 +15,9 @@
  * (docs/semantics.md section 8): the explicit mask read one row back or ahead, one key back or
  * ahead, transposed, ignored, or with head 0's rows (or the kv head's) for every head; the bias
  * ignored, negated, doubled, halved, added before the scale or before the soft-cap, or head
- * 0's (or the kv head's) for every head), and each hypothesis is credited with the rows it
+ * 0's (or the kv head's) for every head); and for a paged case (diag_in.paged) a page read from
+ * the wrong slot (diag/hyps_paged.c: a table entry or a sequence's row off by one, candidates
+ * picked from the failing rows), and each hypothesis is credited with the rows it
  * reproduces.
  *
  * EXPLICIT TERMS: every hypothesis's reference is computed under the case's whole predicate and
@@ -128,6 +130,16 @@ extern "C" {
 #define DIAG_CLOSER 4.0     /* how much closer one whole cause must fit than the others to be
                              * named alone (diag_claims.c diag_pick_closest) */
 
+/* The paged cache the producer read K/V from (docs/fixtures.md "Paged K/V"): row r of table is
+ * sequence r's pages (a dense batch entry, or a packed sequence), logical key t at slot
+ * t % page_size of page table[r][t / page_size]; the case's K/V are what it gathers. The
+ * diagnosis tries a page read from the wrong slot (diag/hyps_paged.c). A view. */
+typedef struct diag_paged {
+    int32_t num_pages, page_size, nrows, max_pages;
+    const int32_t *table;            /* [nrows, max_pages] */
+    const float *k_cache, *v_cache;  /* [num_pages, page_size, Hkv, D / Dv] */
+} diag_paged;
+
 /* What to diagnose. Views: the caller owns everything. */
 typedef struct diag_in {
     const judge_case *jc;    /* the truth: problem, inputs, float64 oracle (out and lse) */
@@ -138,6 +150,7 @@ typedef struct diag_in {
     uint64_t budget;         /* multiply-adds; 0: DIAG_BUDGET */
     fc_dtype out_dtype;      /* the type the output was stored in (FC_F32 also for float64):
                               * an LSE rounded to it is one hypothesis */
+    const diag_paged *paged; /* the K/V as a paged cache, or NULL: contiguous */
 } diag_in;
 
 /* Rows q0..q1 (inclusive) of head h of batch entry b. */

@@ -284,11 +284,16 @@ int diag_alt_vs_row(diag_exam *e, const diag_alt *a, size_t row, double *fit, fc
                 sink == terms_sink(&p->terms, k.h) &&
                 a->sink_mul == 1.0 && sink_count == 1.0 && a->sink_value == 0.0 &&
                 a->softmax_dt == FC_F32 && a->lse_round == FC_F32 && !a->lse_free &&
-                !length_bug_touches(a, e->hkeys, lk);
+                !length_bug_touches(a, e->hkeys, lk) &&
+                !(a->pg_seq >= 0 && diag_paged_row(a, &k, hk, e->hkeys, NULL, NULL, NULL, NULL));
     if (truth && !a->ntries)
         return ALT_SAME;
     size_t kv = ((size_t)k.b * (size_t)p->hkv + (size_t)hk) * lk;
     const float *kk = lk ? jc->k + kv * d : NULL, *vv = lk ? jc->v + kv * dv : NULL;
+    if (a->pg_seq >= 0 && diag_paged_row(a, &k, hk, e->hkeys, kk, vv, e->wk, e->wv)) {
+        kk = e->wk; /* the row's keys and values as the wrong page gives them */
+        vv = e->wv;
+    }
     double lse;
     ref_row_rule rule = {.scale = a->scale, .round_scores = a->round_scores,
                          .softcap = a->softcap, .sink = sink * a->sink_mul,

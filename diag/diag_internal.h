@@ -120,7 +120,24 @@ struct diag_alt {
     double bias_mul;
     int bias_before_cap;
     int fill_biased; /* the keys `keys` marks 2 score masked_score plus their bias */
+    /* Paged K/V (diag_in.paged; hyps_paged.c): sequence pg_seq (-1: none, the truth) reads its
+     * logical page pg_j from physical page pg_page, or, with pg_j -1, its every page through
+     * table row pg_row instead of its own. */
+    int32_t pg_seq, pg_j, pg_page, pg_row;
 };
+
+/* The paged hypotheses that may explain the failing rows (state[row] ROW_FAIL: a page read
+ * from the wrong slot), at most cap of them, into a[] (each from diag_alt_init, title set);
+ * how many. hyps_paged.c. */
+size_t diag_paged_alts(const diag_in *in, const uint8_t *state, diag_alt *a, size_t cap,
+                       const char **names);
+#define DIAG_PAGED_MAX 64
+/* Whether a's paged bug changes the K/V of row k's keys `keys` (kv head hk); with wk and wv
+ * given, the row's keys and values as a reads them into wk [Lk * D] and wv [Lk * Dv] (kk, vv:
+ * the truth's of that kv head; NaN where a reads a page out of the cache: such a row never
+ * matches). */
+int diag_paged_row(const diag_alt *a, const diag_key *k, int32_t hk, const uint8_t *keys,
+                   const float *kk, const float *vv, float *wk, float *wv);
 
 /* The head whose sink query head h reads under alternative a (0 <= sink_shift < Hq). */
 static inline int32_t diag_sink_head(const diag_alt *a, int32_t hq, int32_t h)

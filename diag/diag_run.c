@@ -191,7 +191,8 @@ static int alt_same(const diag_alt *a, const diag_alt *b)
            a->x_transposed == b->x_transposed && a->xmask_head == b->xmask_head &&
            a->xbias.vals == b->xbias.vals && a->xbias_head == b->xbias_head &&
            a->bias_mul == b->bias_mul && a->bias_before_cap == b->bias_before_cap &&
-           a->fill_biased == b->fill_biased;
+           a->fill_biased == b->fill_biased && a->pg_seq == b->pg_seq && a->pg_j == b->pg_j &&
+           a->pg_page == b->pg_page && a->pg_row == b->pg_row;
 }
 
 /* A hypothesis computing what an earlier one computes on this case (window W+1 and 2W at
@@ -241,9 +242,10 @@ static fc_status exam_init(diag_exam *e, const diag_in *in, const diag_bounds *b
     e->in = in;
     e->bd = bd;
     diag_alt_init(in, &e->truth);
-    e->alts = calloc(diag_nhyps, sizeof *e->alts);
-    e->hyp_of = calloc(diag_nhyps, sizeof *e->hyp_of);
-    r->findings = calloc(diag_nhyps, sizeof *r->findings);
+    size_t cap = diag_nhyps + (in->paged ? DIAG_PAGED_MAX : 0);
+    e->alts = calloc(cap, sizeof *e->alts);
+    e->hyp_of = calloc(cap, sizeof *e->hyp_of);
+    r->findings = calloc(cap, sizeof *r->findings);
     e->tkeys = malloc((size_t)p->seq.lk + 1);
     e->hkeys = malloc((size_t)p->seq.lk + 1);
     e->oref = malloc(sizeof(double) * (size_t)p->dv);
@@ -267,6 +269,19 @@ static fc_status exam_init(diag_exam *e, const diag_in *in, const diag_bounds *b
         f->fitted = a->fitted;
         memcpy(f->title, a->title, sizeof f->title);
         e->hyp_of[e->nalts++] = h;
+    }
+    /* A page read from the wrong slot: candidates from the failing rows (hyps_paged.c), after
+     * the table's hypotheses (ties go to those) */
+    const char *names[DIAG_PAGED_MAX];
+    size_t np = in->paged ? diag_paged_alts(in, state, e->alts + e->nalts, cap - e->nalts, names)
+                          : 0;
+    for (size_t i = 0; i < np; i++) {
+        diag_finding *f = &r->findings[e->nalts];
+        f->name = names[i];
+        memcpy(f->title, e->alts[e->nalts].title, sizeof f->title);
+        e->hyp_of[e->nalts] = diag_nhyps + i;
+        e->nalts++;
+        wraps = 1; /* the row's keys and values are read into wk, wv */
     }
     r->nfindings = e->nalts;
     /* the length bugs' scratch (diag_eval.c alt_row_f64) */

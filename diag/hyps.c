@@ -62,6 +62,7 @@ void diag_alt_init(const diag_in *in, diag_alt *a)
     a->xbias = p->xbias;
     a->xbias_head = head_own;
     a->bias_mul = 1.0;
+    a->pg_seq = -1;
 }
 
 /* i held to [0, n). */

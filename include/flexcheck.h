@@ -45,8 +45,8 @@ extern "C" {
 /* The calls this header declares: 1 = the first set; 2 = the budget, flexcheck_problem_check
  * and the interrupt (FLEXCHECK_EINTR); 3 = the sample of rows; 4 = the explicit mask and bias;
  * 5 = a producer's block mask (flexcheck_problem_set_block_mask) and
- * flexcheck_problem_get_budget. */
-#define FLEXCHECK_API_VERSION 5
+ * flexcheck_problem_get_budget; 6 = paged K/V (flexcheck_problem_set_paged). */
+#define FLEXCHECK_API_VERSION 6
 
 typedef enum flexcheck_status {
     FLEXCHECK_OK = 0,
@@ -144,6 +144,21 @@ flexcheck_status flexcheck_problem_set_block_mask(flexcheck_problem *p, int32_t 
                                                   const int32_t *full_kv_num_blocks,
                                                   const int32_t *full_kv_indices,
                                                   int32_t full_width);
+
+/* The paged cache the producer read K/V from (API version 6; docs/fixtures.md "Paged K/V",
+ * vLLM's layout): k_cache [num_pages, page_size, Hkv, D] and v_cache [num_pages, page_size, Hkv,
+ * Dv] float32 (stale pages may hold anything, NaN included), block_table [nrows, max_pages]
+ * int32, one row per sequence (nrows = B, or the packed sequences of set_packed), key t of
+ * sequence r at slot t % page_size of page block_table[r][t / page_size]. Set the shape first.
+ * Copied (counted by the budget). flexcheck_judge's k and v stay the logical K/V; it checks
+ * that they are exactly what the table gathers from the cache (each used entry in [0,
+ * num_pages): the first difference or bad entry refuses the judge, named), and the diagnosis
+ * then tries a page read from the wrong slot (an entry or a sequence off by one) as a cause.
+ * k_cache NULL removes it. */
+flexcheck_status flexcheck_problem_set_paged(flexcheck_problem *p, const float *k_cache,
+                                             const float *v_cache, int32_t num_pages,
+                                             int32_t page_size, const int32_t *block_table,
+                                             int32_t nrows, int32_t max_pages);
 
 /* The types the producer's out and lse had before they were widened to the float32 arrays
  * flexcheck_judge takes: "float32" (the default: float32 or finer), "float16" or "bfloat16".

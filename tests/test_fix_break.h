@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <hdf5.h>
 #include <hdf5_hl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -131,6 +132,40 @@ static void expect_accepted(const char *p)
     fc_err err = {{0}};
     fc_status st = open_validate(p, &err);
     cr_assert_eq(st, FC_OK, "%s should be accepted: %s", p, err.msg);
+}
+
+/* A broken file and what the reader must say of it: the file (name.h5) written valid, brk
+ * applied to it through the HDF5 API, then refused with every part in the message. */
+typedef struct fix_refusal {
+    const char *name;
+    void (*brk)(hid_t);
+    const char *parts[3];
+} fix_refusal;
+
+/* Each of the n refusals, on a file `write(name.h5)` makes valid. */
+TFB_UNUSED
+static void expect_refusals(const char *(*write)(const char *name), const fix_refusal *r,
+                            size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.h5", r[i].name); /* the case in every message */
+        const char *p = write(name);
+        hid_t f = open_rw(p);
+        r[i].brk(f);
+        H5Fclose(f);
+        const char *all[4] = {r[i].parts[0], r[i].parts[1], r[i].parts[2], NULL};
+        expect_rejected_(p, all);
+    }
+}
+
+/* Opens p and reads its first case, both required to succeed. */
+TFB_UNUSED
+static void read_only_case(const char *p, fix_file *f, fix_case *c)
+{
+    fc_err err;
+    cr_assert_eq(fix_open(p, f, &err), FC_OK, "%s", err.msg);
+    cr_assert_eq(fix_read_case(f, 0, c, &err), FC_OK, "%s", err.msg);
 }
 
 #endif

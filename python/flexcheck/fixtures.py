@@ -63,7 +63,10 @@ SCHEMA_TERMS = "flexcheck-fixture-2"
 # dataset mask (bit-packed rows) or mask_intervals (one allowed interval of keys a row), and an
 # additive bias; written only when some case holds one. It holds the score terms too.
 SCHEMA_XTERMS = "flexcheck-fixture-3"
-SCHEMAS = (SCHEMA, SCHEMA_TERMS, SCHEMA_XTERMS)
+# Written only when a case holds its K/V paged (k_cache, v_cache, block_table; _paged.py);
+# version 4 holds everything version 3 does.
+SCHEMA_PAGED = "flexcheck-fixture-4"
+SCHEMAS = (SCHEMA, SCHEMA_TERMS, SCHEMA_XTERMS, SCHEMA_PAGED)
 # The bit order of a packed mask's bytes, its attribute `bitorder` (numpy.packbits' name).
 MASK_BITORDER = "little"
 DTYPES = ("float32", "float16", "bfloat16")
@@ -956,8 +959,8 @@ def _schema(f: h5py.File, path: str) -> str:
     raw = _attr(f, "schema", None)
     value = None if raw is None else _str_attr(raw)
     if value not in SCHEMAS:
-        raise ValueError(f"{path}: schema {value!r}: not a {SCHEMA}, {SCHEMA_TERMS} or "
-                         f"{SCHEMA_XTERMS} file")
+        raise ValueError(f"{path}: schema {value!r}: not a {SCHEMA}, {SCHEMA_TERMS}, "
+                         f"{SCHEMA_XTERMS} or {SCHEMA_PAGED} file")
     return value
 
 
@@ -988,8 +991,8 @@ XTERM_FIELDS = ("mask", "mask_intervals", "bias")  # the datasets of schema 3
 def _refuse_v1_terms(f: h5py.File, path: str, schema: str, names) -> None:
     """A version-1 file that holds a score term, or a version-1 or -2 file that holds an
     explicit term, is malformed: a reader of that version would judge the case without the
-    term. Refused, naming the first such case and field."""
-    if schema == SCHEMA_XTERMS:
+    term, or a version-1 to -3 file paged K/V. Refused, naming the first such case and field."""
+    if schema == SCHEMA_PAGED:
         return
     for name in sorted(names, key=lambda s: s.encode()):
         g = f["cases"].get(name)
@@ -1000,9 +1003,13 @@ def _refuse_v1_terms(f: h5py.File, path: str, schema: str, names) -> None:
             raise ValueError(f"{path}: /cases/{name}: {term}: a {SCHEMA} file holds no score "
                              f"terms (they need schema {SCHEMA_TERMS})")
         for x in XTERM_FIELDS:
-            if x in g:
+            if x in g and schema != SCHEMA_XTERMS:
                 raise ValueError(f"{path}: /cases/{name}: {x}: a {schema} file holds no "
                                  f"explicit terms (they need schema {SCHEMA_XTERMS})")
+        for x in ("k_cache", "v_cache", "block_table"):
+            if x in g:
+                raise ValueError(f"{path}: /cases/{name}: {x}: a {schema} file holds no "
+                                 f"paged K/V (it needs schema {SCHEMA_PAGED})")
 
 
 def _inspect(path: str):
@@ -1059,12 +1066,13 @@ def _rewrite(path: str):
 
 # ---- write_case ----
 
-def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=None,
+def write_case(path, name, q, k=None, v=None, *, causal=False, window=0, chunk=0, scale=None,
                cu_seqlens_q=None, cu_seqlens_k=None, block_mask=None, dtype=None,
                q_block_size=128, kv_block_size=128, seed=None, layout=None, overwrite=False,
                round=False, out=None, lse=None, generator=None, softcap=None,
                sinks=None, mask=None, mask_packed=False, mask_intervals=None,
-               bias=None) -> None:
+               bias=None, k_cache=None, v_cache=None, block_table=None,
+               kv_len=None) -> None:
     """Write one attention call's inputs as case /cases/<name> of the fixture file `path`.
 
     Creates the file (root attribute schema = "flexcheck-fixture-1", or "flexcheck-fixture-2"
@@ -1131,15 +1139,30 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     values (round=True rounds float64 ones) with |bias| <= 1e6. Refusals name the argument,
     the index and the value.
 
+    k_cache, v_cache, block_table, kv_len: K/V paged as a serving engine holds them, instead of
+    k and v (docs/fixtures.md "Paged K/V"; one form or the other, the paged one whole): vLLM's
+    k_cache [num_pages, page_size, Hkv, D] and v_cache [num_pages, page_size, Hkv, Dv], and
+    block_table (integers [R, max_pages]: one row per sequence, a batch entry or a packed
+    sequence of cu_seqlens_k, each from slot 0 of its first page). kv_len: the logical Lk of a
+    dense case (required there; a packed case's is cu_seqlens_k's end). Only what the table's
+    used entries read is checked (entries in [0, num_pages), values as k and v's are); pages
+    no entry uses and entries past a sequence's pages are written as given, NaN included. The
+    caches are stored whole in the case's storage type (they are converted whole: a paged
+    case is held twice while written), the table as int32; the file becomes
+    flexcheck-fixture-4. The oracle `fill` computes is the logical sequence's.
+
     out, lse: normally absent: `flexcheck fill` computes them with flexcheck's float64 oracle.
     A producer with its own float64 oracle may pass them ([B, Hq, Lq, Dv] and [B, Hq, Lq]; for
     a packed case also [T, Hq, Dv] and [Hq, T]), float64 (anything else is refused: `flexcheck
     check` confirms them against ours to a relative 1e-10), computed from the inputs as stored:
     where round=True changed an input value (q, k, v or sinks) they are refused, naming it.
     """
+    from . import _paged
     path = os.fspath(path)
     name = _case_name(name)
-    srcs = {w: _Source(x, w) for w, x in (("q", q), ("k", k), ("v", v))}
+    pg = _paged.given(k, v, k_cache, v_cache, block_table)
+    srcs = {w: _Source(x, w) for w, x in (("q", q), ("k", k), ("v", v))
+            if w == "q" or x is not None}  # q missing: _Source says so
     if dtype is None:
         dtype = _infer_dtype(srcs["q"], srcs["q"].bf16)
     if dtype not in DTYPES:
@@ -1149,8 +1172,12 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
             raise ValueError(f"{w}: dtype {src.dtype}: must be floating point")
     # Shapes first, values as they are written (below): q, k, v are read once, block by block.
     packed = cu_seqlens_q is not None or cu_seqlens_k is not None
-    _qkv_ranks(*(srcs[w].shape for w in "qkv"), packed)
-    qs, ks, vs = (_Shaped(_logical(srcs[w].shape, 4)) for w in "qkv")
+    shapes = {w: srcs[w].shape for w in srcs}
+    if pg is not None:  # the logical K/V's shapes, in q's layout
+        shapes["k"], shapes["v"] = _paged.logical_shapes(
+            pg, shapes["q"], _paged.kv_len(pg, kv_len, cu_seqlens_k))
+    _qkv_ranks(*(shapes[w] for w in "qkv"), packed)
+    qs, ks, vs = (_Shaped(_logical(shapes[w], 4)) for w in "qkv")
     _check_qkv_shapes(qs, ks, vs)
     cu_q, cu_k = _packed_seqs(cu_seqlens_q, cu_seqlens_k, qs, ks)
     grid = _Grid(qs.shape[0], qs.shape[1], qs.shape[2], ks.shape[2], vs.shape[3],
@@ -1181,8 +1208,13 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
     uses_term = bool(cap) or sk is not None
     uses_xterm = mk is not None or iv is not None or bs is not None
 
+    pg_changed = None
+    if pg is not None:  # the table followed and the pages it reads checked, before writing
+        _, _, pg_changed = _paged.gather(pg, qs.shape[0], ks.shape[2], cu_k, dtype, round)
+
     existing = _inspect(path)
-    schema = SCHEMA_XTERMS if uses_xterm else SCHEMA_TERMS if uses_term else SCHEMA
+    schema = SCHEMA_PAGED if pg is not None else SCHEMA_XTERMS if uses_xterm else \
+        SCHEMA_TERMS if uses_term else SCHEMA
     if existing is not None:
         old_schema, old_layout, names = existing
         # never downgraded: other cases may use a term
@@ -1208,11 +1240,20 @@ def write_case(path, name, q, k, v, *, causal=False, window=0, chunk=0, scale=No
         rounded = []  # where round=True changed a value, q then k, v, sinks
         store = np.float16 if dtype == "float16" else np.float32
         for w, st in (("q", qs), ("k", ks), ("v", vs)):
+            if w not in srcs:
+                continue  # paged: written below
             check = _ValueCheck(w, dtype)
             _write_rows(g, w, srcs[w], st.shape, store, check.convert)
             changed = check.finish(round)
             if changed:
                 rounded.append(f"{w}{changed}")
+        if pg is not None:
+            for w, cache in zip(("k_cache", "v_cache"), _paged.stored(pg, dtype)):
+                g.create_dataset(w, data=cache.astype(store), track_times=False)
+            g.create_dataset("block_table", data=pg.table.astype(np.int32), track_times=False)
+            g.attrs["kv_len"] = np.int64(ks.shape[2])
+            if pg_changed:
+                rounded.append(pg_changed)
         if sk_rounded:
             rounded.append(f"sinks{sk_rounded}")
         if mk is not None:
@@ -1254,11 +1295,15 @@ def _case_grid(path: str, case: str):
         g = f.get(f"cases/{case}") if case and "/" not in case else None
         if not isinstance(g, h5py.Group):
             raise ValueError(f"{path}: no case {case!r}")
-        for t in ("q", "k", "v"):
+        paged = "k_cache" in g  # the logical Lk is kv_len, Dv the cache's (read_case checks)
+        for t in ("q",) + (("v_cache",) if paged else ("k", "v")):
             if not isinstance(g.get(t), h5py.Dataset) or g[t].ndim != 4:
-                raise ValueError(f"{path}: /cases/{case}/{t}: missing or not [B, H, L, D]")
+                raise ValueError(f"{path}: /cases/{case}/{t}: missing or not "
+                                 f"{'[num_pages, page_size, Hkv, Dv]' if paged else '[B, H, L, D]'}")
         b, hq, lq, _ = g["q"].shape
-        grid = _Grid(b, hq, lq, g["k"].shape[2], g["v"].shape[3], "cu_seqlens_q" in g)
+        lk = int(_attr(g, "kv_len")) if paged else g["k"].shape[2]
+        grid = _Grid(b, hq, lq, lk, g["v_cache" if paged else "v"].shape[3],
+                     "cu_seqlens_q" in g)
         sizes = (int(_attr(g, "q_block_size", 128)), int(_attr(g, "kv_block_size", 128)))
         labels = list(g["tested"]) if "tested" in g else []
     return grid, sizes, labels
@@ -1457,6 +1502,10 @@ class Case:
     mask_rule: Optional[str] = None      # attribute mask_rule: the JSON rule text `export`
                                          # writes beside the bits (docs/fixtures.md); None when
                                          # absent or not a string (informational, as in C)
+    # paged K/V as stored (k and v then hold the logical K/V gathered through the table)
+    k_cache: Optional[np.ndarray] = None     # [num_pages, page_size, Hkv, D]
+    v_cache: Optional[np.ndarray] = None     # [num_pages, page_size, Hkv, Dv]
+    block_table: Optional[np.ndarray] = None  # int [R, max_pages]
 
     @property
     def packed(self) -> bool:
@@ -1575,9 +1624,12 @@ def _read_xterms(g: h5py.Group, path: str, name: str, grid: _Grid):
 
 
 def read_case(path, name) -> Case:
-    """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1,
-    -2 or -3, a version-1 file may hold no score term and a version-1 or -2 file no explicit
-    term, and the terms must be well formed (a cap finite, >= 0 and <= 1e6, sinks float32 [Hq]
+    """Case `name` of fixture file `path`, as stored. The schema must be flexcheck-fixture-1
+    to -4, a version-1 file may hold no score term, a version-1 or -2 file no explicit term
+    and a version-1 to -3 file no paged K/V; paged K/V (k_cache, v_cache, block_table) are
+    returned as stored with k and v the logical K/V gathered through the table (checked as the
+    C reader checks them: used entries in range, the values read finite and representable);
+    and the terms must be well formed (a cap finite, >= 0 and <= 1e6, sinks float32 [Hq]
     finite and within +-1e4; the explicit mask uint8 bit-packed with bitorder "little" or
     intervals within [0, Lk], the bias float32, finite and within +-1e6, each of a shape the
     case takes; as the C reader takes them): each refusal a ValueError naming file, case and
@@ -1595,16 +1647,18 @@ def read_case(path, name) -> Case:
         layout = _attr(f, "layout", None)
         q = g["q"][()]
         softcap, sinks = _read_terms(g, path, name, q.shape[1] if q.ndim == 4 else -1)
+        dtype = _str_attr(_attr(g, "dtype"))
+        pg, k, v = _read_paged(g, path, name, q, dtype)
         mask = iv = bias = None
         if any(x in g for x in XTERM_FIELDS):
-            k_shape, v_shape = g["k"].shape, g["v"].shape
+            k_shape, v_shape = k.shape, v.shape
             if q.ndim != 4 or len(k_shape) != 4 or len(v_shape) != 4:
                 raise ValueError(f"{path}: /cases/{name}: q, k, v: not [B, H, L, D]")
             grid = _Grid(q.shape[0], q.shape[1], q.shape[2], k_shape[2], v_shape[3],
                          "cu_seqlens_q" in g)
             mask, iv, bias = _read_xterms(g, path, name, grid)
         return Case(
-            name=name, dtype=_str_attr(_attr(g, "dtype")), q=q, k=g["k"][()], v=g["v"][()],
+            name=name, dtype=dtype, q=q, k=k, v=v,
             causal=bool(_attr(g, "causal")), window=int(_attr(g, "sliding_window")),
             chunk=int(_attr(g, "chunk_size")), scale=float(_attr(g, "scale")),
             q_block_size=int(_attr(g, "q_block_size", 128)),
@@ -1616,7 +1670,10 @@ def read_case(path, name) -> Case:
             seed=None if "seed" not in g.attrs else int(_attr(g, "seed")),
             layout=None if layout is None else _str_attr(layout),
             tested=_read_tested(g), softcap=softcap, sinks=sinks, schema=schema, mask=mask,
-            mask_intervals=iv, bias=bias, mask_rule=_opt_text(g, "mask_rule"))
+            mask_intervals=iv, bias=bias, mask_rule=_opt_text(g, "mask_rule"),
+            k_cache=None if pg is None else pg.k_cache,
+            v_cache=None if pg is None else pg.v_cache,
+            block_table=None if pg is None else pg.table.astype(np.int32))
 
 
 def _opt_text(g: h5py.Group, key: str) -> Optional[str]:
@@ -1633,6 +1690,25 @@ def _opt_text(g: h5py.Group, key: str) -> Optional[str]:
         except UnicodeDecodeError:
             return None
     return v if isinstance(v, str) else None
+
+
+def _read_paged(g: h5py.Group, path: str, name: str, q: np.ndarray, dtype: str):
+    """(paged form or None, logical k, logical v) of a case: k and v as stored, or gathered
+    through the stored table and checked as the C reader checks them (_paged.gather), each
+    refusal naming file, case and field."""
+    from . import _paged
+    where = f"{path}: /cases/{name}"
+    try:
+        pg = _paged.given(_read(g, "k"), _read(g, "v"), _read(g, "k_cache"),
+                          _read(g, "v_cache"), _read(g, "block_table"))
+        if pg is None:
+            return None, g["k"][()], g["v"][()]
+        cu_k = _read(g, "cu_seqlens_k")
+        lk = _paged.kv_len(pg, _attr(g, "kv_len", None), cu_k)
+        k, v, _ = _paged.gather(pg, q.shape[0], lk, cu_k, dtype)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return pg, k, v
 
 
 def list_cases(path) -> List[str]:

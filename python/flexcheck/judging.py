@@ -52,6 +52,15 @@ Bm and Hm are 1 where the values do not vary with b (h); what Python builds is h
 max_memory (refused before it is allocated, naming its size), and the library counts what it
 keeps (the mask bit-packed) in its own estimate. A failing output is diagnosed under them.
 
+Paged K/V: k_cache=, v_cache=, block_table= (and kv_len= for a dense batch) in place of k and v,
+as a serving engine holds them (vLLM's layout, docs/fixtures.md "Paged K/V"): k_cache [num_pages,
+page_size, Hkv, D], v_cache [num_pages, page_size, Hkv, Dv], block_table integers [R, max_pages],
+one row per sequence (a batch entry, or a packed sequence of cu_seqlens_k). The output is judged
+against the logical sequence gathered through the table: only the entries and slots the sequences
+read are looked at (stale pages may hold NaN); a used entry out of range, or a value read that is
+not finite or not representable in dtype, is a ValueError naming the sequence, the entry and the
+element. Give k and v, or all three paged arguments: anything else is refused saying so.
+
 Rows: rows=N judges a sample of N query tokens (every batch entry and head; "auto": only where
 every row would be over the budget; None or "all": every row), chosen as `flexcheck check --rows
 N --rows-seed S` chooses them (rows_seed, default 1), docs/tolerance.md "Judging a sample";
@@ -97,10 +106,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from . import _paged
 from ._xterms import _explicit_terms
 from .fixtures import (
     _as_array,
     _check_qkv_shapes,
+    _cu_seqlens,
     _flag,
     _Grid,
     _infer_dtype,
@@ -117,7 +128,7 @@ from .fixtures import (
     INT32_MAX,
 )
 
-API_VERSION = 5  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
+API_VERSION = 6  # include/flexcheck.h's FLEXCHECK_API_VERSION this module was written for
 GATES = ("H1", "H2", "H3", "H4", "H5", "H6", "H7")
 _STATES = {0: "not run", 1: "pass", 2: "fail"}
 _OUTCOMES = {0: "fail", 1: "pass", 2: "outside"}
@@ -191,6 +202,7 @@ def _declare(lib) -> None:
         "flexcheck_problem_set_rows": ([P, ctypes.c_int32, ctypes.c_uint64], st),
         "flexcheck_problem_set_block_mask": ([P, i32, i32, i32, i32, i32, i32p, i32p, i32, i32p,
                                               i32p, i32], st),
+        "flexcheck_problem_set_paged": ([P, f32p, f32p, i32, i32, i32p, i32, i32], st),
         "flexcheck_problem_check": ([P], st),
         "flexcheck_problem_interrupt": ([P], st),
         "flexcheck_judge": ([P, f32p, sz, f32p, sz, f32p, sz, f32p, sz, f32p, sz,
@@ -500,11 +512,12 @@ class _Call:
             raise
 
 
-def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None,
+def judge(q, k=None, v=None, out=None, lse=None, *, causal=False, window=0, chunk=0, scale=None,
           cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None,
           dtype=None, max_memory=None, max_work=None, rows=None, rows_seed=None,
           mask=None, mask_mod=None, score_mod=None, document_ids=None,
-          block_mask=None) -> Verdict:
+          block_mask=None, k_cache=None, v_cache=None, block_table=None,
+          kv_len=None) -> Verdict:
     """flexcheck's verdict on `out` (and `lse`, optional) as the attention of q, k, v (see the
     module's text for shapes and types, and for mask=, mask_mod=, score_mod= and document_ids=,
     the explicit terms). Raises ValueError naming the argument for inputs that
@@ -517,11 +530,18 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
     max_memory, max_work = _budget(max_memory, "max_memory"), _budget(max_work, "max_work")
     nrows, seed = _rows(rows, rows_seed)
     cap = _softcap(softcap, "")
-    (qa, q_bf16), (ka, _), (va, _) = (_as_array(x, w) for x, w in ((q, "q"), (k, "k"), (v, "v")))
+    if out is None:
+        raise ValueError("out: missing: the output under test")
+    pg = _paged.given(k, v, k_cache, v_cache, block_table)
+    qa, q_bf16 = _as_array(q, "q")
     if dtype is None:
         dtype = _infer_dtype(qa, q_bf16)
     if not isinstance(dtype, str) or dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: must be one of {', '.join(DTYPES)}")
+    if pg is None:
+        (ka, _), (va, _) = _as_array(k, "k"), _as_array(v, "v")
+    else:
+        ka, va = _paged_kv(pg, qa, kv_len, cu_seqlens_k, dtype)
     for x, w in ((qa, "q"), (ka, "k"), (va, "v")):
         if x.dtype.kind != "f":
             raise ValueError(f"{w}: dtype {x.dtype}: must be floating point")
@@ -563,6 +583,8 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
         _check(lib, p, lib.flexcheck_problem_set_rows(p, nrows, seed), "rows")
         if bml is not None:
             _set_block_mask(lib, p, bml)
+        if pg is not None:  # the diagnosis tries a page read from the wrong slot
+            _set_paged(lib, p, pg, dtype)
         _set_explicit_terms(lib, p, (b, hq, lq, lk), cu_q is not None,
                             torch_device=q.device if _is_torch(q) else None, mask=mask,
                             mask_mod=mask_mod, score_mod=score_mod, document_ids=document_ids,
@@ -610,6 +632,32 @@ def judge(q, k, v, out, lse=None, *, causal=False, window=0, chunk=0, scale=None
             with call.lock:
                 if not call.abandoned:
                     call.free()
+
+
+def _set_paged(lib, p, pg, dtype: str) -> None:
+    """The cache and table handed to the library (flexcheck_problem_set_paged, copied), the
+    caches as float32 values of dtype (stale pages as they are: never read)."""
+    kc, vc = (np.ascontiguousarray(x, np.float32) for x in _paged.stored(pg, dtype))
+    t = np.ascontiguousarray(pg.table, np.int32)
+    fp, ip = ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int32)
+    _check(lib, p, lib.flexcheck_problem_set_paged(
+        p, kc.ctypes.data_as(fp), vc.ctypes.data_as(fp), kc.shape[0], kc.shape[1],
+        t.ctypes.data_as(ip), t.shape[0], t.shape[1]), "k_cache, v_cache, block_table")
+
+
+def _paged_kv(pg, qa: np.ndarray, kv_len, cu_seqlens_k, dtype: str):
+    """The logical K and V of a paged cache (_paged.gather: the table followed, the pages read
+    checked), in q's layout: [B, Hkv, Lk, D], or packed [T, Hkv, D] when q is."""
+    lk = _paged.kv_len(pg, kv_len, cu_seqlens_k)
+    cu_k = None if cu_seqlens_k is None else \
+        _cu_seqlens(cu_seqlens_k, "cu_seqlens_k", lk, "the paged K/V (kv_len)")
+    if qa.ndim not in (3, 4):
+        raise ValueError(f"q: shape {list(qa.shape)}: must be [B, H, L, D] or packed [T, H, D]")
+    b = qa.shape[0] if qa.ndim == 4 else 1
+    ka, va, _ = _paged.gather(pg, b, lk, cu_k, dtype)
+    if qa.ndim == 3:
+        return ka[0].transpose(1, 0, 2), va[0].transpose(1, 0, 2)
+    return ka, va
 
 
 def _set_explicit_terms(lib, p, shape, packed: bool, torch_device, block_dev=None,
@@ -667,7 +715,7 @@ def _verdict(lib, vd) -> Verdict:
 _UNSET = object()
 
 
-def assert_attention_close(out, q, k, v, lse=None, *, allow_outside=False, strict=_UNSET,
+def assert_attention_close(out, q, k=None, v=None, lse=None, *, allow_outside=False, strict=_UNSET,
                            **kw) -> Verdict:
     """judge(q, k, v, out, lse, **kw), raising AssertionError with the verdict's text when the
     output fails, and when it is outside the contract (the same-precision baseline overflowed,

@@ -13,6 +13,20 @@ BIN = os.environ.get("FLEXCHECK_BIN")
 needs_bin = pytest.mark.skipif(not BIN, reason="FLEXCHECK_BIN is not set (make test sets it)")
 
 
+def _no_lib():
+    """Why libflexcheck.so cannot be loaded, or None."""
+    from flexcheck.judging import library_version
+    try:
+        library_version()
+        return None
+    except RuntimeError as e:  # no libflexcheck.so: the reason is the skip's
+        return str(e)
+
+
+NO_LIB = _no_lib()
+needs_lib = pytest.mark.skipif(NO_LIB is not None, reason=f"{NO_LIB}")
+
+
 def run(flexbin, *args):
     """(exit status, stdout, stderr) of flexcheck with args, single-threaded OpenBLAS."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")

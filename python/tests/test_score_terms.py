@@ -270,9 +270,9 @@ FILE_REFUSALS = [
      r"schema flexcheck-fixture-2\)"),
     ("v1 with sinks", put_sinks(SINKS), r"/cases/b: sinks: a flexcheck-fixture-1 file holds no "
                                         r"score terms"),
-    ("unknown schema", put_schema("flexcheck-fixture-4"),
-     r"schema 'flexcheck-fixture-4': not a flexcheck-fixture-1, flexcheck-fixture-2 or "
-     r"flexcheck-fixture-3 file"),
+    ("unknown schema", put_schema("flexcheck-fixture-5"),
+     r"schema 'flexcheck-fixture-5': not a flexcheck-fixture-1, flexcheck-fixture-2, "
+     r"flexcheck-fixture-3 or flexcheck-fixture-4 file"),
     ("schema 2 misspelt", put_schema("flexcheck-fixture-2 "), r"schema 'flexcheck-fixture-2 '"),
 ]
 
