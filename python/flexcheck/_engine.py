@@ -138,8 +138,19 @@ class Run:
     adapter: Callable[[object], Result]
     dtypes: Optional[Tuple[str, ...]] = None
     overwrite: bool = False
-    out: TextIO = sys.stdout
-    err: TextIO = sys.stderr
+    out: Optional[TextIO] = None   # None: sys.stdout / sys.stderr as they are when printing
+    err: Optional[TextIO] = None
+
+    def __post_init__(self):
+        self._out, self._err = self.out, self.err
+
+    @property
+    def o(self) -> TextIO:
+        return self._out or sys.stdout
+
+    @property
+    def e(self) -> TextIO:
+        return self._err or sys.stderr
 
     def case(self, path: str, name: str, counts: Counts) -> None:
         case = read_case(path, name)
@@ -153,12 +164,12 @@ class Run:
         except NotExpressible as e:
             counts["inexpressible"] += 1
             print(f"{self.prog}: {path}: case {name}: not expressible in {self.engine}: {e}",
-                  file=self.err)
+                  file=self.e)
             return
         except Refused as e:
             counts["refused"] += 1
             print(f"{self.prog}: {path}: case {name}: refused by {self.engine}: {e}",
-                  file=self.err)
+                  file=self.e)
             return
         producer = self.producer + "".join(f", {n}" for n in r.notes)
         add_tested(path, name, self.label, r.out, producer=producer, lse=r.lse,
@@ -176,13 +187,13 @@ class Run:
             except Exception as e:  # the engine failed, or reading/writing the file did
                 counts["errors"] += 1
                 print(f"{self.prog}: {path}: case {name}: {type(e).__name__}: {first_line(e)}",
-                      file=self.err)
+                      file=self.e)
         return counts
 
     def files(self, files: Sequence[str]) -> int:
         """Every case of every file; the per-file lines, the summary line; the exit status."""
         print(f"{self.prog}: {len(files)} files -> tested/{self.label} ({self.producer})",
-              file=self.out, flush=True)
+              file=self.o, flush=True)
         totals = Counts()
         t_all = time.monotonic()
         for path in files:
@@ -190,16 +201,16 @@ class Run:
             try:
                 counts = self.file(path)
             except Exception as e:  # not HDF5, no /cases: flexcheck check says why in full
-                print(f"{self.prog}: {path}: cannot list cases: {first_line(e)}", file=self.err)
-                print(f"ERROR {path}: not read", file=self.out, flush=True)
+                print(f"{self.prog}: {path}: cannot list cases: {first_line(e)}", file=self.e)
+                print(f"ERROR {path}: not read", file=self.o, flush=True)
                 totals["errors"] += 1
                 continue
             totals.add(counts)
             print(f"{'ok' if counts['errors'] == 0 else 'ERROR'} {path}: "
                   f"{counts.text(self.engine)} ({time.monotonic() - t0:.1f} s)",
-                  file=self.out, flush=True)
+                  file=self.o, flush=True)
         print(f"{self.prog}: {len(files)} files, {totals.text(self.engine)}, under "
-              f"tested/{self.label} in {time.monotonic() - t_all:.1f} s", file=self.out,
+              f"tested/{self.label} in {time.monotonic() - t_all:.1f} s", file=self.o,
               flush=True)
         return 1 if totals["errors"] else 0
 
@@ -216,16 +227,16 @@ def add_common_args(ap) -> None:
                     help="replace an output already stored under the label")
 
 
-def files_and_dtypes(prog: str, a, err: TextIO = sys.stderr):
+def files_and_dtypes(prog: str, a, err: Optional[TextIO] = None):
     """(files, dtypes) of the parsed common arguments, or None after one line on err (exit 2)."""
     try:
-        files = discover(a.paths)
-        dtypes = parse_dtypes(a.dtype)
-        if not files:
-            raise ValueError(f"no fixture file (*.h5, *.hdf5) under {' '.join(a.paths)}")
         if a.label is not None:
             sanitize_label(a.label)
+        dtypes = parse_dtypes(a.dtype)
+        files = discover(a.paths)
+        if not files:
+            raise ValueError(f"no fixture file (*.h5, *.hdf5) under {' '.join(a.paths)}")
     except ValueError as e:
-        print(f"{prog}: {e}", file=err)
+        print(f"{prog}: {e}", file=err or sys.stderr)
         return None
     return files, dtypes
