@@ -138,6 +138,7 @@ class Run:
     adapter: Callable[[object], Result]
     dtypes: Optional[Tuple[str, ...]] = None
     overwrite: bool = False
+    isolate: Optional[Callable[[], Callable[[object], Result]]] = None  # see _isolated
     out: Optional[TextIO] = None   # None: sys.stdout / sys.stderr as they are when printing
     err: Optional[TextIO] = None
 
@@ -177,18 +178,97 @@ class Run:
                    rounding=r.rounding, encoding=r.encoding)
         counts["stored"] += 1
 
-    def file(self, path: str) -> Counts:
+    def file(self, path: str, only: Optional[Sequence[str]] = None, report=None) -> Counts:
+        """Every case of the file (or those named by only); report(name, its Counts) after
+        each, for _child."""
+        if self.isolate is not None:
+            return self._isolated(path)
         counts = Counts()
-        names = list_cases(path)
+        names = list_cases(path) if only is None else list(only)
         for name in names:
-            counts["cases"] += 1
+            one = Counts()
+            one["cases"] += 1
             try:
-                self.case(path, name, counts)
+                self.case(path, name, one)
             except Exception as e:  # the engine failed, or reading/writing the file did
-                counts["errors"] += 1
+                one["errors"] += 1
                 print(f"{self.prog}: {path}: case {name}: {type(e).__name__}: {first_line(e)}",
                       file=self.e)
+            counts.add(one)
+            if report is not None:
+                report(name, one)
         return counts
+
+    def _isolated(self, path: str) -> Counts:
+        """The file's cases in child processes that build the engine themselves
+        (self.isolate() returns the adapter), so that an engine that crashes the process (a
+        segmentation fault in its native code) costs one case, not the run. The child
+        reports each case as it finishes; when it dies of a signal, the first case it had not
+        finished is the one that killed it (counted as an error, named with the signal) and
+        the cases after it go to a new child."""
+        counts = Counts()
+        todo = list_cases(path)
+        while todo:
+            done, sig = self._child(path, todo)
+            for c in done.values():
+                counts.add(c)
+            if sig is None:
+                break
+            at = next(i for i, n in enumerate(todo) if n not in done)
+            counts["cases"] += 1
+            counts["errors"] += 1
+            print(f"{self.prog}: {path}: case {todo[at]}: the engine crashed the process "
+                  f"({sig})", file=self.e, flush=True)
+            todo = todo[at + 1:]
+        return counts
+
+    def _child(self, path: str, names: Sequence[str]):
+        """({case: Counts} of the cases a forked child finished, None or the signal that
+        killed it). The child writes one pickled record per case to a pipe as it goes."""
+        import pickle
+        import signal
+        for f in (sys.stdout, sys.stderr):
+            f.flush()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            code = 0
+            try:
+                self.adapter, self.isolate = self.isolate(), None
+                with os.fdopen(w, "wb", buffering=0) as pipe:
+                    def report(name, c):
+                        pipe.write(pickle.dumps((name, dict(c))))
+                    self.file(path, names, report)
+            except BaseException as e:  # noqa: BLE001 - the engine could not be built
+                print(f"{self.prog}: {path}: {type(e).__name__}: {first_line(e)}",
+                      file=self.e)
+                code = 1
+            for f in (sys.stdout, sys.stderr):
+                f.flush()
+            os._exit(code)
+        os.close(w)
+        done: Dict[str, Counts] = {}
+        with os.fdopen(r, "rb") as f:
+            while True:
+                try:
+                    name, c = pickle.load(f)
+                except EOFError:
+                    break
+                done[name] = Counts()
+                done[name].update(c)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            n = os.WTERMSIG(status)
+            try:
+                name = signal.Signals(n).name
+            except ValueError:
+                name = "unknown"
+            return done, f"signal {n}, {name}"
+        if os.WEXITSTATUS(status) != 0 and len(done) < len(names):
+            raise RuntimeError(f"the engine's process exited with status "
+                               f"{os.WEXITSTATUS(status)}")
+        return done, None
 
     def files(self, files: Sequence[str]) -> int:
         """Every case of every file; the per-file lines, the summary line; the exit status."""
@@ -213,6 +293,48 @@ class Run:
               f"tested/{self.label} in {time.monotonic() - t_all:.1f} s", file=self.o,
               flush=True)
         return 1 if totals["errors"] else 0
+
+
+def in_child(fn, run=None):
+    """(fn(), None) computed in a forked child process and sent back pickled, or (None, a
+    description of the signal) when the child died of one. The parent must not hold the
+    engine's threads: it forks before importing the engine. An exception in fn is the
+    child's to print; it comes back as the counts fn would have made of it (fn handles its
+    own errors) or, uncaught, as a RuntimeError here."""
+    import pickle
+    import signal
+    for f in (sys.stdout, sys.stderr):
+        f.flush()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, send, leave without running the parent's cleanup
+        os.close(r)
+        code = 0
+        try:
+            data = pickle.dumps(("ok", fn()))
+        except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
+            data = pickle.dumps(("error", f"{type(e).__name__}: {first_line(e)}"))
+            code = 1
+        with os.fdopen(w, "wb") as f:
+            f.write(data)
+        for f in (sys.stdout, sys.stderr):
+            f.flush()
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        n = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(n).name
+        except ValueError:
+            name = "unknown"
+        return None, f"signal {n}, {name}"
+    kind, value = pickle.loads(data)
+    if kind == "error":
+        raise RuntimeError(value)
+    return value, None
 
 
 def add_common_args(ap) -> None:

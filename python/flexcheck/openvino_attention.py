@@ -46,13 +46,14 @@ _NOISE = ("Exception from ", "Check '", "FrontEnd API failed", "Model wasn't ful
 def ov_words(e: BaseException) -> str:
     """OpenVINO's own message of an exception, without its wrapping: its exceptions start with
     "Exception from src/...:" and "Check '...' failed at FILE:LINE:" lines; the words are the
-    first other line, followed by the innermost FILE:LINE (where OpenVINO's code said it)."""
+    other lines (joined by ": "), followed by the innermost FILE:LINE (where OpenVINO's code
+    said it)."""
     import re
     text = str(e)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     words = [ln for ln in lines if not ln.startswith(_NOISE)]
     where = re.findall(r"failed at (\S+?):?\s*$", text, flags=re.M)
-    said = words[0] if words else (lines[0] if lines else type(e).__name__)
+    said = ": ".join(words) if words else (lines[0] if lines else type(e).__name__)
     return said + (f" ({where[-1].rstrip(':')})" if where else "")
 
 
@@ -138,7 +139,10 @@ class OpenVino:
         req = cm.create_infer_request()
         ys = []
         for _ in range(2):
-            req.infer(feeds)
+            try:
+                req.infer(feeds)
+            except Exception as e:  # an error of the run, in OpenVINO's words (not a refusal)
+                raise RuntimeError(ov_words(e)) from e
             t = req.get_output_tensor(0)
             y = np.array(t.data, copy=True)
             if str(t.element_type) in ("<Type: 'bfloat16'>", "bf16") or \

@@ -462,7 +462,16 @@ def _args(argv, prog=PROG):
     ap.add_argument("--threads", type=int, metavar="N", help="intra_op_num_threads")
     ap.add_argument("--window-offset", type=int, default=0, metavar="N",
                     help="negative control: hand the engine W + N (the gate must fail)")
+    ap.add_argument("--isolate", action="store_true",
+                    help="run each file in a child process that imports the engine itself, "
+                         "so a crash of the engine costs one case (named), not the run")
     return ap.parse_args(argv)
+
+
+def _info(engine) -> dict:
+    """What the parent of an isolated run needs to know of the engine (names, producers)."""
+    return dict(engine=engine.engine, short=engine.short, version=engine.version,
+                describe={op: engine.describe(op) for op in OPS})
 
 
 def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
@@ -477,25 +486,35 @@ def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
         print(f"{prog}: --threads {a.threads}: must be >= 1", file=sys.stderr)
         return 2
     files, dtypes = got
-    if engine is None:
-        try:
-            engine = (make_engine or Ort)(threads=a.threads)
-        except ImportError as e:
-            print(f"{prog}: {e}", file=sys.stderr)
-            return 2
+    make = make_engine or Ort
+    isolate = a.isolate and engine is None
+    try:
+        if isolate:  # the engine is imported in children only (in_child forks)
+            info, sig = _engine.in_child(lambda: _info(make(threads=a.threads)))
+            if sig:
+                raise RuntimeError(f"the engine killed the process ({sig}) while starting")
+        else:
+            engine = engine or make(threads=a.threads)
+            info = _info(engine)
+    except (ImportError, RuntimeError) as e:
+        print(f"{prog}: {_engine.first_line(e)}", file=sys.stderr)
+        return 2
     ops = OPS if a.op == "both" else (a.op,)
     status = 0
     for op in ops:
         if a.label:
             label = _engine.sanitize_label(a.label + ("" if len(ops) == 1 else f"-{op}"))
         else:
-            label = _engine.sanitize_label(f"{engine.short}-{engine.version}-{op}-cpu")
-        producer = engine.describe(op)
+            label = _engine.sanitize_label(f"{info['short']}-{info['version']}-{op}-cpu")
+        producer = info["describe"][op]
         if a.window_offset:
             producer += f", NEGATIVE CONTROL: W + {a.window_offset} handed over"
-        run = _engine.Run(prog=prog, engine=engine.engine, label=label, producer=producer,
-                          adapter=adapter(engine, op, a.window_offset), dtypes=dtypes,
-                          overwrite=a.overwrite)
+        run = _engine.Run(prog=prog, engine=info["engine"], label=label, producer=producer,
+                          adapter=None if isolate else adapter(engine, op, a.window_offset),
+                          dtypes=dtypes, overwrite=a.overwrite,
+                          isolate=((lambda op=op: adapter(make(threads=a.threads), op,
+                                                          a.window_offset))
+                                   if isolate else None))
         status = max(status, run.files(files))
     return status
 

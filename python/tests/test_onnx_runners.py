@@ -385,3 +385,27 @@ def test_real_engine(flexbin, tmp_path, capsys, pkg, mod):
     capsys.readouterr()
     rc, so, se = _check(flexbin, p)
     assert rc == 0, so + se
+
+
+def test_isolate_survives_an_engine_that_crashes(flexbin, fx, capsys):
+    """--isolate: the engine lives in child processes; one that dies of SIGSEGV on one case
+    costs that case (an error naming the signal); the cases before it (dec-c-sink, stored
+    by the child that died) and after it (in a new child) are stored once."""
+    import signal
+
+    class Crashing(StandIn):
+        def run(self, plan):
+            if plan.op == "gqa" and plan.feeds()["query"].shape[1] == 6:  # dec-cw5's 6 queries
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return super().run(plan)
+
+    rc = oa.main([fx, "--op", "gqa", "--dtype", "float32", "--isolate"],
+                 make_engine=lambda threads=None: Crashing())
+    out = capsys.readouterr()
+    assert rc == 1
+    assert ("case dec-cw5-float32: the engine crashed the process (signal 11, SIGSEGV)"
+            in out.err)
+    assert "21 cases, 2 stored, 14 skipped (dtype), 0 refused by ONNX Runtime, 4 not " \
+           "expressible in ONNX Runtime, 1 errors" in out.out
+    rc, so, se = _check(flexbin, fx)
+    assert rc == 0 and "2 outputs under test: 2 passed" in so, so + se
