@@ -61,7 +61,7 @@ class OpenVino:
     engine = "OpenVINO"
     short = "openvino"
 
-    def __init__(self, threads: Optional[int] = None):
+    def __init__(self, threads: Optional[int] = None, schemas=None):
         import onnx
         import openvino as ov
         self.onnx, self.ov = onnx, ov
@@ -73,8 +73,15 @@ class OpenVino:
         self.full_version = "-".join(ov.__version__.split("-")[:2])  # 2026.4.1-22982
         hint = self.core.get_property("CPU", "INFERENCE_PRECISION_HINT")  # an ov.Type
         self.precision = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
-        self.schemas = {"gqa": oa.Schema(GQA_INPUTS, GQA_ATTRIBUTES, 1),
-                        "attention": self._attention_schema()}
+        self.attention_refusals = []
+        self.schemas = schemas or {"gqa": oa.Schema(GQA_INPUTS, GQA_ATTRIBUTES, 1),
+                                   "attention": self._attention_schema()}
+
+    @staticmethod
+    def preload() -> None:
+        """Import the packages (no Core, no thread): what forked children then share."""
+        import onnx  # noqa: F401
+        import openvino  # noqa: F401
 
     def _attention_schema(self) -> Optional[oa.Schema]:
         """The highest Attention opset (25, 24, 23) of the onnx package that OpenVINO's ONNX

@@ -333,14 +333,21 @@ class Ort:
     engine = "ONNX Runtime"
     short = "ort"
 
-    def __init__(self, threads: Optional[int] = None):
+    def __init__(self, threads: Optional[int] = None, schemas=None):
         import onnx
         import onnxruntime as ort
         self.onnx, self.ort = onnx, ort
         self.version = ort.__version__
         self.threads = threads
-        self.schemas = {"gqa": self._schema("GroupQueryAttention", MS_DOMAIN, None),
-                        "attention": self._attention_schema()}
+        self.attention_refusals = []
+        self.schemas = schemas or {"gqa": self._schema("GroupQueryAttention", MS_DOMAIN, None),
+                                   "attention": self._attention_schema()}
+
+    @staticmethod
+    def preload() -> None:
+        """Import the packages (no session, no thread): what forked children then share."""
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
 
     def _schema(self, op: str, domain: str, version: Optional[int]) -> Optional[Schema]:
         from onnxruntime.capi import onnxruntime_pybind11_state as C
@@ -471,7 +478,7 @@ def _args(argv, prog=PROG):
 def _info(engine) -> dict:
     """What the parent of an isolated run needs to know of the engine (names, producers)."""
     return dict(engine=engine.engine, short=engine.short, version=engine.version,
-                describe={op: engine.describe(op) for op in OPS})
+                describe={op: engine.describe(op) for op in OPS}, schemas=engine.schemas)
 
 
 def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
@@ -489,7 +496,10 @@ def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
     make = make_engine or Ort
     isolate = a.isolate and engine is None
     try:
-        if isolate:  # the engine is imported in children only (in_child forks)
+        if isolate:  # engines are built in children only (in_child forks); the modules are
+            # imported once here, so that each child does not pay for the import
+            if hasattr(make, "preload"):
+                make.preload()
             info, sig = _engine.in_child(lambda: _info(make(threads=a.threads)))
             if sig:
                 raise RuntimeError(f"the engine killed the process ({sig}) while starting")
@@ -512,8 +522,9 @@ def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
         run = _engine.Run(prog=prog, engine=info["engine"], label=label, producer=producer,
                           adapter=None if isolate else adapter(engine, op, a.window_offset),
                           dtypes=dtypes, overwrite=a.overwrite,
-                          isolate=((lambda op=op: adapter(make(threads=a.threads), op,
-                                                          a.window_offset))
+                          isolate=((lambda op=op: adapter(
+                                       make(threads=a.threads, schemas=info["schemas"]), op,
+                                       a.window_offset))
                                    if isolate else None))
         status = max(status, run.files(files))
     return status

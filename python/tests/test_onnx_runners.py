@@ -401,7 +401,7 @@ def test_isolate_survives_an_engine_that_crashes(flexbin, fx, capsys):
             return super().run(plan)
 
     rc = oa.main([fx, "--op", "gqa", "--dtype", "float32", "--isolate"],
-                 make_engine=lambda threads=None: Crashing())
+                 make_engine=lambda threads=None, schemas=None: Crashing())
     out = capsys.readouterr()
     assert rc == 1
     assert ("case dec-cw5-float32: the engine crashed the process (signal 11, SIGSEGV)"
