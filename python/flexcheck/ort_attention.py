@@ -9,11 +9,11 @@ the CPU execution provider, and its output stored with add_tested under
 tested/ort-<version>-<op>-cpu (one label per op) for `flexcheck check` to judge:
 
   - gqa: com.microsoft.GroupQueryAttention (ONNX Runtime's contrib op, the one its LLM exports
-    use). query [B, Lq, Hq*D], key/value the Lq newest tokens [B, Lq, Hkv*D]; when Lk > Lq the
-    Lk - Lq older tokens go in as past_key/past_value [B, Hkv, Lk - Lq, D] (the decode and
-    chunked-prefill path), seqlens_k = Lk - 1 for every entry and total_sequence_length = Lk.
-    Attributes num_heads, kv_num_heads, scale, softcap, causal (where the schema has it), and
-    local_window_size = W (see gqa_plan: ORT's window counts the current key); head sinks through the
+    use). query [B, Lq, Hq*D], key/value the Lq newest tokens [B, Lq, Hkv*D], the Lk - Lq older
+    tokens as past_key/past_value [B, Hkv, Lk - Lq, D] (empty for a prefill), seqlens_k =
+    Lk - 1 for every entry and total_sequence_length = Lk. Attributes num_heads, kv_num_heads,
+    scale, softcap, causal (where the schema has it), and local_window_size = W (see gqa_plan:
+    ORT's window counts the current key); head sinks through the
     head_sink input and an explicit bias through attention_bias where the installed schema has
     those inputs (read from ONNX Runtime's own operator schemas, not from its version).
   - attention: ONNX's Attention, the highest opset (25, 24, 23) the CPU EP takes: 4-D Q/K/V
@@ -175,9 +175,11 @@ def gqa_plan(case, schema, window_offset: int = 0) -> Plan:
         "query": bsh(case.q, 0, lq), "key": bsh(case.k, past, lk), "value": bsh(case.v, past, lk),
         "seqlens_k": np.full((b,), lk - 1, dtype=np.int32),
         "total_sequence_length": np.array(lk, dtype=np.int32)}
+    # past_key/past_value always, of length 0 for a prefill, as exported decoders feed them
+    # (OpenVINO's frontend requires them; ONNX Runtime returns the same bits with or without)
+    given["past_key"] = np.ascontiguousarray(case.k[:, :, :past], dtype=t)
+    given["past_value"] = np.ascontiguousarray(case.v[:, :, :past], dtype=t)
     if past:
-        given["past_key"] = np.ascontiguousarray(case.k[:, :, :past], dtype=t)
-        given["past_value"] = np.ascontiguousarray(case.v[:, :, :past], dtype=t)
         notes.append(f"{past} keys as past_key/value")
     if case.sinks is not None:
         if "head_sink" not in inputs:
@@ -391,6 +393,9 @@ class Ort:
         ort = self.ort
         model = model_proto(plan, self.onnx).SerializeToString()
         so = ort.SessionOptions()
+        # ORT logs a kernel's refusal as an error on stderr before raising it; the runner
+        # reports it once, in its count and line: fatal only
+        so.log_severity_level = 4
         if self.threads:
             so.intra_op_num_threads = self.threads
         return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])

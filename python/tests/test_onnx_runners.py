@@ -17,7 +17,8 @@ stand-in follows the ops' contract, not the runner); the negative control (--win
 must fail check with "window W+1". With the real packages (pytest.importorskip: the venvs of
 make ort-gate / openvino-gate, with pytest in them), the same file is run by the real engine.
 
-Run: PYTHONPATH=python FLEXCHECK_BIN=build/flexcheck python3 -m pytest python/tests/test_onnx_runners.py
+Run: PYTHONPATH=python FLEXCHECK_BIN=build/flexcheck python3 -m pytest \
+         python/tests/test_onnx_runners.py
 """
 import io
 import os
