@@ -61,7 +61,8 @@ class OpenVino:
     engine = "OpenVINO"
     short = "openvino"
 
-    def __init__(self, threads: Optional[int] = None, schemas=None):
+    def __init__(self, threads: Optional[int] = None, schemas=None, static_shapes=False):
+        self.static_shapes = static_shapes
         import onnx
         import openvino as ov
         self.onnx, self.ov = onnx, ov
@@ -110,11 +111,12 @@ class OpenVino:
                 f"Attention opset {self.schemas['attention'].opset}"
                 if self.schemas.get("attention") else "Attention")
         return (f"openvino {self.full_version} ONNX frontend {what}, CPU plugin "
-                f"({self.precision}), onnx {self.onnx.__version__}, Python "
+                f"({self.precision}), onnx {self.onnx.__version__}, "
+                f"{'static' if self.static_shapes else 'symbolic'} token axes, Python "
                 f"{platform.python_version()}")
 
     def compile(self, plan: oa.Plan):
-        model = oa.model_proto(plan, self.onnx)
+        model = oa.model_proto(plan, self.onnx, self.static_shapes)
         fd, path = tempfile.mkstemp(suffix=".onnx", prefix="flexcheck-")
         try:
             with os.fdopen(fd, "wb") as f:

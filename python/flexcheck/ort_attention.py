@@ -279,9 +279,17 @@ def attention_plan(case, schema, window_offset: int = 0) -> Plan:
                 (b, hq, lq, dv), False, tuple(notes), opset)
 
 
-def model_proto(plan: Plan, onnx):
-    """The one-node ModelProto of a plan (onnx.helper); opset 23 for the default domain, 1 for
-    com.microsoft."""
+# The token axes of each input, named as exported decoders name them: an exported LLM's graph
+# has symbolic sequence lengths (its past grows every step), and engines take other paths for
+# static ones (OpenVINO 2026.4 reads a static past_key as a preallocated max-length cache).
+TOKEN_AXES = {"query": {1: "S"}, "key": {1: "S"}, "value": {1: "S"}, "past_key": {2: "P"},
+              "past_value": {2: "P"}, "attention_bias": {2: "S", 3: "T"}, "Q": {2: "S"},
+              "K": {2: "L"}, "V": {2: "L"}, "attn_mask": {2: "S", 3: "T"}}
+
+
+def model_proto(plan: Plan, onnx, static_shapes: bool = False):
+    """The one-node ModelProto of a plan (onnx.helper): the plan's opset for the default domain,
+    1 for com.microsoft; the token axes symbolic (TOKEN_AXES) unless static_shapes."""
     h, TP = onnx.helper, onnx.TensorProto
     elem = {"float32": TP.FLOAT, "float16": TP.FLOAT16, "bfloat16": TP.BFLOAT16}[plan.elem]
     ins, in_names = [], []
@@ -292,11 +300,18 @@ def model_proto(plan: Plan, onnx):
         in_names.append(name)
         if a.dtype == np.int32:
             et = TP.INT32
+        elif a.dtype == np.int64:
+            et = TP.INT64
         elif a.dtype == bool:
             et = TP.BOOL
         else:
             et = elem
-        ins.append(h.make_tensor_value_info(name, et, list(a.shape)))
+        shape = list(a.shape)
+        if not static_shapes:
+            for axis, sym in TOKEN_AXES.get(name, {}).items():
+                if axis < len(shape) and shape[axis] != 1:  # a broadcast axis stays 1
+                    shape[axis] = sym
+        ins.append(h.make_tensor_value_info(name, et, shape))
     outs = ["output"] if plan.op == "gqa" else ["Y"]
     if plan.op == "gqa":
         outs += ["present_key", "present_value"]
@@ -335,10 +350,11 @@ class Ort:
     engine = "ONNX Runtime"
     short = "ort"
 
-    def __init__(self, threads: Optional[int] = None, schemas=None):
+    def __init__(self, threads: Optional[int] = None, schemas=None, static_shapes=False):
         import onnx
         import onnxruntime as ort
         self.onnx, self.ort = onnx, ort
+        self.static_shapes = static_shapes
         self.version = ort.__version__
         self.threads = threads
         self.attention_refusals = []
@@ -387,11 +403,12 @@ class Ort:
                 f"Attention opset {self.schemas['attention'].opset}"
                 if self.schemas.get("attention") else "Attention")
         return (f"onnxruntime {self.version} {what}, CPU EP, onnx {self.onnx.__version__}, "
+                f"{'static' if self.static_shapes else 'symbolic'} token axes, "
                 f"Python {platform.python_version()}")
 
     def session(self, plan: Plan):
         ort = self.ort
-        model = model_proto(plan, self.onnx).SerializeToString()
+        model = model_proto(plan, self.onnx, self.static_shapes).SerializeToString()
         so = ort.SessionOptions()
         # ORT logs a kernel's refusal as an error on stderr before raising it; the runner
         # reports it once, in its count and line: fatal only
@@ -403,8 +420,12 @@ class Ort:
     def run(self, plan: Plan) -> Tuple[np.ndarray, np.ndarray]:
         try:
             sess = self.session(plan)
-        except Exception as e:  # ORT's own refusal of the node (no kernel, bad attribute)
-            raise Refused(_engine.first_line(e)) from e
+        except Exception as e:
+            # no kernel for the node (NOT_IMPLEMENTED: bfloat16 on the CPU EP) is ORT declining
+            # it; anything else (INVALID_GRAPH, ...) says the runner built a bad model: an error
+            if "NOT_IMPLEMENTED" in str(e):
+                raise Refused(_engine.first_line(e)) from e
+            raise
         feeds = plan.feeds()
         if plan.elem == "bfloat16":  # numpy has no bfloat16: bit patterns typed by ORT
             bf16 = self.onnx.TensorProto.BFLOAT16
@@ -474,6 +495,9 @@ def _args(argv, prog=PROG):
     ap.add_argument("--threads", type=int, metavar="N", help="intra_op_num_threads")
     ap.add_argument("--window-offset", type=int, default=0, metavar="N",
                     help="negative control: hand the engine W + N (the gate must fail)")
+    ap.add_argument("--static-shapes", action="store_true",
+                    help="declare every input shape static in the model (default: the token "
+                         "axes symbolic, as in exported decoders)")
     ap.add_argument("--isolate", action="store_true",
                     help="run each file in a child process that imports the engine itself, "
                          "so a crash of the engine costs one case (named), not the run")
@@ -505,11 +529,12 @@ def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
             # imported once here, so that each child does not pay for the import
             if hasattr(make, "preload"):
                 make.preload()
-            info, sig = _engine.in_child(lambda: _info(make(threads=a.threads)))
+            info, sig = _engine.in_child(lambda: _info(make(threads=a.threads,
+                                                            static_shapes=a.static_shapes)))
             if sig:
                 raise RuntimeError(f"the engine killed the process ({sig}) while starting")
         else:
-            engine = engine or make(threads=a.threads)
+            engine = engine or make(threads=a.threads, static_shapes=a.static_shapes)
             info = _info(engine)
     except (ImportError, RuntimeError) as e:
         print(f"{prog}: {_engine.first_line(e)}", file=sys.stderr)
@@ -528,7 +553,8 @@ def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
                           adapter=None if isolate else adapter(engine, op, a.window_offset),
                           dtypes=dtypes, overwrite=a.overwrite,
                           isolate=((lambda op=op: adapter(
-                                       make(threads=a.threads, schemas=info["schemas"]), op,
+                                       make(threads=a.threads, schemas=info["schemas"],
+                                            static_shapes=a.static_shapes), op,
                                        a.window_offset))
                                    if isolate else None))
         status = max(status, run.files(files))

@@ -260,6 +260,15 @@ def test_model_proto_if_onnx_is_here(fx):
     assert node.domain == "com.microsoft" and list(node.input)[7:11] == ["", "", "", ""]
     assert {(o.domain, o.version) for o in m.opset_import} == {("", 23), ("com.microsoft", 1)}
     assert [i.name for i in m.graph.input][-1] == "head_sink"
+    dims = [d.dim_param or d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == [1, "S", 4 * 16]  # the token axis symbolic, as exported decoders have it
+    m = oa.model_proto(oa.attention_plan(_case(fx, "more-q-float16"), ATT_SCHEMA), onnx,
+                       static_shapes=True)
+    types_ = {i.name: i.type.tensor_type.elem_type for i in m.graph.input}
+    assert types_ == {"Q": onnx.TensorProto.FLOAT16, "K": onnx.TensorProto.FLOAT16,
+                      "V": onnx.TensorProto.FLOAT16, "nonpad_kv_seqlen": onnx.TensorProto.INT64}
+    assert list(m.graph.node[0].input) == ["Q", "K", "V", "", "", "", "nonpad_kv_seqlen"]
+    assert [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim] == [1, 2, 6, 16]
 
 
 # ---- the runners end to end with the stand-in, judged by flexcheck check ----
@@ -402,7 +411,7 @@ def test_isolate_survives_an_engine_that_crashes(flexbin, fx, capsys):
             return super().run(plan)
 
     rc = oa.main([fx, "--op", "gqa", "--dtype", "float32", "--isolate"],
-                 make_engine=lambda threads=None, schemas=None: Crashing())
+                 make_engine=lambda **kw: Crashing())
     out = capsys.readouterr()
     assert rc == 1
     assert ("case dec-cw5-float32: the engine crashed the process (signal 11, SIGSEGV)"
