@@ -107,9 +107,7 @@ class OpenVino:
         return None
 
     def describe(self, op: str) -> str:
-        what = ("com.microsoft.GroupQueryAttention" if op == "gqa" else
-                f"Attention opset {self.schemas['attention'].opset}"
-                if self.schemas.get("attention") else "Attention")
+        what = "com.microsoft.GroupQueryAttention" if op == "gqa" else "Attention"
         return (f"openvino {self.full_version} ONNX frontend {what}, CPU plugin "
                 f"({self.precision}), onnx {self.onnx.__version__}, "
                 f"{'static' if self.static_shapes else 'symbolic'} token axes, Python "

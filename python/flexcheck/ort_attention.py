@@ -16,7 +16,8 @@ tested/ort-<version>-<op>-cpu (one label per op) for `flexcheck check` to judge:
     ORT's window counts the current key); head sinks through the
     head_sink input and an explicit bias through attention_bias where the installed schema has
     those inputs (read from ONNX Runtime's own operator schemas, not from its version).
-  - attention: ONNX's Attention, the highest opset (25, 24, 23) the CPU EP takes: 4-D Q/K/V
+  - attention: ONNX's Attention at opset 24 (ONNX Runtime 1.32's CPU kernel), 25 for a window
+    (which ORT runs as ONNX's function body; the producer names the opset): 4-D Q/K/V
     [B, H, L, D] (Hq != Hkv is its GQA), is_causal, scale, softcap, left/right_window_size
     (opset 25), the Lk - Lq older keys as past_key/past_value (its causal mask and windows are
     offset by the past length: bottom-right, as the contract), and an explicit mask (bool) or
@@ -217,8 +218,8 @@ def _positional(names: Sequence[str], given: Dict[str, Optional[np.ndarray]]):
 
 
 def attention_plan(case, schema, window_offset: int = 0) -> Plan:
-    """The ONNX Attention node for a case, or NotExpressible: opset 25 where the installed
-    schema has left_window_size/right_window_size, else 23. Its causal mask and windows are
+    """The ONNX Attention node for a case, or NotExpressible: opset 25 for a window where the
+    installed schema has left_window_size/right_window_size, else 24 (or 23). Its causal mask and windows are
     at absolute positions p = offset + i, offset = past_sequence_length (a past_key input) or
     nonpad_kv_seqlen - Lq (its schema's words), so the contract's bottom-right alignment
     p_q = i + (Lk - Lq) is: the Lk - Lq oldest keys as past_key/past_value when Lq < Lk,
@@ -230,7 +231,12 @@ def attention_plan(case, schema, window_offset: int = 0) -> Plan:
     b, hq, lq, d = case.q.shape
     _, hkv, lk, dv = case.v.shape
     windows = "left_window_size" in attributes
+    # opset 25 only where a window needs it: ONNX Runtime 1.32 has a CPU kernel for Attention
+    # 23 and 24, and runs an opset-25 node as ONNX's function body (its decomposition into
+    # MatMul, Softmax, ...), so each case is run by the kernel wherever the kernel can state it
     opset = schema_opset(schema, 23)
+    if not case.window:
+        opset = min(opset, 24)
     if case.chunk:
         raise NotExpressible(f"chunked attention (C = {case.chunk}): Attention has no chunks")
     if case.window and not windows:
@@ -241,7 +247,7 @@ def attention_plan(case, schema, window_offset: int = 0) -> Plan:
         raise NotExpressible("explicit mask and bias: Attention has one attn_mask")
     t = _np_type(case.dtype)
     attrs: Dict[str, object] = dict(is_causal=int(case.causal), scale=float(case.scale))
-    notes: List[str] = []
+    notes: List[str] = [f"opset {opset}"]
     if case.softcap:
         attrs["softcap"] = float(case.softcap)
     if case.window:
@@ -399,9 +405,7 @@ class Ort:
         return None
 
     def describe(self, op: str) -> str:
-        what = ("com.microsoft.GroupQueryAttention" if op == "gqa" else
-                f"Attention opset {self.schemas['attention'].opset}"
-                if self.schemas.get("attention") else "Attention")
+        what = "com.microsoft.GroupQueryAttention" if op == "gqa" else "Attention"
         return (f"onnxruntime {self.version} {what}, CPU EP, onnx {self.onnx.__version__}, "
                 f"{'static' if self.static_shapes else 'symbolic'} token axes, "
                 f"Python {platform.python_version()}")

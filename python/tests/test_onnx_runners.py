@@ -242,6 +242,8 @@ def test_attention_plan(fx):
     assert p.feeds()["past_key"].shape[2] == 7
     p = oa.attention_plan(_case(fx, "pre-bw4-float32"), ATT_SCHEMA)
     assert (p.attrs["left_window_size"], p.attrs["right_window_size"]) == (3, 3)
+    p = oa.attention_plan(_case(fx, "none-dv-float32"), ATT_SCHEMA)
+    assert p.opset == 24 and "left_window_size" not in p.attrs  # no window: the kernel's 24
     p = oa.attention_plan(_case(fx, "more-q-float32"), ATT_SCHEMA)
     assert list(p.feeds()["nonpad_kv_seqlen"]) == [4] and "past_key" not in p.feeds()
     p = oa.attention_plan(_case(fx, "none-dv-float32"), ATT_SCHEMA)  # no position: no past
