@@ -319,7 +319,9 @@ def model_proto(plan: Plan, onnx, static_shapes: bool = False):
                     shape[axis] = sym
         ins.append(h.make_tensor_value_info(name, et, shape))
     outs = ["output"] if plan.op == "gqa" else ["Y"]
-    if plan.op == "gqa":
+    # the present cache is an output whenever there is a past (GroupQueryAttention always
+    # has one; ONNX Runtime's Attention kernel refuses a past_key without present_key)
+    if plan.op == "gqa" or dict(plan.inputs).get("past_key") is not None:
         outs += ["present_key", "present_value"]
     node = h.make_node(plan.op_type, in_names, outs, domain=plan.domain, **plan.attrs)
     out_vi = [h.make_tensor_value_info(outs[0], elem, None)]

@@ -173,6 +173,7 @@ def make_file(path, dtypes=("float32", "float16", "bfloat16")):
                 ("pre-cw3-cap", dict(causal=True, window=3, softcap=20.0), (2, 2, 2, 9, 9, 16, 16)),
                 ("dec-c-sink", dict(causal=True, sinks=np.array([0.5, -1.0, 2.0, 0.0])),
                  (1, 4, 1, 3, 7, 16, 16)),
+                ("dec-c", dict(causal=True), (1, 2, 1, 3, 7, 16, 16)),
                 ("pre-bw4", dict(causal=False, window=4), (1, 2, 1, 8, 8, 16, 16)),
                 ("none-dv", dict(causal=False), (1, 2, 2, 4, 6, 16, 8)),
                 ("chunk", dict(causal=True, chunk=4), (1, 2, 2, 8, 8, 16, 16)),
@@ -285,12 +286,12 @@ def test_runner_stores_what_check_passes(flexbin, fx, capsys, mod, short, engine
     eng = StandIn(engine, short)
     assert mod.main([fx], engine=eng) == 0
     out = capsys.readouterr()
-    # per op 21 cases, 7 shapes in 3 dtypes; GQA states 3 shapes (dec-cw5, pre-cw3-cap,
-    # dec-c-sink), Attention 5 (all but dec-c-sink and chunk); bfloat16 is refused
-    assert (f"1 files, 21 cases, 6 stored, 0 skipped (dtype), 3 refused by {engine}, 12 not "
+    # per op 24 cases, 8 shapes in 3 dtypes; GQA states 4 shapes (dec-cw5, pre-cw3-cap,
+    # dec-c-sink, dec-c), Attention 6 (all but dec-c-sink and chunk); bfloat16 is refused
+    assert (f"1 files, 24 cases, 8 stored, 0 skipped (dtype), 4 refused by {engine}, 12 not "
             f"expressible in {engine}, 0 errors, under tested/{short}-0.0-standin-gqa-cpu"
             in out.out)
-    assert (f"1 files, 21 cases, 10 stored, 0 skipped (dtype), 5 refused by {engine}, 6 not "
+    assert (f"1 files, 24 cases, 12 stored, 0 skipped (dtype), 6 refused by {engine}, 6 not "
             f"expressible in {engine}, 0 errors, under tested/{short}-0.0-standin-attention-cpu"
             in out.out)
     assert f"case chunk-float16: not expressible in {engine}: chunked" in out.err
@@ -301,7 +302,7 @@ def test_runner_stores_what_check_passes(flexbin, fx, capsys, mod, short, engine
     assert t.out.dtype == np.float16 and t.lse is None
     rc, so, se = _check(flexbin, fx)
     assert rc == 0, so + se
-    assert "16 outputs under test: 16 passed, 0 failed" in so
+    assert "20 outputs under test: 20 passed, 0 failed" in so
 
 
 @pytest.mark.parametrize("mod", [oa, ova])
@@ -339,7 +340,7 @@ def test_errors_and_refusals_to_overwrite(flexbin, fx, capsys):
     out = capsys.readouterr()
     assert "case dec-cw5-float32: RuntimeError: kaboom" in out.err
     assert "second line" not in out.err
-    assert "ERROR " in out.out and ", 5 errors, under" in out.out
+    assert "ERROR " in out.out and ", 6 errors, under" in out.out
     assert oa.main([fx, "--op", "gqa", "--dtype", "float16"], engine=StandIn()) == 0
     capsys.readouterr()
     assert oa.main([fx, "--op", "gqa", "--dtype", "float16"], engine=StandIn()) == 1
@@ -402,8 +403,8 @@ def test_real_engine(flexbin, tmp_path, capsys, pkg, mod):
 
 def test_isolate_survives_an_engine_that_crashes(flexbin, fx, capsys):
     """--isolate: the engine lives in child processes; one that dies of SIGSEGV on one case
-    costs that case (an error naming the signal); the cases before it (dec-c-sink, stored
-    by the child that died) and after it (in a new child) are stored once."""
+    costs that case (an error naming the signal); the cases before it (dec-c, dec-c-sink,
+    stored by the child that died) and after it (in a new child) are stored once."""
     import signal
 
     class Crashing(StandIn):
@@ -418,7 +419,7 @@ def test_isolate_survives_an_engine_that_crashes(flexbin, fx, capsys):
     assert rc == 1
     assert ("case dec-cw5-float32: the engine crashed the process (signal 11, SIGSEGV)"
             in out.err)
-    assert "21 cases, 2 stored, 14 skipped (dtype), 0 refused by ONNX Runtime, 4 not " \
+    assert "24 cases, 3 stored, 16 skipped (dtype), 0 refused by ONNX Runtime, 4 not " \
            "expressible in ONNX Runtime, 1 errors" in out.out
     rc, so, se = _check(flexbin, fx)
-    assert rc == 0 and "2 outputs under test: 2 passed" in so, so + se
+    assert rc == 0 and "3 outputs under test: 3 passed" in so, so + se
