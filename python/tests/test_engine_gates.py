@@ -1,7 +1,8 @@
 """The engine gate scripts (ci/torch_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh and the
-steps they share, ci/engine_gate.sh) with a stand-in for the engine's python: export, how the runner is called,
-check, and the exit status each outcome gives. The real runners need torch or vLLM (make
-torch-gate, make vllm-gate); what is tested here is the plumbing around them.
+steps they share, ci/engine_gate.sh) with a stand-in for the engine's python: export, how the
+runner is called, check, and the exit status each outcome gives. The real runners need torch,
+vLLM, ONNX Runtime or OpenVINO (make torch-gate, vllm-gate, ort-gate, openvino-gate); what is
+tested here is the plumbing around them.
 
 The stand-in logs its arguments, one call a line, and exits FAKE_RC (default 0); it stores no
 output, so check judges the exported cases' own oracle (they pass).
