@@ -17,3 +17,7 @@ include python/torch.mk
 
 # make vllm-gate (vLLM's own FlexAttention backend under the gates; not part of make test).
 include python/vllm.mk
+
+# make ort-gate, make openvino-gate (ONNX Runtime's and OpenVINO's attention ops under the gates;
+# not part of make test).
+include python/onnx.mk

@@ -87,7 +87,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .fixtures import add_tested, list_cases, read_case
-from .torch_flex import discover, sanitize_label
+from ._engine import discover, sanitize_label  # the engine-runner core's, as the ONNX runners
 
 PROG = "vllm_flex"
 BUILDS = ("direct", "slow")

@@ -1,7 +1,8 @@
-"""The engine gate scripts (ci/torch_gate.sh, ci/vllm_gate.sh and the steps they share,
-ci/engine_gate.sh) with a stand-in for the engine's python: export, how the runner is called,
-check, and the exit status each outcome gives. The real runners need torch or vLLM (make
-torch-gate, make vllm-gate); what is tested here is the plumbing around them.
+"""The engine gate scripts (ci/torch_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh and the
+steps they share, ci/engine_gate.sh) with a stand-in for the engine's python: export, how the
+runner is called, check, and the exit status each outcome gives. The real runners need torch,
+vLLM, ONNX Runtime or OpenVINO (make torch-gate, vllm-gate, ort-gate, openvino-gate); what is
+tested here is the plumbing around them.
 
 The stand-in logs its arguments, one call a line, and exits FAKE_RC (default 0); it stores no
 output, so check judges the exported cases' own oracle (they pass).
@@ -30,11 +31,11 @@ def fake_py(tmp_path):
     return py, log
 
 
-def gate(script, tmp_path, py, rc=0, **env):
+def gate(script, tmp_path, py, rc=0, args=(), **env):
     e = dict(os.environ, BIN=os.path.abspath(BIN), PY=str(py), DIR=str(tmp_path / "gate"),
              SIZE=f"--quick --filter {CASE}", FAKE_RC=str(rc), OPENBLAS_NUM_THREADS="1")
     e.update(env)
-    p = subprocess.run(["bash", os.path.join("ci", script)], cwd=REPO, env=e,
+    p = subprocess.run(["bash", os.path.join("ci", script), *args], cwd=REPO, env=e,
                        capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
 
@@ -89,3 +90,28 @@ def test_vllm_gate_refuses_a_slow_glob_naming_no_file(tmp_path, fake_py):
     rc, out, err = gate("vllm_gate.sh", tmp_path, py, SLOW="m9-*")
     assert rc == 2 and "SLOW='m9-*' names no exported file" in err, out + err
     assert not log.exists()
+
+
+@pytest.mark.parametrize("engine, module, extra", [
+    ("ort", "ort_attention", ""), ("openvino", "openvino_attention", " --isolate")])
+def test_onnx_gate_runs_its_engines_runner(tmp_path, fake_py, engine, module, extra):
+    py, log = fake_py
+    rc, out, err = gate("onnx_gate.sh", tmp_path, py, args=(engine,), RUNNER_ARGS="--op gqa")
+    assert rc == 0, out + err
+    cases = tmp_path / "gate" / "cases"
+    assert log.read_text().splitlines() == [f"-m flexcheck.{module} {cases}{extra} --op gqa"]
+    assert out.rstrip().splitlines()[-1].startswith(f"{engine}-gate: PASS in ")
+
+
+@pytest.mark.parametrize("runner_rc, want, words", [
+    (1, 1, "ort-gate: FAIL in "), (2, 2, "ort-gate: the runner could not start")])
+def test_onnx_gate_exit_status_follows_the_runner(tmp_path, fake_py, runner_rc, want, words):
+    py, _ = fake_py
+    rc, out, err = gate("onnx_gate.sh", tmp_path, py, rc=runner_rc, args=("ort",))
+    assert rc == want and words in out + err, out + err
+
+
+def test_onnx_gate_names_its_engines(tmp_path, fake_py):
+    py, log = fake_py
+    rc, out, err = gate("onnx_gate.sh", tmp_path, py, args=("tensorrt",))
+    assert rc == 2 and "usage: ci/onnx_gate.sh ort|openvino" in err and not log.exists()
