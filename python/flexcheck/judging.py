@@ -253,6 +253,10 @@ class Verdict:
         self.diagnosis = diagnosis
         self.findings = findings
         self.text = text
+        # pytest --flexcheck-report (pytest_plugin.py): the repro command of the call's file,
+        # or why the call could not be kept
+        self.repro: Optional[str] = None
+        self.unstored: Optional[str] = None
 
     passed = property(lambda self: self.outcome == "pass")
     failed = property(lambda self: self.outcome == "fail")
@@ -524,6 +528,7 @@ def judge(q, k=None, v=None, out=None, lse=None, *, causal=False, window=0, chun
     do not fit (shapes, dtypes, non-finite or unrepresentable inputs, a problem over the
     budget), RuntimeError when the shared library cannot be found, KeyboardInterrupt within
     about a second of Ctrl-C however long the judging would take."""
+    call_args = dict(locals()) if _recorder is not None else None  # before any is converted
     causal = _flag(causal, "causal")
     window = _mask_size(window, "window", WINDOW_OFF, "no window")
     chunk = _mask_size(chunk, "chunk", CHUNK_OFF, "no chunking")
@@ -585,11 +590,12 @@ def judge(q, k=None, v=None, out=None, lse=None, *, causal=False, window=0, chun
             _set_block_mask(lib, p, bml)
         if pg is not None:  # the diagnosis tries a page read from the wrong slot
             _set_paged(lib, p, pg, dtype)
-        _set_explicit_terms(lib, p, (b, hq, lq, lk), cu_q is not None,
+        terms = _set_explicit_terms(lib, p, (b, hq, lq, lk), cu_q is not None,
                             torch_device=q.device if _is_torch(q) else None, mask=mask,
                             mask_mod=mask_mod, score_mod=score_mod, document_ids=document_ids,
                             block_mask_mod=bml.mask_mod if bml else None,
-                            block_dev=bml.device if bml else None)
+                            block_dev=bml.device if bml else None,
+                            keep=call_args is not None)
         # The whole problem and its budget, before any array is converted or copied.
         _check(lib, p, lib.flexcheck_problem_check(p), "judge")
 
@@ -624,7 +630,11 @@ def judge(q, k=None, v=None, out=None, lse=None, *, causal=False, window=0, chun
         call.arrays = (arrays, lp)  # alive for as long as the worker may read them
         call.run()
         _check(lib, p, call.st, "judge")
-        return _verdict(lib, call.vd)
+        verdict = _verdict(lib, call.vd)
+        if call_args is not None:  # pytest --flexcheck-report (pytest_plugin.py)
+            call_args["terms"] = terms
+            _recorder(call_args, verdict)
+        return verdict
     finally:
         if call is None:
             lib.flexcheck_problem_free(p)
@@ -661,14 +671,16 @@ def _paged_kv(pg, qa: np.ndarray, kv_len, cu_seqlens_k, dtype: str):
 
 
 def _set_explicit_terms(lib, p, shape, packed: bool, torch_device, block_dev=None,
-                        **given) -> None:
+                        keep=False, **given):
     """mask=, mask_mod=, score_mod=, document_ids= and block_mask='s mask_mod (block_mask_mod,
     evaluated on block_dev; _xterms) handed to the library, evaluated within the budget p is
     held to (its max_memory, defaults resolved). The library copies them (the mask bit-packed)
     and counts them in the judge's estimate; ours are dropped on return, before the judge
-    allocates, so each side holds to the whole budget on its own."""
+    allocates, so each side holds to the whole budget on its own. keep (pytest
+    --flexcheck-report, which stores them): returned as (mask [Bm, Hm, Lq, Lk] bool or None,
+    bias [Bm, Hm, Lq, Lk] or None), held beyond the budget for the call's record; else None."""
     if all(v is None for v in given.values()):
-        return
+        return None
     if any(given.get(k) is not None for k in ("mask_mod", "score_mod", "block_mask_mod")):
         # the problem (the lists included) within the budget before a callable runs over the
         # grid; a dense mask is counted by the library once set, its refusal naming the mask
@@ -688,6 +700,12 @@ def _set_explicit_terms(lib, p, shape, packed: bool, torch_device, block_dev=Non
     if t.bias is not None:
         a, ap = _f32(t.bias)
         _check(lib, p, lib.flexcheck_problem_set_bias(p, ap, t.bbm, t.bhm, a.size), "score_mod")
+    if not keep:
+        return None
+    mask = None if t.mask is None else \
+        np.asarray(t.mask).view(np.uint8).reshape(t.bm, t.hm, lq, lk).astype(bool)
+    bias = None if t.bias is None else np.asarray(t.bias).reshape(t.bbm, t.bhm, lq, lk)
+    return mask, bias
 
 
 def _verdict(lib, vd) -> Verdict:
@@ -714,6 +732,19 @@ def _verdict(lib, vd) -> Verdict:
 
 _UNSET = object()
 
+# pytest --flexcheck-report's recorder (pytest_plugin.py), called with each judged call's
+# arguments and verdict; None (the default) records nothing.
+_recorder = None
+
+
+def _repro_note(verdict) -> str:
+    """The end of a failing assertion's message under pytest --flexcheck-report."""
+    if verdict.repro:
+        return "\nreproduce: " + verdict.repro
+    if verdict.unstored:
+        return "\nthis call was not kept as a fixture file: " + verdict.unstored
+    return ""
+
 
 def assert_attention_close(out, q, k=None, v=None, lse=None, *, allow_outside=False, strict=_UNSET,
                            **kw) -> Verdict:
@@ -738,11 +769,12 @@ def assert_attention_close(out, q, k=None, v=None, lse=None, *, allow_outside=Fa
         allow = not s
     verdict = judge(q, k, v, out, lse, **kw)
     if verdict.failed:
-        raise AssertionError("flexcheck: the attention output does not pass:\n" + str(verdict))
+        raise AssertionError("flexcheck: the attention output does not pass:\n" + str(verdict)
+                             + _repro_note(verdict))
     if verdict.outside and not allow:
         raise AssertionError("flexcheck: the attention output is outside the contract (its "
                              "gates could not bound it; allow_outside=True lets it pass):\n"
-                             + str(verdict))
+                             + str(verdict) + _repro_note(verdict))
     return verdict
 
 

@@ -50,6 +50,12 @@ def test_the_installed_package_judges_with_the_library_it_brought(tmp_path):
                          cwd=str(tmp_path), env=dict(env, PYTHONPATH=site))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [lib, "pass"], out.stdout
+    # pytest finds the plugin by the installed entry point (no -p): --flexcheck-report exists
+    h = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--help"],
+                       capture_output=True, text=True, cwd=str(tmp_path),
+                       env=dict(env, PYTHONPATH=site))
+    assert h.returncode == 0, h.stderr
+    assert "--flexcheck-report=DIR" in h.stdout, h.stdout[-2000:]
 
 
 def test_outside_a_checkout_without_the_library_it_says_what_to_do(tmp_path):
