@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import signal
 import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple
@@ -54,6 +55,16 @@ class Result:
     rounding: Optional[str] = None
     encoding: Optional[str] = None   # "bfloat16" for uint16 bit patterns
 
+
+
+def _signal_text(status: int) -> str:
+    """How a child that a signal ended is named in an error: "signal 11, SIGSEGV"."""
+    n = os.WTERMSIG(status)
+    try:
+        name = signal.Signals(n).name
+    except ValueError:
+        name = "unknown"
+    return f"signal {n}, {name}"
 
 def sanitize_label(text: str) -> str:
     """text in the tested-label charset [A-Za-z0-9._-]: every run of other characters becomes
@@ -259,12 +270,7 @@ class Run:
                 done[name].update(c)
         _, status = os.waitpid(pid, 0)
         if os.WIFSIGNALED(status):
-            n = os.WTERMSIG(status)
-            try:
-                name = signal.Signals(n).name
-            except ValueError:
-                name = "unknown"
-            return done, f"signal {n}, {name}"
+            return done, _signal_text(status)
         if os.WEXITSTATUS(status) != 0 and len(done) < len(names):
             raise RuntimeError(f"the engine's process exited with status "
                                f"{os.WEXITSTATUS(status)}")
@@ -325,12 +331,7 @@ def in_child(fn, run=None):
         data = f.read()
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
-        n = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(n).name
-        except ValueError:
-            name = "unknown"
-        return None, f"signal {n}, {name}"
+        return None, _signal_text(status)
     kind, value = pickle.loads(data)
     if kind == "error":
         raise RuntimeError(value)
