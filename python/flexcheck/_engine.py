@@ -237,7 +237,6 @@ class Run:
         """({case: Counts} of the cases a forked child finished, None or the signal that
         killed it). The child writes one pickled record per case to a pipe as it goes."""
         import pickle
-        import signal
         for f in (sys.stdout, sys.stderr):
             f.flush()
         r, w = os.pipe()
@@ -308,7 +307,6 @@ def in_child(fn, run=None):
     child's to print; it comes back as the counts fn would have made of it (fn handles its
     own errors) or, uncaught, as a RuntimeError here."""
     import pickle
-    import signal
     for f in (sys.stdout, sys.stderr):
         f.flush()
     r, w = os.pipe()
