@@ -46,6 +46,7 @@ def pytest_configure(config):
     if not d:
         return
     rec = _Recorder(d)
+    rec.command = find_command()  # resolved where the session starts
     config._flexcheck_recorder = rec
     from . import judging
     judging._recorder = rec
@@ -86,7 +87,7 @@ def find_command() -> Optional[str]:
     """The flexcheck command: FLEXCHECK_BIN, `flexcheck` on PATH, or this checkout's build."""
     env = os.environ.get("FLEXCHECK_BIN")
     if env:
-        return env
+        return os.path.abspath(env)  # a relative one is the session's, whatever a test chdirs to
     found = shutil.which("flexcheck")
     if found:
         return found
@@ -119,6 +120,7 @@ class _Recorder:
         self.unstored: List[str] = []
         self.result: Optional[List[str]] = None
         self.n = 0
+        self.command: Optional[str] = None
 
     # ---- each judged call ----
 
@@ -148,7 +150,7 @@ class _Recorder:
     def finish(self) -> None:
         if not self.files:
             return
-        cmd = find_command()
+        cmd = self.command
         if cmd is None:
             self.result = [f"flexcheck: no flexcheck command (FLEXCHECK_BIN, PATH, the "
                            f"checkout's build/): judge the {len(self.files)} files with "

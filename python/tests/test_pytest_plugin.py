@@ -39,7 +39,7 @@ def test_window_plus_one():  # the engine's window is one wider than asked for
 
 def session(tmp_path, *opts):
     """(exit status, output) of a child pytest over test_planted.py in tmp_path."""
-    env = dict(os.environ, FLEXCHECK_BIN=BIN, OPENBLAS_NUM_THREADS="1",
+    env = dict(os.environ, FLEXCHECK_BIN=os.path.abspath(BIN), OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([PYTHON_DIR, os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "-p", "flexcheck.pytest_plugin", *opts, "test_planted.py"],
