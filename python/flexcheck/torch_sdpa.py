@@ -181,10 +181,11 @@ class Torch:
             torch.set_num_threads(threads)
         self.version = torch.__version__
         import inspect
+        sdpa = F.scaled_dot_product_attention
         try:
-            self.has_gqa = "enable_gqa" in inspect.signature(F.scaled_dot_product_attention).parameters
+            self.has_gqa = "enable_gqa" in inspect.signature(sdpa).parameters
         except (TypeError, ValueError):  # a builtin without a signature: ask it
-            self.has_gqa = "enable_gqa" in (F.scaled_dot_product_attention.__doc__ or "")
+            self.has_gqa = "enable_gqa" in (sdpa.__doc__ or "")
         self.dtypes = {"float32": torch.float32, "float16": torch.float16,
                        "bfloat16": torch.bfloat16}
         self.backends: List[str] = []
