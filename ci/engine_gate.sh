@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # ci/engine_gate.sh - the steps an outside engine's gate run shares, sourced by ci/torch_gate.sh,
-# ci/vllm_gate.sh and ci/onnx_gate.sh (bash): the gate's cases exported as fixture files, and
+# ci/sdpa_gate.sh, ci/vllm_gate.sh and ci/onnx_gate.sh (bash): the gate's cases exported as fixture files, and
 # check over what the engine stored. Between them each script runs its engine. Uses BIN, DIR,
 # SIZE and NAME (the prefix of every line: torch-gate, vllm-gate, ort-gate); sets files (the exported fixture files, sorted)
 # and the step times.

@@ -1,5 +1,7 @@
 # python/torch.mk - `make torch-gate`: PyTorch's flex_attention judged by flexcheck's gates, its
-# first outside kernel; `make bench-torch-blockmask`: PyTorch's create_block_mask beside our
+# first outside kernel; `make sdpa-gate`: PyTorch's scaled_dot_product_attention on the CPU, each
+# backend that runs there (python/flexcheck/torch_sdpa.py, ci/sdpa_gate.sh; same venv);
+# `make bench-torch-blockmask`: PyTorch's create_block_mask beside our
 # direct builder. Not part of `make test` (they download PyTorch, ~5 GB with the CUDA
 # libraries PyPI's wheel depends on). Included by python/module.mk.
 #
@@ -27,6 +29,18 @@ torch-venv:
 torch-gate: $(BIN) torch-venv
 	@BIN=$(BIN) PY=$(TORCH_VENV)/bin/python DIR=$(TORCH_GATE_DIR) SIZE="$(TORCH_GATE_SIZE)" \
 	    RUNNER_ARGS="$(TORCH_GATE_ARGS)" bash ci/torch_gate.sh
+
+# make sdpa-gate: export --quick, torch_sdpa (math and flash on the CPU, every dtype), check;
+# report in build/sdpa-gate/report/. SDPA_GATE_ARGS: more runner options (--backend math,
+# --dtype float32, --window-offset 1 for the negative control).
+SDPA_GATE_DIR ?= $(BUILD)/sdpa-gate
+SDPA_GATE_SIZE ?= --quick
+SDPA_GATE_ARGS ?=
+
+.PHONY: sdpa-gate
+sdpa-gate: $(BIN) torch-venv
+	@BIN=$(BIN) PY=$(TORCH_VENV)/bin/python DIR=$(SDPA_GATE_DIR) SIZE="$(SDPA_GATE_SIZE)" \
+	    RUNNER_ARGS="$(SDPA_GATE_ARGS)" bash ci/sdpa_gate.sh
 
 # make bench-torch-blockmask: PyTorch's create_block_mask on the CPU, compiled (and uncompiled
 # where its L x L intermediates fit), beside `flexcheck bench blockmask` in one run at

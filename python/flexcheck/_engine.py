@@ -1,8 +1,9 @@
 """flexcheck._engine - what every engine runner repeats, once (private).
 
-A runner (flexcheck.ort_attention, flexcheck.openvino_attention; torch_flex and vllm_flex are
-to move onto it) supplies an adapter: one call that takes a case (fixtures.read_case) and
-returns what the engine computed from its stored inputs, or raises
+A runner (flexcheck.ort_attention, flexcheck.openvino_attention, flexcheck.torch_sdpa,
+flexcheck.torch_flex; vllm_flex is to move onto it) supplies an adapter: one call that takes a
+case (fixtures.read_case) and returns what the engine computed from its stored inputs, or
+raises
 
   - NotExpressible(reason): the engine's interface has no way to state the case (a chunked
     mask for an op that has only a causal window, ...); counted, named on stderr, never an

@@ -61,33 +61,25 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import platform
-import re
 import sys
-import time
 import warnings
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
-from .fixtures import DTYPES, add_tested, list_cases, read_case
+from . import _engine
+from ._engine import Refused, Result
 
-FIXTURE_SUFFIXES = (".h5", ".hdf5")
-LABEL_MAX = 64
 PROG = "torch_flex"
 
 
 # ---- pure helpers (no torch) ----
 
-def sanitize_label(text: str) -> str:
-    """text in the tested-label charset [A-Za-z0-9._-]: every run of other characters becomes
-    one '-' (torch's '2.15.0+cu132' becomes '2.15.0-cu132'), cut to 64 characters, never
-    ending in '-' where it was cut or replaced."""
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:LABEL_MAX].strip("-")
-    if not s:
-        raise ValueError(f"label {text!r}: nothing left of it in [A-Za-z0-9._-]")
-    return s
+# the label, file and dtype rules every runner shares (flexcheck._engine)
+sanitize_label = _engine.sanitize_label
+discover = _engine.discover
+parse_dtypes = _engine.parse_dtypes
 
 
 def default_label(torch_version: str, device: str, compiled: bool) -> str:
@@ -102,49 +94,6 @@ def producer_string(torch_version: str, device: str, device_name: Optional[str],
     mode = "compiled (torch.compile)" if compiled else "eager"
     py = python_version or platform.python_version()
     return f"torch {torch_version} flex_attention, {dev}, {mode}, Python {py}"
-
-
-def discover(paths: Sequence[str]) -> List[str]:
-    """The fixture files named by paths: a file as given (any name), a directory searched
-    recursively for *.h5 / *.hdf5 (hidden files and folders, such as the package's temporary
-    files, skipped), in sorted order. Each file once, in the order first met. ValueError for a
-    path that does not exist."""
-    files: List[str] = []
-    seen = set()
-
-    def add(p: str) -> None:
-        key = os.path.realpath(p)
-        if key not in seen:
-            seen.add(key)
-            files.append(p)
-
-    for p in paths:
-        if os.path.isdir(p):
-            for root, dirs, names in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for n in sorted(names):
-                    if n.endswith(FIXTURE_SUFFIXES) and not n.startswith("."):
-                        add(os.path.join(root, n))
-        elif os.path.isfile(p):
-            add(p)
-        else:
-            raise ValueError(f"{p}: no such file or directory")
-    return files
-
-
-def parse_dtypes(values: Optional[Iterable[str]]) -> Optional[Tuple[str, ...]]:
-    """--dtype values (repeatable, each comma-separated) as a tuple of DTYPES; None: all."""
-    if not values:
-        return None
-    out: List[str] = []
-    for v in values:
-        for t in v.split(","):
-            t = t.strip()
-            if t not in DTYPES:
-                raise ValueError(f"--dtype {t!r}: must be one of {', '.join(DTYPES)}")
-            if t not in out:
-                out.append(t)
-    return tuple(out)
 
 
 # ---- torch ----
@@ -626,17 +575,49 @@ def refusal(exc):
     return None
 
 
+def adapter(runner):
+    """case -> Result through the Runner; PyTorch's refusals (REFUSALS) as Refused. The notes
+    say what was judged beside PyTorch's kernel (sinks applied afterwards, the mods written)."""
+    def run(case) -> Result:
+        try:
+            out, lse, rerun, bm = runner.run(case)
+        except Exception as e:  # PyTorch failed or refused the case
+            why = refusal(e)
+            if why:
+                raise Refused(why) from e
+            raise
+        notes = []
+        if lse is None:
+            notes.append("no LSE (backend refused)")
+        if case.sinks is not None:  # say what was judged: not PyTorch's kernel alone
+            notes.append("sinks applied to its out/LSE afterwards (O*exp(LSE-LSE'))")
+        if case.softcap:
+            notes.append("softcap as score_mod")
+        rule = case_rule(case)
+        if rule is not None:
+            kind = "score" if rule["rule"] in SCORE_RULES else "mask"
+            notes.append(f"{rule['rule']} {kind}_mod written from mask_rule")
+        elif case.mask is not None:
+            notes.append("explicit mask ANDed into mask_mod")
+        if case.bias is not None and rule is None:
+            notes.append("explicit bias added by score_mod" +
+                         (" after the softcap" if case.softcap else ""))
+        # flex_attention rounds P to the input type (its tiled kernels the unnormalised exp, its
+        # eager path the normalised P): the producer claims that profile, so the p-round
+        # designs hold it to it (docs/tolerance.md)
+        return Result(out=out, lse=lse, out_rerun=rerun, block_mask=bm, notes=tuple(notes),
+                      rounding="flexattention")
+    return run
+
+
 def main(argv=None) -> int:
     a = _args(argv)
-    try:
-        files = discover(a.paths)
-        dtypes = parse_dtypes(a.dtype)
-        if not files:
-            raise ValueError(f"no fixture file (*.h5, *.hdf5) under {' '.join(a.paths)}")
-        if a.threads is not None and a.threads < 1:
-            raise ValueError(f"--threads {a.threads}: must be >= 1")
-    except ValueError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
+    got = _engine.files_and_dtypes(PROG, a)
+    if got is None:
+        return 2
+    files, dtypes = got
+    if a.threads is not None and a.threads < 1:
+        print(f"{PROG}: --threads {a.threads}: must be >= 1", file=sys.stderr)
         return 2
     torch = _torch()
     # Eager is what was asked for: PyTorch's advice to compile is not news.
@@ -651,77 +632,14 @@ def main(argv=None) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     producer = producer_string(torch.__version__, a.device, runner.device_name, a.compile)
-    print(f"{PROG}: {len(files)} files -> tested/{label} ({producer}; LSE via "
-          f"{'return_aux' if runner.aux else 'return_lse'})")
-    totals = dict(cases=0, stored=0, skipped=0, errors=0, refused=0)
-    t_all = time.monotonic()
-    for path in files:
-        counts = dict(cases=0, stored=0, skipped=0, errors=0, refused=0)
-        t0 = time.monotonic()
-        try:
-            names = list_cases(path)
-        except Exception as e:  # not HDF5, no /cases: flexcheck check says why in full
-            print(f"{PROG}: {path}: cannot list cases: {e}", file=sys.stderr)
-            print(f"ERROR {path}: not read")
-            totals["errors"] += 1
-            continue
-        for name in names:
-            counts["cases"] += 1
-            try:
-                case = read_case(path, name)
-                if dtypes and case.dtype not in dtypes:
-                    counts["skipped"] += 1
-                    continue
-                if label in case.tested and not a.overwrite:  # before spending PyTorch's time
-                    raise ValueError(f"tested/{label} exists; refusing to overwrite "
-                                     f"(--overwrite)")
-                out, lse, rerun, bm = runner.run(case)
-                prod = producer if lse is not None else f"{producer}, no LSE (backend refused)"
-                if case.sinks is not None:  # say what was judged: not PyTorch's kernel alone
-                    prod += ", sinks applied to its out/LSE afterwards (O*exp(LSE-LSE'))"
-                if case.softcap:
-                    prod += ", softcap as score_mod"
-                rule = case_rule(case)
-                if rule is not None:
-                    kind = "score" if rule["rule"] in SCORE_RULES else "mask"
-                    prod += f", {rule['rule']} {kind}_mod written from mask_rule"
-                elif case.mask is not None:
-                    prod += ", explicit mask ANDed into mask_mod"
-                if case.bias is not None and rule is None:
-                    prod += ", explicit bias added by score_mod" + (
-                        " after the softcap" if case.softcap else "")
-                # flex_attention rounds P to the input type (its tiled kernels the unnormalised
-                # exp, its eager path the normalised P): the producer claims that profile, so
-                # the p-round designs hold it to it (docs/tolerance.md)
-                add_tested(path, name, label, out, producer=prod, lse=lse, out_rerun=rerun,
-                           block_mask=bm, overwrite=a.overwrite, rounding="flexattention")
-                counts["stored"] += 1
-            except Exception as e:  # PyTorch failed or refused the case, or the write failed
-                why = refusal(e)
-                if why:
-                    counts["refused"] += 1
-                    print(f"{PROG}: {path}: case {name}: refused by PyTorch: {why}",
-                          file=sys.stderr)
-                    continue
-                counts["errors"] += 1
-                msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                print(f"{PROG}: {path}: case {name}: {type(e).__name__}: {msg}",
-                      file=sys.stderr)
-        for key in totals:
-            totals[key] += counts[key]
-        status = "ok" if counts["errors"] == 0 else "ERROR"
-        refused = f", {counts['refused']} refused by PyTorch" if counts["refused"] else ""
-        print(f"{status} {path}: {counts['cases']} cases, {counts['stored']} stored, "
-              f"{counts['skipped']} skipped (dtype), {counts['errors']} errors{refused} "
-              f"({time.monotonic() - t0:.1f} s)")
-    refused = f", {totals['refused']} refused by PyTorch" if totals["refused"] else ""
+    print(f"{PROG}: LSE via {'return_aux' if runner.aux else 'return_lse'}")
+    run = _engine.Run(prog=PROG, engine="PyTorch", label=label, producer=producer,
+                      adapter=adapter(runner), dtypes=dtypes, overwrite=a.overwrite)
+    status = run.files(files)
     n = runner.compilations()
-    compiled = (f"; Inductor compiled {n[0]} graphs, took {n[1]} from its cache"
-                if n is not None else "")
-    print(f"{PROG}: {len(files)} files, {totals['cases']} cases: {totals['stored']} stored under "
-          f"tested/{label}, {totals['skipped']} skipped, {totals['errors']} errors{refused} in "
-          f"{time.monotonic() - t_all:.1f} s{compiled}")
-    return 1 if totals["errors"] else 0
+    if n is not None:
+        print(f"{PROG}: Inductor compiled {n[0]} graphs, took {n[1]} from its cache")
+    return status
 
 
 if __name__ == "__main__":

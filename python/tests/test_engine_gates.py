@@ -1,8 +1,8 @@
-"""The engine gate scripts (ci/torch_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh and the
-steps they share, ci/engine_gate.sh) with a stand-in for the engine's python: export, how the
-runner is called, check, and the exit status each outcome gives. The real runners need torch,
-vLLM, ONNX Runtime or OpenVINO (make torch-gate, vllm-gate, ort-gate, openvino-gate); what is
-tested here is the plumbing around them.
+"""The engine gate scripts (ci/torch_gate.sh, ci/sdpa_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh
+and the steps they share, ci/engine_gate.sh) with a stand-in for the engine's python: export,
+how the runner is called, check, and the exit status each outcome gives. The real runners need
+torch, vLLM, ONNX Runtime or OpenVINO (make torch-gate, sdpa-gate, vllm-gate, ort-gate,
+openvino-gate); what is tested here is the plumbing around them.
 
 The stand-in logs its arguments, one call a line, and exits FAKE_RC (default 0); it stores no
 output, so check judges the exported cases' own oracle (they pass).
@@ -115,3 +115,14 @@ def test_onnx_gate_names_its_engines(tmp_path, fake_py):
     py, log = fake_py
     rc, out, err = gate("onnx_gate.sh", tmp_path, py, args=("tensorrt",))
     assert rc == 2 and "usage: ci/onnx_gate.sh ort|openvino" in err and not log.exists()
+
+
+@pytest.mark.parametrize("runner_rc, want, words", [
+    (0, 0, "sdpa-gate: PASS in "), (1, 1, "sdpa-gate: FAIL in "),
+    (2, 2, "sdpa-gate: the runner could not start")])
+def test_sdpa_gate_runs_torch_sdpa(tmp_path, fake_py, runner_rc, want, words):
+    py, log = fake_py
+    rc, out, err = gate("sdpa_gate.sh", tmp_path, py, rc=runner_rc, RUNNER_ARGS="--backend math")
+    assert rc == want and words in out + err, out + err
+    cases = tmp_path / "gate" / "cases"
+    assert log.read_text().splitlines() == [f"-m flexcheck.torch_sdpa {cases} --backend math"]

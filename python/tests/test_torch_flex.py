@@ -289,8 +289,9 @@ def test_runner_stores_out_lse_rerun_and_block_mask(cases_file, capsys):
     assert run_main(cases_file, "--device", "cpu", "--threads", "1") == 0
     stdout = capsys.readouterr().out
     label = tf.default_label(torch.__version__, "cpu", False)
-    assert f"ok {cases_file}: 3 cases, 3 stored, 0 skipped (dtype), 0 errors" in stdout
-    assert f"3 stored under tested/{label}" in stdout
+    assert (f"ok {cases_file}: 3 cases, 3 stored, 0 skipped (dtype), 0 refused by PyTorch, 0 "
+            f"not expressible in PyTorch, 0 errors" in stdout)
+    assert f"0 errors, under tested/{label}" in stdout
     for name, enc in (("a_f32_gqa", "float32"), ("b_f16_packed", "float16"),
                       ("c_bf16_decode", "bfloat16")):
         c = read_case(cases_file, name)
@@ -317,7 +318,8 @@ def test_runner_dtype_filter_label_and_overwrite(cases_file, capsys):
     pytest.importorskip("torch")
     assert run_main(cases_file, "--device", "cpu", "--dtype", "float16,bfloat16",
                     "--label", "my torch+run") == 0
-    assert "3 cases, 2 stored, 1 skipped (dtype), 0 errors" in capsys.readouterr().out
+    assert ("3 cases, 2 stored, 1 skipped (dtype), 0 refused by PyTorch, 0 not expressible in "
+            "PyTorch, 0 errors" in capsys.readouterr().out)
     assert list(read_case(cases_file, "a_f32_gqa").tested) == []
     assert list(read_case(cases_file, "b_f16_packed").tested) == ["my-torch-run"]
     before = open(cases_file, "rb").read()
@@ -377,7 +379,8 @@ def test_runner_errors_are_per_case(tmp_path, cases_file, capsys):
     assert run_main(bad, cases_file, "--device", "cpu", "--dtype", "bfloat16") == 1
     captured = capsys.readouterr()
     assert f"ERROR {bad}: not read" in captured.out
-    assert f"ok {cases_file}: 3 cases, 1 stored, 2 skipped (dtype), 0 errors" in captured.out
+    assert (f"ok {cases_file}: 3 cases, 1 stored, 2 skipped (dtype), 0 refused by PyTorch, 0 "
+            f"not expressible in PyTorch, 0 errors" in captured.out)
 
 
 def test_refusal_is_told_from_failure():
