@@ -27,6 +27,25 @@ gate_export() {
     echo "$NAME: export: ${#files[@]} files in $(secs "$t0" "$t1") s"
 }
 
+# Step 2, for a runner on the engine-runner core (python/flexcheck/_engine.py): python -m
+# flexcheck.MODULE $DIR/cases ARGS... $RUNNER_ARGS, its lines in $DIR/MODULE.txt; shown are its
+# errors and summaries (the per-file lines and what was not expressible or refused stay in the
+# file). Sets runner (its exit status, 0 or 1); exits 2 when it could not start.
+gate_run_module() {
+    local module=$1
+    shift
+    echo "$NAME: 2/3 python -m flexcheck.$module $DIR/cases $* $RUNNER_ARGS"
+    # shellcheck disable=SC2086
+    PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 "$PY" -m "flexcheck.$module" "$DIR/cases" \
+        "$@" $RUNNER_ARGS >"$DIR/$module.txt" 2>&1
+    runner=$?
+    grep -v -e '^ok ' -e ': not expressible in ' -e ': refused by ' "$DIR/$module.txt"
+    [ $runner -le 1 ] || { echo "$NAME: the runner could not start (exit $runner)" >&2; exit 2; }
+    local t2
+    t2=$(now)
+    echo "$NAME: $module: exit $runner in $(secs "$t1" "$t2") s (per case: $DIR/$module.txt)"
+}
+
 # Step 3, after the engine's runner (exit status RUNNER, 0 or 1):
 # $BIN check FILES... --report $DIR/report, its last 200 lines but the report's, the summary's
 # verdict line; then exits 0 when every case ran and every output passed, 1 when an output failed

@@ -32,16 +32,7 @@ NAME=$ENGINE-gate
 
 gate_export
 
-echo "$NAME: 2/3 python -m flexcheck.$MODULE $DIR/cases $EXTRA $RUNNER_ARGS"
 # shellcheck disable=SC2086
-PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 "$PY" -m "flexcheck.$MODULE" "$DIR/cases" \
-    $EXTRA $RUNNER_ARGS >"$DIR/$MODULE.txt" 2>&1
-runner=$?
-# The per-file lines and what was not expressible or refused stay in the file; errors and the
-# summaries are shown.
-grep -v -e '^ok ' -e ': not expressible in ' -e ': refused by ' "$DIR/$MODULE.txt"
-[ $runner -le 1 ] || { echo "$NAME: the runner could not start (exit $runner)" >&2; exit 2; }
-t2=$(now)
-echo "$NAME: $MODULE: exit $runner in $(secs "$t1" "$t2") s (per case: $DIR/$MODULE.txt)"
+gate_run_module "$MODULE" $EXTRA
 
 gate_check_and_exit "$runner" "${files[@]}"

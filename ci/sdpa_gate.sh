@@ -25,16 +25,6 @@ NAME=sdpa-gate
 
 gate_export
 
-echo "$NAME: 2/3 python -m flexcheck.torch_sdpa $DIR/cases $RUNNER_ARGS"
-# shellcheck disable=SC2086
-PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 "$PY" -m flexcheck.torch_sdpa "$DIR/cases" \
-    $RUNNER_ARGS >"$DIR/torch_sdpa.txt" 2>&1
-runner=$?
-# The per-file lines and what was not expressible or refused stay in the file; errors, the
-# backends left out and the summaries are shown.
-grep -v -e '^ok ' -e ': not expressible in ' -e ': refused by ' "$DIR/torch_sdpa.txt"
-[ $runner -le 1 ] || { echo "$NAME: the runner could not start (exit $runner)" >&2; exit 2; }
-t2=$(now)
-echo "$NAME: torch_sdpa: exit $runner in $(secs "$t1" "$t2") s (per case: $DIR/torch_sdpa.txt)"
+gate_run_module torch_sdpa
 
 gate_check_and_exit "$runner" "${files[@]}"
