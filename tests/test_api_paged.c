@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "include/flexcheck.h"
+#include "tests/test_rng.h"
 
 enum { HQ = 2, HKV = 1, L = 32, D = 8, PS = 8, NP = L / PS + 1 };
 
@@ -30,13 +31,12 @@ typedef struct tensors {
  * page NP - 2 - j, page NP - 1 stale (NaN). */
 static void inputs(tensors *t)
 {
-    unsigned s = 777;
+    uint64_t s = 777;
     float *all[3] = {t->q, t->k, t->v};
     size_t n[3] = {HQ * L * D, HKV * L * D, HKV * L * D};
     for (int a = 0; a < 3; a++)
         for (size_t i = 0; i < n[a]; i++) {
-            s = s * 1103515245u + 12345u;
-            all[a][i] = (float)((int)((s >> 8) & 0x7FF) - 1024) / 1024.0f;
+            all[a][i] = (float)rng_int(&s, -1024, 1023) / 1024.0f;
         }
     for (size_t i = 0; i < sizeof t->kc / sizeof t->kc[0]; i++)
         t->kc[i] = t->vc[i] = NAN;

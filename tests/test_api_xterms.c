@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "include/flexcheck.h"
+#include "tests/test_rng.h"
 
 enum { HQ = 4, HKV = 2, L = 32, D = 16, PREFIX = 11 };
 
@@ -25,13 +26,12 @@ typedef struct tensors {
 
 static void inputs(tensors *t)
 {
-    unsigned s = 12345;
+    uint64_t s = 12345;
     float *all[3] = {t->q, t->k, t->v};
     size_t n[3] = {HQ * L * D, HKV * L * D, HKV * L * D};
     for (int a = 0; a < 3; a++)
         for (size_t i = 0; i < n[a]; i++) {
-            s = s * 1103515245u + 12345u;
-            all[a][i] = (float)(((s >> 8) & 0xFFFF) / 32768.0 - 1.0);
+            all[a][i] = (float)(rng_int(&s, 0, 65535) / 32768.0 - 1.0);
         }
     for (int q = 0; q < L; q++)
         for (int k = 0; k < L; k++)
