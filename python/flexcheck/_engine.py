@@ -337,14 +337,14 @@ def in_child(fn, run=None):
     return value, None
 
 
-def add_common_args(ap) -> None:
-    """The options every runner takes."""
+def add_common_args(ap, label_default: str = "the engine's name and version") -> None:
+    """The options every runner takes (label_default: what --help says the label defaults to)."""
     ap.add_argument("paths", nargs="+", metavar="PATH",
                     help="fixture files, or directories searched for *.h5 / *.hdf5")
     ap.add_argument("--dtype", action="append", metavar="T[,T]",
                     help="only cases of these dtypes (float32, float16, bfloat16; repeatable)")
-    ap.add_argument("--label", help="the tested label (default: the engine's name and "
-                                    "version), sanitized to [A-Za-z0-9._-]")
+    ap.add_argument("--label", help=f"the tested label (default: {label_default}), sanitized "
+                                    f"to [A-Za-z0-9._-]")
     ap.add_argument("--overwrite", action="store_true",
                     help="replace an output already stored under the label")
 

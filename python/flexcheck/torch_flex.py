@@ -543,17 +543,10 @@ def _args(argv):
         description="Run PyTorch's flex_attention on every case of fixture files and store its "
                     "output, LSE, rerun and block mask under tested/<label> for `flexcheck "
                     "check` to judge.")
-    ap.add_argument("paths", nargs="+", metavar="PATH",
-                    help="fixture files, or directories searched for *.h5 / *.hdf5")
+    _engine.add_common_args(ap, "torch-<version>-<device>[-compiled]")
     ap.add_argument("--device", required=True, choices=("cpu", "cuda"))
     ap.add_argument("--compile", action="store_true",
                     help="run torch.compile(flex_attention) (default: eager)")
-    ap.add_argument("--dtype", action="append", metavar="T[,T]",
-                    help="only cases of these dtypes (float32, float16, bfloat16; repeatable)")
-    ap.add_argument("--label", help="the tested label (default torch-<version>-<device>"
-                                    "[-compiled]), sanitized to [A-Za-z0-9._-]")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace an output already stored under the label")
     ap.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N)")
     return ap.parse_args(argv)
 
