@@ -14,7 +14,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from .fixtures import INT32_MAX, _as_array, _ValueCheck
+from ._args import INT32_MAX, _as_array, _ValueCheck, round_to
 
 PAGED_FIELDS = ("k_cache", "v_cache", "block_table")
 FORMS = ("give k and v (contiguous [B, Hkv, Lk, D] or packed [T, Hkv, D]), or k_cache "
@@ -162,6 +162,5 @@ def stored(pg: Paged, dtype: str) -> Tuple[np.ndarray, np.ndarray]:
     """The caches as written: in the storage type of dtype (float16, else float32; bfloat16
     values widened exactly), every page, stale ones as they are (rounded with the rest: nothing
     reads them)."""
-    from .fixtures import round_to
     with np.errstate(over="ignore", invalid="ignore"):
         return round_to(pg.k_cache, dtype), round_to(pg.v_cache, dtype)

@@ -25,7 +25,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .fixtures import _is_torch
+from ._args import _is_torch
 
 # Grid elements (B * H * rows * Lk) evaluated at once: bounds a callable's temporaries, which
 # _SCRATCH_BYTES reserves in the budget (eight 8-byte grids: int64 index arithmetic, the four

@@ -108,7 +108,7 @@ import numpy as np
 
 from . import _paged
 from ._xterms import _explicit_terms
-from .fixtures import (
+from ._args import (
     _as_array,
     _check_qkv_shapes,
     _cu_seqlens,
