@@ -4,7 +4,11 @@
     import flexcheck
     v = flexcheck.judge(q, k, v_, out, lse, causal=True, window=256)
     assert v.passed, str(v)                                  # or, in one call:
-    flexcheck.assert_attention_close(out, q, k, v_, lse, causal=True, window=256)
+    flexcheck.assert_attention_close(q, k, v_, out=out, lse=lse, causal=True, window=256)
+
+One order for both: q, k, v, out, lse (the C API's, write_case's). assert_attention_close takes
+out (and lse) by keyword; its old order, the output first and positional, still works with a
+DeprecationWarning.
 
 The verdict is flexcheck's own, from the shared library `make` builds (build/libflexcheck.so,
 include/flexcheck.h): the float64 oracle computed from q, k, v, the gates of docs/tolerance.md
@@ -746,17 +750,53 @@ def _repro_note(verdict) -> str:
     return ""
 
 
-def assert_attention_close(out, q, k=None, v=None, lse=None, *, allow_outside=False, strict=_UNSET,
-                           **kw) -> Verdict:
-    """judge(q, k, v, out, lse, **kw), raising AssertionError with the verdict's text when the
-    output fails, and when it is outside the contract (the same-precision baseline overflowed,
-    so H1/H2 had no scale to hold the output to: an all-zero output gets through every gate
-    that ran) unless the caller says such outputs may pass, allow_outside=True. Returns the
-    verdict.
+# assert_attention_close's arguments before judge's order became the one: the output first.
+_OLD_ORDER = ("out", "q", "k", "v", "lse")
+_NEW_POSITIONAL = ("q", "k", "v")
 
+
+def _attention_args(args, out, kw) -> Dict[str, Any]:
+    """judge's keyword arguments of an assert_attention_close call. One order for both calls:
+    q, k, v, out, lse (the C API's and write_case's). Which order a call is in is told by out=,
+    never guessed from shapes (equal shapes are the common case): with out= as a keyword, the
+    positional arguments are q, k, v; without it, they are the old order, out first, which
+    still works with a DeprecationWarning."""
+    if out is _UNSET:
+        if args:
+            warnings.warn("assert_attention_close(out, q, k, v, lse) is deprecated: judge's "
+                          "order is the one order, pass the output by keyword: "
+                          "assert_attention_close(q, k, v, out=out, lse=lse)",
+                          DeprecationWarning, stacklevel=3)
+        names = _OLD_ORDER
+    else:
+        names = _NEW_POSITIONAL
+        kw["out"] = out
+    if len(args) > len(names):
+        raise TypeError(f"assert_attention_close: {len(args)} positional arguments, at most "
+                        f"{len(names)} ({', '.join(names)})"
+                        + ("; lse by keyword" if out is not _UNSET else ""))
+    for name, value in zip(names, args):
+        if name in kw:
+            raise TypeError(f"assert_attention_close: {name} given twice (by position and by "
+                            f"keyword)")
+        kw[name] = value
+    return kw
+
+
+def assert_attention_close(*args, out=_UNSET, allow_outside=False, strict=_UNSET,
+                           **kw) -> Verdict:
+    """assert_attention_close(q, k, v, out=out, lse=lse, **judge's keywords): judge(q, k, v,
+    out, lse, ...), raising AssertionError with the verdict's text when the output fails, and
+    when it is outside the contract (the same-precision baseline overflowed, so H1/H2 had no
+    scale to hold the output to: an all-zero output gets through every gate that ran) unless
+    the caller says such outputs may pass, allow_outside=True. Returns the verdict.
+
+    The old order, assert_attention_close(out, q, k, v, lse) (the output first, positional),
+    still works with a DeprecationWarning; a call that names out= is in judge's order.
     strict is deprecated (a DeprecationWarning): it said the opposite of allow_outside, whose
     default was the lenient one; strict=True is now the default, strict=False is
     allow_outside=True."""
+    kw = _attention_args(args, out, kw)
     allow = _flag(allow_outside, "allow_outside")
     if strict is not _UNSET:
         s = _flag(strict, "strict")
@@ -767,7 +807,7 @@ def assert_attention_close(out, q, k=None, v=None, lse=None, *, allow_outside=Fa
             raise ValueError(f"strict={strict!r} and allow_outside={allow_outside!r} disagree: "
                              f"give allow_outside alone")
         allow = not s
-    verdict = judge(q, k, v, out, lse, **kw)
+    verdict = judge(**kw)
     if verdict.failed:
         raise AssertionError("flexcheck: the attention output does not pass:\n" + str(verdict)
                              + _repro_note(verdict))

@@ -69,7 +69,7 @@ def test_a_right_output_passes_and_its_verdict_says_so():
     assert vd.gates["H6"][0] == "not run" and vd.gates["H7"][0] == "not run"
     assert vd.diagnosis == "" and vd.findings == []
     assert 0 < vd.metrics["h1_ratio"] < 1
-    assert flexcheck.assert_attention_close(o.astype(np.float16), q, k, v, causal=True,
+    assert flexcheck.assert_attention_close(q, k, v, out=o.astype(np.float16), causal=True,
                                             window=16).passed
 
 
@@ -77,8 +77,8 @@ def test_a_window_one_too_wide_raises_naming_window_w_plus_1():
     q, k, v = inputs(1)
     o, lse = attention(q, k, v, causal=True, window=17)  # the engine's bug: W + 1
     with pytest.raises(AssertionError) as e:
-        flexcheck.assert_attention_close(o.astype(np.float16), q, k, v, lse.astype(np.float32),
-                                         causal=True, window=16)
+        flexcheck.assert_attention_close(q, k, v, out=o.astype(np.float16),
+                                         lse=lse.astype(np.float32), causal=True, window=16)
     text = str(e.value)
     assert "FAIL output float16: H1 max ratio" in text
     assert "explained by window W+1 (16 -> 17)" in text, text
@@ -88,6 +88,43 @@ def test_a_window_one_too_wide_raises_naming_window_w_plus_1():
     assert err == pytest.approx(abs(float(o.astype(np.float16)[b, h, qi, di]) -
                                     attention(q, k, v, causal=True, window=16)[0][b, h, qi, di]),
                                 rel=1e-6)
+
+
+def test_one_argument_order_and_the_old_one_warns_with_the_same_verdict():
+    """q, k, v, out, lse for judge and assert_attention_close; the old assert order (out first,
+    positional) is told by the absent out= and still judged the same, with a warning. Equal
+    shapes throughout (Hq = Hkv, Lq = Lk, D = Dv): no shape could tell the orders apart."""
+    import warnings
+
+    q, k, v = inputs(3, hq=2, hkv=2, lq=32, lk=32, d=16)
+    good, lse = attention(q, k, v, causal=True, window=8)
+    bad, _ = attention(q, k, v, causal=True, window=9)  # window W+1
+    good, bad, lse = good.astype(np.float16), bad.astype(np.float16), lse.astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # judge's order: no warning
+        assert flexcheck.assert_attention_close(q, k, v, out=good, lse=lse, causal=True,
+                                                window=8).passed
+        assert flexcheck.assert_attention_close(out=good, q=q, k=k, v=v, causal=True,
+                                                window=8).passed
+    new = str(flexcheck.judge(q, k, v, good, lse, causal=True, window=8))
+    with pytest.warns(DeprecationWarning, match=r"assert_attention_close\(q, k, v, out=out"):
+        old = flexcheck.assert_attention_close(good, q, k, v, lse, causal=True, window=8)
+    assert str(old) == new
+    # the wrong output fails in both orders, with the same text
+    with pytest.raises(AssertionError) as e_new:
+        flexcheck.assert_attention_close(q, k, v, out=bad, causal=True, window=8)
+    with pytest.warns(DeprecationWarning), pytest.raises(AssertionError) as e_old:
+        flexcheck.assert_attention_close(bad, q, k, v, causal=True, window=8)
+    assert "explained by window W+1 (8 -> 9)" in str(e_new.value), str(e_new.value)
+    assert str(e_old.value) == str(e_new.value)
+    # out= makes the positional arguments q, k, v: a fourth is refused, not taken for lse
+    with pytest.raises(TypeError, match=r"4 positional arguments, at most 3 \(q, k, v\); lse "
+                                        r"by keyword"):
+        flexcheck.assert_attention_close(q, k, v, lse, out=good)
+    with pytest.raises(TypeError, match="q given twice"):
+        flexcheck.assert_attention_close(q, k, v, q=q, out=good)
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="k given twice"):
+        flexcheck.assert_attention_close(good, q, k, k=k, v=v)
 
 
 def test_packed_vllm_layout_and_bfloat16_from_float32_values():

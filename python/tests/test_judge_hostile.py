@@ -192,34 +192,34 @@ def test_an_all_zero_output_fails_where_only_the_float16_baseline_overflows():
     vd = flexcheck.judge(q, k, v, np.zeros((1, 2, 16, 16), np.float16))
     assert not vd.passed and not vd.outside, str(vd)
     with pytest.raises(AssertionError):
-        flexcheck.assert_attention_close(np.zeros((1, 2, 16, 16), np.float16), q, k, v)
+        flexcheck.assert_attention_close(q, k, v, out=np.zeros((1, 2, 16, 16), np.float16))
 
 
 def test_assert_attention_close_fails_an_output_outside_the_contract():
     q, k, v, zeros = outside_case()
     assert flexcheck.judge(q, k, v, zeros).outside
     with pytest.raises(AssertionError) as e:
-        flexcheck.assert_attention_close(zeros, q, k, v)
+        flexcheck.assert_attention_close(q, k, v, out=zeros)
     assert "outside the contract" in str(e.value) and "allow_outside=True" in str(e.value)
     assert "OUTSIDE output float16" in str(e.value)
-    assert flexcheck.assert_attention_close(zeros, q, k, v, allow_outside=True).outside
+    assert flexcheck.assert_attention_close(q, k, v, out=zeros, allow_outside=True).outside
     with pytest.raises(ValueError, match=r"^allow_outside = 'yes': must be True/False or 0/1"):
-        flexcheck.assert_attention_close(zeros, q, k, v, allow_outside="yes")
+        flexcheck.assert_attention_close(q, k, v, out=zeros, allow_outside="yes")
 
 
 def test_strict_still_works_and_says_it_is_deprecated():
     q, k, v, zeros = outside_case()
     with pytest.warns(DeprecationWarning, match="allow_outside"):
         with pytest.raises(AssertionError):
-            flexcheck.assert_attention_close(zeros, q, k, v, strict=True)
+            flexcheck.assert_attention_close(q, k, v, out=zeros, strict=True)
     with pytest.warns(DeprecationWarning):
-        assert flexcheck.assert_attention_close(zeros, q, k, v, strict=False).outside
+        assert flexcheck.assert_attention_close(q, k, v, out=zeros, strict=False).outside
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         with pytest.raises(ValueError, match="disagree"):
-            flexcheck.assert_attention_close(zeros, q, k, v, strict=True, allow_outside=True)
+            flexcheck.assert_attention_close(q, k, v, out=zeros, strict=True, allow_outside=True)
         with pytest.raises(ValueError, match="^strict = None"):
-            flexcheck.assert_attention_close(zeros, q, k, v, strict=None)
+            flexcheck.assert_attention_close(q, k, v, out=zeros, strict=None)
 
 
 # ---- the worst element ----

@@ -128,9 +128,9 @@ def test_a_numpy_mask_mod_judges_as_its_dense_mask(flexbin, tmp_path):
         same_verdict(flexcheck.judge(q, k, v, f16(o), mask_mod=prefix_mod(P)),
                      flexcheck.judge(q, k, v, f16(o), mask=prefix_mask(P)))
     assert flexcheck.judge(q, k, v, f16(out), lse, mask_mod=prefix_mod(P)).passed
-    assert flexcheck.assert_attention_close(f16(out), q, k, v, mask_mod=prefix_mod(P)).passed
+    assert flexcheck.assert_attention_close(q, k, v, out=f16(out), mask_mod=prefix_mod(P)).passed
     with pytest.raises(AssertionError):
-        flexcheck.assert_attention_close(f16(off), q, k, v, mask_mod=prefix_mod(P))
+        flexcheck.assert_attention_close(q, k, v, out=f16(off), mask_mod=prefix_mod(P))
 
 
 def test_a_mask_mod_that_varies_by_head_is_judged_head_by_head(flexbin, tmp_path, monkeypatch):

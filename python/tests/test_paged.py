@@ -262,7 +262,7 @@ def test_a_page_read_from_the_wrong_slot_fails_check_and_the_judge(judged, flexb
     assert flexcheck.judge(q, out=o.astype(np.float16), lse=lse.astype(np.float32),
                            **args).passed
     with pytest.raises(AssertionError, match="does not pass") as e:
-        flexcheck.assert_attention_close(ow.astype(np.float16), q, lse=lw.astype(np.float32),
+        flexcheck.assert_attention_close(q, out=ow.astype(np.float16), lse=lw.astype(np.float32),
                                          **args)
     # in process too, the diagnosis names the page read from the wrong slot
     assert (f"batch entry 1's page 0 (its keys 0..7) read from physical page {t[1, 1]}, "
