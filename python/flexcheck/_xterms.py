@@ -227,7 +227,8 @@ class _Caller:
                "no Python if or .item() on them" if self.dev is not None else
                "called with numpy int64 index arrays that broadcast to [B, H, rows, Lk]: use & | "
                "~ and np.where, not and/or/if; a torch mod needs q, k, v as torch tensors")
-        raise _Refused(f"{self.what}: {why} ({how}; it must be {_SIG[self.kind]})") from e
+        raise _Refused(f"{self.what}: {why} ({how}; it must be {_SIG[self.kind]}); "
+                       f"{_INSTEAD[self.what]}") from e
 
     def __call__(self, q0: int, q1: int, score: Optional[float] = None) -> np.ndarray:
         shape = (self.b, self.h, q1 - q0, self.lk)
@@ -285,6 +286,16 @@ class _Caller:
 
 _SIG = {"mask_mod": "(b, h, q_idx, kv_idx) -> bool",
         "score_mod": "(score, b, h, q_idx, kv_idx) -> score"}
+# What a caller whose callable cannot be evaluated may pass instead, by the callable's name.
+_INSTEAD = {
+    "mask_mod": "or pass the mask it means as mask=, a boolean [Lq, Lk] or [B, Hq, Lq, Lk] "
+                "array or tensor (True = the pair may attend)",
+    "score_mod": "or pass q, k, v as numpy arrays with a numpy score_mod (index arrays in, "
+                 "scores out), or a tanh soft-cap as softcap=",
+    "block_mask's mask_mod": "or pass the mask it means as mask= and the block mask's lists as "
+                             "a mapping without a mask_mod (kv_num_blocks, kv_indices, "
+                             "full_kv_num_blocks, full_kv_indices, BLOCK_SIZE)",
+}
 
 
 def _additive(caller: _Caller, q0: int, q1: int, allowed) -> Tuple[np.ndarray, np.ndarray]:

@@ -484,9 +484,34 @@ def test_a_torch_mod_is_refused_as_vmap_refuses_it():
         flexcheck.judge(q, k, v, out, mask_mod=lambda b, h, i, j: (j <= i) if i > 3 else True)
     assert "mask_mod: raised RuntimeError: vmap: " in str(e.value) and "evaluated as torch's " \
         "create_mask does: torch.vmap over b, h, q_idx, kv_idx" in str(e.value), str(e.value)
+    assert str(e.value).endswith("; or pass the mask it means as mask=, a boolean [Lq, Lk] or "
+                                 "[B, Hq, Lq, Lk] array or tensor (True = the pair may attend)")
     with pytest.raises(ValueError) as e:
         flexcheck.judge(q, k, v, out, score_mod=lambda s, b, h, i, j: 20 * torch.tanh(s / 20))
     assert "score_mod is not additive" in str(e.value) and "softcap=" in str(e.value)
+
+
+def test_a_block_masks_mask_mod_that_cannot_be_evaluated_says_what_to_pass_instead():
+    torch = pytest.importorskip("torch")
+    fa = pytest.importorskip("torch.nn.attention.flex_attention")
+    q, k, v = (torch.from_numpy(x) for x in inputs(11))
+    out = torch.zeros(1, HQ, L, 32, dtype=torch.float16)
+    bm = fa.create_block_mask(lambda b, h, i, j: j <= i, 1, 1, L, L, "cpu", BLOCK_SIZE=16)
+    bm.mask_mod = lambda b, h, i, j: (j <= i) if i > 3 else True  # data-dependent: vmap refuses
+    with pytest.raises(ValueError) as e:
+        flexcheck.judge(q, k, v, out, block_mask=bm)
+    assert "block_mask's mask_mod: raised RuntimeError: vmap: " in str(e.value), str(e.value)
+    assert str(e.value).endswith(
+        "; or pass the mask it means as mask= and the block mask's lists as a mapping without a "
+        "mask_mod (kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, BLOCK_SIZE)"
+    ), str(e.value)
+    # what it says to pass is taken: the lists as a mapping, the mask as mask=
+    lists = {f: getattr(bm, f).numpy() for f in ("kv_num_blocks", "kv_indices",
+                                                  "full_kv_num_blocks", "full_kv_indices")}
+    lists["BLOCK_SIZE"] = 16
+    causal = np.tril(np.ones((L, L), bool))
+    vd = flexcheck.judge(q, k, v, out, block_mask=lists, mask=causal)
+    assert vd.failed and "H1" in vd.reason, str(vd)  # zeros are not causal attention
 
 
 def test_a_block_masks_mask_mod_is_anded_with_the_callers_terms(flexbin, tmp_path):
