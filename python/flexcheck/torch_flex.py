@@ -2,6 +2,7 @@
 
     python -m flexcheck.torch_flex PATH... --device cpu|cuda [--compile] [--dtype T[,T]]
                                            [--label L] [--overwrite] [--threads N]
+                                           [--window-offset N]
 
 PATH is a fixture file (docs/fixtures.md) or a directory searched for them (*.h5, *.hdf5,
 recursively, in sorted order). For every case (read with read_case) this runs PyTorch's
@@ -373,13 +374,15 @@ def rule_mask_mod(torch, rule, case, device):
     return None
 
 
-def case_mask_mod(torch, case, device):
+def case_mask_mod(torch, case, device, window_offset: int = 0):
     """The case's mask_mod: its families AND its explicit mask: the rule's natural mask_mod
-    when the case names one (case_rule), else the stored bits (case.mask) looked up."""
+    when the case names one (case_rule), else the stored bits (case.mask) looked up. The
+    family window is W + window_offset (--window-offset, the negative control)."""
     rule = case_rule(case)
     use_bits = rule is None and case.mask is not None
     mask = torch.from_numpy(case.mask).to(device) if use_bits else None
-    fam = make_mask_mod(torch, causal=case.causal, window=case.window, chunk=case.chunk,
+    window = case.window + window_offset if case.window else 0
+    fam = make_mask_mod(torch, causal=case.causal, window=window, chunk=case.chunk,
                         lq=case.q.shape[2], lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
                         cu_k=case.cu_seqlens_k, device=device, mask=mask)
     mm = None if rule is None else rule_mask_mod(torch, rule, case, device)
@@ -429,10 +432,11 @@ def _configure_dynamo(torch) -> None:
 class Runner:
     """flex_attention on one device, eager or compiled, returning (out, natural-log lse)."""
 
-    def __init__(self, device: str, compiled: bool):
+    def __init__(self, device: str, compiled: bool, window_offset: int = 0):
         torch, fa = _torch(), _fa()
         self.torch, self.fa = torch, fa
         self.device, self.compiled = device, compiled
+        self.window_offset = window_offset  # the negative control's W + N
         self.aux = has_return_aux(fa)
         self.lse_refused: Optional[str] = None  # why, once the backend refused to return it
         self.dtypes = {"float32": torch.float32, "float16": torch.float16,
@@ -487,7 +491,8 @@ class Runner:
             bm_b = case.mask.shape[0] if case.mask.shape[0] > 1 else None
             bm_h = case.mask.shape[1] if case.mask.shape[1] > 1 else None
         return self.create_block_mask(
-            case_mask_mod(self.torch, case, self.device), bm_b, bm_h, case.q.shape[2],
+            case_mask_mod(self.torch, case, self.device, self.window_offset), bm_b, bm_h,
+            case.q.shape[2],
             case.k.shape[2], device=self.device,
             BLOCK_SIZE=(case.q_block_size, case.kv_block_size))
 
@@ -548,6 +553,9 @@ def _args(argv):
     ap.add_argument("--compile", action="store_true",
                     help="run torch.compile(flex_attention) (default: eager)")
     ap.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N)")
+    ap.add_argument("--window-offset", type=int, default=0, metavar="N",
+                    help="build the mask with window W + N instead of W: the negative control "
+                         "(the gate must fail it, naming the window)")
     return ap.parse_args(argv)
 
 
@@ -618,13 +626,15 @@ def main(argv=None) -> int:
     if a.threads:
         torch.set_num_threads(a.threads)
     try:
-        runner = Runner(a.device, a.compile)
+        runner = Runner(a.device, a.compile, a.window_offset)
         label = sanitize_label(a.label) if a.label else default_label(torch.__version__,
                                                                       a.device, a.compile)
     except (RuntimeError, ValueError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     producer = producer_string(torch.__version__, a.device, runner.device_name, a.compile)
+    if a.window_offset:
+        producer += f", NEGATIVE CONTROL: W + {a.window_offset} handed over"
     print(f"{PROG}: LSE via {'return_aux' if runner.aux else 'return_lse'}")
     run = _engine.Run(prog=PROG, engine="PyTorch", label=label, producer=producer,
                       adapter=adapter(runner), dtypes=dtypes, overwrite=a.overwrite)

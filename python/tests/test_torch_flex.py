@@ -17,6 +17,7 @@ one key off; the terms dropped).
 Run: PYTHONPATH=python python3 -m pytest python/tests/test_torch_flex.py
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -416,6 +417,25 @@ def test_flexcheck_checks_what_the_runner_stored(tmp_path, cases_file):
     assert "3 outputs under test: 3 passed, 0 failed" in r.stdout
 
 
+def test_the_negative_control_fails_naming_the_window(tmp_path, cases_file):
+    """--window-offset 1 hands flex_attention W + 1: the windowed case's output fails, the
+    diagnosis naming the window, the producer saying it was a negative control; the cases
+    without a window are untouched and pass."""
+    pytest.importorskip("torch")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    r = subprocess.run([BIN, "fill", cases_file, "--in-place"], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert run_main(cases_file, "--device", "cpu", "--window-offset", 1, "--label", "neg") == 0
+    assert "NEGATIVE CONTROL: W + 1 handed over" in read_case(cases_file, "b_f16_packed") \
+        .tested["neg"].producer
+    r = subprocess.run([BIN, "check", cases_file], capture_output=True, text=True, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "3 outputs under test: 2 passed, 1 failed" in r.stdout, r.stdout
+    assert re.search(r"^FAIL \S+ b_f16_packed tested/neg float16", r.stdout, re.M), r.stdout
+    assert "explained by window W+1 (5 -> 6)" in r.stdout, r.stdout
+
+
 # ---- score terms (docs/semantics.md section 7) ----
 
 def test_softcap_score_mod_is_gemma2s_form():
@@ -711,10 +731,11 @@ def test_flexcheck_fails_the_runner_with_a_planted_defect(tmp_path, xterms_file,
         monkeypatch.setattr(tf, "xterm_lookup", shifted_lookup)
         failing = ("packed_mask", "per_head", "prefix_lm")
     else:
-        monkeypatch.setattr(tf, "case_mask_mod", lambda torch, case, device: tf.make_mask_mod(
-            torch, causal=case.causal, window=case.window, chunk=case.chunk,
-            lq=case.q.shape[2], lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
-            cu_k=case.cu_seqlens_k, device=device))
+        monkeypatch.setattr(tf, "case_mask_mod", lambda torch, case, device, offset=0:
+                            tf.make_mask_mod(torch, causal=case.causal, window=case.window,
+                                             chunk=case.chunk, lq=case.q.shape[2],
+                                             lk=case.k.shape[2], cu_q=case.cu_seqlens_q,
+                                             cu_k=case.cu_seqlens_k, device=device))
         monkeypatch.setattr(tf, "case_score_mod", lambda torch, case, device: (
             tf.softcap_score_mod(torch, case.softcap, device) if case.softcap else None))
         failing = XCASES
