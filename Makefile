@@ -6,9 +6,11 @@
 #   make bench    run the benchmarks (ratios, never pass/fail)
 #   make clean    remove build/
 #
-# Layout: every .c directly under base/ masks/ ref/ judge/ diag/ fixtures/ reports/ check/ ci/ ci/checks/ goes into build/libflexcheck.a,
-# cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. A
-# module with rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
+# Layout: every .c directly under base/ masks/ ref/ judge/ diag/ fixtures/ reports/ check/ ci/ ci/checks/ api/ goes into build/libflexcheck.a,
+# cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. The
+# public shared library build/libflexcheck.so (-> libflexcheck.so.1 -> libflexcheck.so.1.<API>.0)
+# holds only LEAN_OBJS, the objects that judge a given output (see its rule). A module with
+# rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
 # Warnings are errors when CI=true.
 
 # No built-in rules: with them make tries to "remake" each included .d file through the
