@@ -1,8 +1,8 @@
 /*
  * api_internal.h - what the public API's files (api/flexcheck.c, api/api_xterms.c,
- * api/api_bmask.c) share: the problem handle behind include/flexcheck.h's opaque
- * flexcheck_problem, and the message helpers every call returns through. Not installed, not
- * part of the API.
+ * api/api_bmask.c, api/api_paged.c, api/api_param.c) share: the problem handle behind
+ * include/flexcheck.h's opaque flexcheck_problem, and the message helpers every call returns
+ * through. Not installed, not part of the API.
  */
 #ifndef FLEXCHECK_API_INTERNAL_H
 #define FLEXCHECK_API_INTERNAL_H

@@ -20,8 +20,8 @@
 #include "base/fc.h"
 
 /* One bit a feature (the table in cpu.c names them as __builtin_cpu_supports does: "sse3",
- * "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "bmi", "bmi2", "f16c",
- * "avx512f"); the two ref_vec.c asks for: */
+ * "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "bmi", "bmi2", "avx512f");
+ * the two ref_vec.c asks for: */
 #define FC_CPU_AVX2 (1u << 6)
 #define FC_CPU_FMA (1u << 7)
 

@@ -76,12 +76,35 @@ typedef struct way {
     flexcheck_status (*old)(flexcheck_problem *p);
 } way;
 
-static flexcheck_status causal(flexcheck_problem *p) { return flexcheck_problem_set_mask(p, 1, 0, 0); }
-static flexcheck_status window(flexcheck_problem *p) { return flexcheck_problem_set_mask(p, 0, 9, 0); }
-static flexcheck_status chunk(flexcheck_problem *p) { return flexcheck_problem_set_mask(p, 0, 0, 20); }
-static flexcheck_status scale(flexcheck_problem *p) { return flexcheck_problem_set_scale(p, 0.75); }
-static flexcheck_status softcap(flexcheck_problem *p) { return flexcheck_problem_set_softcap(p, 0.5); }
-static flexcheck_status rows(flexcheck_problem *p) { return flexcheck_problem_set_rows(p, 5, 0); }
+static flexcheck_status causal(flexcheck_problem *p)
+{
+    return flexcheck_problem_set_mask(p, 1, 0, 0);
+}
+
+static flexcheck_status window(flexcheck_problem *p)
+{
+    return flexcheck_problem_set_mask(p, 0, 9, 0);
+}
+
+static flexcheck_status chunk(flexcheck_problem *p)
+{
+    return flexcheck_problem_set_mask(p, 0, 0, 20);
+}
+
+static flexcheck_status scale(flexcheck_problem *p)
+{
+    return flexcheck_problem_set_scale(p, 0.75);
+}
+
+static flexcheck_status softcap(flexcheck_problem *p)
+{
+    return flexcheck_problem_set_softcap(p, 0.5);
+}
+
+static flexcheck_status rows(flexcheck_problem *p)
+{
+    return flexcheck_problem_set_rows(p, 5, 0);
+}
 
 Test(api7, set_param_sets_what_the_older_setters_set)
 {
@@ -162,13 +185,15 @@ Test(api7, set_param_refuses_an_unknown_name_or_a_bad_value_naming_it)
     } bad[] = {{"window", 2.5, "sliding_window = 2.5"},   {"window", -1, "sliding_window = -1"},
                {"causal", 2, "causal = 2"},                {"chunk", NAN, "chunk_size = nan"},
                {"rows", -2, "rows = -2"},                  {"rows", 0.5, "rows = 0.5"},
-               {"scale", -1, "set_scale: -1"},             {"softcap", INFINITY, "set_softcap: inf"},
+               {"scale", -1, "set_scale: -1"},
+               {"softcap", INFINITY, "set_softcap: inf"},
                {"max_memory", 1e300, "max_memory = 1.0000000000000001e+300"},
                {"window", 4294967296.0, "sliding_window = 4294967296"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(flexcheck_problem_set_param(p, bad[i].name, bad[i].value), FLEXCHECK_EINVAL,
                      "%s = %g", bad[i].name, bad[i].value);
-        cr_assert(strstr(flexcheck_problem_errmsg(p), bad[i].says), "%s", flexcheck_problem_errmsg(p));
+        cr_assert(strstr(flexcheck_problem_errmsg(p), bad[i].says), "%s",
+                  flexcheck_problem_errmsg(p));
     }
     cr_assert_eq(flexcheck_problem_set_param(NULL, "window", 3), FLEXCHECK_EINVAL);
     flexcheck_problem_free(p);

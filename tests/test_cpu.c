@@ -93,7 +93,8 @@ static void same_verdict(const flexcheck_verdict *a, const flexcheck_verdict *b)
     cr_assert_eq(flexcheck_verdict_nfindings(a), flexcheck_verdict_nfindings(b));
     for (size_t i = 0; i < flexcheck_verdict_nfindings(a); i++) {
         size_t ra, rb;
-        cr_assert_str_eq(flexcheck_verdict_finding(a, i, &ra), flexcheck_verdict_finding(b, i, &rb));
+        cr_assert_str_eq(flexcheck_verdict_finding(a, i, &ra),
+                         flexcheck_verdict_finding(b, i, &rb));
         cr_assert_eq(ra, rb);
     }
     double ea = flexcheck_verdict_metric(a, "max_err"), eb = flexcheck_verdict_metric(b, "max_err");
