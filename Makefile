@@ -6,9 +6,11 @@
 #   make bench    run the benchmarks (ratios, never pass/fail)
 #   make clean    remove build/
 #
-# Layout: every .c directly under base/ masks/ ref/ judge/ diag/ fixtures/ reports/ check/ ci/ ci/checks/ goes into build/libflexcheck.a,
-# cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. A
-# module with rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
+# Layout: every .c directly under base/ masks/ ref/ judge/ diag/ fixtures/ reports/ check/ ci/ ci/checks/ api/ goes into build/libflexcheck.a,
+# cli/*.c into the flexcheck binary, tests/test_*.c each into its own Criterion binary. The
+# public shared library build/libflexcheck.so (-> libflexcheck.so.1 -> libflexcheck.so.1.<API>.0)
+# holds only LEAN_OBJS, the objects that judge a given output (see its rule). A module with
+# rules of its own (gpu/: C++ and CUDA builds) adds them in its module.mk.
 # Warnings are errors when CI=true.
 
 # No built-in rules: with them make tries to "remake" each included .d file through the
@@ -51,8 +53,8 @@ OPT      ?= -O2 -g
 FC_DEFINES ?=
 CPPFLAGS := -I. -D_POSIX_C_SOURCE=200809L $(FC_DEFINES)
 DEFINES_STAMP := $(BUILD)/fc-defines
-# Position-independent, symbols hidden unless marked: every object also goes into
-# build/libflexcheck.so, which exports the public API alone (include/flexcheck.h).
+# Position-independent, symbols hidden unless marked: an object may also go into
+# build/libflexcheck.so (LEAN_OBJS), which exports the public API alone (include/flexcheck.h).
 PIC      := -fPIC -fvisibility=hidden
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(PIC) $(PKG_CFLAGS)
 CXXFLAGS = -std=c++17 $(WARN) $(OPT) $(PIC) $(PKG_CFLAGS)
@@ -68,6 +70,13 @@ CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
 LIB := $(BUILD)/libflexcheck.a
+# The public library, named as a Debian library is: the real file libflexcheck.so.1.<API>.0
+# (<API>: FLEXCHECK_API_VERSION), its SONAME libflexcheck.so.1 as a link to it (what a program
+# linked against it loads), and libflexcheck.so, the link a linker (-lflexcheck) and Python's
+# loader (python/flexcheck/judging.py, python/setup.py, which copies the file it points to) use.
+FC_API := $(shell sed -n 's/^\#define FLEXCHECK_API_VERSION //p' include/flexcheck.h)
+SONAME := libflexcheck.so.1
+SHLIB_REAL := $(BUILD)/$(SONAME).$(FC_API).0
 SHLIB := $(BUILD)/libflexcheck.so
 BIN := $(BUILD)/flexcheck
 DEPS_STAMP := $(BUILD)/.deps-installed
@@ -119,11 +128,33 @@ $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS)
 
 # The shared library of the public API (include/flexcheck.h, for Python's ctypes and any C
-# caller): the whole static library inside, only the flexcheck_* calls exported (the version
-# script), versioned by symbol version (FLEXCHECK_1) and flexcheck_api_version().
-$(SHLIB): $(LIB) include/flexcheck.map
-	$(CC) -shared -o $@ -Wl,-soname,libflexcheck.so -Wl,--version-script=include/flexcheck.map \
-	    -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive -Wl,-z,defs $(LDLIBS)
+# caller), lean: it judges the outputs it is given (the float64 oracle, the same-precision
+# baseline, the gates, the diagnosis) and holds only the objects that needs, LEAN_OBJS below, so
+# it links nothing but libc, libm, OpenBLAS and SLEEF: no HDF5 (file reading stays in the command
+# and the static library), no kernels (the emu, Boost.Context, libstdc++, the CUDA runtime), no
+# Jansson. Loading it runs no initialiser of ours (the emu's FMA check lives in the kernels'
+# objects, which it does not hold). -z defs: an object here that comes to call outside the list
+# fails this link, naming the symbol; ci/check_lean.sh (make test) holds the result to its
+# exports (flexcheck_* alone, the version script) and its libraries. Versioned twice: by SONAME
+# (libflexcheck.so.1: an ABI break would be .so.2) and by symbol version nodes, one per API
+# version (include/flexcheck.map; flexcheck_api_version() says which the loaded one has).
+LEAN_SRCS := $(addprefix base/,cancel.c cpu.c fc.c guard.c lowp.c progress.c version.c) \
+             $(addprefix masks/,bmask.c bmask_check.c params.c problem.c seq.c terms.c xterms.c) \
+             $(addprefix ref/,ref.c ref_f32.c ref_f64.c ref_row.c ref_vec.c) \
+             $(addprefix reports/,rep_row.c tol.c) \
+             $(addprefix judge/,judge.c pround.c) \
+             $(wildcard diag/*.c) \
+             $(addprefix fixtures/,fix_budget.c fix_err.c fix_paged.c fix_rng.c fix_sample.c) \
+             check/verdict.c $(wildcard api/*.c)
+LEAN_OBJS := $(LEAN_SRCS:%.c=$(BUILD)/obj/%.o)
+LEAN_LIBS = $(eval LEAN_LIBS := $$(shell pkg-config --libs openblas sleef))$(LEAN_LIBS) -lm
+$(SHLIB_REAL): $(LEAN_OBJS) include/flexcheck.map
+	$(CC) -shared -o $@ -Wl,-soname,$(SONAME) -Wl,--version-script=include/flexcheck.map \
+	    $(LEAN_OBJS) -Wl,-z,defs -Wl,--as-needed $(LEAN_LIBS)
+$(BUILD)/$(SONAME): $(SHLIB_REAL)
+	ln -sf $(notdir $<) $@
+$(SHLIB): $(BUILD)/$(SONAME)
+	ln -sf $(notdir $<) $@
 
 $(BUILD)/tests/%: tests/%.c $(LIB) $(DEFINES_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

@@ -65,8 +65,7 @@ EXPORT flexcheck_status flexcheck_problem_set_block_mask(
     int32_t nqb, const int32_t *kv_num_blocks, const int32_t *kv_indices, int32_t width,
     const int32_t *full_kv_num_blocks, const int32_t *full_kv_indices, int32_t full_width)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (!kv_num_blocks && !kv_indices && !full_kv_num_blocks && !full_kv_indices) {
         bmask_free(&p->bm);
         p->has_bm = 0;

@@ -1,8 +1,8 @@
 /*
  * api_internal.h - what the public API's files (api/flexcheck.c, api/api_xterms.c,
- * api/api_bmask.c) share: the problem handle behind include/flexcheck.h's opaque
- * flexcheck_problem, and the message helpers every call returns through. Not installed, not
- * part of the API.
+ * api/api_bmask.c, api/api_paged.c, api/api_param.c) share: the problem handle behind
+ * include/flexcheck.h's opaque flexcheck_problem, and the message helpers every call returns
+ * through. Not installed, not part of the API.
  */
 #ifndef FLEXCHECK_API_INTERNAL_H
 #define FLEXCHECK_API_INTERNAL_H
@@ -63,6 +63,18 @@ flexcheck_status api_bmask_fits(flexcheck_problem *p, uint64_t *bytes);
  * one *on = 0. api_paged.c. */
 flexcheck_status api_paged_view(flexcheck_problem *p, const attn_problem *a, const float *k,
                                 const float *v, diag_paged *view, int *on);
+/* FLEXCHECK_OK, or why p cannot be used: FLEXCHECK_EINVAL for p NULL; FLEXCHECK_EUNSUP (in
+ * p's message) on a CPU without an instruction-set extension this build was compiled to use
+ * (base/cpu.h), so that such a CPU is an error from the first call, never an illegal
+ * instruction. Every call on a handle that returns a status begins with API_ENTER, but the
+ * interrupt (which must leave p's message alone). */
+flexcheck_status api_enter(flexcheck_problem *p);
+#define API_ENTER(p)                                                                             \
+    do {                                                                                         \
+        flexcheck_status api_st_ = api_enter(p);                                                 \
+        if (api_st_)                                                                             \
+            return api_st_;                                                                      \
+    } while (0)
 /* The short names the API's files use. */
 #define fail(...) api_fail(__VA_ARGS__)
 #define ok(p) api_ok(p)

@@ -16,8 +16,7 @@ EXPORT flexcheck_status flexcheck_problem_set_paged(flexcheck_problem *p, const 
                                                     const int32_t *block_table, int32_t nrows,
                                                     int32_t max_pages)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (!k_cache) {
         fix_paged_free(&p->pg);
         return ok(p);

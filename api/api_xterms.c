@@ -42,8 +42,7 @@ EXPORT flexcheck_status flexcheck_problem_set_explicit_mask(flexcheck_problem *p
                                                             const uint8_t *mask, int32_t bm,
                                                             int32_t hm, size_t n)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     size_t want = 0;
     flexcheck_status st = term_elems(p, "set_explicit_mask", mask, bm, hm, n, &want);
     if (st)
@@ -67,8 +66,7 @@ EXPORT flexcheck_status flexcheck_problem_set_explicit_mask(flexcheck_problem *p
 EXPORT flexcheck_status flexcheck_problem_set_bias(flexcheck_problem *p, const float *bias,
                                                    int32_t bm, int32_t hm, size_t n)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     size_t want = 0;
     flexcheck_status st = term_elems(p, "set_bias", bias, bm, hm, n, &want);
     if (st)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/cancel.h"
+#include "base/cpu.h"
 #include "base/lowp.h"
 #include "base/version.h"
 #include "check/check.h"
@@ -58,6 +59,16 @@ flexcheck_status api_ok(flexcheck_problem *p)
 {
     p->err[0] = '\0';
     return FLEXCHECK_OK;
+}
+
+flexcheck_status api_enter(flexcheck_problem *p)
+{
+    if (!p)
+        return FLEXCHECK_EINVAL;
+    fc_err err;
+    fc_status st = fc_cpu_check(&err);
+    return st ? fail(p, st == FC_EUNSUP ? FLEXCHECK_EUNSUP : FLEXCHECK_EINVAL, "%s", err.msg)
+              : FLEXCHECK_OK;
 }
 
 static flexcheck_status of_fc(fc_status st)
@@ -111,8 +122,7 @@ EXPORT flexcheck_status flexcheck_problem_set_shape(flexcheck_problem *p, int32_
                                                     int32_t hkv, int32_t lq, int32_t lk,
                                                     int32_t d, int32_t dv)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     /* The limits are the library's own (masks/problem.h attn_problem_check, masks/mask.h): a
      * shape it cannot run is refused here, named, rather than at judge time. B has none of
      * its own; the element counts are held to memory by the budget. */
@@ -152,8 +162,7 @@ EXPORT flexcheck_status flexcheck_problem_set_shape(flexcheck_problem *p, int32_
 
 EXPORT flexcheck_status flexcheck_problem_set_dtype(flexcheck_problem *p, const char *dtype)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (!dtype || fc_dtype_parse(dtype, &p->dtype))
         return fail(p, FLEXCHECK_EINVAL, "set_dtype: '%s': float32, float16 or bfloat16",
                     dtype ? fc_esc(dtype).s : "(NULL)");
@@ -164,8 +173,7 @@ EXPORT flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p,
                                                            const char *out_dtype,
                                                            const char *lse_dtype)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     const char *names[2] = {out_dtype, lse_dtype}, *what[2] = {"out", "lse"};
     fc_dtype got[2] = {p->out_dtype, p->lse_dtype};
     for (int i = 0; i < 2; i++)
@@ -180,8 +188,7 @@ EXPORT flexcheck_status flexcheck_problem_set_output_types(flexcheck_problem *p,
 EXPORT flexcheck_status flexcheck_problem_set_mask(flexcheck_problem *p, int causal,
                                                    int32_t window, int32_t chunk)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (causal != 0 && causal != 1)
         return fail(p, FLEXCHECK_EINVAL, "set_mask: causal = %d, must be 0 or 1", causal);
     if (window < 0 || chunk < 0)
@@ -193,8 +200,7 @@ EXPORT flexcheck_status flexcheck_problem_set_mask(flexcheck_problem *p, int cau
 
 EXPORT flexcheck_status flexcheck_problem_set_scale(flexcheck_problem *p, double scale)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (!(isfinite(scale) && scale >= 0))
         return fail(p, FLEXCHECK_EINVAL, "set_scale: %g, must be finite and > 0 (0: 1/sqrt(D))",
                     scale);
@@ -204,8 +210,7 @@ EXPORT flexcheck_status flexcheck_problem_set_scale(flexcheck_problem *p, double
 
 EXPORT flexcheck_status flexcheck_problem_set_softcap(flexcheck_problem *p, double softcap)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (!(isfinite(softcap) && softcap >= 0))
         return fail(p, FLEXCHECK_EINVAL, "set_softcap: %g, must be finite and > 0 (0: off)",
                     softcap);
@@ -216,8 +221,7 @@ EXPORT flexcheck_status flexcheck_problem_set_softcap(flexcheck_problem *p, doub
 EXPORT flexcheck_status flexcheck_problem_set_sinks(flexcheck_problem *p, const float *sinks,
                                                     size_t n)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (!sinks != !n)
         return fail(p, FLEXCHECK_EINVAL, "set_sinks: %s", sinks ? "n = 0 with sinks given"
                                                                   : "sinks NULL with n > 0");
@@ -239,8 +243,7 @@ EXPORT flexcheck_status flexcheck_problem_set_sinks(flexcheck_problem *p, const 
 EXPORT flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const int32_t *cu_q,
                                                      const int32_t *cu_k, size_t n)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (!n && !cu_q && !cu_k) {
         free(p->cu_q);
         free(p->cu_k);
@@ -273,11 +276,18 @@ EXPORT flexcheck_status flexcheck_problem_set_packed(flexcheck_problem *p, const
 EXPORT flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint64_t max_memory,
                                                      uint64_t max_work)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     p->max_memory = max_memory;
     p->max_work = max_work;
     return ok(p);
+}
+
+/* The budget as check's reader holds a case to it, with p's rows rule (fix_budget.rows). */
+static fix_budget budget_of(const flexcheck_problem *p)
+{
+    fix_budget b = {.max_bytes = p->max_memory, .max_work = p->max_work,
+                    .rows = p->rows, .rows_seed = p->rows_seed};
+    return b;
 }
 
 /* The budget in force, defaults resolved (API version 5): a caller that must bound memory of its
@@ -286,12 +296,12 @@ EXPORT flexcheck_status flexcheck_problem_set_budget(flexcheck_problem *p, uint6
 EXPORT flexcheck_status flexcheck_problem_get_budget(flexcheck_problem *p, uint64_t *max_memory,
                                                      uint64_t *max_work)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
+    fix_budget b = budget_of(p);
     if (max_memory)
-        *max_memory = p->max_memory ? p->max_memory : fix_default_case_bytes();
+        *max_memory = fix_budget_bytes(&b);
     if (max_work)
-        *max_work = p->max_work ? p->max_work : FIX_DEFAULT_CASE_WORK;
+        *max_work = fix_budget_work(&b);
     return ok(p);
 }
 
@@ -356,17 +366,6 @@ static flexcheck_status build(flexcheck_problem *p, attn_problem *a)
     return FLEXCHECK_OK;
 }
 
-/* FLEXCHECK_OK when problem a (p's) is within p's budget, else the refusal: the estimate, the
- * budget and the argument that raises it (max_memory / max_work, the names of
- * flexcheck_problem_set_budget's parameters and of Python's judge keywords alike). */
-/* The budget as check's reader holds a case to it, with p's rows rule (fix_budget.rows). */
-static fix_budget budget_of(const flexcheck_problem *p)
-{
-    fix_budget b = {.max_bytes = p->max_memory, .max_work = p->max_work,
-                    .rows = p->rows, .rows_seed = p->rows_seed};
-    return b;
-}
-
 /* FLEXCHECK_OK when a (the rows *n of it that will be judged: Lq, or a sample's) fits p's
  * budget; a message naming the estimate, the budget and the parameter otherwise. */
 static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *a, int32_t *n)
@@ -380,8 +379,7 @@ static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *
     if (st)
         return st;
     *n = fix_budget_rows(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK, &b);
-    uint64_t mb = p->max_memory ? p->max_memory : fix_default_case_bytes();
-    uint64_t mw = p->max_work ? p->max_work : FIX_DEFAULT_CASE_WORK;
+    uint64_t mb = fix_budget_bytes(&b), mw = fix_budget_work(&b);
     attn_cost c = attn_case_cost_rows(a, FIX_DEFAULT_BLOCK, FIX_DEFAULT_BLOCK, *n);
     /* the producer's block mask, copied when set, is held too (its check's scratch is O(NKB));
      * a paged cache's copy, and the K/V gathered from it to hold k and v to it, too */
@@ -423,8 +421,7 @@ static flexcheck_status within_budget(flexcheck_problem *p, const attn_problem *
 EXPORT flexcheck_status flexcheck_problem_set_rows(flexcheck_problem *p, int32_t rows,
                                                    uint64_t seed)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (rows < -1)
         return fail(p, FLEXCHECK_EINVAL, "rows = %d: a number of query tokens >= 1, 0 (every "
                     "row) or -1 (a sample only where every row is over the budget)", (int)rows);
@@ -435,8 +432,7 @@ EXPORT flexcheck_status flexcheck_problem_set_rows(flexcheck_problem *p, int32_t
 
 EXPORT flexcheck_status flexcheck_problem_check(flexcheck_problem *p)
 {
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     attn_problem a;
     flexcheck_status st = build(p, &a);
     if (st)
@@ -650,6 +646,12 @@ static flexcheck_status judge_on(flexcheck_problem *p, const float *q, size_t nq
                             .lse_dtype = p->lse_dtype, .bm = p->has_bm ? &p->bm : NULL};
         in.paged = paged ? &pgv : NULL;
         chk_judge_output(&jc, &lp, &in, res);
+        /* The inputs were held to the problem above, so an output not judged is flexcheck's own
+         * fault (the gates refusing the oracle or the baseline they were handed, or out of
+         * memory in them): no verdict that would read as a failed output. */
+        if (res->outcome == CHK_NOT_JUDGED)
+            st = fail(p, FLEXCHECK_EINTERNAL, "internal: the output could not be judged: %s",
+                      res->row.reason);
         if (t.tq) /* the verdict line says it judged a sample, and what a sample may miss */
             fix_sample_describe(res->sample, sizeof res->sample, a.seq.lq, smp.n, smp.placed,
                                 smp.seed);
@@ -709,8 +711,7 @@ EXPORT flexcheck_status flexcheck_judge(flexcheck_problem *p, const float *q, si
 {
     if (verdict) /* NULL on every failure, a NULL handle's included (the header's promise) */
         *verdict = NULL;
-    if (!p)
-        return FLEXCHECK_EINVAL;
+    API_ENTER(p);
     if (!verdict)
         return fail(p, FLEXCHECK_EINVAL, "verdict (the result pointer) is NULL");
     /* The reference and the diagnosis poll p's flag through this thread's cancel.h slot. */

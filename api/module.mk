@@ -1,19 +1,29 @@
-# api/module.mk - the public C API's test suite (tests/test_api.c), linked against the shared
-# library as a caller links it (not the static one every other suite uses), and again under
-# ASan/UBSan against the sanitized static library (wrong counts must never be read past).
-API_TEST := $(BUILD)/tests/test_api
+# api/module.mk - the public C API's test suites (tests/test_api.c, tests/test_api_param.c),
+# linked against the shared library as a caller links it (not the static one every other suite
+# uses), test_api again under ASan/UBSan against the sanitized static library (wrong counts must
+# never be read past); and lean-lib, the shared library's exports and dependencies held to
+# include/flexcheck.h's promise (ci/check_lean.py).
+API_TESTS := $(BUILD)/tests/test_api $(BUILD)/tests/test_api_param
 API_ASAN_DIR := $(BUILD)/asan
 
 # OpenBLAS too: the suite sets and reads the process-wide thread count a judge must not clobber.
 API_TEST_BLAS = $(shell pkg-config --libs openblas)
-$(API_TEST): tests/test_api.c include/flexcheck.h $(SHLIB) | $(DEPS_STAMP)
+$(API_TESTS): $(BUILD)/tests/%: tests/%.c include/flexcheck.h $(SHLIB) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' \
 	    -l:libflexcheck.so $(BUILD)/obj/base/lowp.o $(CRITERION_LIBS) $(API_TEST_BLAS) \
 	    -lpthread -lm
 
-# (make test's loop runs $(API_TEST) with every other suite: this rule, explicit, is what
-# builds it.)
+# (make test's loop runs $(API_TESTS) with every other suite: this rule, explicit, is what
+# builds them.)
+
+# nm -D, readelf -d, ldd and the initialisers of the built library: only flexcheck_* (and the
+# version nodes) exported, every call of include/flexcheck.h among them, SONAME
+# libflexcheck.so.1, no library but libc, libm, OpenBLAS (with what Debian's pulls) and SLEEF.
+.PHONY: lean-lib
+TEST_STEPS += lean-lib
+lean-lib: $(SHLIB) | $(DEPS_STAMP)
+	$(PYTHON3) ci/check_lean.py $(SHLIB) include/flexcheck.h
 .PHONY: api-asan
 TEST_STEPS += api-asan
 

@@ -24,7 +24,23 @@
  * aborts, nothing reads past the counts given, nothing process-wide is left changed (OpenBLAS's
  * thread count, which a judge sets to 1 while it runs, is put back only if nobody else set it
  * meanwhile). The ABI is kept by adding calls, never by changing one; FLEXCHECK_API_VERSION
- * counts the additions, and flexcheck_api_version() says what the loaded library has.
+ * counts the additions, and flexcheck_api_version() says what the loaded library has; the
+ * library's SONAME is libflexcheck.so.1 (a change that breaks the ABI would be .so.2) and each
+ * API version's calls carry a symbol version node of their own (FLEXCHECK_1 ... FLEXCHECK_7).
+ *
+ * What it links: libc, libm, OpenBLAS and SLEEF, nothing else (no HDF5, no CUDA runtime, no
+ * C++ runtime): reading fixture files and running kernels stay in the `flexcheck` command.
+ * Loading it runs nothing and prints nothing. A CPU without an instruction-set extension the
+ * library was compiled to use (the default build needs none beyond x86-64; it picks its AVX2
+ * path at run time) makes every call on a problem return FLEXCHECK_EUNSUP, naming what is
+ * missing, from the first.
+ *
+ * Strings the library returns are never to be freed by the caller. Their lifetimes: static (for
+ * as long as the library is loaded) for flexcheck_version, flexcheck_status_text and a gate's
+ * name and title; until the next call on p (flexcheck_problem_interrupt excepted) or
+ * flexcheck_problem_free(p) for flexcheck_problem_errmsg(p); until flexcheck_verdict_free(v) for
+ * every other string read from a verdict v (its text, reason, diagnosis, findings and gate
+ * reasons).
  *
  * Arrays are float32, row-major (C order), in the layouts of docs/fixtures.md: q [B, Hq, Lq, D],
  * k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out [B, Hq, Lq, Dv], lse [B, Hq, Lq] (natural log).
@@ -45,22 +61,29 @@ extern "C" {
 /* The calls this header declares: 1 = the first set; 2 = the budget, flexcheck_problem_check
  * and the interrupt (FLEXCHECK_EINTR); 3 = the sample of rows; 4 = the explicit mask and bias;
  * 5 = a producer's block mask (flexcheck_problem_set_block_mask) and
- * flexcheck_problem_get_budget; 6 = paged K/V (flexcheck_problem_set_paged). */
-#define FLEXCHECK_API_VERSION 6
+ * flexcheck_problem_get_budget; 6 = paged K/V (flexcheck_problem_set_paged); 7 =
+ * flexcheck_status_text and the settings by name (flexcheck_problem_set_param). */
+#define FLEXCHECK_API_VERSION 7
 
 typedef enum flexcheck_status {
     FLEXCHECK_OK = 0,
     FLEXCHECK_EINVAL = 1, /* a bad argument; the message names it and its value */
     FLEXCHECK_ENOMEM = 2, /* out of memory */
-    FLEXCHECK_EUNSUP = 3, /* a configuration this library does not judge */
-    FLEXCHECK_EINTERNAL = 4, /* a fault of flexcheck's own: please report it */
+    FLEXCHECK_EUNSUP = 3, /* what this library cannot do: a CPU without an instruction-set
+                           * extension it was built to use (the message names it) */
+    FLEXCHECK_EINTERNAL = 4, /* a fault of flexcheck's own (an output it could not judge after
+                              * its inputs were accepted): please report it */
     FLEXCHECK_EINTR = 5 /* stopped by flexcheck_problem_interrupt (API version 2) */
 } flexcheck_status;
 
 /* The API version of the library loaded (FLEXCHECK_API_VERSION of its build), and flexcheck's
- * version and commit ("0.x (commit abc1234)"). */
+ * version and commit ("0.x (commit abc1234)", a static string). */
 int flexcheck_api_version(void);
 const char *flexcheck_version(void);
+/* What a status means in a few words ("invalid argument"; API version 7), a static string;
+ * "unknown status" for a value outside the enum. The call's own message (which names the
+ * argument and its value) is flexcheck_problem_errmsg. */
+const char *flexcheck_status_text(flexcheck_status st);
 
 /* ---- the problem ---- */
 
@@ -70,8 +93,8 @@ typedef struct flexcheck_problem flexcheck_problem;
  * batch); NULL only when out of memory. */
 flexcheck_problem *flexcheck_problem_new(void);
 void flexcheck_problem_free(flexcheck_problem *p);
-/* The message of the last call on p that did not return FLEXCHECK_OK ("" when none). Valid until
- * the next call on p. */
+/* The message of the last call on p that did not return FLEXCHECK_OK ("" when none; for p NULL
+ * a static message). Valid until the next call on p (the interrupt excepted) or its free. */
 const char *flexcheck_problem_errmsg(const flexcheck_problem *p);
 
 /* Every count >= 1 (Lq, Lk >= 0), Hq a multiple of Hkv; what the library can run: Hq at most
@@ -160,6 +183,19 @@ flexcheck_status flexcheck_problem_set_paged(flexcheck_problem *p, const float *
                                              int32_t page_size, const int32_t *block_table,
                                              int32_t nrows, int32_t max_pages);
 
+/* A scalar setting by name (API version 7; zstd's ZSTD_CCtx_setParameter), so that a new mask
+ * parameter or scalar term is a new name rather than a new call. The names:
+ *   "causal", "sliding_window" (or "window"), "chunk_size" (or "chunk"): the mask parameters
+ *       (docs/semantics.md; flexcheck_problem_set_mask's, each alone, the others kept), integers
+ *       from 0 (off); causal 0 or 1;
+ *   "scale", "softcap": as flexcheck_problem_set_scale and flexcheck_problem_set_softcap;
+ *   "rows" (an integer >= -1), "rows_seed": as flexcheck_problem_set_rows, the other kept;
+ *   "max_memory", "max_work": as flexcheck_problem_set_budget, the other kept.
+ * Integers must be given exactly (no fraction; up to 2^53). FLEXCHECK_EINVAL for an unknown
+ * name (the message names it and lists the known ones) or a value out of range (named). */
+flexcheck_status flexcheck_problem_set_param(flexcheck_problem *p, const char *name,
+                                             double value);
+
 /* The types the producer's out and lse had before they were widened to the float32 arrays
  * flexcheck_judge takes: "float32" (the default: float32 or finer), "float16" or "bfloat16".
  * An LSE kept in float16 / bfloat16 is judged at that type's resolution (H5's bound plus half an
@@ -239,11 +275,13 @@ typedef enum flexcheck_gate_state {
     FLEXCHECK_GATE_PASS = 1,
     FLEXCHECK_GATE_FAIL = 2
 } flexcheck_gate_state;
-/* Gate i's state; *name ("H1"), *title ("max ratio") and *reason ("" unless it failed) when
- * not NULL. FLEXCHECK_GATE_NOT_RUN for an i out of range, with *name "?". */
+/* Gate i's state; *name ("H1"), *title ("max ratio"): static; *reason ("" unless it failed):
+ * v's, until flexcheck_verdict_free(v); each when not NULL. FLEXCHECK_GATE_NOT_RUN for an i out
+ * of range, with *name "?". */
 flexcheck_gate_state flexcheck_verdict_gate(const flexcheck_verdict *v, int i, const char **name,
                                             const char **title, const char **reason);
-/* The first failing gate or exactness check and why ("" when the output passed). */
+/* The first failing gate or exactness check and why ("" when the output passed). Strings read
+ * from v, here and below, are v's: valid until flexcheck_verdict_free(v). */
 const char *flexcheck_verdict_reason(const flexcheck_verdict *v);
 
 /* The element with the largest |out - oracle|: the first NaN of out when it holds one (NaN

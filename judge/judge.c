@@ -1,4 +1,6 @@
-/* judge.c - one case judged: buffers, kernel runs, baseline and gates (judge.h). */
+/* judge.c - one case judged (judge.h): buffers, the baseline, a given output under the gates,
+ * the report row. No kernel here: judge_run.c runs them, so that judging a given output (the
+ * public library, include/flexcheck.h) links neither the emu nor the CUDA runtime. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +31,7 @@ size_t judge_full_row(const judge_case *jc, size_t r)
     return r / n * (size_t)jc->prob->seq.lq + (size_t)judge_row_token(jc, r);
 }
 
-/* Elements of O: the rows times Dv. */
-static size_t o_elems(const judge_case *jc)
+size_t judge_o_elems(const judge_case *jc)
 {
     return judge_rows(jc) * (size_t)jc->prob->dv;
 }
@@ -38,7 +39,7 @@ static size_t o_elems(const judge_case *jc)
 /* One spare element each: a zero-size case still gets distinct, freeable buffers. */
 fc_status judge_bufs_alloc(judge_bufs *b, const judge_case *jc, fc_err *err)
 {
-    size_t no = o_elems(jc) + 1, nl = judge_rows(jc) + 1;
+    size_t no = judge_o_elems(jc) + 1, nl = judge_rows(jc) + 1;
     memset(b, 0, sizeof *b);
     b->o = malloc(sizeof(float) * no);
     b->lse = malloc(sizeof(float) * nl);
@@ -76,7 +77,7 @@ void judge_lp_inputs(const judge_lp *lp, rep_inputs *ri)
 
 fc_status judge_baseline(const judge_case *jc, judge_lp *lp, fc_err *err)
 {
-    size_t no = o_elems(jc) + 1, nl = judge_rows(jc) + 1;
+    size_t no = judge_o_elems(jc) + 1, nl = judge_rows(jc) + 1;
     judge_lp_free(lp);
     lp->o = malloc(sizeof(float) * no);
     lp->lse = malloc(sizeof(float) * nl);
@@ -103,101 +104,6 @@ fc_status judge_baseline(const judge_case *jc, judge_lp *lp, fc_err *err)
     }
     return ref_attention_lp32s_at(jc->prob, jc->dtype, jc->tokens, jc->q, jc->k, jc->v, lp->o32s,
                                   lp->lse32s, err);
-}
-
-fc_status judge_kernel(const judge_opts *jo, gpu_backend be, const judge_case *jc,
-                       const bmask *bm, const int32_t *page_table, int32_t num_pages, float *o,
-                       float *lse, gpu_result *res, fc_err *err)
-{
-    if (jc->tokens) /* the kernel computes whole cases; a sample of rows is for given outputs */
-        return fc_errf(err, FC_EUNSUP, "a kernel run on a sample of rows: the kernel runs on "
-                       "whole cases only");
-    gpu_call call = {
-        .p = jc->prob, .dtype = jc->dtype, .q = jc->q, .k = jc->k, .v = jc->v,
-        .bm = bm, .kernel = jo->kernel, .backend = be,
-        .page_table = page_table, .num_pages = num_pages,
-    };
-    return (jo->attention_fn ? jo->attention_fn : gpu_attention)(&call, o, lse, res, err);
-}
-
-fc_status judge_build_mask(const judge_opts *jo, bmask *out, bmask_builder b, mask_params m,
-                           const seq_info *s, int32_t qb, int32_t kb, fc_err *err)
-{
-    return (jo->bmask_fn ? jo->bmask_fn : bmask_build)(out, b, m, s, qb, kb, err);
-}
-
-int judge_run(const judge_run_in *in, rep_row *row)
-{
-    const judge_case *jc = in->jc;
-    size_t rows = judge_rows(jc), no = o_elems(jc);
-    float *o2 = malloc(sizeof(float) * (no + 1)), *l2 = malloc(sizeof(float) * (rows + 1));
-    fc_err err;
-    gpu_result r1, r2;
-    int passed = 0;
-    if (!o2 || !l2) {
-        rep_row_set_error(row, "out of memory");
-        goto done;
-    }
-    fc_status st = judge_kernel(in->jo, in->backend, jc, in->bm, NULL, 0, in->o, in->lse, &r1,
-                                &err);
-    if (!st && in->rerun)
-        st = judge_kernel(in->jo, in->backend, jc, in->bm, NULL, 0, o2, l2, &r2, &err);
-    if (st) {
-        if (st == FC_EUNSUP)
-            rep_row_set_skip(row, err.msg);
-        else
-            rep_row_set_error(row, err.msg);
-        goto done;
-    }
-    rep_inputs ri = {
-        .dtype = jc->dtype, .rows = rows, .dv = (size_t)jc->prob->dv,
-        .o = in->o, .lse = in->lse, .o_gold = jc->out, .lse_gold = jc->lse,
-        .sentinels = (r1.sentinels_ok && (!in->rerun || r2.sentinels_ok)) ? REP_SENTINELS_INTACT
-                                                                          : REP_SENTINELS_DAMAGED,
-        .o_rerun = in->rerun ? o2 : NULL, .lse_rerun = in->rerun ? l2 : NULL,
-        .prob = jc->prob, .designed = jc->designed,
-    };
-    judge_lp_inputs(in->lp, &ri);
-    rep_verdict v;
-    if (rep_evaluate(&ri, &v, &err)) {
-        rep_row_set_error(row, err.msg);
-        goto done;
-    }
-    rep_row_set_verdict(row, &v);
-    if (in->verdict)
-        *in->verdict = v;
-    passed = v.pass;
-done:
-    free(o2);
-    free(l2);
-    return passed;
-}
-
-int judge_case_run(const judge_opts *jo, gpu_backend be, const judge_case *jc,
-                   const bmask *bm, rep_row *row, float *o, float *lse, rep_verdict *v)
-{
-    judge_bufs b;
-    fc_err e;
-    if (judge_bufs_alloc(&b, jc, &e)) {
-        rep_row_set_error(row, e.msg);
-        return -1;
-    }
-    int pass = -1;
-    if (judge_baseline(jc, &b.lp, &e)) {
-        rep_row_set_error(row, e.msg);
-    } else {
-        judge_run_in in = {.jo = jo, .backend = be, .jc = jc, .bm = bm, .lp = &b.lp,
-                           .o = b.o, .lse = b.lse, .rerun = 1, .verdict = v};
-        pass = judge_run(&in, row);
-        if (row->outcome == REP_ROW_ERROR || row->outcome == REP_ROW_SKIP)
-            pass = -1;
-        if (o)
-            memcpy(o, b.o, sizeof(float) * o_elems(jc));
-        if (lse)
-            memcpy(lse, b.lse, sizeof(float) * judge_rows(jc));
-    }
-    judge_bufs_free(&b);
-    return pass;
 }
 
 int judge_outputs(const judge_case *jc, const float *o, const float *lse, const judge_lp *lp,

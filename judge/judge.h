@@ -60,6 +60,8 @@ typedef struct judge_opts {
 
 /* Rows of O / LSE: B * Hq * Lq, or B * Hq * n for a sample of n tokens. */
 size_t judge_rows(const judge_case *jc);
+/* Elements of O: judge_rows times Dv. */
+size_t judge_o_elems(const judge_case *jc);
 /* Rows per (b, h): Lq, or the sample's n. */
 size_t judge_per_head(const judge_case *jc);
 /* Row r's query token, and its index in the whole output ((b * Hq + h) * Lq + q). */

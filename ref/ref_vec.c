@@ -4,7 +4,8 @@
  * the reference spends beside its two sgemms, most of it in exp.
  *
  * Two implementations with the same arithmetic except for exp, chosen by ref_vec_ops_here()
- * from the CPU's features:
+ * from the CPU's features (base/cpu.h, whose test hook FLEXCHECK_TEST_CPU_HIDE=avx2 forces the
+ * portable path on any machine):
  *   avx2:     x86-64 with AVX2 and FMA: eight lanes, exp from SLEEF (Sleef_expf8_u10avx2,
  *             Debian's libsleef-dev);
  *   portable: any machine (aarch64, x86-64 without AVX2): libm's expf, one element at a time.
@@ -25,6 +26,7 @@
  */
 #include <math.h>
 
+#include "base/cpu.h"
 #include "ref/ref_internal.h"
 
 /* The eight partial sums added up, in the order both paths use. */
@@ -164,7 +166,7 @@ const ref_vec_ops *ref_vec_ops_portable(void)
 const ref_vec_ops *ref_vec_ops_here(void)
 {
 #ifdef REF_VEC_AVX2
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (fc_cpu_has(FC_CPU_AVX2 | FC_CPU_FMA)) /* base/cpu.h: its test hook can hide them */
         return &avx2;
 #endif
     return &portable;
