@@ -21,10 +21,11 @@ wheel: $(BIN) $(SHLIB)
 
 # make test step: that wheel built, installed into a fresh venv (numpy and h5py from PyPI) and
 # used from outside the checkout (python/tests/test_wheel.py; skipped, saying so, when PyPI
-# cannot be reached). Nothing of the tree on the path: the test builds the wheel itself.
+# cannot be reached). PYTHONPATH is pytest's own (conftest.py imports the tree's package); what
+# the test runs in the venv gets none, and no checkout path.
 TEST_STEPS += wheel-test
 wheel-test: $(BIN) $(SHLIB)
-	PYTHONDONTWRITEBYTECODE=1 FLEXCHECK_BUILD=$(BUILD) OPENBLAS_NUM_THREADS=1 \
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=python FLEXCHECK_BUILD=$(BUILD) OPENBLAS_NUM_THREADS=1 \
 	    $(PYTHON3) -m pytest -q -rs -p no:cacheprovider python/tests/test_wheel.py
 
 # make torch-gate (PyTorch's flex_attention under the gates; not part of make test).
