@@ -213,11 +213,12 @@ def test_the_console_command_runs_the_bundled_binary_with_its_exit_status(venv, 
 
 
 USE = r'''
-import os, sys
+import os, sys, warnings
 import numpy as np
 import flexcheck
 from flexcheck.judging import _load
 from flexcheck.pytest_plugin import find_command
+warnings.simplefilter("error", DeprecationWarning)  # a deprecated flexcheck call is ours to fix
 
 root, site, fx = sys.argv[1:4]
 assert flexcheck.__file__.startswith(site + os.sep), flexcheck.__file__
@@ -243,9 +244,9 @@ assert good.passed, str(good)
 bad = flexcheck.judge(q, k, v, wrong, causal=True, window=W)
 assert bad.failed, str(bad)
 assert any(title.startswith(f"window W+1 ({W} -> {W + 1})") for title, _ in bad.findings), str(bad)
-flexcheck.assert_attention_close(right, q, k, v, causal=True, window=W)
+flexcheck.assert_attention_close(q, k, v, out=right, causal=True, window=W)
 try:
-    flexcheck.assert_attention_close(wrong, q, k, v, causal=True, window=W)
+    flexcheck.assert_attention_close(q, k, v, out=wrong, causal=True, window=W)
     raise SystemExit("assert_attention_close let the window W+1 output through")
 except AssertionError as e:
     assert "window W+1" in str(e), str(e)
