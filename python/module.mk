@@ -10,7 +10,23 @@ PYTHON3 ?= $(or $(wildcard /usr/bin/python3),python3)
 TEST_STEPS += python-tests
 python-tests: $(BIN)
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=python FLEXCHECK_BIN=$(BIN) OPENBLAS_NUM_THREADS=1 \
-	    $(PYTHON3) -m pytest -q -rs -p no:cacheprovider python/tests
+	    $(PYTHON3) -m pytest -q -rs -p no:cacheprovider --ignore=python/tests/test_wheel.py \
+	    python/tests
+
+# make wheel: the package as a manylinux wheel holding libflexcheck.so and the flexcheck command,
+# the libraries they need bundled by auditwheel (ci/wheel.sh), in $(BUILD)/wheel/.
+.PHONY: wheel wheel-test
+wheel: $(BIN) $(SHLIB)
+	sh ci/wheel.sh $(BUILD)
+
+# make test step: that wheel built, installed into a fresh venv (numpy and h5py from PyPI) and
+# used from outside the checkout (python/tests/test_wheel.py; skipped, saying so, when PyPI
+# cannot be reached). PYTHONPATH is pytest's own (conftest.py imports the tree's package); what
+# the test runs in the venv gets none, and no checkout path.
+TEST_STEPS += wheel-test
+wheel-test: $(BIN) $(SHLIB)
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=python FLEXCHECK_BUILD=$(BUILD) OPENBLAS_NUM_THREADS=1 \
+	    $(PYTHON3) -m pytest -q -rs -p no:cacheprovider python/tests/test_wheel.py
 
 # make torch-gate (PyTorch's flex_attention under the gates; not part of make test).
 include python/torch.mk

@@ -19,8 +19,8 @@ With it:
 Every call is kept, passing ones too, because the report is of every call: a session that
 judges large layers should point DIR at a disk with room for their inputs.
 
-The command is found as FLEXCHECK_BIN, else `flexcheck` on PATH, else this checkout's
-build/flexcheck; without one the files are still written and the summary says how to judge
+The command is found as FLEXCHECK_BIN, else the one the package holds (flexcheck/_bin/, an
+installed wheel's), else `flexcheck` on PATH, else this checkout's build/flexcheck; without one the files are still written and the summary says how to judge
 them.
 """
 import os
@@ -28,6 +28,8 @@ import re
 import shutil
 import subprocess
 from typing import Any, Dict, List, Optional
+
+from ._cli import binary_paths, is_command
 
 LABEL = "pytest"
 CASE = "c0001"
@@ -84,16 +86,18 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def find_command() -> Optional[str]:
-    """The flexcheck command: FLEXCHECK_BIN, `flexcheck` on PATH, or this checkout's build."""
+    """The flexcheck command: FLEXCHECK_BIN, the one this package holds (an installed wheel's),
+    `flexcheck` on PATH, or this checkout's build."""
     env = os.environ.get("FLEXCHECK_BIN")
     if env:
         return os.path.abspath(env)  # a relative one is the session's, whatever a test chdirs to
+    packaged, checkout = binary_paths()
+    if is_command(packaged):
+        return packaged
     found = shutil.which("flexcheck")
     if found:
         return found
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
-                        "flexcheck")
-    return os.path.abspath(here) if os.access(here, os.X_OK) else None
+    return os.path.abspath(checkout) if is_command(checkout) else None
 
 
 def _file_name(test: Optional[str], n: int) -> str:
