@@ -126,3 +126,15 @@ def test_sdpa_gate_runs_torch_sdpa(tmp_path, fake_py, runner_rc, want, words):
     assert rc == want and words in out + err, out + err
     cases = tmp_path / "gate" / "cases"
     assert log.read_text().splitlines() == [f"-m flexcheck.torch_sdpa {cases} --backend math"]
+
+
+@pytest.mark.parametrize("runner_rc, want, words", [
+    (0, 0, "ggml-gate: PASS in "), (1, 1, "ggml-gate: FAIL in "),
+    (2, 2, "ggml-gate: the runner could not start")])
+def test_ggml_gate_runs_ggml_attention_isolated(tmp_path, fake_py, runner_rc, want, words):
+    py, log = fake_py
+    rc, out, err = gate("ggml_gate.sh", tmp_path, py, rc=runner_rc, RUNNER_ARGS="--threads 1")
+    assert rc == want and words in out + err, out + err
+    cases = tmp_path / "gate" / "cases"
+    assert log.read_text().splitlines() == [
+        f"-m flexcheck.ggml_attention {cases} --isolate --threads 1"]
