@@ -30,6 +30,8 @@ computes attention):
     with n_swa = C (masked when p0 < (p1 / n_swa) n_swa) on a causal layer. An explicit mask
     is ANDed in; an explicit bias is the mask's value at the allowed pairs (ggml adds the
     mask after the soft-cap, as the contract adds the bias), where F16 holds it exactly;
+  - GGML_PREC_F32 requested (ggml_flash_attn_ext_set_prec), as llama.cpp's
+    llm_graph_context::build_attn_mha does for every layer (src/llama-graph.cpp);
   - scale the case's, logit_softcap the case's soft-cap c (ggml's CPU kernel computes
     c * tanh(s * (scale / c)), ops.cpp ggml_compute_forward_flash_attn_ext_f16_one_chunk),
     sinks as an F32 [Hq] tensor (ggml_flash_attn_ext_add_sinks).
@@ -83,6 +85,8 @@ class Plan:
     scale: float
     softcap: float
     notes: Tuple[str, ...] = ()
+    v_type: Optional[str] = None   # V's type where it is not K's (an experiment's; None: K's)
+    prec_f32: bool = True          # ggml_flash_attn_ext_set_prec(GGML_PREC_F32), as llama.cpp
 
 
 def _bf16_bits(a: np.ndarray) -> np.ndarray:
@@ -169,14 +173,14 @@ def ggml_plan(case, window_offset: int = 0) -> Plan:
     terms = case.causal or swa_type != "NONE" or case.packed
     allowed = fam[None, None] if terms else None
     if swa_type != "NONE":
-        notes.append(f"mask as LLAMA_SWA_TYPE_{swa_type} n_swa={n_swa}")
+        notes.append(f"SWA {swa_type} n_swa={n_swa}")
     elif case.causal:
         notes.append("causal mask")
     if case.packed:
-        notes.append("packed: one seq_id per sequence")
+        notes.append("packed as seq_ids")
     if case.mask is not None:
         allowed = case.mask.astype(bool) & (allowed if allowed is not None else True)
-        notes.append("explicit mask ANDed in")
+        notes.append("explicit mask ANDed")
     mask = None
     if allowed is not None:
         mask = np.where(allowed, np.float16(0), np.float16(-np.inf))
@@ -187,10 +191,11 @@ def ggml_plan(case, window_offset: int = 0) -> Plan:
             raise NotExpressible("explicit bias not exactly representable in float16, the "
                                  "type of ggml_flash_attn_ext's additive mask")
         mask = b16 if mask is None else np.where(np.isneginf(mask), mask, b16)
-        notes.append("explicit bias as the mask's values")
+        notes.append("bias in the mask")
     if mask is not None:
         mask = np.ascontiguousarray(mask, dtype=np.float16)
-        notes.append(f"F16 mask {list(mask.shape)}")
+        per = "" if mask.shape[:2] == (1, 1) else f" per {mask.shape[:2]}"
+        notes.append("F16 mask" + per)
     else:
         notes.append("no mask")
     kv_type = KV_TYPES[case.dtype]
@@ -200,15 +205,13 @@ def ggml_plan(case, window_offset: int = 0) -> Plan:
         k, v = (np.ascontiguousarray(x, dtype=np.float16) for x in (case.k, case.v))
     else:
         k, v = _bf16_bits(case.k), _bf16_bits(case.v)
-    notes.append(f"K/V {kv_type}, Q F32")
+    notes.append(f"K/V {kv_type}")
     sinks = None
     if case.sinks is not None:
         sinks = np.ascontiguousarray(case.sinks, dtype=np.float32)
-        notes.append("sinks via ggml_flash_attn_ext_add_sinks")
+        notes.append("sinks (add_sinks)")
     if case.softcap:
-        notes.append(f"logit_softcap {case.softcap:g}")
-    if window_offset and case.window:
-        notes.append(f"window {case.window + window_offset} in the mask")
+        notes.append(f"softcap {case.softcap:g}")
     return Plan(case.dtype, kv_type, np.ascontiguousarray(case.q, dtype=np.float32), k, v, mask,
                 sinks, float(case.scale), float(case.softcap or 0.0), tuple(notes))
 
@@ -238,8 +241,8 @@ class Ggml:
 
     def describe(self) -> str:
         commit = "" if self.commit in ("", "unknown") else f"commit {self.commit}, "
-        return (f"ggml {self.version} ({commit}{self.binding}) ggml_flash_attn_ext, "
-                f"CPU backend, {self.threads} threads, Python {platform.python_version()}")
+        return (f"ggml {self.version} ({commit}{self.binding}) flash_attn_ext, CPU, "
+                f"{self.threads} threads, Q F32, prec F32, Python {platform.python_version()}")
 
     def _tensor(self, ctx, type_name: str, a: np.ndarray):
         """A new tensor of a's shape reversed (ggml's ne), its bytes copied from a."""
@@ -270,9 +273,11 @@ class Ggml:
         try:
             q = self._tensor(ctx, "F32", plan.q)
             k = self._tensor(ctx, plan.kv_type, plan.k)
-            v = self._tensor(ctx, plan.kv_type, plan.v)
+            v = self._tensor(ctx, plan.v_type or plan.kv_type, plan.v)
             m = self._tensor(ctx, "F16", plan.mask) if plan.mask is not None else None
             fa = g.ggml_flash_attn_ext(ctx, q, k, v, m, plan.scale, 0.0, plan.softcap)
+            if plan.prec_f32:
+                g.ggml_flash_attn_ext_set_prec(fa, g.GGML_PREC_F32)
             if plan.sinks is not None:
                 g.ggml_flash_attn_ext_add_sinks(fa, self._tensor(ctx, "F32", plan.sinks))
             gf = g.ggml_new_graph(ctx)
@@ -296,7 +301,7 @@ def adapter(engine, window_offset: int = 0):
     def run(case) -> Result:
         plan = ggml_plan(case, window_offset)
         out, rerun = engine.run(plan)
-        return Result(out=out, out_rerun=rerun, notes=plan.notes + ("out F32", "no LSE"))
+        return Result(out=out, out_rerun=rerun, notes=plan.notes + ("no LSE",))
     return run
 
 

@@ -202,7 +202,7 @@ def test_runner_stores_what_check_passes(flexbin, fx, capsys):
             in out.out)
     assert "case bchunk-float16: not expressible in ggml: bidirectional chunks" in out.err
     t = read_case(fx, "packed-bfloat16").tested["ggml-0.0-standin-flash_attn_ext-cpu"]
-    assert "LLAMA_SWA_TYPE_STANDARD n_swa=3" in t.producer and "K/V BF16" in t.producer
+    assert "SWA STANDARD n_swa=3" in t.producer and "K/V BF16" in t.producer
     assert "no LSE" in t.producer and t.lse is None and t.out_rerun is not None
     rc, so, se = _check(flexbin, fx)
     assert rc == 0, so + se
