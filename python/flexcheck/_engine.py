@@ -337,6 +337,25 @@ def in_child(fn, run=None):
     return value, None
 
 
+def start(make: Callable[[], object], info: Callable[[object], object], isolate: bool,
+          engine=None, preload: Optional[Callable[[], None]] = None):
+    """(info(engine), engine) for the run: the engine built here by make() (or the one
+    given), or, with isolate, built in a forked child only (in_child), whose info comes back,
+    and engine None (the children of Run._isolated build their own). preload (the engine
+    class's, where it has one) imports the engine's modules here first, so that no child pays
+    for the import. RuntimeError when the child dies of a signal; ImportError without the
+    engine."""
+    if not isolate:
+        engine = engine or make()
+        return info(engine), engine
+    if preload is not None:
+        preload()
+    got, sig = in_child(lambda: info(make()))
+    if sig:
+        raise RuntimeError(f"the engine killed the process ({sig}) while starting")
+    return got, None
+
+
 def add_common_args(ap, label_default: str = "the engine's name and version") -> None:
     """The options every runner takes (label_default: what --help says the label defaults to)."""
     ap.add_argument("paths", nargs="+", metavar="PATH",
@@ -350,7 +369,8 @@ def add_common_args(ap, label_default: str = "the engine's name and version") ->
 
 
 def files_and_dtypes(prog: str, a, err: Optional[TextIO] = None):
-    """(files, dtypes) of the parsed common arguments, or None after one line on err (exit 2)."""
+    """(files, dtypes) of the parsed common arguments, or None after one line on err (exit 2).
+    A runner's --threads, where it has one, is held to >= 1 here too."""
     try:
         if a.label is not None:
             sanitize_label(a.label)
@@ -358,6 +378,9 @@ def files_and_dtypes(prog: str, a, err: Optional[TextIO] = None):
         files = discover(a.paths)
         if not files:
             raise ValueError(f"no fixture file (*.h5, *.hdf5) under {' '.join(a.paths)}")
+        threads = getattr(a, "threads", None)
+        if threads is not None and threads < 1:
+            raise ValueError(f"--threads {threads}: must be >= 1")
     except ValueError as e:
         print(f"{prog}: {e}", file=err or sys.stderr)
         return None

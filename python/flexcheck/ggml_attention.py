@@ -329,25 +329,15 @@ def main(argv=None, engine=None, make_engine=None) -> int:
     got = _engine.files_and_dtypes(PROG, a)
     if got is None:
         return 2
-    if a.threads < 1:
-        print(f"{PROG}: --threads {a.threads}: must be >= 1", file=sys.stderr)
-        return 2
     files, dtypes = got
     make = make_engine or Ggml
     isolate = a.isolate and engine is None
+    # with --isolate the engine is built in the children only (ggml's OpenMP threads do not
+    # survive a fork)
     try:
-        if isolate:  # the engine is built in the children only (ggml's OpenMP threads do not
-            # survive a fork); the module is imported once here for them
-            if hasattr(make, "preload"):
-                make.preload()
-            info, sig = _engine.in_child(lambda: (lambda e: (e.version, e.describe(),
-                                                             e.engine))(make(threads=a.threads)))
-            if sig:
-                raise RuntimeError(f"the engine killed the process ({sig}) while starting")
-            version, producer, name = info
-        else:
-            engine = engine or make(threads=a.threads)
-            version, producer, name = engine.version, engine.describe(), engine.engine
+        (version, producer, name), engine = _engine.start(
+            lambda: make(threads=a.threads), lambda e: (e.version, e.describe(), e.engine),
+            isolate, engine, getattr(make, "preload", None))
     except (ImportError, RuntimeError) as e:
         print(f"{PROG}: {_engine.first_line(e)}", file=sys.stderr)
         return 2

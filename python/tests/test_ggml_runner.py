@@ -27,8 +27,7 @@ import pytest
 
 from flexcheck import _engine, ggml_attention as ga
 from flexcheck.fixtures import read_case, write_case
-from test_torch_sdpa import _qkv, _round, allowed_pairs
-from _flexcli import run
+from test_torch_sdpa import _check, _qkv, allowed_pairs, write_term_cases
 
 
 # ---- the stand-in engine: ggml_flash_attn_ext's CPU semantics in numpy ----
@@ -111,17 +110,7 @@ def make_file(path, dtypes=("float32", "float16", "bfloat16")):
         for name, kw, shape in CASES:
             q, k, v = _qkv(rng, *shape, dt)
             write_case(path, f"{name}-{dt}", q, k, v, dtype=dt, **kw)
-        # an explicit per-head mask ANDed with a causal window, and a bias (bfloat16 values
-        # of small magnitude: exact in float16 too)
-        q, k, v = _qkv(rng, 1, 2, 1, 5, 9, 16, 16, dt)
-        mask = rng.random((1, 2, 5, 9)) < 0.7
-        write_case(path, f"xmask-{dt}", q, k, v, dtype=dt, causal=True, window=6, mask=mask)
-        bias = _round(rng.standard_normal((1, 1, 5, 9)), "bfloat16")
-        write_case(path, f"bias-{dt}", q, k, v, dtype=dt, causal=True, window=6, bias=bias)
-        # a packed batch: two sequences of 3 / 5 queries over 5 / 7 keys
-        q, k, v = _qkv(rng, 1, 2, 2, 8, 12, 16, 16, dt)
-        write_case(path, f"packed-{dt}", q, k, v, dtype=dt, causal=True, window=3,
-                   cu_seqlens_q=np.array([0, 3, 8]), cu_seqlens_k=np.array([0, 5, 12]))
+        write_term_cases(path, rng, dt)  # xmask, bias, packed
 
 
 N_CASES = len(CASES) + 3  # per dtype
@@ -187,10 +176,7 @@ def test_what_llama_cpp_cannot_state(fx):
         ga.ggml_plan(c)
 
 
-# ---- the runner end to end with the stand-in, judged by flexcheck check ----
-
-def _check(flexbin, path):
-    return run(flexbin, "check", path)
+# ---- the runner end to end with the stand-in, judged by flexcheck check (_check) ----
 
 
 def test_runner_stores_what_check_passes(flexbin, fx, capsys):
