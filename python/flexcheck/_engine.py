@@ -1,7 +1,7 @@
 """flexcheck._engine - what every engine runner repeats, once (private).
 
 A runner (flexcheck.ort_attention, flexcheck.openvino_attention, flexcheck.torch_sdpa,
-flexcheck.torch_flex; vllm_flex is to move onto it) supplies an adapter: one call that takes a
+flexcheck.torch_flex, flexcheck.ggml_attention) supplies an adapter: one call that takes a
 case (fixtures.read_case) and returns what the engine computed from its stored inputs, or
 raises
 
@@ -18,7 +18,8 @@ string, reading each case, storing the engine's output under tested/<label> thro
 add_tested (the verdict is `flexcheck check`'s; nothing here computes attention), one line per
 file on stdout, one summary line, and the exit status: 0 every selected case was stored,
 refused or not expressible; 1 some case could not be run or stored; 2 bad arguments or no
-fixture file (one line, before the engine is imported).
+fixture file (one line, before the engine is imported). flexcheck.vllm_flex subclasses Run
+instead: its file() runs a layout file's layers as one batch, the core does the rest.
 """
 from __future__ import annotations
 
