@@ -37,3 +37,7 @@ include python/vllm.mk
 # make ort-gate, make openvino-gate (ONNX Runtime's and OpenVINO's attention ops under the gates;
 # not part of make test).
 include python/onnx.mk
+
+# make ggml-gate (ggml's ggml_flash_attn_ext, llama.cpp's attention op, under the gates; not
+# part of make test).
+include python/ggml.mk

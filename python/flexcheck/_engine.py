@@ -1,7 +1,7 @@
 """flexcheck._engine - what every engine runner repeats, once (private).
 
 A runner (flexcheck.ort_attention, flexcheck.openvino_attention, flexcheck.torch_sdpa,
-flexcheck.torch_flex; vllm_flex is to move onto it) supplies an adapter: one call that takes a
+flexcheck.torch_flex, flexcheck.ggml_attention) supplies an adapter: one call that takes a
 case (fixtures.read_case) and returns what the engine computed from its stored inputs, or
 raises
 
@@ -18,7 +18,8 @@ string, reading each case, storing the engine's output under tested/<label> thro
 add_tested (the verdict is `flexcheck check`'s; nothing here computes attention), one line per
 file on stdout, one summary line, and the exit status: 0 every selected case was stored,
 refused or not expressible; 1 some case could not be run or stored; 2 bad arguments or no
-fixture file (one line, before the engine is imported).
+fixture file (one line, before the engine is imported). flexcheck.vllm_flex subclasses Run
+instead: its file() runs a layout file's layers as one batch, the core does the rest.
 """
 from __future__ import annotations
 
@@ -337,6 +338,25 @@ def in_child(fn, run=None):
     return value, None
 
 
+def start(make: Callable[[], object], info: Callable[[object], object], isolate: bool,
+          engine=None, preload: Optional[Callable[[], None]] = None):
+    """(info(engine), engine) for the run: the engine built here by make() (or the one
+    given), or, with isolate, built in a forked child only (in_child), whose info comes back,
+    and engine None (the children of Run._isolated build their own). preload (the engine
+    class's, where it has one) imports the engine's modules here first, so that no child pays
+    for the import. RuntimeError when the child dies of a signal; ImportError without the
+    engine."""
+    if not isolate:
+        engine = engine or make()
+        return info(engine), engine
+    if preload is not None:
+        preload()
+    got, sig = in_child(lambda: info(make()))
+    if sig:
+        raise RuntimeError(f"the engine killed the process ({sig}) while starting")
+    return got, None
+
+
 def add_common_args(ap, label_default: str = "the engine's name and version") -> None:
     """The options every runner takes (label_default: what --help says the label defaults to)."""
     ap.add_argument("paths", nargs="+", metavar="PATH",
@@ -350,7 +370,8 @@ def add_common_args(ap, label_default: str = "the engine's name and version") ->
 
 
 def files_and_dtypes(prog: str, a, err: Optional[TextIO] = None):
-    """(files, dtypes) of the parsed common arguments, or None after one line on err (exit 2)."""
+    """(files, dtypes) of the parsed common arguments, or None after one line on err (exit 2).
+    A runner's --threads, where it has one, is held to >= 1 here too."""
     try:
         if a.label is not None:
             sanitize_label(a.label)
@@ -358,6 +379,9 @@ def files_and_dtypes(prog: str, a, err: Optional[TextIO] = None):
         files = discover(a.paths)
         if not files:
             raise ValueError(f"no fixture file (*.h5, *.hdf5) under {' '.join(a.paths)}")
+        threads = getattr(a, "threads", None)
+        if threads is not None and threads < 1:
+            raise ValueError(f"--threads {threads}: must be >= 1")
     except ValueError as e:
         print(f"{prog}: {e}", file=err or sys.stderr)
         return None

@@ -524,24 +524,13 @@ def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
     got = _engine.files_and_dtypes(prog, a)
     if got is None:
         return 2
-    if a.threads is not None and a.threads < 1:
-        print(f"{prog}: --threads {a.threads}: must be >= 1", file=sys.stderr)
-        return 2
     files, dtypes = got
     make = make_engine or Ort
     isolate = a.isolate and engine is None
     try:
-        if isolate:  # engines are built in children only (in_child forks); the modules are
-            # imported once here, so that each child does not pay for the import
-            if hasattr(make, "preload"):
-                make.preload()
-            info, sig = _engine.in_child(lambda: _info(make(threads=a.threads,
-                                                            static_shapes=a.static_shapes)))
-            if sig:
-                raise RuntimeError(f"the engine killed the process ({sig}) while starting")
-        else:
-            engine = engine or make(threads=a.threads, static_shapes=a.static_shapes)
-            info = _info(engine)
+        info, engine = _engine.start(
+            lambda: make(threads=a.threads, static_shapes=a.static_shapes), _info, isolate,
+            engine, getattr(make, "preload", None))
     except (ImportError, RuntimeError) as e:
         print(f"{prog}: {_engine.first_line(e)}", file=sys.stderr)
         return 2

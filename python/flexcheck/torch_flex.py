@@ -617,9 +617,6 @@ def main(argv=None) -> int:
     if got is None:
         return 2
     files, dtypes = got
-    if a.threads is not None and a.threads < 1:
-        print(f"{PROG}: --threads {a.threads}: must be >= 1", file=sys.stderr)
-        return 2
     torch = _torch()
     # Eager is what was asked for: PyTorch's advice to compile is not news.
     warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")

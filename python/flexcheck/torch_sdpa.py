@@ -285,9 +285,6 @@ def main(argv=None, engine=None) -> int:
     got = _engine.files_and_dtypes(PROG, a)
     if got is None:
         return 2
-    if a.threads is not None and a.threads < 1:
-        print(f"{PROG}: --threads {a.threads}: must be >= 1", file=sys.stderr)
-        return 2
     files, dtypes = got
     try:
         engine = engine or Torch(threads=a.threads)

@@ -1,7 +1,8 @@
 """flexcheck.vllm_flex - vLLM's own FlexAttention backend run as a kernel under test on fixtures.
 
     python -m flexcheck.vllm_flex PATH... [--device cpu|cuda] [--build direct|slow|both]
-                                          [--page-size N] [--label L] [--overwrite] [--seed S]
+                                          [--page-size N] [--dtype T[,T]] [--label L]
+                                          [--overwrite] [--seed S]
 
 PATH is a fixture file (docs/fixtures.md) or a directory searched for them, as for
 flexcheck.torch_flex. Every case is run through vLLM's own objects, the way its model runner
@@ -81,13 +82,13 @@ import os
 import platform
 import sys
 import tempfile
-import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import _engine
+from ._engine import Counts, NotExpressible, sanitize_label
 from .fixtures import add_tested, list_cases, read_case
-from ._engine import discover, sanitize_label  # the engine-runner core's, as the ONNX runners
 
 PROG = "vllm_flex"
 BUILDS = ("direct", "slow")
@@ -106,10 +107,6 @@ MAX_NUM_SEQS = 16
 # dimension"). A cache of GPU-like size therefore fails on the CPU; the runner sizes the cache
 # of each batch within that bound (cache_pages).
 DIRECT_Q_BLOCK = 16
-
-
-class NotExpressible(Exception):
-    """A case vLLM has no way to state (not a refusal by vLLM, not a failure)."""
 
 
 # ---- pure helpers (numpy, no torch, no vLLM): the batch, the page table, the cache ----
@@ -511,8 +508,8 @@ def _args(argv):
         description="Run vLLM's FlexAttention backend (metadata builder, metadata, "
                     "FlexAttentionImpl) on every case of fixture files and store its output "
                     "under tested/vllm-<version>-<build>-<device> for `flexcheck check`.")
-    ap.add_argument("paths", nargs="+", metavar="PATH",
-                    help="fixture files, or directories searched for *.h5 / *.hdf5")
+    _engine.add_common_args(ap, "vllm-<version>-<build>-<device>; with --build both, -<build> "
+                                "is appended")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--build", default="both", choices=("direct", "slow", "both"),
                     help="vLLM's block-mask build: direct (its default: kv block = page "
@@ -520,10 +517,6 @@ def _args(argv):
                          "create_block_mask), or both (two labels)")
     ap.add_argument("--page-size", type=int, default=16, metavar="N",
                     help="the KV cache's page (block) size, a multiple of 16 (default 16)")
-    ap.add_argument("--label", help="the tested label (default vllm-<version>-<build>-"
-                                    "<device>; with --build both, -<build> is appended)")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace an output already stored under the label")
     ap.add_argument("--seed", type=int, default=0, help="the page tables' random draw")
     ap.add_argument("--garbage", default="huge", choices=tuple(GARBAGE),
                     help="what fills the cache where no key is (the null block, unused pages, "
@@ -540,8 +533,6 @@ def check_args(a) -> None:
         raise ValueError(f"--page-size {SLOW_BLOCK} with the slow build: vLLM takes the "
                          f"direct build when the kv block size ({SLOW_BLOCK}) equals the page "
                          f"size")
-    if a.threads is not None and a.threads < 1:
-        raise ValueError(f"--threads {a.threads}: must be >= 1")
 
 
 GARBAGE = {"nan": {"float32": float("nan"), "float16": float("nan"), "bfloat16": float("nan")},
@@ -549,25 +540,21 @@ GARBAGE = {"nan": {"float32": float("nan"), "float16": float("nan"), "bfloat16":
            "huge": {"float32": 1e30, "float16": 65504.0, "bfloat16": 1e30}}
 
 
-class Counts(dict):
-    KEYS = ("cases", "stored", "refused", "inexpressible", "errors")
+class Run(_engine.Run):
+    """One build's run on the engine-runner core: its files, per-file and summary lines, counts
+    and exit status are _engine.Run's; a file's cases are run here (file), since a layout file
+    is one batch of one attention group, not one case after another."""
 
-    def __init__(self):
-        super().__init__({k: 0 for k in self.KEYS})
+    def __init__(self, v: Vllm, label: str, garbage: str, overwrite: bool, seed: int,
+                 dtypes: Optional[Tuple[str, ...]] = None):
+        super().__init__(prog=PROG, engine="vLLM", label=label, adapter=None, dtypes=dtypes,
+                         overwrite=overwrite, producer=(
+                             f"vllm {v.vllm.__version__}, torch {v.torch.__version__}, "
+                             f"{v.build} build, page {v.page_size}, {v.device}, {garbage} "
+                             f"garbage"))
+        self.v, self.garbage, self.seed = v, garbage, seed
 
-    def text(self) -> str:
-        return (f"{self['cases']} cases, {self['stored']} stored, {self['refused']} refused by "
-                f"vLLM, {self['inexpressible']} not expressible in vLLM, {self['errors']} errors")
-
-
-class Run:
-    """One build's label, producer and counts over all files."""
-
-    def __init__(self, v: Vllm, label: str, garbage: str, overwrite: bool, seed: int):
-        self.v, self.label, self.garbage, self.overwrite = v, label, garbage, overwrite
-        self.seed = seed
-
-    def producer(self, md, encoder: bool) -> str:
+    def producer_of(self, md, encoder: bool) -> str:
         v = self.v
         how = ("direct build (from_kv_blocks)" if md.direct_build
                else f"create_block_mask {md.q_block_size}x{md.kv_block_size}")
@@ -621,7 +608,7 @@ class Run:
         rerun, _ = unpack(case, reqs, *run2)
         # vLLM's backend runs flex_attention: it claims FlexAttention's rounding of P, which
         # the p-round designs then hold it to (docs/tolerance.md)
-        add_tested(path, case.name, self.label, out, producer=self.producer(md, enc), lse=lse,
+        add_tested(path, case.name, self.label, out, producer=self.producer_of(md, enc), lse=lse,
                    out_rerun=rerun, overwrite=self.overwrite, rounding="flexattention")
 
     def inputs(self, case, reqs, enc, nb, bt):
@@ -635,7 +622,7 @@ class Run:
             kvc = v.cache(case, reqs, nb, bt, GARBAGE[self.garbage][case.dtype])
         return q, k, val, kvc
 
-    def case(self, path: str, case, counts: Counts) -> None:
+    def run_case(self, path: str, case, counts: Counts) -> None:
         """One case: its own batch, metadata and impl; forward twice (out, out_rerun)."""
         self.check_label(case)
         g = self.gate(case, counts, path)
@@ -701,19 +688,28 @@ class Run:
             counts["stored"] += 1
         return [c.name for c, *_ in layers]
 
-    def file(self, path: str) -> Counts:
+    def file(self, path: str, only=None, report=None) -> Counts:
+        """Every case of the file (a layout file as one attention group); only and report
+        are _engine.Run's and not used here (no --isolate)."""
         counts = Counts()
         names = list_cases(path)
         counts["cases"] = len(names)
         cases = []
         for name in names:
             try:
-                cases.append(read_case(path, name))
+                c = read_case(path, name)
             except Exception as e:
                 counts["errors"] += 1
                 print(f"{PROG}: {path}: case {name}: {type(e).__name__}: {_first_line(e)}",
                       file=sys.stderr)
-        if cases and cases[0].layout and len(cases) == len(names):
+                continue
+            if self.dtypes and c.dtype not in self.dtypes:
+                counts["skipped"] += 1
+                continue
+            cases.append(c)
+        if not cases:
+            return counts
+        if cases[0].layout and len(cases) + counts["skipped"] == len(names):
             try:
                 self.layout(path, cases, counts)
             except Exception as e:
@@ -724,7 +720,7 @@ class Run:
             return counts
         for c in cases:
             try:
-                self.case(path, c, counts)
+                self.run_case(path, c, counts)
             except Exception as e:
                 counts["errors"] += 1
                 print(f"{PROG}: {path}: case {c.name}: {type(e).__name__}: {_first_line(e)}",
@@ -756,11 +752,12 @@ def _first_line(e: BaseException) -> str:
 
 def main(argv=None) -> int:
     a = _args(argv)
+    got = _engine.files_and_dtypes(PROG, a)
+    if got is None:
+        return 2
+    files, dtypes = got
     try:
         check_args(a)
-        files = discover(a.paths)
-        if not files:
-            raise ValueError(f"no fixture file (*.h5, *.hdf5) under {' '.join(a.paths)}")
     except ValueError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
@@ -791,30 +788,8 @@ def main(argv=None) -> int:
             except (ImportError, RuntimeError, ValueError) as e:
                 print(f"{PROG}: {type(e).__name__}: {_first_line(e)}", file=sys.stderr)
                 return 2
-            run = Run(v, label, a.garbage, a.overwrite, a.seed)
-            print(f"{PROG}: {len(files)} files -> tested/{label} (vllm {ver}, torch "
-                  f"{torch.__version__}, {build} build, page {a.page_size}, {a.device}, "
-                  f"{a.garbage} garbage)", flush=True)
-            totals = Counts()
-            t_all = time.monotonic()
-            for path in files:
-                t0 = time.monotonic()
-                try:
-                    counts = run.file(path)
-                except Exception as e:  # not HDF5, no /cases: flexcheck check says why
-                    print(f"{PROG}: {path}: cannot list cases: {_first_line(e)}",
-                          file=sys.stderr)
-                    print(f"ERROR {path}: not read", flush=True)
-                    totals["errors"] += 1
-                    continue
-                for key in totals:
-                    totals[key] += counts[key]
-                print(f"{'ok' if counts['errors'] == 0 else 'ERROR'} {path}: {counts.text()} "
-                      f"({time.monotonic() - t0:.1f} s)", flush=True)
-            print(f"{PROG}: {build}: {len(files)} files, {totals.text()}, under tested/{label} "
-                  f"in {time.monotonic() - t_all:.1f} s", flush=True)
-            if totals["errors"]:
-                status = 1
+            run = Run(v, label, a.garbage, a.overwrite, a.seed, dtypes)
+            status = max(status, run.files(files))
     return status
 
 

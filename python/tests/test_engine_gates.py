@@ -1,8 +1,9 @@
-"""The engine gate scripts (ci/torch_gate.sh, ci/sdpa_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh
-and the steps they share, ci/engine_gate.sh) with a stand-in for the engine's python: export,
-how the runner is called, check, and the exit status each outcome gives. The real runners need
-torch, vLLM, ONNX Runtime or OpenVINO (make torch-gate, sdpa-gate, vllm-gate, ort-gate,
-openvino-gate); what is tested here is the plumbing around them.
+"""The engine gate scripts (ci/torch_gate.sh, ci/sdpa_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh,
+ci/ggml_gate.sh and the steps they share, ci/engine_gate.sh) with a stand-in for the engine's
+python: export, how the runner is called, check, and the exit status each outcome gives. The
+real runners need torch, vLLM, ONNX Runtime, OpenVINO or ggml-python (make torch-gate,
+sdpa-gate, vllm-gate, ort-gate, openvino-gate, ggml-gate); what is tested here is the plumbing
+around them.
 
 The stand-in logs its arguments, one call a line, and exits FAKE_RC (default 0); it stores no
 output, so check judges the exported cases' own oracle (they pass).
@@ -117,12 +118,14 @@ def test_onnx_gate_names_its_engines(tmp_path, fake_py):
     assert rc == 2 and "usage: ci/onnx_gate.sh ort|openvino" in err and not log.exists()
 
 
+@pytest.mark.parametrize("script, module, extra", [
+    ("sdpa_gate.sh", "torch_sdpa", ""), ("ggml_gate.sh", "ggml_attention", " --isolate")])
 @pytest.mark.parametrize("runner_rc, want, words", [
-    (0, 0, "sdpa-gate: PASS in "), (1, 1, "sdpa-gate: FAIL in "),
-    (2, 2, "sdpa-gate: the runner could not start")])
-def test_sdpa_gate_runs_torch_sdpa(tmp_path, fake_py, runner_rc, want, words):
+    (0, 0, "PASS in "), (1, 1, "FAIL in "), (2, 2, "the runner could not start")])
+def test_gate_runs_its_runner(tmp_path, fake_py, script, module, extra, runner_rc, want, words):
     py, log = fake_py
-    rc, out, err = gate("sdpa_gate.sh", tmp_path, py, rc=runner_rc, RUNNER_ARGS="--backend math")
-    assert rc == want and words in out + err, out + err
+    rc, out, err = gate(script, tmp_path, py, rc=runner_rc, RUNNER_ARGS="--threads 1")
+    name = script.replace("_gate.sh", "-gate")
+    assert rc == want and f"{name}: {words}" in out + err, out + err
     cases = tmp_path / "gate" / "cases"
-    assert log.read_text().splitlines() == [f"-m flexcheck.torch_sdpa {cases} --backend math"]
+    assert log.read_text().splitlines() == [f"-m flexcheck.{module} {cases}{extra} --threads 1"]

@@ -118,23 +118,28 @@ CASES = (  # name, terms, (B, Hq, Hkv, Lq, Lk, D, Dv)
 )
 
 
+def write_term_cases(path, rng, dt):
+    """The three cases of a dtype beside CASES (test_ggml_runner writes them too): an explicit
+    per-head mask ANDed with a causal window, a bias (values exact in every dtype: 8
+    significant bits, small), and a packed batch: two sequences of 3 / 5 queries over 5 / 7
+    keys."""
+    q, k, v = _qkv(rng, 1, 2, 1, 5, 9, 16, 16, dt)
+    mask = rng.random((1, 2, 5, 9)) < 0.7
+    write_case(path, f"xmask-{dt}", q, k, v, dtype=dt, causal=True, window=6, mask=mask)
+    bias = _round(rng.standard_normal((1, 1, 5, 9)), "bfloat16")
+    write_case(path, f"bias-{dt}", q, k, v, dtype=dt, causal=True, window=6, bias=bias)
+    q, k, v = _qkv(rng, 1, 2, 2, 8, 12, 16, 16, dt)
+    write_case(path, f"packed-{dt}", q, k, v, dtype=dt, causal=True, window=3,
+               cu_seqlens_q=np.array([0, 3, 8]), cu_seqlens_k=np.array([0, 5, 12]))
+
+
 def make_file(path, dtypes=("float32", "float16", "bfloat16")):
     rng = np.random.default_rng(11)
     for dt in dtypes:
         for name, kw, shape in CASES:
             q, k, v = _qkv(rng, *shape, dt)
             write_case(path, f"{name}-{dt}", q, k, v, dtype=dt, **kw)
-        # an explicit per-head mask ANDed with a causal window, and a bias (values exact in
-        # every dtype: 8 significant bits, small)
-        q, k, v = _qkv(rng, 1, 2, 1, 5, 9, 16, 16, dt)
-        mask = rng.random((1, 2, 5, 9)) < 0.7
-        write_case(path, f"xmask-{dt}", q, k, v, dtype=dt, causal=True, window=6, mask=mask)
-        bias = _round(rng.standard_normal((1, 1, 5, 9)), "bfloat16")
-        write_case(path, f"bias-{dt}", q, k, v, dtype=dt, causal=True, window=6, bias=bias)
-        # a packed batch: two sequences of 3 / 5 queries over 5 / 7 keys
-        q, k, v = _qkv(rng, 1, 2, 2, 8, 12, 16, 16, dt)
-        write_case(path, f"packed-{dt}", q, k, v, dtype=dt, causal=True, window=3,
-                   cu_seqlens_q=np.array([0, 3, 8]), cu_seqlens_k=np.array([0, 5, 12]))
+        write_term_cases(path, rng, dt)
 
 
 N_CASES = len(CASES) + 3  # per dtype
