@@ -21,3 +21,6 @@ include python/vllm.mk
 # make ort-gate, make openvino-gate (ONNX Runtime's and OpenVINO's attention ops under the gates;
 # not part of make test).
 include python/onnx.mk
+
+# make hf-gate (Hugging Face transformers' attention under the gates; not part of make test).
+include python/hf.mk

@@ -1,4 +1,4 @@
-"""The engine gate scripts (ci/torch_gate.sh, ci/sdpa_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh
+"""The engine gate scripts (ci/torch_gate.sh, ci/sdpa_gate.sh, ci/hf_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh
 and the steps they share, ci/engine_gate.sh) with a stand-in for the engine's python: export,
 how the runner is called, check, and the exit status each outcome gives. The real runners need
 torch, vLLM, ONNX Runtime or OpenVINO (make torch-gate, sdpa-gate, vllm-gate, ort-gate,
@@ -126,3 +126,14 @@ def test_sdpa_gate_runs_torch_sdpa(tmp_path, fake_py, runner_rc, want, words):
     assert rc == want and words in out + err, out + err
     cases = tmp_path / "gate" / "cases"
     assert log.read_text().splitlines() == [f"-m flexcheck.torch_sdpa {cases} --backend math"]
+
+
+@pytest.mark.parametrize("runner_rc, want, words", [
+    (0, 0, "hf-gate: PASS in "), (1, 1, "hf-gate: FAIL in "),
+    (2, 2, "hf-gate: the runner could not start")])
+def test_hf_gate_runs_hf_attention(tmp_path, fake_py, runner_rc, want, words):
+    py, log = fake_py
+    rc, out, err = gate("hf_gate.sh", tmp_path, py, rc=runner_rc, RUNNER_ARGS="--impl eager")
+    assert rc == want and words in out + err, out + err
+    cases = tmp_path / "gate" / "cases"
+    assert log.read_text().splitlines() == [f"-m flexcheck.hf_attention {cases} --impl eager"]
