@@ -2,7 +2,7 @@
 
     python -m flexcheck.hf_attention PATH... [--impl eager|sdpa|flex_attention|all]
                                              [--dtype T[,T]] [--label L] [--overwrite]
-                                             [--threads N] [--window-offset N]
+                                             [--threads N] [--compile-flex] [--window-offset N]
 
 PATH is a fixture file (docs/fixtures.md) or a directory searched for them. Every case is run
 as one attention layer of a transformers model runs it, on the CPU, once per implementation
@@ -69,7 +69,7 @@ from ._engine import NotExpressible, Refused, Result
 
 PROG = "hf_attention"
 IMPLS = ("eager", "sdpa", "flex_attention")
-HIDDEN = 64  # the embedding width the mask builders are handed (they read B, Lq, dtype only)
+HIDDEN = 64  # the configs' MLP width (no MLP runs)
 
 
 @dataclasses.dataclass
@@ -178,8 +178,6 @@ def hf_plan(case, window_offset: int = 0) -> Plan:
                 cfg.update(attn_logit_softcapping=cap)
             label = {"mistral": "Mistral", "gemma2": "Gemma 2", "gpt_oss": "gpt-oss"}[model]
             notes.append(f"{label} sliding_window={w}" if w else f"{label} full attention")
-    if case.window and window_offset:
-        notes.append(f"window {w} handed over")
     t = np.float16 if case.dtype == "float16" else np.float32
     return Plan(model=model, mask=mask, config=cfg, dtype=case.dtype,
                 q=np.ascontiguousarray(case.q, dtype=t), k=np.ascontiguousarray(case.k, dtype=t),
@@ -206,7 +204,7 @@ class Transformers:
 
     engine = "transformers"
 
-    def __init__(self, threads: Optional[int] = None):
+    def __init__(self, threads: Optional[int] = None, compile_flex: bool = False):
         import importlib
         import torch
         import transformers
@@ -218,6 +216,16 @@ class Transformers:
         self.importlib = importlib
         if threads:
             torch.set_num_threads(threads)
+        self.compile_flex = compile_flex
+        if not compile_flex:
+            # flex_attention_forward wraps flex_attention in torch.compile; on the CPU that
+            # compiles one C++ kernel per shape and dtype (560 s for 24 small cases on the
+            # shared 2-core machine, then dynamo's recompile limit falls back to the eager
+            # path anyway), so by default torch.compile is told to run functions as they are
+            # (torch.compiler.set_stance("force_eager")) and flex_attention runs
+            # PyTorch's unfused eager path, as flexcheck.torch_flex does on the CPU; the
+            # producer says which
+            torch.compiler.set_stance("force_eager")
         self.version = transformers.__version__
         self.torch_version = torch.__version__
         self.dtypes = {"float32": torch.float32, "float16": torch.float16,
@@ -227,12 +235,14 @@ class Transformers:
                          if i not in self.impls}
 
     def describe(self, impl: str) -> str:
+        """The producer string (at most 255 bytes with the case's notes)."""
         fn = {"eager": "each model's eager_attention_forward",
-              "sdpa": "integrations.sdpa_attention_forward",
-              "flex_attention": "integrations.flex_attention_forward"}[impl]
-        return (f"transformers {self.version} (torch {self.torch_version}), "
-                f"attn_implementation={impl}, {fn}, masks from masking_utils, CPU, "
-                f"{self.torch.get_num_threads()} threads, Python {platform.python_version()}")
+              "sdpa": "sdpa_attention_forward", "flex_attention": "flex_attention_forward"}[impl]
+        if impl == "flex_attention" and not self.compile_flex:
+            fn += " uncompiled (force_eager)"
+        return (f"transformers {self.version} (torch {self.torch_version}), {impl}: {fn}, "
+                f"CPU, {self.torch.get_num_threads()} threads, "
+                f"Python {platform.python_version()}")
 
     def _classes(self, model: str):
         mod, cfg, attn, pre = MODELS[model]
@@ -252,12 +262,11 @@ class Transformers:
                           f"{plan.model} with attn_implementation={impl})")
         b, hq, lq, d = plan.q.shape
         hkv = plan.k.shape[1]
-        heads = dict(num_attention_heads=hq, num_hidden_layers=1, vocab_size=32)
-        if plan.model == "modernbert":
-            heads.update(hidden_size=hq * d, intermediate_size=HIDDEN)
-        else:
-            heads.update(hidden_size=HIDDEN, intermediate_size=HIDDEN, head_dim=d,
-                         num_key_value_heads=hkv)
+        # hidden_size = Hq * D: the configs require a multiple of the head count
+        heads = dict(num_attention_heads=hq, num_hidden_layers=1, vocab_size=32,
+                     hidden_size=hq * d, intermediate_size=HIDDEN)
+        if plan.model != "modernbert":  # ModernBERT: head_dim = hidden_size / heads, no GQA
+            heads.update(head_dim=d, num_key_value_heads=hkv)
         config = config_cls(**heads, **plan.config)
         config._attn_implementation = impl
         module = attn_cls(config, layer_idx=0).eval()
@@ -278,10 +287,10 @@ class Transformers:
                 mask, keys, values = self._mask_and_kv(plan, config, k, v, q.dtype)
                 try:
                     out, _w = fn(module, q, keys, values, mask, **kw)
-                except ValueError as e:  # sdpa_attention_forward: "does not support softcap"
-                    if "does not support" in str(e):
-                        raise Refused(_engine.first_line(e)) from e
-                    raise
+                except ValueError as e:  # transformers declining: sdpa_attention_forward
+                    # "does not support `softcap`", flex_attention_forward "Attention sinks
+                    # cannot be run on CPU"
+                    raise Refused(_engine.first_line(e)) from e
             outs.append(out.transpose(1, 2).contiguous())
         return outs[0], outs[1]
 
@@ -290,7 +299,7 @@ class Transformers:
         gets: the step's after the past went through the cache."""
         torch = self.torch
         b, lq = plan.q.shape[0], plan.q.shape[2]
-        embeds = torch.zeros((b, lq, HIDDEN), dtype=dtype)
+        embeds = torch.zeros((b, lq, 1), dtype=dtype)  # the builders read B, Lq and dtype
         builder = getattr(self.masking_utils, plan.mask)
         kw = dict(config=config, inputs_embeds=embeds, attention_mask=None)
         if plan.model == "modernbert":  # an encoder's builders take no cache
@@ -314,7 +323,7 @@ def adapter(engine, impl: str, window_offset: int = 0):
         out, rerun = engine.run(plan, impl)
         notes = list(plan.notes)
         if plan.past:
-            notes.append(f"{plan.past} keys through DynamicCache first")
+            notes.append(f"{plan.past} keys cached first")
         notes.append("no LSE")
         enc = "bfloat16" if isinstance(out, np.ndarray) and out.dtype == np.uint16 else None
         return Result(out=out, out_rerun=rerun, encoding=enc, notes=tuple(notes))
@@ -331,6 +340,8 @@ def _args(argv):
     _engine.add_common_args(ap, "transformers-<version>-<impl>-cpu")
     ap.add_argument("--impl", choices=IMPLS + ("all",), default="all")
     ap.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads")
+    ap.add_argument("--compile-flex", action="store_true",
+                    help="keep transformers' torch.compile of flex_attention (slow on the CPU)")
     ap.add_argument("--window-offset", type=int, default=0, metavar="N",
                     help="negative control: hand the config W + N (the gate must fail)")
     return ap.parse_args(argv)
@@ -348,7 +359,7 @@ def main(argv=None, engine=None) -> int:
         return 2
     files, dtypes = got
     try:
-        engine = engine or Transformers(threads=a.threads)
+        engine = engine or Transformers(threads=a.threads, compile_flex=a.compile_flex)
     except ImportError as e:
         print(f"{PROG}: {_engine.first_line(e)}", file=sys.stderr)
         return 2
@@ -369,7 +380,7 @@ def main(argv=None, engine=None) -> int:
             label = _engine.sanitize_label(f"transformers-{engine.version}-{name}-cpu")
         producer = engine.describe(name)
         if a.window_offset:
-            producer += f", NEGATIVE CONTROL: W + {a.window_offset} handed over"
+            producer += f", NEGATIVE CONTROL: W + {a.window_offset}"
         run = _engine.Run(prog=PROG, engine=engine.engine, label=label, producer=producer,
                           adapter=adapter(engine, name, a.window_offset), dtypes=dtypes,
                           overwrite=a.overwrite)

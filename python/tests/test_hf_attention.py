@@ -256,7 +256,7 @@ def test_runner_stores_what_check_passes(flexbin, fx, capsys):
                 f"under tested/transformers-0.0-standin-{impl}-cpu" in out.out), out.out
     assert "case cap-float32: refused by transformers: stand-in gemma2._supports_sdpa" in out.err
     t = read_case(fx, "dec-cw5-bfloat16").tested["transformers-0.0-standin-eager-cpu"]
-    assert "Mistral sliding_window=5" in t.producer and "7 keys through DynamicCache" in t.producer
+    assert "Mistral sliding_window=5" in t.producer and "7 keys cached first" in t.producer
     assert t.encoding == "bfloat16" and t.out_rerun is not None and t.lse is None
     rc, so, se = run(flexbin, "check", fx)
     assert rc == 0, so + se
@@ -320,3 +320,55 @@ def test_real_transformers(flexbin, tmp_path, capsys):
     assert " 0 errors" in out.out
     rc, so, se = run(flexbin, "check", p)
     assert rc == 0, so + se
+
+
+# ---- layout files from real models (flexcheck.hf_layout) ----
+
+def _cfg(**kw):
+    from types import SimpleNamespace
+    base = dict(layer_types=None, sliding_window=None, attn_logit_softcapping=None,
+                query_pre_attn_scalar=None)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def test_layout_terms_are_each_configs_meaning():
+    """A layer's terms as its config documents them (no transformers needed): a causal
+    sliding layer's W is sliding_window, ModernBERT's local_attention // 2 + 1, a Llama 4
+    chunked layer's C attention_chunk_size; Gemma's scale query_pre_attn_scalar ** -0.5."""
+    from types import SimpleNamespace
+    from flexcheck import hf_layout as hl
+    mod = SimpleNamespace(head_dim=16)
+    g3 = _cfg(layer_types=["sliding_attention", "full_attention"], sliding_window=8,
+              query_pre_attn_scalar=64)
+    assert hl.layer_terms("gemma3", g3, 0, mod) == dict(causal=True, window=8, chunk=0,
+                                                        scale=0.125)
+    assert hl.layer_terms("gemma3", g3, 1, mod)["window"] == 0
+    mb = _cfg(layer_types=["full_attention", "sliding_attention"], local_attention=8)
+    assert hl.layer_terms("modernbert", mb, 1, mod) == dict(causal=False, window=5, chunk=0,
+                                                            scale=0.25)
+    l4 = _cfg(layer_types=["chunked_attention", "full_attention"], attention_chunk_size=8)
+    assert hl.layer_terms("llama4", l4, 0, mod)["chunk"] == 8
+    assert hl.layer_terms("llama4", l4, 1, mod)["chunk"] == 0
+    g2 = _cfg(layer_types=["sliding_attention"], sliding_window=8, attn_logit_softcapping=50.0,
+              query_pre_attn_scalar=16)
+    assert hl.layer_terms("gemma2", g2, 0, mod)["softcap"] == 50.0
+    mi = _cfg(sliding_window=8)  # Mistral: no layer_types, the window on every layer
+    assert hl.layer_terms("mistral", mi, 0, mod)["window"] == 8
+
+
+def test_real_layout_files(flexbin, tmp_path, capsys):
+    """Mistral and ModernBERT through one forward each (eager): every layer passes check; the
+    same with W + 1 written into the cases fails every windowed layer by name."""
+    pytest.importorskip("transformers")
+    from flexcheck import hf_layout as hl
+    good, bad = str(tmp_path / "good"), str(tmp_path / "bad")
+    assert hl.main([good, "--model", "mistral,modernbert", "--impl", "eager"]) == 0
+    assert hl.main([bad, "--model", "mistral,modernbert", "--impl", "eager",
+                    "--window-offset", "1"]) == 0
+    capsys.readouterr()
+    for m in ("mistral", "modernbert"):
+        rc, so, se = run(flexbin, "check", f"{good}/{m}-eager-float32.h5")
+        assert rc == 0, so + se
+        rc, so, se = run(flexbin, "check", f"{bad}/{m}-eager-float32.h5")
+        assert rc == 1 and "explained by window W-1" in so, so + se
