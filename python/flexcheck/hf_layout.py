@@ -24,8 +24,9 @@ layer's C is `attention_chunk_size`, a full layer none; the soft-cap is Gemma 2'
 another window than its config says, fails `flexcheck check` on that layer. --window-offset N
 writes W + N as the case's window (the negative control: check must fail the windowed layers).
 
-Exit status: 0 every model ran and its file was written; 1 a model failed (named, the others
-still run); 2 bad arguments or no transformers.
+Exit status: 0 every model ran and its file was written, or transformers refused it (a
+ValueError, named: Gemma 2 and gpt-oss decline sdpa, flex_attention declines sinks on the CPU);
+1 a model failed (named, the others still run); 2 bad arguments or no transformers.
 """
 from __future__ import annotations
 
@@ -128,21 +129,27 @@ def run_model(model: str, impl: str, dtype: str, past: int, steps: int, outdir: 
     torch.manual_seed(0)
     cls_name, kw, causal = TINY[model]
     config = getattr(transformers, cls_name)(**COMMON, **kw)
-    net = transformers.AutoModel.from_config(config, attn_implementation=impl).eval()
+    try:
+        net = transformers.AutoModel.from_config(config, attn_implementation=impl).eval()
+    except ValueError as e:  # "GptOssModel does not support an attention implementation
+        raise _engine.Refused(_engine.first_line(e)) from e  # through ... sdpa
     tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     net = net.to(tdt)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, COMMON["vocab_size"], (1, past + steps), generator=g)
     with Capture(modeling_utils) as cap, torch.no_grad():
-        if causal:
-            cache = DynamicCache(config=config)
-            if past:
-                net(input_ids=ids[:, :past], cache=cache, use_cache=True)
-            cap.on = True
-            net(input_ids=ids[:, past:], cache=cache, use_cache=True)
-        else:
-            cap.on = True
-            net(input_ids=ids)
+        try:
+            if causal:
+                cache = DynamicCache(config=config)
+                if past:
+                    net(input_ids=ids[:, :past], cache=cache, use_cache=True)
+                cap.on = True
+                net(input_ids=ids[:, past:], cache=cache, use_cache=True)
+            else:
+                cap.on = True
+                net(input_ids=ids)
+        except ValueError as e:  # "Attention sinks cannot be run on CPU with flex attention"
+            raise _engine.Refused(_engine.first_line(e)) from e
     n = config.num_hidden_layers
     if sorted(cap.calls) != list(range(n)):
         raise RuntimeError(f"{model}: captured layers {sorted(cap.calls)}, expected 0..{n - 1}")
@@ -225,6 +232,9 @@ def main(argv=None) -> int:
             for dt in dtypes:
                 try:
                     run_model(model, impl, dt, a.past, a.steps, a.outdir, a.window_offset)
+                except _engine.Refused as e:
+                    print(f"{PROG}: {model} {impl} {dt}: refused by transformers: "
+                          f"{_engine.first_line(e)}", file=sys.stderr)
                 except Exception as e:  # one model's failure is named; the others run
                     print(f"{PROG}: {model} {impl} {dt}: {type(e).__name__}: "
                           f"{_engine.first_line(e)}", file=sys.stderr)
