@@ -524,9 +524,6 @@ def main(argv=None, engine=None, prog: str = PROG, make_engine=None) -> int:
     got = _engine.files_and_dtypes(prog, a)
     if got is None:
         return 2
-    if a.threads is not None and a.threads < 1:
-        print(f"{prog}: --threads {a.threads}: must be >= 1", file=sys.stderr)
-        return 2
     files, dtypes = got
     make = make_engine or Ort
     isolate = a.isolate and engine is None

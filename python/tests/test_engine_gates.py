@@ -117,23 +117,15 @@ def test_onnx_gate_names_its_engines(tmp_path, fake_py):
     assert rc == 2 and "usage: ci/onnx_gate.sh ort|openvino" in err and not log.exists()
 
 
+@pytest.mark.parametrize("script, name, module, args", [
+    ("sdpa_gate.sh", "sdpa-gate", "torch_sdpa", "--backend math"),
+    ("hf_gate.sh", "hf-gate", "hf_attention", "--impl eager")])
 @pytest.mark.parametrize("runner_rc, want, words", [
-    (0, 0, "sdpa-gate: PASS in "), (1, 1, "sdpa-gate: FAIL in "),
-    (2, 2, "sdpa-gate: the runner could not start")])
-def test_sdpa_gate_runs_torch_sdpa(tmp_path, fake_py, runner_rc, want, words):
+    (0, 0, "{}: PASS in "), (1, 1, "{}: FAIL in "), (2, 2, "{}: the runner could not start")])
+def test_one_runner_gates_run_their_runner(tmp_path, fake_py, script, name, module, args,
+                                           runner_rc, want, words):
     py, log = fake_py
-    rc, out, err = gate("sdpa_gate.sh", tmp_path, py, rc=runner_rc, RUNNER_ARGS="--backend math")
-    assert rc == want and words in out + err, out + err
+    rc, out, err = gate(script, tmp_path, py, rc=runner_rc, RUNNER_ARGS=args)
+    assert rc == want and words.format(name) in out + err, out + err
     cases = tmp_path / "gate" / "cases"
-    assert log.read_text().splitlines() == [f"-m flexcheck.torch_sdpa {cases} --backend math"]
-
-
-@pytest.mark.parametrize("runner_rc, want, words", [
-    (0, 0, "hf-gate: PASS in "), (1, 1, "hf-gate: FAIL in "),
-    (2, 2, "hf-gate: the runner could not start")])
-def test_hf_gate_runs_hf_attention(tmp_path, fake_py, runner_rc, want, words):
-    py, log = fake_py
-    rc, out, err = gate("hf_gate.sh", tmp_path, py, rc=runner_rc, RUNNER_ARGS="--impl eager")
-    assert rc == want and words in out + err, out + err
-    cases = tmp_path / "gate" / "cases"
-    assert log.read_text().splitlines() == [f"-m flexcheck.hf_attention {cases} --impl eager"]
+    assert log.read_text().splitlines() == [f"-m flexcheck.{module} {cases} {args}"]

@@ -28,6 +28,7 @@ import pytest
 from flexcheck import _engine, hf_attention as hf
 from flexcheck.fixtures import read_case, write_case
 from _flexcli import run
+from test_torch_sdpa import _qkv, _to_bf16_bits  # the same seeded inputs and bfloat16 rounding
 
 
 # ---- the stand-in engine: a transformers layer's documented semantics in numpy ----
@@ -79,11 +80,6 @@ def layer_out(plan):
     return p @ v
 
 
-def _to_bf16_bits(y):
-    bits = np.ascontiguousarray(y, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
 class StandIn:
     engine = "transformers"
     version = "0.0-standin"
@@ -106,20 +102,6 @@ class StandIn:
 
 
 # ---- fixture cases ----
-
-def _round(x, dtype):
-    t = np.float16 if dtype == "float16" else np.float32
-    x = np.asarray(x).astype(t)
-    if dtype == "bfloat16":  # bfloat16 values, stored as float32
-        x = (x.view(np.uint32) & 0xFFFF0000).view(np.float32)
-    return x
-
-
-def _qkv(rng, b, hq, hkv, lq, lk, d, dv, dtype):
-    def r(*shape):
-        return _round(rng.standard_normal(shape), dtype)
-    return r(b, hq, lq, d), r(b, hkv, lk, d), r(b, hkv, lk, dv)
-
 
 STORED = (  # name, terms, (B, Hq, Hkv, Lq, Lk, D, Dv), the model the runner must pick
     ("dec-cw5", dict(causal=True, window=5), (1, 4, 2, 6, 13, 16, 16), "mistral"),
