@@ -36,7 +36,6 @@ import platform
 import sys
 from typing import Dict, List, Optional
 
-
 from . import _engine
 from .fixtures import add_tested, write_case
 from .hf_attention import IMPLS
