@@ -41,3 +41,6 @@ include python/onnx.mk
 # make ggml-gate (ggml's ggml_flash_attn_ext, llama.cpp's attention op, under the gates; not
 # part of make test).
 include python/ggml.mk
+
+# make hf-gate (Hugging Face transformers' attention under the gates; not part of make test).
+include python/hf.mk

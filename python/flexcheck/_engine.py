@@ -375,14 +375,34 @@ def files_and_dtypes(prog: str, a, err: Optional[TextIO] = None):
     try:
         if a.label is not None:
             sanitize_label(a.label)
+        if getattr(a, "threads", None) is not None and a.threads < 1:  # runners with --threads
+            raise ValueError(f"--threads {a.threads}: must be >= 1")
         dtypes = parse_dtypes(a.dtype)
         files = discover(a.paths)
         if not files:
             raise ValueError(f"no fixture file (*.h5, *.hdf5) under {' '.join(a.paths)}")
-        threads = getattr(a, "threads", None)
-        if threads is not None and threads < 1:
-            raise ValueError(f"--threads {threads}: must be >= 1")
     except ValueError as e:
         print(f"{prog}: {e}", file=err or sys.stderr)
         return None
     return files, dtypes
+
+
+def run_variants(prog: str, engine: str, a, files: Sequence[str], dtypes, names: Sequence[str],
+                 default_label: Callable[[str], str], describe: Callable[[str], str],
+                 adapter_of: Callable[[str], Callable[[object], Result]]) -> int:
+    """Each variant of one engine (a backend, an implementation) over the files, one Run each:
+    label --label (suffixed -NAME when several run) or default_label(name), producer
+    describe(name) with the negative control named (a.window_offset); the worst exit status."""
+    status = 0
+    for name in names:
+        if a.label:
+            label = sanitize_label(a.label + ("" if len(names) == 1 else f"-{name}"))
+        else:
+            label = sanitize_label(default_label(name))
+        producer = describe(name)
+        if a.window_offset:
+            producer += f", NEGATIVE CONTROL: W + {a.window_offset} handed over"
+        run = Run(prog=prog, engine=engine, label=label, producer=producer,
+                  adapter=adapter_of(name), dtypes=dtypes, overwrite=a.overwrite)
+        status = max(status, run.files(files))
+    return status

@@ -300,20 +300,9 @@ def main(argv=None, engine=None) -> int:
     if not run_on:
         print(f"{PROG}: no selected backend runs here", file=sys.stderr)
         return 2
-    status = 0
-    for name in run_on:
-        if a.label:
-            label = _engine.sanitize_label(a.label + ("" if len(run_on) == 1 else f"-{name}"))
-        else:
-            label = _engine.sanitize_label(f"torch-{engine.version}-sdpa-{name}-cpu")
-        producer = engine.describe(name)
-        if a.window_offset:
-            producer += f", NEGATIVE CONTROL: W + {a.window_offset} handed over"
-        run = _engine.Run(prog=PROG, engine=engine.engine, label=label, producer=producer,
-                          adapter=adapter(engine, name, a.window_offset), dtypes=dtypes,
-                          overwrite=a.overwrite)
-        status = max(status, run.files(files))
-    return status
+    return _engine.run_variants(PROG, engine.engine, a, files, dtypes, run_on,
+                                lambda n: f"torch-{engine.version}-sdpa-{n}-cpu", engine.describe,
+                                lambda n: adapter(engine, n, a.window_offset))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""The engine gate scripts (ci/torch_gate.sh, ci/sdpa_gate.sh, ci/vllm_gate.sh, ci/onnx_gate.sh,
-ci/ggml_gate.sh and the steps they share, ci/engine_gate.sh) with a stand-in for the engine's
-python: export, how the runner is called, check, and the exit status each outcome gives. The
-real runners need torch, vLLM, ONNX Runtime, OpenVINO or ggml-python (make torch-gate,
-sdpa-gate, vllm-gate, ort-gate, openvino-gate, ggml-gate); what is tested here is the plumbing
-around them.
+"""The engine gate scripts (ci/torch_gate.sh, ci/sdpa_gate.sh, ci/hf_gate.sh, ci/vllm_gate.sh,
+ci/onnx_gate.sh, ci/ggml_gate.sh and the steps they share, ci/engine_gate.sh) with a stand-in for
+the engine's python: export, how the runner is called, check, and the exit status each outcome
+gives. The real runners need torch, transformers, vLLM, ONNX Runtime, OpenVINO or ggml-python
+(make torch-gate, sdpa-gate, hf-gate, vllm-gate, ort-gate, openvino-gate, ggml-gate); what is
+tested here is the plumbing around them.
 
 The stand-in logs its arguments, one call a line, and exits FAKE_RC (default 0); it stores no
 output, so check judges the exported cases' own oracle (they pass).
@@ -119,7 +119,8 @@ def test_onnx_gate_names_its_engines(tmp_path, fake_py):
 
 
 @pytest.mark.parametrize("script, module, extra", [
-    ("sdpa_gate.sh", "torch_sdpa", ""), ("ggml_gate.sh", "ggml_attention", " --isolate")])
+    ("sdpa_gate.sh", "torch_sdpa", ""), ("ggml_gate.sh", "ggml_attention", " --isolate"),
+    ("hf_gate.sh", "hf_attention", "")])
 @pytest.mark.parametrize("runner_rc, want, words", [
     (0, 0, "PASS in "), (1, 1, "FAIL in "), (2, 2, "the runner could not start")])
 def test_gate_runs_its_runner(tmp_path, fake_py, script, module, extra, runner_rc, want, words):
