@@ -31,6 +31,8 @@ import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple
 
+import numpy as np
+
 from .fixtures import DTYPES, add_tested, list_cases, read_case
 
 FIXTURE_SUFFIXES = (".h5", ".hdf5")
@@ -57,6 +59,11 @@ class Result:
     rounding: Optional[str] = None
     encoding: Optional[str] = None   # "bfloat16" for uint16 bit patterns
 
+
+def bits_encoding(out) -> Optional[str]:
+    """A Result's encoding for an output as a runner holds it: "bfloat16" for a numpy uint16
+    array (bfloat16 bit patterns: numpy has no bfloat16), else None (stored as it is)."""
+    return "bfloat16" if isinstance(out, np.ndarray) and out.dtype == np.uint16 else None
 
 
 def _signal_text(status: int) -> str:
@@ -355,6 +362,13 @@ def start(make: Callable[[], object], info: Callable[[object], object], isolate:
     if sig:
         raise RuntimeError(f"the engine killed the process ({sig}) while starting")
     return got, None
+
+
+def add_negative_control(ap, handed: str = "the engine") -> None:
+    """--window-offset N: the runner hands `handed` W + N instead of W, a control the gate must
+    fail naming the window (a runner that cannot fail is caught)."""
+    ap.add_argument("--window-offset", type=int, default=0, metavar="N",
+                    help=f"negative control: hand {handed} W + N (the gate must fail)")
 
 
 def add_common_args(ap, label_default: str = "the engine's name and version") -> None:

@@ -63,6 +63,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from . import _engine
+from ._args import bfloat16_bits
 from ._engine import NotExpressible, Result
 
 PROG = "ggml_attention"
@@ -87,14 +88,6 @@ class Plan:
     notes: Tuple[str, ...] = ()
     v_type: Optional[str] = None   # V's type where it is not K's (an experiment's; None: K's)
     prec_f32: bool = True          # ggml_flash_attn_ext_set_prec(GGML_PREC_F32), as llama.cpp
-
-
-def _bf16_bits(a: np.ndarray) -> np.ndarray:
-    """bfloat16 values held in float32 as their uint16 bit patterns (exact or ValueError)."""
-    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    if np.any(bits & 0xFFFF):
-        raise ValueError("values not exactly representable in bfloat16")
-    return (bits >> 16).astype(np.uint16)
 
 
 def _sequences(case):
@@ -204,7 +197,8 @@ def ggml_plan(case, window_offset: int = 0) -> Plan:
     elif kv_type == "F16":
         k, v = (np.ascontiguousarray(x, dtype=np.float16) for x in (case.k, case.v))
     else:
-        k, v = _bf16_bits(case.k), _bf16_bits(case.v)
+        k, v = (bfloat16_bits(np.ascontiguousarray(x, np.float32), round=False)
+                for x in (case.k, case.v))
     notes.append(f"K/V {kv_type}")
     sinks = None
     if case.sinks is not None:
@@ -314,8 +308,7 @@ def _args(argv):
     _engine.add_common_args(ap, "ggml-<version>-flash_attn_ext-cpu")
     ap.add_argument("--threads", type=int, default=2, metavar="N",
                     help="n_threads of ggml_graph_compute_with_ctx (default 2)")
-    ap.add_argument("--window-offset", type=int, default=0, metavar="N",
-                    help="negative control: hand the engine W + N (the gate must fail)")
+    _engine.add_negative_control(ap)
     ap.add_argument("--isolate", action="store_true",
                     help="run each file in child processes that build the engine themselves, "
                          "so that a GGML_ASSERT abort costs one case (named), not the run")

@@ -325,8 +325,8 @@ def adapter(engine, impl: str, window_offset: int = 0):
         if plan.past:
             notes.append(f"{plan.past} keys cached first")
         notes.append("no LSE")
-        enc = "bfloat16" if isinstance(out, np.ndarray) and out.dtype == np.uint16 else None
-        return Result(out=out, out_rerun=rerun, encoding=enc, notes=tuple(notes))
+        return Result(out=out, out_rerun=rerun, encoding=_engine.bits_encoding(out),
+                      notes=tuple(notes))
     return run
 
 
@@ -342,8 +342,7 @@ def _args(argv):
     ap.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads")
     ap.add_argument("--compile-flex", action="store_true",
                     help="keep transformers' torch.compile of flex_attention (slow on the CPU)")
-    ap.add_argument("--window-offset", type=int, default=0, metavar="N",
-                    help="negative control: hand the config W + N (the gate must fail)")
+    _engine.add_negative_control(ap, "the config")
     return ap.parse_args(argv)
 
 

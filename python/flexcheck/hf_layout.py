@@ -193,7 +193,7 @@ def _args(argv):
     ap.add_argument("--past", type=int, default=23, help="tokens cached before the captured "
                                                          "forward (decoders)")
     ap.add_argument("--steps", type=int, default=12, help="tokens of the captured forward")
-    ap.add_argument("--window-offset", type=int, default=0, metavar="N")
+    _engine.add_negative_control(ap, "the config")
     return ap.parse_args(argv)
 
 

@@ -25,7 +25,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _engine, ort_attention as oa
+from . import ort_attention as oa
 from ._engine import Refused
 
 PROG = "openvino_attention"

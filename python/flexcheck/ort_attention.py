@@ -48,6 +48,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _engine
+from ._args import bfloat16_bits
 from ._engine import NotExpressible, Refused, Result
 
 PROG = "ort_attention"
@@ -340,10 +341,7 @@ def bf16_feeds(plan: Plan) -> Dict[str, np.ndarray]:
     out = {}
     for n, a in plan.feeds().items():
         if a.dtype == np.float32:
-            bits = a.view(np.uint32)
-            if np.any(bits & 0xFFFF):
-                raise ValueError(f"{n}: values not exactly representable in bfloat16")
-            a = (bits >> 16).astype(np.uint16)
+            a = bfloat16_bits(a, round=False)  # bfloat16 values held in float32, exactly
         out[n] = a
     return out
 
@@ -483,10 +481,7 @@ def _bf16_out(y: np.ndarray) -> np.ndarray:
     if y.dtype == np.uint16:
         return y
     if y.dtype == np.float32:
-        bits = y.view(np.uint32)
-        if np.any(bits & 0xFFFF):
-            raise ValueError("bfloat16 output with float32 values that are not bfloat16")
-        return (bits >> 16).astype(np.uint16)
+        return bfloat16_bits(y, round=False)
     raise ValueError(f"bfloat16 output returned as {y.dtype}")
 
 
@@ -499,8 +494,7 @@ def _args(argv, prog=PROG):
     _engine.add_common_args(ap)
     ap.add_argument("--op", choices=OPS + ("both",), default="both")
     ap.add_argument("--threads", type=int, metavar="N", help="intra_op_num_threads")
-    ap.add_argument("--window-offset", type=int, default=0, metavar="N",
-                    help="negative control: hand the engine W + N (the gate must fail)")
+    _engine.add_negative_control(ap)
     ap.add_argument("--static-shapes", action="store_true",
                     help="declare every input shape static in the model (default: the token "
                          "axes symbolic, as in exported decoders)")

@@ -553,9 +553,7 @@ def _args(argv):
     ap.add_argument("--compile", action="store_true",
                     help="run torch.compile(flex_attention) (default: eager)")
     ap.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N)")
-    ap.add_argument("--window-offset", type=int, default=0, metavar="N",
-                    help="build the mask with window W + N instead of W: the negative control "
-                         "(the gate must fail it, naming the window)")
+    _engine.add_negative_control(ap, "the mask_mod")
     return ap.parse_args(argv)
 
 

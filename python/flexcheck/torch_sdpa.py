@@ -256,11 +256,9 @@ def adapter(engine, backend: str, window_offset: int = 0):
             notes.append("enable_gqa=True" if getattr(engine, "has_gqa", True)
                          else "K/V repeated (no enable_gqa)")
         out, rerun = engine.run(plan, backend)
-        enc = None
-        if isinstance(out, np.ndarray) and out.dtype == np.uint16:
-            enc = "bfloat16"
         notes.append("no LSE")
-        return Result(out=out, out_rerun=rerun, encoding=enc, notes=tuple(notes))
+        return Result(out=out, out_rerun=rerun, encoding=_engine.bits_encoding(out),
+                      notes=tuple(notes))
     return run
 
 
@@ -273,8 +271,7 @@ def _args(argv):
     _engine.add_common_args(ap)
     ap.add_argument("--backend", choices=BACKENDS + ("all",), default="all")
     ap.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads")
-    ap.add_argument("--window-offset", type=int, default=0, metavar="N",
-                    help="negative control: hand the engine W + N (the gate must fail)")
+    _engine.add_negative_control(ap)
     return ap.parse_args(argv)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from flexcheck import _engine, torch_sdpa as ts
-from flexcheck.fixtures import read_case, write_case
+from flexcheck.fixtures import bfloat16_bits, read_case, write_case
 from _flexcli import run
 
 
@@ -58,8 +58,7 @@ def sdpa_reference(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
 
 
 def _to_bf16_bits(y):
-    bits = np.ascontiguousarray(y, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return bfloat16_bits(np.ascontiguousarray(y, dtype=np.float32))
 
 
 class StandIn:
