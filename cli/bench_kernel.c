@@ -142,7 +142,7 @@ int bench_kernel(int argc, char **argv)
     fc_err err;
     const cli_opt opts[] = {
         CLI_FN("backend", "B", "emu (default) or gpu", parse_backend, &be),
-        CLI_INT("kernel", "K", "one kernel version, 1 or 2 (default: every version)", &kernel, 1,
+        CLI_INT("kernel", "K", "one kernel version, 1, 2 or 3 (default: every version)", &kernel, 1,
                 GPU_MAX_KERNEL),
         CLI_INT("reps", "N", "best of N runs (default 3)", &reps, 1, 1000),
         CLI_FLAG("gpu-shapes", "the GPU targets (fp16 causal L=8k D=128; causal W=1024 and\n"

@@ -170,7 +170,7 @@ int cmd_check(int argc, char **argv)
     const cli_opt table[] = {
         CLI_FN("backend", "B", "ref: the reference checks only (default); emu or gpu: also\n"
                "run the kernel on each case and judge it under the gates", parse_backend, &o.c),
-        CLI_INT("kernel", "K", "kernel version for emu/gpu, 1 or 2 (default 2)", &o.c.kernel, 1,
+        CLI_INT("kernel", "K", "kernel version for emu/gpu, 1, 2 or 3 (default 2)", &o.c.kernel, 1,
                 GPU_MAX_KERNEL),
         CLI_FLAG("exact-blocks", "a stored block mask must equal the slow builder's (as sets)",
                  &o.c.exact_blocks, 1),

@@ -60,7 +60,7 @@ static int parse(int argc, char **argv, gate_cfg *g)
                CLI_TEXT(CLI_SHARD_MAX) "), for fan-out", cli_parse_shard, g->shard),
         CLI_FN("backend", "B", "emu | gpu | all (default: every backend present)",
                parse_backend, &g->backend),
-        CLI_INT("kernel", "K", "kernel version, 1 or 2 (default 2)", &g->kernel, 1,
+        CLI_INT("kernel", "K", "kernel version, 1, 2 or 3 (default 2)", &g->kernel, 1,
                 GPU_MAX_KERNEL),
         CLI_INT("jobs", "N", "cases run in parallel (default 1)", &g->jobs, 1, 256),
         CLI_INT("seed", "S", "matrix seed (default 1)", &g->seed, 0, INT32_MAX),

@@ -52,7 +52,7 @@ static int parse(int argc, char **argv, repro_opts *o)
                 &o->name),
         CLI_STR("backend", "B", "emu (default) or gpu", &o->backend_s),
         CLI_INT_SEEN("kernel", "K",
-                     "kernel version, 1 or 2 (default 2)",
+                     "kernel version, 1, 2 or 3 (default 2)",
                      &o->kernel, 1, GPU_MAX_KERNEL, &o->kernel_given),
         CLI_STR("builder", "B", "slow | direct | superset | superset-trim; default: the block\n"
                 "mask stored in the case, else direct", &o->builder_s),

@@ -28,7 +28,7 @@ struct attn_args {
     const int32_t *kv_num, *kv_idx, *full_num, *full_idx;
     const int64_t *kv_off, *full_off;
     int32_t bm_nb, bm_nh, nqb, qb, kb;
-    /* Paged K/V (kernel 2; NULL: k and v are contiguous). k and v then point to caches
+    /* Paged K/V (kernels 2 and 3; NULL: k and v are contiguous). k and v then point to caches
      * [num_pages, Hkv, KB, D] and page_table[b * pt_width + j] is the page holding keys
      * [j * KB, (j + 1) * KB) of batch entry b (gpu.h, gpu_call.page_table). */
     const int32_t *page_table;

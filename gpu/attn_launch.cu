@@ -14,6 +14,7 @@
 
 #include "gpu/attn_v1.cuh"
 #include "gpu/attn_v2.cuh"
+#include "gpu/attn_v3.cuh"
 #include "base/guard.h"
 #include "base/progress.h"
 
@@ -136,22 +137,22 @@ static fc_status check_call(const gpu_call *c, fc_err *err)
         return st;
     const attn_problem *p = c->p;
     const bmask *bm = c->bm;
-    if (c->kernel != 1 && c->kernel != 2)
-        return fc_errf(err, FC_EUNSUP, "kernel version %d: this build has versions 1 and 2",
-                       c->kernel);
+    if (c->kernel < 1 || c->kernel > GPU_MAX_KERNEL)
+        return fc_errf(err, FC_EUNSUP, "kernel version %d: this build has versions 1 to %d",
+                       c->kernel, GPU_MAX_KERNEL);
     if ((unsigned)c->dtype > FC_BF16)
         return fc_errf(err, FC_EINVAL, "dtype %d: unknown", (int)c->dtype);
     if (c->kernel == 1 && (p->d > GPU_V1_MAX_HEAD_DIM || p->dv > GPU_V1_MAX_HEAD_DIM))
         return fc_errf(err, FC_EUNSUP, "kernel 1: head dims D = %d, Dv = %d: at most %d",
                        (int)p->d, (int)p->dv, GPU_V1_MAX_HEAD_DIM);
-    if (c->kernel == 2 && !v2_head_dims_ok(p->d, p->dv))
-        return fc_errf(err, FC_EUNSUP, "kernel 2: head dims D = %d, Dv = %d: supported are %s",
-                       (int)p->d, (int)p->dv, GPU_V2_HEAD_DIMS);
+    if (c->kernel >= 2 && !v2_head_dims_ok(p->d, p->dv))
+        return fc_errf(err, FC_EUNSUP, "kernel %d: head dims D = %d, Dv = %d: supported are %s",
+                       c->kernel, (int)p->d, (int)p->dv, GPU_V2_HEAD_DIMS);
     if (!bm || bm->lq != p->seq.lq || bm->lk != p->seq.lk)
         return fc_errf(err, FC_EINVAL, "block mask missing or built for other lengths");
-    if (c->page_table && c->kernel != 2)
-        return fc_errf(err, FC_EUNSUP, "kernel %d reads K/V contiguously: paged K/V needs kernel 2",
-                       c->kernel);
+    if (c->page_table && c->kernel == 1)
+        return fc_errf(err, FC_EUNSUP,
+                       "kernel 1 reads K/V contiguously: paged K/V needs kernel 2 or 3");
     if ((bm->nb != 1 && bm->nb != p->seq.batch) || (bm->nh != 1 && bm->nh != p->hq))
         return fc_errf(err, FC_EINVAL, "block mask dims [%d, %d] do not broadcast to [B=%d, Hq=%d]",
                        (int)bm->nb, (int)bm->nh, (int)p->seq.batch, (int)p->hq);
@@ -206,16 +207,72 @@ template <typename T, int D, int DV> static cudaError_t launch_v2_d(const attn_a
     return launch_v2_tiles<T, D, DV, 16>(a);
 }
 
-/* The one switch over head dims (check_call refused what v2_head_dims_ok does not list). */
-template <typename T> static cudaError_t launch_v2(const attn_args &a)
+/* Version 3 (attn_v3.cuh) with its tile shapes: BQ query rows per block, 16 MT a warp. */
+template <typename T, int D, int DV, int BK, int MT, bool X = false>
+static cudaError_t launch_v3_mt(const attn_args &a, int bq)
+{
+    const size_t smem = v3_smem_bytes<T, D, DV, BK>(bq);
+    dim3 grid((unsigned)((a.lq + bq - 1) / bq), (unsigned)a.hq, (unsigned)a.batch);
+    dim3 block((unsigned)(bq / (16 * MT) * 32));
+    void (*kernel)(attn_args) = attn_v3_kernel<T, D, DV, BK, MT, X>;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return GPU_LAUNCH(kernel, grid, block, smem, (cudaStream_t)0, a);
+}
+
+/* Two m16 tiles a warp wherever the block has a multiple of 32 rows and the head dims are at
+ * most 128 (v3_bq_cap); v3_bk's tiles where KB allows, 16 keys otherwise and with explicit terms.
+ * fp32 has no tensor-core path in version 3: version 2's runs it (attn_v3.cuh). */
+template <typename T, int D, int DV> static cudaError_t launch_v3_d(const attn_args &a)
+{
+    if constexpr (!v2_traits<T>::tensor_cores) {
+        return launch_v2_d<T, D, DV>(a);
+    } else {
+        const int bq = v3_block_q<D, DV>(a.qb);
+        constexpr bool two = D <= 128 && DV <= 128;
+        if (a.xmask.bits || a.xbias.vals) {
+            if constexpr (two)
+                if (bq % 32 == 0)
+                    return launch_v3_mt<T, D, DV, 16, 2, true>(a, bq);
+            return launch_v3_mt<T, D, DV, 16, 1, true>(a, bq);
+        }
+        if constexpr (two) {
+            constexpr int BK = v3_bk<D, DV>();
+            if (bq % 32 == 0)
+                return a.kb >= BK ? launch_v3_mt<T, D, DV, BK, 2>(a, bq)
+                                  : launch_v3_mt<T, D, DV, 16, 2>(a, bq);
+        }
+        return launch_v3_mt<T, D, DV, 16, 1>(a, bq);
+    }
+}
+
+/* The one switch over head dims (check_call refused what v2_head_dims_ok does not list):
+ * L::run<T, D, DV> launches one version for one pair. */
+struct v2_launcher {
+    template <typename T, int D, int DV> static cudaError_t run(const attn_args &a)
+    {
+        return launch_v2_d<T, D, DV>(a);
+    }
+};
+struct v3_launcher {
+    template <typename T, int D, int DV> static cudaError_t run(const attn_args &a)
+    {
+        return launch_v3_d<T, D, DV>(a);
+    }
+};
+template <typename T, typename L> static cudaError_t launch_dims(const attn_args &a)
 {
     switch (a.d) {
-    case 32: return launch_v2_d<T, 32, 32>(a);
-    case 64: return launch_v2_d<T, 64, 64>(a);
-    case 80: return launch_v2_d<T, 80, 80>(a);
-    case 96: return a.dv == 64 ? launch_v2_d<T, 96, 64>(a) : launch_v2_d<T, 96, 96>(a);
-    case 128: return launch_v2_d<T, 128, 128>(a);
-    case 256: return launch_v2_d<T, 256, 256>(a);
+    case 32: return L::template run<T, 32, 32>(a);
+    case 64: return L::template run<T, 64, 64>(a);
+    case 80: return L::template run<T, 80, 80>(a);
+    case 96: return a.dv == 64 ? L::template run<T, 96, 64>(a) : L::template run<T, 96, 96>(a);
+    case 128: return L::template run<T, 128, 128>(a);
+    case 256: return L::template run<T, 256, 256>(a);
     }
     return cudaErrorInvalidValue;
 }
@@ -228,7 +285,8 @@ static cudaError_t launch(const gpu_call *c, const attn_args &a)
         return cudaSuccess; /* Lq == 0: nothing to compute */
     switch (c->kernel) {
     case 1: return GPU_LAUNCH(attn_v1_kernel<T>, grid, block, 0, (cudaStream_t)0, a);
-    case 2: return launch_v2<T>(a);
+    case 2: return launch_dims<T, v2_launcher>(a);
+    case 3: return launch_dims<T, v3_launcher>(a);
     }
     return cudaErrorInvalidValue;
 }

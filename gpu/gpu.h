@@ -28,15 +28,16 @@ typedef enum gpu_backend { GPU_BACKEND_EMU = 0, GPU_BACKEND_CUDA = 1 } gpu_backe
 const char *gpu_backend_name(gpu_backend b); /* "emu", "gpu" */
 fc_status gpu_backend_parse(const char *s, gpu_backend *out);
 
-/* Kernel versions: 1 the plain second opinion, 2 the tiled tensor-core kernel (the default). */
-#define GPU_MAX_KERNEL 2
+/* Kernel versions: 1 the plain second opinion, 2 the tiled tensor-core kernel (the default), 3
+ * FlashAttention-2's structure for fp16/bf16 (fp32 runs version 2's path). */
+#define GPU_MAX_KERNEL 3
 #define GPU_DEFAULT_KERNEL 2
 
 /* Largest head dims the version-1 kernel accepts (it keeps a row's q and accumulator in
  * per-thread arrays of this size). */
 #define GPU_V1_MAX_HEAD_DIM 256
 
-/* The head dims version 2 (gpu/attn_v2.cuh) is compiled for. */
+/* The head dims versions 2 and 3 (gpu/attn_v2.cuh, attn_v3.cuh) are compiled for. */
 #define GPU_V2_HEAD_DIMS "D = Dv in {32, 64, 80, 96, 128, 256} and (D, Dv) = (96, 64)"
 
 typedef struct gpu_call {
@@ -44,9 +45,9 @@ typedef struct gpu_call {
     fc_dtype dtype;
     const float *q, *k, *v; /* host, values representable in dtype */
     const bmask *bm;        /* block mask for p (validated by the caller: bmask_validate) */
-    int kernel;             /* version: 1 or 2 */
+    int kernel;             /* version: 1 to GPU_MAX_KERNEL */
     gpu_backend backend;
-    /* Paged K/V (kernel 2 only; NULL = contiguous K/V). page_table [B * nkb], nkb =
+    /* Paged K/V (kernels 2 and 3; NULL = contiguous K/V). page_table [B * nkb], nkb =
      * ceil(Lk / KB) with KB the block mask's kv_block_size (page size == KB): entry b * nkb + j
      * is the physical page in [0, num_pages) that holds keys [j * KB, (j + 1) * KB) of batch
      * entry b; entries are distinct. The launcher scatters k and v through it into caches

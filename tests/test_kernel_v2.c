@@ -1,9 +1,10 @@
 /*
- * test_kernel_v2.c - flex-attention kernel version 2 (gpu/attn_v2.cuh) on the emu backend: the
- * tolerance gates of docs/tolerance.md against the float64 oracle over mask families, builders,
- * block sizes, GQA, packed batches, Lq != Lk, empty rows and all three dtypes; version 2 against
- * version 1 on the same inputs; paged K/V bitwise equal to contiguous K/V; determinism; and the
- * shapes version 2 refuses before any launch. On a machine with a CUDA device, the same table
+ * test_kernel_v2.c - flex-attention kernel versions 2 and 3 (gpu/attn_v2.cuh, gpu/attn_v3.cuh)
+ * on the emu backend: the tolerance gates of docs/tolerance.md against the float64 oracle over
+ * mask families, builders, block sizes, GQA, packed batches, Lq != Lk, empty rows and all three
+ * dtypes; both against version 1 on the same inputs; paged K/V bitwise equal to contiguous K/V;
+ * poisoned masked keys and explicit masks equal to a family bitwise, in each kernel;
+ * determinism; and the shapes they refuse before any launch. On a machine with a CUDA device, the same table
  * runs natively too (tensor cores, cp.async, ldmatrix for real), else that test is skipped.
  *
  *   make BUILD=build test    (or build/tests/test_kernel_v2 --verbose for the H1 ratios)
@@ -109,6 +110,12 @@ static const v2_case cases[] = {
     {"xmask packed causal bias bf16 32x16", BF16, 1, 2, 1, 100, 160, 64, 1, 0, 0, 32, 16, BMASK_SLOW, 3, {0, 1, 60, 100}, {0, 40, 100, 160}, 0, 0, 0, XM_RANDOM, XB_RANDOM},
     {"xmask decode sinks f16 GQA", F16, 1, 4, 2, 9, 200, 64, 1, 0, 0, 16, 64, BMASK_SLOW, 0, {0}, {0}, 0, 0, 1, XM_RANDOM, XB_ALIBI},
     {"xmask columns chunk f32 d96/64", F32, 1, 2, 1, 70, 90, 96, 0, 0, 32, 32, 32, BMASK_SLOW, 0, {0}, {0}, 64, 0, 0, XM_COLUMNS, XB_RANDOM},
+    /* kernel 3's own paths: unmasked tiles (full, below Lk, in a query tile below Lq) over
+     * many 32- and 64-key tiles, so the running max moves between tiles, beside masked ones
+     * (the diagonal, the ragged last key tile, the query tile past Lq); with soft-cap and sinks */
+    {"dense d128 f16 128x128 many tiles", F16, 1, 2, 1, 300, 520, 128, 0, 0, 0, 128, 128, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 0, 0, 0},
+    {"causal d64 bf16 128x64 sinks", BF16, 1, 2, 2, 290, 290, 64, 1, 0, 0, 128, 64, BMASK_DIRECT, 0, {0}, {0}, 0, 0, 1, 0, 0},
+    {"softcap 50 causal d80 f16 64x128", F16, 1, 2, 1, 260, 300, 80, 1, 0, 0, 64, 128, BMASK_DIRECT, 0, {0}, {0}, 0, 50, 0, 0, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -244,27 +251,32 @@ ParameterizedTest(const v2_case *t, v2, passes_every_gate_and_agrees_with_v1)
 {
     setup s;
     setup_case(t, 0x5eed0000u + (uint64_t)t->lq * 31u + (uint64_t)t->d, &s);
-    float *o1 = malloc(sizeof(float) * (s.no + 1)), *l1 = malloc(sizeof(float) * (s.nl + 1));
-    float *o2 = malloc(sizeof(float) * (s.no + 1)), *l2 = malloc(sizeof(float) * (s.nl + 1));
-    rep_verdict v1, v2;
-    judge(t, &s, 1, o1, l1, &v1);
-    judge(t, &s, 2, o2, l2, &v2);
-    double dmax = 0.0;
-    for (size_t i = 0; i < s.no; i++) {
-        double d = fabs((double)o2[i] - (double)o1[i]);
-        if (!(d <= dmax))
-            dmax = d; /* a NaN sticks */
+    float *o[3], *l[3];
+    rep_verdict v[3];
+    for (int k = 0; k < 3; k++) {
+        o[k] = malloc(sizeof(float) * (s.no + 1));
+        l[k] = malloc(sizeof(float) * (s.nl + 1));
+        judge(t, &s, k + 1, o[k], l[k], &v[k]);
     }
-    cr_log_info("%-34s %-4s H1 ratio v2 %.3f v1 %.3f (e_lp_max %.3g) max|v2-v1| %.3g",
-                t->name, fc_dtype_name(t->dt), v2.h1_ratio, v1.h1_ratio, v2.e_lp_max, dmax);
-    /* Empty rows are exact in both, so the two agree there bitwise. */
+    double dmax[2] = {0.0, 0.0}; /* versions 2 and 3 against version 1 */
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < s.no; i++) {
+            double d = fabs((double)o[k + 1][i] - (double)o[0][i]);
+            if (!(d <= dmax[k]))
+                dmax[k] = d; /* a NaN sticks */
+        }
+    cr_log_info("%-34s %-4s H1 ratio v3 %.3f v2 %.3f v1 %.3f (e_lp_max %.3g) max|v2-v1| %.3g "
+                "max|v3-v1| %.3g", t->name, fc_dtype_name(t->dt), v[2].h1_ratio, v[1].h1_ratio,
+                v[0].h1_ratio, v[1].e_lp_max, dmax[0], dmax[1]);
+    /* Empty rows are exact in every version, so they agree there bitwise. */
     for (size_t r = 0; r < s.nl; r++)
         if (s.fc.lse[r] == -INFINITY)
-            cr_expect(l2[r] == -INFINITY && l1[r] == -INFINITY, "%s: empty row %zu", t->name, r);
-    free(o1);
-    free(l1);
-    free(o2);
-    free(l2);
+            cr_expect(l[0][r] == -INFINITY && l[1][r] == -INFINITY && l[2][r] == -INFINITY,
+                      "%s: empty row %zu", t->name, r);
+    for (int k = 0; k < 3; k++) {
+        free(o[k]);
+        free(l[k]);
+    }
     setup_free(&s);
 }
 
@@ -304,6 +316,7 @@ static const int paged_cases[] = {0, 2, 3, 4, 9, 10, 11, 12, 17, 18, 21, 22, 24,
 
 Test(v2, paged_kv_is_bitwise_equal_to_contiguous_kv)
 {
+    for (int version = 2; version <= 3; version++)
     for (size_t c = 0; c < sizeof paged_cases / sizeof paged_cases[0]; c++) {
         const v2_case *t = &cases[paged_cases[c]];
         setup s;
@@ -313,9 +326,10 @@ Test(v2, paged_kv_is_bitwise_equal_to_contiguous_kv)
         float *o = malloc(sizeof(float) * (s.no + 1)), *l = malloc(sizeof(float) * (s.nl + 1));
         float *op = malloc(sizeof(float) * (s.no + 1)), *lp = malloc(sizeof(float) * (s.nl + 1));
         gpu_result r;
-        run(&s, t->name, 2, NULL, 0, o, l, &r);
-        run(&s, t->name, 2, pt, npages, op, lp, &r);
-        cr_expect(r.sentinels_ok, "%s: paged run wrote outside its outputs", t->name);
+        run(&s, t->name, version, NULL, 0, o, l, &r);
+        run(&s, t->name, version, pt, npages, op, lp, &r);
+        cr_expect(r.sentinels_ok, "%s: kernel %d: paged run wrote outside its outputs", t->name,
+                  version);
         expect_bitwise(t->name, "paged O", o, op, s.no);
         expect_bitwise(t->name, "paged LSE", l, lp, s.nl);
         free(pt);
@@ -358,10 +372,10 @@ Test(v2, keys_no_query_sees_never_change_the_output)
             unseen += !seen[tk];
         }
         cr_assert_gt(unseen, 0, "%s: every key is visible: nothing to poison", t->name);
-        float *o[2], *l[2];
+        float *o[3], *l[3];
         float *op = malloc(sizeof(float) * (s.no + 1)), *lp = malloc(sizeof(float) * (s.nl + 1));
         gpu_result r;
-        for (int v = 0; v < 2; v++) { /* both kernels, before any poison */
+        for (int v = 0; v < 3; v++) { /* every kernel, before any poison */
             o[v] = malloc(sizeof(float) * (s.no + 1));
             l[v] = malloc(sizeof(float) * (s.nl + 1));
             run(&s, t->name, v + 1, NULL, 0, o[v], l[v], &r);
@@ -376,15 +390,17 @@ Test(v2, keys_no_query_sees_never_change_the_output)
                         for (int32_t i = 0; i < p->dv; i++)
                             s.fc.v[(bh * p->seq.lk + tk) * p->dv + i] = poisons[pz][1];
                     }
-            for (int v = 0; v < 2; v++) {
+            for (int v = 0; v < 3; v++) {
+                char what[64];
                 run(&s, t->name, v + 1, NULL, 0, op, lp, &r);
-                expect_bitwise(t->name, pz ? "huge-poisoned O" : "NaN-poisoned O", o[v], op, s.no);
-                expect_bitwise(t->name, pz ? "huge-poisoned LSE" : "NaN-poisoned LSE", l[v], lp,
-                               s.nl);
+                snprintf(what, sizeof what, "kernel %d, %s-poisoned O", v + 1, pz ? "huge" : "NaN");
+                expect_bitwise(t->name, what, o[v], op, s.no);
+                snprintf(what, sizeof what, "kernel %d, %s-poisoned LSE", v + 1, pz ? "huge" : "NaN");
+                expect_bitwise(t->name, what, l[v], lp, s.nl);
             }
         }
         free(seen);
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < 3; v++) {
             free(o[v]);
             free(l[v]);
         }
@@ -433,7 +449,7 @@ static void rebuild_mask(setup *s, const v2_case *t)
 
 /* The families alone, the families AND their own grid per head, and their grid alone (no
  * family: FlexAttention's mask_mod) broadcast and per (b, h): both kernels bitwise the
- * families' output (the same tiles, the same scores, the same -inf). One pair taken away
+ * families' output (the same tiles, the same scores, the same -inf), in every kernel. One pair taken away
  * changes it: the comparison sees a single bit of the mask. */
 Test(v2, an_explicit_mask_equal_to_a_family_gives_the_family_output_bitwise)
 {
@@ -444,10 +460,10 @@ Test(v2, an_explicit_mask_equal_to_a_family_gives_the_family_output_bitwise)
         const mask_params fam = s.fc.prob.mask;
         const int32_t b = s.fc.prob.seq.batch, hq = s.fc.prob.hq;
         rebuild_mask(&s, t); /* the slow builder's tiles, as with an explicit mask */
-        float *o[2], *l[2];
+        float *o[3], *l[3];
         float *ox = malloc(sizeof(float) * (s.no + 1)), *lx = malloc(sizeof(float) * (s.nl + 1));
         gpu_result r;
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < 3; v++) {
             o[v] = malloc(sizeof(float) * (s.no + 1));
             l[v] = malloc(sizeof(float) * (s.nl + 1));
             run(&s, t->name, v + 1, NULL, 0, o[v], l[v], &r);
@@ -465,7 +481,7 @@ Test(v2, an_explicit_mask_equal_to_a_family_gives_the_family_output_bitwise)
             set_family_grid(&s, fam, vars[i].bm, vars[i].hm);
             s.fc.prob.mask = vars[i].family ? fam : (mask_params){0};
             rebuild_mask(&s, t);
-            for (int v = 0; v < 2; v++) {
+            for (int v = 0; v < 3; v++) {
                 char what[96];
                 snprintf(what, sizeof what, "kernel %d, %s", v + 1, vars[i].what);
                 run(&s, t->name, v + 1, NULL, 0, ox, lx, &r);
@@ -486,7 +502,7 @@ Test(v2, an_explicit_mask_equal_to_a_family_gives_the_family_output_bitwise)
         ((uint8_t *)xm->bits)[last * (size_t)xmask_row_bytes(xm->lk) + (size_t)(tk >> 3)] ^=
             (uint8_t)(1u << (tk & 7)); /* the case's own copy */
         rebuild_mask(&s, t);
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < 3; v++) {
             run(&s, t->name, v + 1, NULL, 0, ox, lx, &r);
             cr_expect(memcmp(o[v], ox, sizeof(float) * s.no) != 0,
                       "%s: kernel %d: a pair fewer, the same output", t->name, v + 1);
@@ -499,7 +515,7 @@ Test(v2, an_explicit_mask_equal_to_a_family_gives_the_family_output_bitwise)
     }
 }
 
-/* ---- what version 2 refuses, before any launch ---- */
+/* ---- what versions 2 and 3 refuse, before any launch ---- */
 
 Test(v2, refuses_unsupported_shapes_with_a_clear_error)
 {
@@ -511,17 +527,22 @@ Test(v2, refuses_unsupported_shapes_with_a_clear_error)
                   .bm = &s.bm, .kernel = 2, .backend = GPU_BACKEND_EMU};
     fc_err err;
 
-    s.fc.prob.d = 48; /* the buffers are never read: the check comes first */
-    s.fc.prob.dv = 48;
-    cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EUNSUP, "D = 48");
-    cr_expect(strstr(err.msg, "kernel 2") && strstr(err.msg, "D = 48"), "message: %s", err.msg);
-    s.fc.prob.d = 64;
-    s.fc.prob.dv = 32;
-    cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EUNSUP, "Dv != D");
-    s.fc.prob.dv = 64;
+    for (c.kernel = 2; c.kernel <= 3; c.kernel++) {
+        char name[24];
+        snprintf(name, sizeof name, "kernel %d", c.kernel);
+        s.fc.prob.d = 48; /* the buffers are never read: the check comes first */
+        s.fc.prob.dv = 48;
+        cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EUNSUP, "%s: D = 48", name);
+        cr_expect(strstr(err.msg, name) && strstr(err.msg, "D = 48"), "message: %s", err.msg);
+        s.fc.prob.d = 64;
+        s.fc.prob.dv = 32;
+        cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EUNSUP, "%s: Dv != D", name);
+        s.fc.prob.dv = 64;
+    }
 
-    c.kernel = 3;
-    cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EUNSUP, "kernel 3");
+    c.kernel = GPU_MAX_KERNEL + 1;
+    cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EUNSUP, "kernel %d", c.kernel);
+    cr_expect(strstr(err.msg, "versions 1 to"), "message: %s", err.msg);
 
     int32_t *pt = seeded_pages(s.bm.nkb, s.bm.nkb, 5);
     c.page_table = pt;
@@ -529,16 +550,21 @@ Test(v2, refuses_unsupported_shapes_with_a_clear_error)
     c.kernel = 1;
     cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EUNSUP, "paged kernel 1");
     cr_expect(strstr(err.msg, "paged"), "message: %s", err.msg);
-    c.kernel = 2;
-    if (s.bm.nkb > 1) {
-        pt[1] = pt[0];
-        cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EINVAL, "page used twice");
-        cr_expect(strstr(err.msg, "used twice"), "message: %s", err.msg);
+    for (c.kernel = 2; c.kernel <= 3; c.kernel++) {
+        int32_t *bad = seeded_pages(s.bm.nkb, s.bm.nkb, 5);
+        c.page_table = bad;
+        c.num_pages = s.bm.nkb;
+        if (s.bm.nkb > 1) {
+            bad[1] = bad[0];
+            cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EINVAL, "page used twice");
+            cr_expect(strstr(err.msg, "used twice"), "message: %s", err.msg);
+        }
+        bad[0] = s.bm.nkb;
+        cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EINVAL, "page out of range");
+        c.num_pages = s.bm.nkb - 1;
+        cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EINVAL, "too few pages");
+        free(bad);
     }
-    pt[0] = s.bm.nkb;
-    cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EINVAL, "page out of range");
-    c.num_pages = s.bm.nkb - 1;
-    cr_expect_eq(gpu_attention(&c, o, l, NULL, &err), FC_EINVAL, "too few pages");
     free(pt);
     free(o);
     free(l);
@@ -559,15 +585,20 @@ Test(v2_gpu, passes_every_gate_and_paging_stays_bitwise)
         setup_case(t, 0x9a0000u + (uint64_t)c, &s);
         float *o = malloc(sizeof(float) * (s.no + 1)), *l = malloc(sizeof(float) * (s.nl + 1));
         float *op = malloc(sizeof(float) * (s.no + 1)), *lp = malloc(sizeof(float) * (s.nl + 1));
-        rep_verdict v;
-        judge(t, &s, 2, o, l, &v);
-        cr_log_info("gpu %-34s %-4s H1 ratio %.3f", t->name, fc_dtype_name(t->dt), v.h1_ratio);
         const int32_t n = t->b * s.bm.nkb;
         int32_t *pt = seeded_pages(n, n + 2, 5u + (uint64_t)c);
-        gpu_result r;
-        run(&s, t->name, 2, pt, n + 2, op, lp, &r);
-        expect_bitwise(t->name, "gpu paged O", o, op, s.no);
-        expect_bitwise(t->name, "gpu paged LSE", l, lp, s.nl);
+        for (int version = 2; version <= 3; version++) {
+            rep_verdict v;
+            judge(t, &s, version, o, l, &v);
+            cr_log_info("gpu kernel %d %-34s %-4s H1 ratio %.3f", version, t->name,
+                        fc_dtype_name(t->dt), v.h1_ratio);
+            gpu_result r;
+            run(&s, t->name, version, pt, n + 2, op, lp, &r);
+            expect_bitwise(t->name, version == 2 ? "gpu kernel 2 paged O" : "gpu kernel 3 paged O",
+                           o, op, s.no);
+            expect_bitwise(t->name, version == 2 ? "gpu kernel 2 paged LSE"
+                                                 : "gpu kernel 3 paged LSE", l, lp, s.nl);
+        }
         free(pt);
         free(o);
         free(l);
