@@ -1,17 +1,21 @@
 # ci/module.mk - make test steps of ci/: the quick gate (the gate's own suite is tests/test_gate.c),
-# once with kernel 2 (the default, the kernel people would ship) and once with kernel 1 (the
-# second opinion), each writing its report under $(BUILD)/ so `make gate`'s stays separate; and
+# once with kernel 2 (the default, the kernel people would ship), once with kernel 1 (the
+# second opinion) and once with kernel 3 (FlashAttention-2's structure, gpu/attn_v3.cuh), each
+# writing its report under $(BUILD)/ so `make gate`'s stays separate; and
 # `arrows`, the module layering checked on every include line (ci/check_arrows.py), and the
 # example sharded workflow (ci/examples/github-actions.yml) run locally.
 
-.PHONY: gate-quick gate-quick-k1
-TEST_STEPS += gate-quick gate-quick-k1
+.PHONY: gate-quick gate-quick-k1 gate-quick-k3
+TEST_STEPS += gate-quick gate-quick-k1 gate-quick-k3
 
 gate-quick: $(BIN)
 	OPENBLAS_NUM_THREADS=1 $(BIN) gate --quick --kernel 2 --jobs 2 --report-dir $(BUILD)/reports-quick
 
 gate-quick-k1: $(BIN)
 	OPENBLAS_NUM_THREADS=1 $(BIN) gate --quick --kernel 1 --jobs 2 --report-dir $(BUILD)/reports-quick-k1
+
+gate-quick-k3: $(BIN)
+	OPENBLAS_NUM_THREADS=1 $(BIN) gate --quick --kernel 3 --jobs 2 --report-dir $(BUILD)/reports-quick-k3
 
 # The M7 long group alone (docs/matrix.md), what `gate --full` runs of it: its windowed cases on
 # the emu, its dense ones on the GPU backend where one is present (skips on the emu, each printed

@@ -193,6 +193,41 @@ $(BUILD)/tests/test_emu_gpu: tests/test_emu_gpu.c | $(EMU_STAMP)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DEMUT_NO_NVCC -MMD -MP -o $@ $< $(CRITERION_LIBS) $(LDLIBS)
 endif
 
+# Kernel 3's machine code (ci/kernel_sass.py): every instance free of spills, stack and local
+# memory, holding HMMA, LDSM (plain and .trans), LDGSTS and its two barriers; the table it prints
+# is the one committed under reports/. cuobjdump and nvdisasm: the toolkit's where it has them
+# (Debian's nvcc install here has neither), else PyPI's nvidia-cuda-cuobjdump and
+# nvidia-cuda-nvdisasm wheels, fetched once into $(BUILD)/cuda-tools; without either the step
+# says so and skips. The wheels' newest release reads the objects of older nvcc.
+CUDA_TOOLS := $(BUILD)/cuda-tools
+.PHONY: kernel-sass
+TEST_STEPS += kernel-sass
+ifneq ($(NVCC_BIN),)
+kernel-sass: $(BUILD)/nvcc/gpu/attn_launch.o
+	@tools=$$(dirname $(NVCC_BIN)); \
+	if [ ! -x "$$tools/cuobjdump" ] || [ ! -x "$$tools/nvdisasm" ]; then \
+	    tools=$$(ls -d $(CUDA_TOOLS)/nvidia/cu*/bin 2>/dev/null | head -1); \
+	    if [ -z "$$tools" ]; then \
+	        rm -rf $(CUDA_TOOLS) && mkdir -p $(CUDA_TOOLS)/wheels && \
+	        timeout 300 $(PYTHON3) -m pip download -q --no-deps -d $(CUDA_TOOLS)/wheels \
+	            nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm >$(CUDA_TOOLS)/pip.log 2>&1 && \
+	        for w in $(CUDA_TOOLS)/wheels/*.whl; do $(PYTHON3) -m zipfile -e $$w $(CUDA_TOOLS); done; \
+	        chmod +x $(CUDA_TOOLS)/nvidia/cu*/bin/* 2>/dev/null; \
+	        tools=$$(ls -d $(CUDA_TOOLS)/nvidia/cu*/bin 2>/dev/null | head -1); \
+	    fi; \
+	fi; \
+	if [ -z "$$tools" ] || [ ! -x "$$tools/cuobjdump" ] || [ ! -x "$$tools/nvdisasm" ]; then \
+	    echo "SKIP kernel-sass: no cuobjdump/nvdisasm in the toolkit and PyPI's could not be fetched (see $(CUDA_TOOLS)/pip.log)"; \
+	else \
+	    echo "== kernel 3's SASS and resources (ci/kernel_sass.py, $$tools/cuobjdump)"; \
+	    PATH=$$tools:$$PATH $(PYTHON3) ci/kernel_sass.py --obj $< --cuobjdump $$tools/cuobjdump \
+	        > $(BUILD)/kernel-sass.md && tail -1 $(BUILD)/kernel-sass.md; \
+	fi
+else
+kernel-sass:
+	@echo "SKIP kernel-sass: nvcc not found; no SASS to check"
+endif
+
 emu-sanitize: $(EMUT_ASAN_BIN) $(EMUT_RACE_BIN)
 	@echo "== emu ASan/UBSan build over the self-test kernels"
 	@$(EMUT_ASAN_BIN) all

@@ -35,7 +35,7 @@ $(BUILD)/tests/test_kernel_v2_ptx: tests/test_kernel_v2_ptx.c $(V2T_OBJS) $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(V2T_FLAGS) -MMD -MP -o $@ $< $(V2T_OBJS) $(LIB) \
 	    $(CRITERION_LIBS) $(LDLIBS)
 
-# Kernel version 2 under the emu's ASan/UBSan and race-checker builds (gpu/module.mk's pattern
+# Kernel versions 2 and 3 under the emu's ASan/UBSan and race-checker builds (gpu/module.mk's pattern
 # rules compile gpu/attn_launch.cu and the runtime for each), driven by
 # tests/v2/v2_sanitize_main.c; a make test step.
 V2_ASAN_BIN := $(EMU_ASAN_DIR)/v2-sanitize
@@ -70,12 +70,12 @@ $(V2_RACE_VBIN): $(BUILD)/obj/tests/v2/v2_sanitize_main.o \
 .PHONY: v2-sanitize
 TEST_STEPS += v2-sanitize
 v2-sanitize: $(V2_ASAN_BIN) $(V2_RACE_BIN) $(V2_RACE_VBIN)
-	@echo "== kernel 2 under the emu ASan/UBSan build"
+	@echo "== kernels 2 and 3 under the emu ASan/UBSan build"
 	@OPENBLAS_NUM_THREADS=1 $(V2_ASAN_BIN)
-	@echo "== kernel 2 under the emu race checker"
+	@echo "== kernels 2 and 3 under the emu race checker"
 	@OPENBLAS_NUM_THREADS=1 $(V2_RACE_BIN)
 	@echo "== kernel 2, variant $(V2_RACE_VARIANT), under the emu race checker"
-	@OPENBLAS_NUM_THREADS=1 $(V2_RACE_VBIN)
+	@OPENBLAS_NUM_THREADS=1 $(V2_RACE_VBIN) 2
 
 # ---- make outsider-eval (not part of make test): an outside numpy attention engine with one
 # planted bug per switch (tests/outsider/outsider.py) run on the quick matrix's export, judged by

@@ -1,7 +1,8 @@
 /*
- * v2_sanitize_main.c - kernel version 2 under the emu's sanitizer builds: a few small shapes
- * (every dtype, 16x16 and 64x64 blocks, packed, GQA, paged K/V, soft-cap and sinks, an explicit
- * mask and bias) run through gpu_attention with
+ * v2_sanitize_main.c - kernel versions 2 and 3 under the emu's sanitizer builds: a few small
+ * shapes (every dtype, 16x16 to 128x128 blocks, packed, GQA, paged K/V, soft-cap and sinks, an
+ * explicit mask and bias; kernel 3's 128-row tiles with 32- and 64-key tiles, unmasked ones
+ * among them) run through gpu_attention with
  * gpu/attn_launch.cu compiled with ASan/UBSan (build/emu-asan/v2-sanitize) or with the race
  * checker (build/emu-race/v2-sanitize), each judged by the tolerance gates. Any report from a
  * sanitizer stops the run; exit 0 only if every case passes. tests/module.mk: make v2-sanitize.
@@ -38,6 +39,8 @@ static const san_case cases[] = {
     /* Lk = 90: each mask row ends 2 bits into its twelfth byte */
     {"f16 xmask bias softcap packed 16x16 paged", FC_F16, 2, 1, 70, 90, 64, 1, 0, 0, 16, 16, 3, {0, 20, 20, 70}, {0, 30, 40, 90}, 1, 30, 0, 1},
     {"f32 xmask bias sinks 32x16", FC_F32, 2, 1, 50, 90, 32, 0, 0, 0, 32, 16, 0, {0}, {0}, 0, 0, 1, 1},
+    {"f16 d128 dense 128x128 paged", FC_F16, 1, 1, 150, 200, 128, 0, 0, 0, 128, 128, 0, {0}, {0}, 1, 0, 0, 0},
+    {"bf16 d64 causal softcap 128x64", FC_BF16, 2, 1, 140, 140, 64, 1, 0, 0, 128, 64, 0, {0}, {0}, 0, 30, 0, 0},
 };
 
 /* A drawn explicit mask (each pair with probability 3/4) and bias in [-2, 2), [1, hq, Lq, Lk],
@@ -60,7 +63,7 @@ static void draw_xterms(const san_case *t, fix_gen_params *gp, uint8_t **bits, f
     gp->xbias = (attn_xbias){*bias, 1, t->hq, t->lq, t->lk};
 }
 
-static int run_case(const san_case *t)
+static int run_case(const san_case *t, int kernel)
 {
     fix_gen_params gp = {.name = t->name, .dtype = t->dt, .b = 1, .hq = t->hq, .hkv = t->hkv,
                          .lq = t->lq, .lk = t->lk, .d = t->d, .dv = t->d,
@@ -98,13 +101,13 @@ static int run_case(const san_case *t)
     for (int32_t i = 0; i < bm.nkb; i++)
         pt[i] = bm.nkb - 1 - i; /* reversed pages */
     gpu_call c = {.p = &fc.prob, .dtype = t->dt, .q = fc.q, .k = fc.k, .v = fc.v, .bm = &bm,
-                  .kernel = 2, .backend = GPU_BACKEND_EMU, .page_table = t->paged ? pt : NULL,
+                  .kernel = kernel, .backend = GPU_BACKEND_EMU, .page_table = t->paged ? pt : NULL,
                   .num_pages = bm.nkb};
     gpu_result res;
     rep_verdict v;
     if (gpu_attention(&c, o, lse, &res, &err) ||
         ref_attention_lp(&fc.prob, t->dt, fc.q, fc.k, fc.v, olp, NULL, &err)) {
-        fprintf(stderr, "%s: %s\n", t->name, err.msg);
+        fprintf(stderr, "kernel %d, %s: %s\n", kernel, t->name, err.msg);
         goto done;
     }
     rep_inputs in = {.dtype = t->dt, .rows = nl, .dv = (size_t)t->d, .o = o, .lse = lse,
@@ -116,8 +119,8 @@ static int run_case(const san_case *t)
         goto done;
     }
     ok = v.pass;
-    printf("%-4s %s (H1 ratio %.3f)%s%s\n", ok ? "ok" : "FAIL", t->name, v.h1_ratio,
-           ok ? "" : ": ", ok ? "" : rep_verdict_reason(&v));
+    printf("%-4s kernel %d %s (H1 ratio %.3f)%s%s\n", ok ? "ok" : "FAIL", kernel, t->name,
+           v.h1_ratio, ok ? "" : ": ", ok ? "" : rep_verdict_reason(&v));
 done:
     free(o);
     free(lse);
@@ -128,10 +131,18 @@ done:
     return ok;
 }
 
-int main(void)
+/* v2-sanitize [K]: kernel K alone (2 or 3), both without an argument. */
+int main(int argc, char **argv)
 {
-    int fails = 0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        fails += !run_case(&cases[i]);
+    int fails = 0, first = 2, last = 3;
+    if (argc == 2 && (!strcmp(argv[1], "2") || !strcmp(argv[1], "3")))
+        first = last = atoi(argv[1]);
+    else if (argc != 1) {
+        fprintf(stderr, "usage: %s [2|3]\n", argv[0]);
+        return 2;
+    }
+    for (int kernel = first; kernel <= last; kernel++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            fails += !run_case(&cases[i], kernel);
     return fails ? 1 : 0;
 }
