@@ -27,10 +27,11 @@
 #      TORCH_EXPORT="--quick --shard 1/4" exports a quarter of the quick set (170 files), and
 #      TORCH_TIMEOUT (seconds, default 30 under STEP_TIMEOUT when that is over 60, which bounds
 #      the step around them) bounds the runners;
-#   6. with GATE_LONG=1, last: the long-context group's GPU cases, `flexcheck gate --full
-#      --filter m7- --backend gpu --kernel 3` (ci/module.mk's gate-long on the GPU; its dense
-#      cases, which the emu skips, run here), report in OUT/gate-long-k3, bounded by
-#      GATE_LONG_TIMEOUT (seconds, default STEP_TIMEOUT) and by what BUDGET leaves;
+#   6. with GATE_LONG=1, last: the long-context group on the GPU with kernel 3, each case of
+#      `flexcheck gate --full --filter m7- --list` as `gate --full --filter ID --backend gpu
+#      --kernel 3` (ci/module.mk's gate-long; its dense cases, which the emu skips, run here),
+#      reports in OUT/gate-long-k3/ID/, bounded by GATE_LONG_TIMEOUT (seconds, default
+#      STEP_TIMEOUT) and by what BUDGET leaves;
 # and writes everything under OUT (default build/gpu-report; `$OUT` on the lent machine).
 #   bash ci/gpu_check.sh [--build-only]      # --build-only: step 1 alone (tested on CPU machines)
 #   bash ci/gpu_check.sh --prebuilt          # skip step 1: the binaries are already in build/
@@ -78,10 +79,12 @@ run() {
         log "$(printf '%-28s skipped: %d s left of BUDGET=%s' "$name" "$((BUDGET - SECONDS))" "$BUDGET")"
         return 125
     fi
-    timeout "$lim" "$@" >"$OUT/$name.txt" 2>&1
+    # -k 5: the gate answers SIGTERM by finishing the cases in hand (minutes at 128k), so
+    # whatever has not stopped 5 s later is killed, and the step ends within its limit.
+    timeout -k 5 "$lim" "$@" >"$OUT/$name.txt" 2>&1
     rc=$?
     log "$(printf '%-28s exit %d  %4d s%s' "$name" "$rc" $((SECONDS - t0)) \
-        "$([ $rc -eq 124 ] && echo "  (timed out after $lim s)")")"
+        "$([ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "  (timed out after $lim s)")")"
     return $rc
 }
 # NAT: the prefix for flexcheck's own binaries (the prebuilt libraries, when named).
@@ -217,11 +220,28 @@ else
     log "torch_flex_cuda              skipped: TORCH_CASES=0"
 fi
 # The long-context group last, with what is left: optional, the rest of the run is complete
-# before it starts.
-if [ -z "${TORCH_ONLY:-}" ] && [ "${GATE_LONG:-0}" = 1 ]; then
-    run --limit "${GATE_LONG_TIMEOUT:-$step_timeout}" gate_long_gpu_kernel3 \
-        env OPENBLAS_NUM_THREADS=1 "${NAT[@]}" build/flexcheck gate --full --filter m7- \
-        --backend gpu --kernel 3 --jobs "$JOBS" --report-dir "$OUT/gate-long-k3" || status=1
+# before it starts. Its cost is the CPU side (each case's float64 oracle and baselines, one
+# core a case; a 128k dense case is about 1e12 multiply-adds of them), so it may not finish:
+# a gate stopped early writes no report, so each case is a gate of its own (JOBS at a time),
+# and every case that finishes leaves its report in OUT/gate-long-k3/<case id>/.
+if [ -z "${TORCH_ONLY:-}" ] && [ "${GATE_LONG:-0}" = 1 ] &&
+    [ "$(limit_for "${GATE_LONG_TIMEOUT:-$step_timeout}")" -lt 10 ]; then
+    run gate_long_gpu_kernel3 true || status=1 # (logged as skipped: the budget is spent)
+elif [ -z "${TORCH_ONLY:-}" ] && [ "${GATE_LONG:-0}" = 1 ]; then
+    mapfile -t long_cases < <("${NAT[@]}" build/flexcheck gate --full --filter m7- --list \
+        2>/dev/null | grep '^m7-')
+    if [ ${#long_cases[@]} -eq 0 ]; then
+        log "gate_long_gpu_kernel3        not run: \`gate --full --filter m7- --list\` listed no case"
+        status=1
+    else
+        mkdir -p "$OUT/gate-long-k3"
+        run --limit "${GATE_LONG_TIMEOUT:-$step_timeout}" gate_long_gpu_kernel3 \
+            env OPENBLAS_NUM_THREADS=1 xargs -d "\n" -P "$JOBS" -I{} "${NAT[@]}" build/flexcheck \
+            gate --full --filter {} --backend gpu --kernel 3 --report-dir "$OUT/gate-long-k3/{}" \
+            < <(printf '%s\n' "${long_cases[@]}") || status=1
+        log "gate_long_gpu_kernel3: $(find "$OUT/gate-long-k3" -name summary.md | wc -l) of" \
+            "${#long_cases[@]} cases reported"
+    fi
 fi
 log "overall: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
 exit $status

@@ -23,6 +23,9 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 STUB = r"""#!/bin/bash
 echo "${0##*/} [${LD_LIBRARY_PATH:-}] $*" >>"$CALLS"
 [ "${FAKE_SLEEP_STEP:-}" = "${0##*/}" ] && sleep "${FAKE_SLEEP_S:-30}"
+if [[ "$*" == "gate --full --filter m7- --list" ]]; then
+    echo "m7-numeric-f16-a"; echo "m7-layout-bf16-b"
+fi
 if [ "$1 $2" = "bench kernel" ]; then
     echo "kernel throughput on backend gpu (best of 5; emu times are CPU times)"
     echo "  fp16 causal L=8k D=128 B=1 H=16          kernel 2:     4.913 ms    55.960 TFLOP/s  2080 blocks (2016 full, 64 partial)"
@@ -82,7 +85,7 @@ def test_the_run_covers_kernels_2_and_3_side_by_side_and_the_long_group_last(tmp
     r, calls, out, _ = run(tmp_path, TORCH_CASES="0", GATE_LONG="1")
     assert r.returncode == 0, r.stdout + r.stderr
     lib = "[build/gpu-libs]"
-    assert calls == [
+    assert calls[:-2] == [
         "python3 -c import torch",
         f"test_emu_gpu {lib} ",
         f"test_kernel_v2_ptx {lib} ",
@@ -97,15 +100,19 @@ def test_the_run_covers_kernels_2_and_3_side_by_side_and_the_long_group_last(tmp
         "--section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis env "
         "LD_LIBRARY_PATH=build/gpu-libs build/flexcheck bench kernel --backend gpu --gpu-shapes "
         "--shape 1 --kernel 3 --reps 1",
-        f"flexcheck {lib} gate --full --filter m7- --backend gpu --kernel 3 --jobs "
-        f"{len(os.sched_getaffinity(0))} --report-dir {out}/gate-long-k3",
+        f"flexcheck {lib} gate --full --filter m7- --list",
     ], "\n".join(calls)
+    # the long group: a gate a case (run side by side, in any order), each its own report
+    assert sorted(calls[-2:]) == [
+        f"flexcheck {lib} gate --full --filter m7-{c} --backend gpu --kernel 3 --report-dir "
+        f"{out}/gate-long-k3/m7-{c}" for c in ("layout-bf16-b", "numeric-f16-a")]
     md = (out / "bench_md.txt").read_text()
     assert md == ("gpu: kernel 3 / PyTorch compiled, fp16 causal L=8k D=128: 0.550 x\n"
                   "  target >= 0.5x: met; stretch 1.0x: missed\n")
     summary = (out / "summary.txt").read_text()
     assert md in summary and "torch_flex_cuda              skipped: TORCH_CASES=0" in summary
     assert summary.rstrip().endswith("overall: PASS"), summary
+    assert "gate_long_gpu_kernel3: 0 of 2 cases reported" in summary, summary  # stand-ins write none
     assert "2080 blocks" in (out / "bench_kernel.txt").read_text()
 
 
