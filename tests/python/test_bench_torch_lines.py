@@ -5,13 +5,14 @@
 # (reports/gpu-2026-11-30-h200), synthetic ones for what that run did not measure, and missing
 # measurements, which must be said to be missing. Then the parser against what this build's
 # `flexcheck bench kernel` prints (FLEXCHECK_BIN, the `arrows` make step), so a change of
-# either side's format fails here.
+# either side's format fails here; and main() as a whole over a stand-in for PyTorch.
 #
 #   FLEXCHECK_BIN=build/flexcheck python3 -m pytest -q tests/python
 
 import importlib.util
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -144,3 +145,86 @@ def test_the_parser_reads_what_this_flexcheck_prints():
     assert set(found) == {shape} and set(found[shape]) == {2, 3}, r.stdout
     for m in found[shape].values():  # causal 512 in 128-blocks: 6 full and 4 diagonal tiles
         assert m.ms > 0 and m.blocks == 10, r.stdout
+
+
+# A stand-in for PyTorch, enough of its API for ci/bench_torch_flex.py's main() to run as it does
+# on the GPU: each call "takes" the H200's run2 time of its shape (told by length and block
+# mask), and the window shape's out+lse call fails where FAIL_WINDOW_LSE is set. It checks the
+# script's plumbing (the import in main, the times handed to bench_md_lines), not PyTorch.
+STUB_TORCH = {
+    "torch/__init__.py": '''
+import os
+__version__ = "0.0+stub"
+float16 = "float16"
+LAST = [0.0]
+class _Flags:
+    allow_tf32 = True
+class backends:
+    class cuda:
+        matmul = _Flags()
+class cuda:
+    @staticmethod
+    def is_available(): return True
+    @staticmethod
+    def get_device_name(i): return "stub GPU"
+    @staticmethod
+    def synchronize(): pass
+    class Event:
+        def __init__(self, enable_timing=False): pass
+        def record(self): pass
+        def elapsed_time(self, end): return LAST[0]
+def randn(b, h, length, d, device=None, dtype=None): return length
+def compile(fn, dynamic=False): return fn
+''',
+    "torch/nn/__init__.py": "",
+    "torch/nn/attention/__init__.py": "",
+    "torch/nn/attention/flex_attention.py": '''
+import os
+import torch
+class AuxRequest:
+    def __init__(self, lse=False): self.lse = lse
+def flex_attention(q, k, v, block_mask=None, return_aux=None):
+    if block_mask is None:
+        torch.LAST[0] = 4.588
+    elif q == 16384:
+        if return_aux is not None and os.environ.get("FAIL_WINDOW_LSE"):
+            raise RuntimeError("out of resource: shared memory")
+        torch.LAST[0] = 0.497
+    else:
+        torch.LAST[0] = 0.825
+    return q
+def create_block_mask(mod, b, h, lq, lk, device=None): return ("block mask", lq)
+''',
+}
+
+
+def run_main(tmp_path, bench_text, **env):
+    for rel, text in STUB_TORCH.items():
+        p = tmp_path / "stub" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    f = tmp_path / "bench_kernel.txt"
+    f.write_text(bench_text)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "bench_torch_flex.py"),
+                        "--reps", "3", f"--flexcheck=default={f}"],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(tmp_path / "stub"),
+                                PYTHONDONTWRITEBYTECODE="1", **env))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.split("\nreports/bench.md lines")[1].splitlines()[1:]
+
+
+def test_main_hands_its_pytorch_times_to_the_lines(tmp_path):
+    text = "".join(kernel_line(s, k, ms, TILES[s]) for s, k, ms in (
+        (CAUSAL, 2, 4.913), (CAUSAL, 3, 1.5), (WINDOW, 2, 2.638), (WINDOW, 3, 0.9),
+        (DENSE, 2, 33.974), (DENSE, 3, 4.5)))
+    lines = run_main(tmp_path, text)
+    # the same figures as test_both_kernels_side_by_side_with_block_counts, through main()
+    want = btf.bench_md_lines(TORCH_H200, [("default", btf.parse_flexcheck(text.splitlines()))])
+    assert lines == want and "gpu: kernel 3 / PyTorch compiled, fp16 causal L=8k D=128: 0.550 x" \
+        in lines
+    # PyTorch's window call with the LSE fails: its ratios say why, the window fraction stays
+    lines = run_main(tmp_path, text, FAIL_WINDOW_LSE="1")
+    assert "gpu: kernel 3 / PyTorch compiled, fp16 causal W=1024 L=16k D=128: not measured " \
+           "(PyTorch: out+lse not run: out of resource: shared memory)" in lines, lines
+    assert any(ln.startswith("gpu: kernel 3 window W=1024 L=16k D=128: 0.341 of") for ln in lines)
