@@ -67,15 +67,17 @@ limit_for() {
     fi
     echo "$lim"
 }
+# budget_spent: under 10 s left of BUDGET, too few for any step to finish in.
+budget_spent() { [ -n "${BUDGET:-}" ] && [ $((BUDGET - SECONDS)) -lt 10 ]; }
 # run [--limit S] NAME CMD...: output to OUT/NAME.txt, status and seconds into the summary.
-# Under 10 s left of BUDGET: not run, status 125 (a step that could not finish is no result).
+# With the budget spent: not run, status 125 (a step that could not finish is no result).
 run() {
     local max=$step_timeout
     [ "$1" = "--limit" ] && { max=$2; shift 2; }
     local name=$1; shift
     local lim t0=$SECONDS rc
     lim=$(limit_for "$max")
-    if [ "$lim" -lt 10 ]; then
+    if budget_spent; then
         log "$(printf '%-28s skipped: %d s left of BUDGET=%s' "$name" "$((BUDGET - SECONDS))" "$BUDGET")"
         return 125
     fi
@@ -224,8 +226,7 @@ fi
 # core a case; a 128k dense case is about 1e12 multiply-adds of them), so it may not finish:
 # a gate stopped early writes no report, so each case is a gate of its own (JOBS at a time),
 # and every case that finishes leaves its report in OUT/gate-long-k3/<case id>/.
-if [ -z "${TORCH_ONLY:-}" ] && [ "${GATE_LONG:-0}" = 1 ] &&
-    [ "$(limit_for "${GATE_LONG_TIMEOUT:-$step_timeout}")" -lt 10 ]; then
+if [ -z "${TORCH_ONLY:-}" ] && [ "${GATE_LONG:-0}" = 1 ] && budget_spent; then
     run gate_long_gpu_kernel3 true || status=1 # (logged as skipped: the budget is spent)
 elif [ -z "${TORCH_ONLY:-}" ] && [ "${GATE_LONG:-0}" = 1 ]; then
     mapfile -t long_cases < <("${NAT[@]}" build/flexcheck gate --full --filter m7- --list \
