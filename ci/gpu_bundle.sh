@@ -7,13 +7,15 @@
 # ours would shadow them), strips the binaries and writes one xz tarball that unpacks in a
 # checkout's root to build/flexcheck, build/tests/... and build/gpu-libs/. There:
 #   tar xJf BUNDLE.tar.xz && FLEXCHECK_LIB_DIR=build/gpu-libs bash ci/gpu_check.sh --prebuilt
-# GPU_VARIANTS ("NAME=DEFINES ...", DEFINES comma-separated; default: gpu/attn_v2_variants.txt,
-# kernel 2 with 128-row query tiles (bq128), double-buffered K/V (st2), 3 blocks an SM (occ3),
-# 32 rows a warp in 128-row blocks (w32, FlashAttention-2's layout) and that double-buffered
-# (w32st2); gpu/attn_v2.cuh says what each option does) adds a flexcheck built with those -D options
-# (make BUILD=build-NAME FC_DEFINES=...) as build/variants/flexcheck-NAME,
-# which gpu_check.sh times beside the default build: a tuning choice measured on the GPU in the
-# same call, never a second code path in one binary.
+# GPU_VARIANTS ("NAME=DEFINES ...", DEFINES comma-separated, or "all": every build of
+# gpu/attn_v2_variants.txt; default none) adds a flexcheck built with those -D options (make
+# BUILD=build-NAME FC_DEFINES=...) as build/variants/flexcheck-NAME, which gpu_check.sh times
+# beside the default build: a tuning choice of kernel 2 measured on the GPU in the same call,
+# never a second code path in one binary (gpu/attn_v2.cuh says what each option does). None by
+# default since kernel 3 (2026-12-07): it is the w32 variant's layout (FlashAttention-2's, 4
+# warps of two m16 tiles) with a two-barrier schedule of its own, and the run's minutes go to
+# it; the variants were never timed on a GPU, and each costs a build here (five took 4 min 45
+# s, 2026-12-01) and its quick gate (10 s on the H200) and causal 8k bench there.
 # The target needs an x86-64 CPU with FMA (the emu objects are built with -mfma) and a glibc
 # no older than this machine's.
 set -euo pipefail
@@ -26,12 +28,15 @@ bins=(build/flexcheck build/tests/test_emu_gpu build/tests/test_kernel_v2
       build/tests/test_kernel_v2_ptx)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/build/tests" "$stage/build/gpu-libs" "$stage/build/variants"
+mkdir -p "$stage/build/tests" "$stage/build/gpu-libs"
+[ -n "${GPU_VARIANTS:-}" ] && mkdir -p "$stage/build/variants"
 for b in "${bins[@]}"; do strip -o "$stage/$b" "$b"; done
 # NAME=DEF,DEF... from gpu/attn_v2_variants.txt (name, then its -D options; # comments)
-default_variants=$(awk '!/^#/ && NF { d = $2; for (i = 3; i <= NF; i++) d = d "," $i;
-                                      print $1 "=" d }' gpu/attn_v2_variants.txt)
-for v in ${GPU_VARIANTS-$default_variants}; do
+variants=${GPU_VARIANTS:-}
+[ "$variants" = all ] &&
+    variants=$(awk '!/^#/ && NF { d = $2; for (i = 3; i <= NF; i++) d = d "," $i;
+                                  print $1 "=" d }' gpu/attn_v2_variants.txt)
+for v in $variants; do
     name=${v%%=*} defs=${v#*=}
     defs=${defs//,/ }
     # (a folder built before with other -D options recompiles: the Makefile's DEFINES_STAMP)

@@ -106,8 +106,8 @@ $(BUILD)/tests/test_emu: tests/test_emu.c $(EMUT_OBJS) $(EMU_LIB) $(EMUT_ASAN_BI
 	    -DEMUT_RACE_BIN='"$(abspath $(EMUT_RACE_BIN))"' -MMD -MP -o $@ $< $(EMUT_OBJS) $(EMU_LIB) $(CRITERION_LIBS) $(LDLIBS)
 
 # ---- kernel 2's build variants (gpu/attn_v2_variants.txt) on the emu ----
-# Each variant changes how kernel 2 runs, never what it computes, and the GPU run times it
-# beside the default (ci/gpu_bundle.sh, ci/gpu_check.sh); here each one's code paths run on the
+# Each variant changes how kernel 2 runs, never what it computes, and the GPU run can time it
+# beside the default (GPU_VARIANTS=all ci/gpu_bundle.sh, ci/gpu_check.sh); here each one's code paths run on the
 # CPU, so a change that breaks one fails make test, not a GPU run later. A variant binary is the
 # default library with its one member gpu/attn_launch.cu rebuilt with the variant's -D options
 # (ar replaces the member of the same name); its native (nvcc) member stays the default's, so

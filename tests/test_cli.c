@@ -225,6 +225,33 @@ Test(cli, bench_kernel_shape_runs_that_one_shape_and_refuses_one_past_the_set)
     cr_expect(!strstr(r.out, "dense"), "only the 4th shape (causal fp32): %s", r.out);
 }
 
+Test(cli, bench_kernel_runs_listed_kernels_in_order_and_refuses_a_bad_list)
+{
+    run_out r;
+    run_cli(&r, "bench kernel --shape 4 --kernel 2,1 --reps 1");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *k2 = strstr(r.out, "kernel 2:"), *k1 = strstr(r.out, "kernel 1:");
+    cr_assert(k2 && k1 && k2 < k1, "kernel 2's line, then kernel 1's: %s", r.out);
+    cr_expect(!strstr(r.out, "kernel 3"), "%s", r.out);
+    /* causal 512 in 128-blocks: query block i lists i full tiles and its diagonal, partial */
+    cr_expect(strstr(k2, "  10 blocks (6 full, 4 partial)\n") &&
+                  strstr(k1, "  10 blocks (6 full, 4 partial)\n"),
+              "each line ends with the block mask's tiles: %s", r.out);
+    static const char *const bad[][2] = {
+        {"--kernel 2,2", "--kernel '2,2': kernel 2 named twice"},
+        {"--kernel 2,", "--kernel '2,': kernel versions 1 to"},
+        {"--kernel 2,4", "--kernel: '4' is not an integer in [1, "},
+        {"--kernel ,3", "--kernel ',3': kernel versions 1 to"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_cli(&r, "bench kernel --shape 4 --reps 1 %s", bad[i][0]);
+        cr_assert_eq(r.status, 2, "%s: %s", bad[i][0], r.out);
+        cr_assert_eq(count_lines(r.err), 1, "%s: %s", bad[i][0], r.err);
+        cr_expect(strstr(r.err, bad[i][1]), "%s: %s", bad[i][0], r.err);
+        cr_expect(!strstr(r.out, "kernel 1:"), "%s: nothing runs: %s", bad[i][0], r.out);
+    }
+}
+
 Test(cli, layout_prints_each_layers_soft_cap_scale_and_sinks)
 {
     run_out r;
