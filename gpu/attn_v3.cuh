@@ -231,6 +231,10 @@ __global__ void __launch_bounds__(128, 1) attn_v3_kernel(attn_args a)
         __syncthreads();    /* ... visible to all; every warp is past the previous P.V */
         v2_stage_rows<T, DV, VROW>(sv, v2_kv_rows<T, DV>(a, a.v, b, hk, cur.k0), BK, a.lk - cur.k0);
         cp_async_commit();
+        /* The next tile's place in the lists (global reads of the block mask, uniform across
+         * the block), looked up now so that their latency hides behind Q K^T. */
+        v2_cursor nxt = cur;
+        const bool more = v2_next(nxt, a, row, BK);
         if constexpr (q_in_regs) {
             if (!q_loaded) {
                 V2_UNROLL
@@ -348,8 +352,6 @@ __global__ void __launch_bounds__(128, 1) attn_v3_kernel(attn_args a)
 
         cp_async_wait<0>(); /* this tile's V has landed */
         __syncthreads();    /* ... visible to all; every warp is past Q K^T */
-        v2_cursor nxt = cur;
-        const bool more = v2_next(nxt, a, row, BK);
         if (more) /* the next K streams in while the softmax and P V run */
             v2_stage_rows<T, D, SROW>(sk, v2_kv_rows<T, D>(a, a.k, b, hk, nxt.k0), BK,
                                       a.lk - nxt.k0);

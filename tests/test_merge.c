@@ -26,7 +26,13 @@
 #include <unistd.h>
 
 #include "tests/test_tmpdir.h"
+#include "gpu/gpu.h"
 #include "reports/rep_internal.h"
+
+/* The kernel versions a row may name, as text: the CLI hands GPU_MAX_KERNEL to the reader. */
+#define KERNELS_STR(x) #x
+#define KERNELS_XSTR(x) KERNELS_STR(x)
+#define KERNELS KERNELS_XSTR(GPU_MAX_KERNEL)
 
 TEST_TMPDIR("flexcheck-merge")
 
@@ -905,7 +911,7 @@ Test(refuse, rows_no_run_can_write_naming_file_row_and_field)
         {"pass", "q_block", "7", "rows[1].q_block: 7: must be a power of two in [16, 256]"},
         {"pass", "kv_block", "512", "rows[1].kv_block: 512: must be a power of two"},
         {"skip", "q_block", "0", "rows[1].q_block: 0: must be a power of two"},
-        {"pass", "kernel", "99", "rows[1].kernel: 99 is out of range [0, 2]"},
+        {"pass", "kernel", "99", "rows[1].kernel: 99 is out of range [0, " KERNELS "]"},
         {"pass", "kernel", "1", "rows[1].kernel: 1, but the run's kernel is 2"},
         {"pass", "case_id", "", "rows[1].case_id: empty"},
         /* sequences per batch entry: 1 dense, R packed with B = 1 (seq_init_packed), 0 for a
