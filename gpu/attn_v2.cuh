@@ -278,6 +278,201 @@ __device__ inline void v2_scores_x(float (&s)[NJ][4], float (&tile_max)[2],
         }
 }
 
+/* The state of this lane's query rows, set up once a block (kernels 2 and 3): r = 2 mt + i
+ * is row g + 8i of the warp's m16 tile mt (the warp owns 16 MT rows from q0 + warp * 16 MT);
+ * tq its token, valid whether it is below Lq (rows past Lq take part in every collective but
+ * see no key and are never stored), [lo, hi) its allowed keys, one interval of stored tokens
+ * (masks/mask.h: partial tiles test each key against it, so no key costs a mask evaluation),
+ * m and l the online softmax's running max and this lane's share of the normaliser (the
+ * quad's shares are summed at the end, so the sink's e^0 is one lane's), acc the output
+ * accumulators (ND n8 tiles a m16 tile). */
+template <int MT, int ND>
+__device__ __forceinline__ void v2_rows_init(const attn_args &a, const mask_params &mask,
+                                             int32_t q0, int warp, int g, int t, float sink,
+                                             int32_t (&tq)[2 * MT], int32_t (&lo)[2 * MT],
+                                             int32_t (&hi)[2 * MT], bool (&valid)[2 * MT],
+                                             float (&m)[2 * MT], float (&l)[2 * MT],
+                                             float (&acc)[MT][ND][4])
+{
+    V2_UNROLL
+    for (int r = 0; r < 2 * MT; r++) {
+        tq[r] = q0 + warp * 16 * MT + 16 * (r >> 1) + g + 8 * (r & 1);
+        valid[r] = tq[r] < a.lq;
+        lo[r] = hi[r] = 0;
+        if (valid[r])
+            mask_token_range(mask, a.seq, tq[r], &lo[r], &hi[r]);
+        m[r] = sink;
+        l[r] = t == 0 && sink != -INFINITY ? 1.0f : 0.0f;
+    }
+    V2_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        V2_UNROLL
+        for (int n = 0; n < ND; n++)
+            V2_UNROLL
+            for (int e = 0; e < 4; e++) /* seam: sink with a value */
+                acc[mt][n][e] = mutant_acc_start(sink != -INFINITY ? 1.0f : 0.0f);
+}
+
+/* S = Q K^T for the warp's MT m16 tiles and BK keys of the tile at tks, fp32, on tensor cores
+ * (kernels 2 and 3); each K fragment serves the MT tiles. Q's A fragments come from qa when
+ * QREGS (loaded once a block), else from shared memory (q_frag_row, this lane's ldmatrix row). */
+template <typename T, int D, int BK, int MT, bool QREGS, int QN>
+__device__ __forceinline__ void v2_qk(float (&s)[MT][BK / 8][4], const uint32_t (&qa)[QN][MT][4],
+                                      const T *q_frag_row, const T *tks, int lane)
+{
+    constexpr int SROW = D + v2_traits<T>::pad, NJ = BK / 8;
+    V2_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        V2_UNROLL
+        for (int j = 0; j < NJ; j++)
+            V2_UNROLL
+            for (int e = 0; e < 4; e++)
+                s[mt][j][e] = 0.0f;
+    V2_UNROLL
+    for (int kc = 0; kc < D / 16; kc++) {
+        uint32_t qf[MT][4];
+        V2_UNROLL
+        for (int mt = 0; mt < MT; mt++) {
+            if constexpr (QREGS) {
+                V2_UNROLL
+                for (int c = 0; c < 4; c++)
+                    qf[mt][c] = qa[kc][mt][c];
+            } else {
+                ldmatrix_x4(qf[mt], q_frag_row + mt * 16 * SROW + kc * 16);
+            }
+        }
+        V2_UNROLL
+        for (int jp = 0; jp < NJ / 2; jp++) {
+            /* B fragments of key tiles 2jp (kf[0..1]) and 2jp + 1 (kf[2..3]) */
+            uint32_t kf[4];
+            ldmatrix_x4(kf, tks + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * SROW + kc * 16 +
+                                ((lane >> 3) & 1) * 8);
+            V2_UNROLL
+            for (int mt = 0; mt < MT; mt++) {
+                mma_m16n8k16<T>(s[mt][2 * jp], qf[mt], kf);
+                mma_m16n8k16<T>(s[mt][2 * jp + 1], qf[mt], kf + 2);
+            }
+        }
+    }
+}
+
+/* The epilogue (kernels 2 and 3): each row's l summed over its quad; empty rows (l == 0) write
+ * exactly 0 and LSE -inf, a NaN l stays NaN (tested for == 0, not > 0); rows past Lq are never
+ * stored. fp16/bf16 store two elements (32 bits) a store (DV and 2t are even). */
+template <typename T, int DV, int MT>
+__device__ __forceinline__ void v2_store_rows(const attn_args &a, int32_t b, int32_t h, int t,
+                                              const int32_t (&tq)[2 * MT],
+                                              const bool (&valid)[2 * MT],
+                                              const float (&m)[2 * MT], const float (&l)[2 * MT],
+                                              const float (&acc)[MT][DV / 8][4])
+{
+    V2_UNROLL
+    for (int r = 0; r < 2 * MT; r++) {
+        const int mt = r >> 1, i = r & 1;
+        const float lsum = v2_quad_sum(l[r]);
+        if (!valid[r])
+            continue;
+        /* seam: empty row yields NaN */
+        const float inv = mutant_inv_l(lsum == 0.0f ? 0.0f : 1.0f / lsum, lsum);
+        T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq[r]) * DV;
+        V2_UNROLL
+        for (int n = 0; n < DV / 8; n++) {
+            const float x0 = acc[mt][n][2 * i] * inv, x1 = acc[mt][n][2 * i + 1] * inv;
+            if constexpr (v2_traits<T>::tensor_cores) {
+                *(uint32_t *)(o + n * 8 + 2 * t) = pack2_rn<T>(x0, x1);
+            } else {
+                o[n * 8 + 2 * t] = from_f32<T>(x0);
+                o[n * 8 + 2 * t + 1] = from_f32<T>(x1);
+            }
+        }
+        mutant_write_past_end(o, DV, a, b, h, tq[r], t == 0); /* seam: write past the end */
+        if (t == 0)
+            a.lse[((int64_t)b * a.hq + h) * a.lq + tq[r]] =
+                lsum == 0.0f ? -INFINITY : m[r] + logf(lsum);
+    }
+}
+
+/* O += P V over one tile of BK keys on tensor cores (kernels 2 and 3), P in s (fp32, the S
+ * accumulator layout: key 8j + 2t + (e & 1), row g + 8 (e >> 1) of m16 tile mt), rounded to T;
+ * the S accumulators of n8 tiles 2kk and 2kk + 1 are the A fragment of key chunk kk, so P never
+ * leaves registers. ZERO (kernel 2 always, kernel 3's masked loop): a key
+ * whose P is 0 on all 16 rows of an m16 tile gets its V fragment zeroed for that tile's
+ * product, because the tensor core would turn 0 * NaN (a masked, poisoned V) into NaN; live
+ * bit 4kk + c stands for key 16kk + 2t + (c & 1) + 8 (c >> 1), exactly the keys of this lane's
+ * V fragment; for finite V that changes nothing (0 * v adds +-0). Without ZERO every key of
+ * the tile is allowed for every row. */
+template <typename T, int DV, int BK, int MT, bool ZERO>
+__device__ __forceinline__ void v2_pv(float (&acc)[MT][DV / 8][4], float (&s)[MT][BK / 8][4],
+                                      const T *tvs, int lane)
+{
+    constexpr int VROW = DV + v2_traits<T>::pad;
+    uint32_t pa[MT][BK / 16][4];
+    V2_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        V2_UNROLL
+        for (int kk = 0; kk < BK / 16; kk++)
+            V2_UNROLL
+            for (int c = 0; c < 4; c++) {
+                const float *sj = s[mt][2 * kk + (c >> 1)];
+                pa[mt][kk][c] = pack2_rn<T>(sj[2 * (c & 1)], sj[2 * (c & 1) + 1]);
+            }
+    unsigned live[MT];
+    if constexpr (ZERO) {
+        V2_UNROLL
+        for (int mt = 0; mt < MT; mt++) {
+            live[mt] = 0;
+            V2_UNROLL
+            for (int kk = 0; kk < BK / 16; kk++)
+                V2_UNROLL
+                for (int c = 0; c < 4; c++) {
+                    /* key 2t + (c&1) + 8(c>>1): rows g (register 2(c>>1)) and g + 8 (+1) */
+                    const int sh = 16 * (c & 1);
+                    const uint32_t r0 = pa[mt][kk][2 * (c >> 1)] >> sh;
+                    const uint32_t r1 = pa[mt][kk][2 * (c >> 1) + 1] >> sh;
+                    if (((r0 | r1) & 0x7fffu) != 0)
+                        live[mt] |= 1u << (4 * kk + c);
+                }
+            live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 4);
+            live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 8);
+            live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 16);
+        }
+    }
+    V2_UNROLL
+    for (int kk = 0; kk < BK / 16; kk++) {
+        uint32_t keep0[MT], keep1[MT]; /* the halves of b[0] (keys 2t, 2t+1) and b[1] (+8) kept */
+        V2_UNROLL
+        for (int mt = 0; mt < MT; mt++) {
+            if constexpr (ZERO) {
+                const unsigned lk4 = (live[mt] >> (4 * kk)) & 15u;
+                keep0[mt] = ((lk4 & 1u) ? 0xffffu : 0u) | ((lk4 & 2u) ? 0xffff0000u : 0u);
+                keep1[mt] = ((lk4 & 4u) ? 0xffffu : 0u) | ((lk4 & 8u) ? 0xffff0000u : 0u);
+            }
+        }
+        V2_UNROLL
+        for (int dp = 0; dp < DV / 16; dp++) {
+            uint32_t vf[4]; /* B fragments of d tiles 2dp and 2dp + 1 */
+            const int vrow = kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+            ldmatrix_x4_trans(vf, tvs + vrow * VROW + dp * 16 + (lane >> 4) * 8);
+            V2_UNROLL
+            for (int mt = 0; mt < MT; mt++) {
+                if constexpr (ZERO) {
+                    const uint32_t vm[4] = {vf[0] & keep0[mt], vf[1] & keep1[mt],
+                                            vf[2] & keep0[mt], vf[3] & keep1[mt]};
+                    mma_m16n8k16<T>(acc[mt][2 * dp], pa[mt][kk], vm);
+                    mma_m16n8k16<T>(acc[mt][2 * dp + 1], pa[mt][kk], vm + 2);
+                    mutant_p_residual<T>(acc[mt][2 * dp], acc[mt][2 * dp + 1], s[mt][2 * kk],
+                                         s[mt][2 * kk + 1], vm); /* seam: P not rounded */
+                } else {
+                    mma_m16n8k16<T>(acc[mt][2 * dp], pa[mt][kk], vf);
+                    mma_m16n8k16<T>(acc[mt][2 * dp + 1], pa[mt][kk], vf + 2);
+                    mutant_p_residual<T>(acc[mt][2 * dp], acc[mt][2 * dp + 1], s[mt][2 * kk],
+                                         s[mt][2 * kk + 1], vf);
+                }
+            }
+        }
+    }
+}
+
 /* At most 2 * V2_BQ_MAX / MT threads (128 by default), at least V2_MIN_BLOCKS blocks per SM (1
  * by default): ptxas may then use up to 255 registers a thread, and the resource report (make
  * emu-nvcc) shows no spills in any configuration of the default build; with the first bound
@@ -317,35 +512,12 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX / MT, V2_MIN_BLOCKS) attn_v2_ker
                               bq, a.lq - q0);
     cp_async_commit();
 
-    /* This lane's rows: r = 2 mt + i is row g + 8i of the warp's m16 tile mt (the warp owns
-     * 16 MT rows). Their sequence and position looked up once; rows past Lq take part in every
-     * collective but see no key and are never stored. */
+    /* This lane's rows (v2_rows_init) */
     int32_t tq[NR], lo[NR], hi[NR];
     bool valid[NR];
-    float m[NR], l[NR];
+    float m[NR], l[NR], acc[MT][ND][4];
     const float sink = mutant_sink(attn_sink(a, h), a.scale); /* seam: sink scaled */
-    V2_UNROLL
-    for (int r = 0; r < NR; r++) {
-        tq[r] = q0 + warp * 16 * MT + 16 * (r >> 1) + g + 8 * (r & 1);
-        valid[r] = tq[r] < a.lq;
-        /* the row's allowed keys, one interval of stored tokens (masks/mask.h): partial tiles
-         * test each key against it, so no key costs a mask evaluation */
-        lo[r] = hi[r] = 0;
-        if (valid[r])
-            mask_token_range(mask, a.seq, tq[r], &lo[r], &hi[r]);
-        m[r] = sink;
-        /* this lane's share of l; the quad's shares are summed at the end, so the sink's term
-         * is one lane's */
-        l[r] = t == 0 && sink != -INFINITY ? 1.0f : 0.0f;
-    }
-    float acc[MT][ND][4];
-    V2_UNROLL
-    for (int mt = 0; mt < MT; mt++)
-        V2_UNROLL
-        for (int n = 0; n < ND; n++)
-            V2_UNROLL
-            for (int e = 0; e < 4; e++) /* seam: sink with a value */
-                acc[mt][n][e] = mutant_acc_start(sink != -INFINITY ? 1.0f : 0.0f);
+    v2_rows_init<MT, ND>(a, mask, q0, warp, g, t, sink, tq, lo, hi, valid, m, l, acc);
 
     v2_cursor cur = {0, 0, -1, 0};
     bool have = v2_next(cur, a, row, BK);
@@ -403,41 +575,14 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX / MT, V2_MIN_BLOCKS) attn_v2_ker
         /* S = Q K^T for the warp's rows and the tile's BK keys, fp32; each K fragment serves
          * the warp's MT m16 tiles. */
         float s[MT][NJ][4];
-        V2_UNROLL
-        for (int mt = 0; mt < MT; mt++)
+        if constexpr (tr::tensor_cores) {
+            v2_qk<T, D, BK, MT, q_in_regs>(s, qa, q_frag_row, tks, lane);
+        } else {
             V2_UNROLL
             for (int j = 0; j < NJ; j++)
                 V2_UNROLL
                 for (int e = 0; e < 4; e++)
-                    s[mt][j][e] = 0.0f;
-        if constexpr (tr::tensor_cores) {
-            V2_UNROLL
-            for (int kc = 0; kc < D / 16; kc++) {
-                uint32_t qf[MT][4];
-                V2_UNROLL
-                for (int mt = 0; mt < MT; mt++) {
-                    if constexpr (q_in_regs) {
-                        V2_UNROLL
-                        for (int c = 0; c < 4; c++)
-                            qf[mt][c] = qa[kc][mt][c];
-                    } else {
-                        ldmatrix_x4(qf[mt], q_frag_row + mt * 16 * SROW + kc * 16);
-                    }
-                }
-                V2_UNROLL
-                for (int jp = 0; jp < NJ / 2; jp++) {
-                    /* B fragments of key tiles 2jp (kf[0..1]) and 2jp + 1 (kf[2..3]) */
-                    uint32_t kf[4];
-                    ldmatrix_x4(kf, tks + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * SROW +
-                                        kc * 16 + ((lane >> 3) & 1) * 8);
-                    V2_UNROLL
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma_m16n8k16<T>(s[mt][2 * jp], qf[mt], kf);
-                        mma_m16n8k16<T>(s[mt][2 * jp + 1], qf[mt], kf + 2);
-                    }
-                }
-            }
-        } else {
+                    s[0][j][e] = 0.0f;
             /* d outer, so the NJ x 4 sums stay in registers; each still adds its products in
              * ascending d, with fmaf: the same bits under nvcc and the emu. (MT is 1 here.) */
             const T *q0r = sq + (warp * 16 + g) * SROW, *q1r = q0r + 8 * SROW;
@@ -533,67 +678,7 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX / MT, V2_MIN_BLOCKS) attn_v2_ker
 
         /* O += P V, P in the input type. */
         if constexpr (tr::tensor_cores) {
-            /* P rounded to T; the S accumulators of n8 tiles 2kk and 2kk+1 are the A fragment
-             * of key chunk kk. A key whose P is 0 on all 16 rows of an m16 tile gets its V
-             * fragment zeroed for that tile's product: the tensor core would turn 0 * NaN (a
-             * masked, poisoned V) into NaN. For finite V that changes nothing (0 * v adds +-0).
-             * live bit 4kk + c stands for key 16kk + 2t + (c&1) + 8*(c>>1), which are exactly
-             * the keys of this lane's V fragment (it depends on t only). */
-            uint32_t pa[MT][BK / 16][4];
-            unsigned live[MT];
-            V2_UNROLL
-            for (int mt = 0; mt < MT; mt++) {
-                live[mt] = 0;
-                V2_UNROLL
-                for (int kk = 0; kk < BK / 16; kk++)
-                    V2_UNROLL
-                    for (int c = 0; c < 4; c++) {
-                        const float *sj = s[mt][2 * kk + (c >> 1)];
-                        pa[mt][kk][c] = pack2_rn<T>(sj[2 * (c & 1)], sj[2 * (c & 1) + 1]);
-                    }
-                V2_UNROLL
-                for (int kk = 0; kk < BK / 16; kk++)
-                    V2_UNROLL
-                    for (int c = 0; c < 4; c++) {
-                        /* key 2t + (c&1) + 8(c>>1): rows g (register 2(c>>1) of the A
-                         * fragment) and g + 8 (register 2(c>>1) + 1) */
-                        const int sh = 16 * (c & 1);
-                        const uint32_t r0 = pa[mt][kk][2 * (c >> 1)] >> sh;
-                        const uint32_t r1 = pa[mt][kk][2 * (c >> 1) + 1] >> sh;
-                        if (((r0 | r1) & 0x7fffu) != 0)
-                            live[mt] |= 1u << (4 * kk + c);
-                    }
-                live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 4);
-                live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 8);
-                live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 16);
-            }
-            V2_UNROLL
-            for (int kk = 0; kk < BK / 16; kk++) {
-                /* keep-masks for the two 16-bit halves of b[0] (keys 2t, 2t+1) and b[1] (+8) */
-                uint32_t keep0[MT], keep1[MT];
-                V2_UNROLL
-                for (int mt = 0; mt < MT; mt++) {
-                    const unsigned lk4 = (live[mt] >> (4 * kk)) & 15u;
-                    keep0[mt] = ((lk4 & 1u) ? 0xffffu : 0u) | ((lk4 & 2u) ? 0xffff0000u : 0u);
-                    keep1[mt] = ((lk4 & 4u) ? 0xffffu : 0u) | ((lk4 & 8u) ? 0xffff0000u : 0u);
-                }
-                V2_UNROLL
-                for (int dp = 0; dp < DV / 16; dp++) {
-                    uint32_t vf[4]; /* B fragments of d tiles 2dp and 2dp + 1 */
-                    const int vrow = kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
-                    ldmatrix_x4_trans(vf, tvs + vrow * VROW + dp * 16 + (lane >> 4) * 8);
-                    V2_UNROLL
-                    for (int mt = 0; mt < MT; mt++) {
-                        const uint32_t vm[4] = {vf[0] & keep0[mt], vf[1] & keep1[mt],
-                                                vf[2] & keep0[mt], vf[3] & keep1[mt]};
-                        mma_m16n8k16<T>(acc[mt][2 * dp], pa[mt][kk], vm);
-                        mma_m16n8k16<T>(acc[mt][2 * dp + 1], pa[mt][kk], vm + 2);
-                        /* seam: P not rounded (adds the residual of P to the product) */
-                        mutant_p_residual<T>(acc[mt][2 * dp], acc[mt][2 * dp + 1],
-                                             s[mt][2 * kk], s[mt][2 * kk + 1], vm);
-                    }
-                }
-            }
+            v2_pv<T, DV, BK, MT, true>(acc, s, tvs, lane);
         } else {
             /* fp32: the warp's P through its own smem tile, then each lane its accumulators,
              * keys in order; a zero P is skipped, never multiplied (V may be NaN there). */
@@ -630,27 +715,7 @@ __global__ void __launch_bounds__(2 * V2_BQ_MAX / MT, V2_MIN_BLOCKS) attn_v2_ker
             st ^= 1;
     }
 
-    /* Epilogue: the row's l summed over its quad; empty rows (l == 0) write exactly 0 and
-     * LSE -inf, a NaN l stays NaN (tested for == 0, not > 0); rows past Lq are never stored. */
-    V2_UNROLL
-    for (int r = 0; r < NR; r++) {
-        const int mt = r >> 1, i = r & 1;
-        const float lsum = v2_quad_sum(l[r]);
-        if (!valid[r])
-            continue;
-        /* seam: empty row yields NaN */
-        const float inv = mutant_inv_l(lsum == 0.0f ? 0.0f : 1.0f / lsum, lsum);
-        T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq[r]) * DV;
-        V2_UNROLL
-        for (int n = 0; n < ND; n++) {
-            o[n * 8 + 2 * t] = from_f32<T>(acc[mt][n][2 * i] * inv);
-            o[n * 8 + 2 * t + 1] = from_f32<T>(acc[mt][n][2 * i + 1] * inv);
-        }
-        mutant_write_past_end(o, DV, a, b, h, tq[r], t == 0); /* seam: write past the end */
-        if (t == 0)
-            a.lse[((int64_t)b * a.hq + h) * a.lq + tq[r]] =
-                lsum == 0.0f ? -INFINITY : m[r] + logf(lsum);
-    }
+    v2_store_rows<T, DV, MT>(a, b, h, t, tq, valid, m, l, acc);
 }
 
 } /* namespace FC_GPU_NS */

@@ -3,7 +3,8 @@
  * bf16 (the contract of docs/semantics.md section 5, as versions 1 and 2).
  *
  * What it does differently from version 2 (gpu/attn_v2.cuh), whose helpers it uses (the kv
- * cursor, the cp.async staging, the quad reductions, the masked score loops):
+ * cursor, the cp.async staging, the rows' setup, Q K^T, the quad reductions, the masked score
+ * loops, the P.V step and the epilogue; the two kernels' outputs stay their own bits):
  *   - 128-row query tiles (64 for head dims above 128) on 4 warps, each warp owning two m16
  *     tiles (MT = 2, 32 rows): every K and V fragment read from shared memory by ldmatrix feeds
  *     four tensor-core products instead of two; the Q fragments are re-read from shared memory
@@ -79,84 +80,6 @@ template <typename T, int D, int DV, int BK> __host__ __device__ constexpr size_
     return ((size_t)bq * (D + pad) + (size_t)BK * (D + pad + DV + pad)) * sizeof(T);
 }
 
-/* O += P V over one tile of BK keys, P in s (fp32, the S accumulator layout: key 8j + 2t +
- * (e & 1), row g + 8 (e >> 1) of m16 tile mt), rounded to T. ZERO (the masked loop): a key
- * whose P is 0 on all 16 rows of an m16 tile gets its V fragment zeroed for that tile's
- * product, because the tensor core would turn 0 * NaN (a masked, poisoned V) into NaN; live
- * bit 4kk + c stands for key 16kk + 2t + (c & 1) + 8 (c >> 1), exactly the keys of this lane's
- * V fragment. Without ZERO every key of the tile is allowed for every row. */
-template <typename T, int DV, int BK, int MT, bool ZERO>
-__device__ __forceinline__ void v3_pv(float (&acc)[MT][DV / 8][4], float (&s)[MT][BK / 8][4],
-                                      const T *tvs, int lane)
-{
-    constexpr int VROW = DV + v2_traits<T>::pad;
-    uint32_t pa[MT][BK / 16][4];
-    V2_UNROLL
-    for (int mt = 0; mt < MT; mt++)
-        V2_UNROLL
-        for (int kk = 0; kk < BK / 16; kk++)
-            V2_UNROLL
-            for (int c = 0; c < 4; c++) {
-                const float *sj = s[mt][2 * kk + (c >> 1)];
-                pa[mt][kk][c] = pack2_rn<T>(sj[2 * (c & 1)], sj[2 * (c & 1) + 1]);
-            }
-    unsigned live[MT];
-    if constexpr (ZERO) {
-        V2_UNROLL
-        for (int mt = 0; mt < MT; mt++) {
-            live[mt] = 0;
-            V2_UNROLL
-            for (int kk = 0; kk < BK / 16; kk++)
-                V2_UNROLL
-                for (int c = 0; c < 4; c++) {
-                    /* key 2t + (c&1) + 8(c>>1): rows g (register 2(c>>1)) and g + 8 (+1) */
-                    const int sh = 16 * (c & 1);
-                    const uint32_t r0 = pa[mt][kk][2 * (c >> 1)] >> sh;
-                    const uint32_t r1 = pa[mt][kk][2 * (c >> 1) + 1] >> sh;
-                    if (((r0 | r1) & 0x7fffu) != 0)
-                        live[mt] |= 1u << (4 * kk + c);
-                }
-            live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 4);
-            live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 8);
-            live[mt] |= __shfl_xor_sync(0xffffffffu, live[mt], 16);
-        }
-    }
-    V2_UNROLL
-    for (int kk = 0; kk < BK / 16; kk++) {
-        uint32_t keep0[MT], keep1[MT]; /* the halves of b[0] (keys 2t, 2t+1) and b[1] (+8) kept */
-        V2_UNROLL
-        for (int mt = 0; mt < MT; mt++) {
-            if constexpr (ZERO) {
-                const unsigned lk4 = (live[mt] >> (4 * kk)) & 15u;
-                keep0[mt] = ((lk4 & 1u) ? 0xffffu : 0u) | ((lk4 & 2u) ? 0xffff0000u : 0u);
-                keep1[mt] = ((lk4 & 4u) ? 0xffffu : 0u) | ((lk4 & 8u) ? 0xffff0000u : 0u);
-            }
-        }
-        V2_UNROLL
-        for (int dp = 0; dp < DV / 16; dp++) {
-            uint32_t vf[4]; /* B fragments of d tiles 2dp and 2dp + 1 */
-            const int vrow = kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
-            ldmatrix_x4_trans(vf, tvs + vrow * VROW + dp * 16 + (lane >> 4) * 8);
-            V2_UNROLL
-            for (int mt = 0; mt < MT; mt++) {
-                if constexpr (ZERO) {
-                    const uint32_t vm[4] = {vf[0] & keep0[mt], vf[1] & keep1[mt],
-                                            vf[2] & keep0[mt], vf[3] & keep1[mt]};
-                    mma_m16n8k16<T>(acc[mt][2 * dp], pa[mt][kk], vm);
-                    mma_m16n8k16<T>(acc[mt][2 * dp + 1], pa[mt][kk], vm + 2);
-                    mutant_p_residual<T>(acc[mt][2 * dp], acc[mt][2 * dp + 1], s[mt][2 * kk],
-                                         s[mt][2 * kk + 1], vm); /* seam: P not rounded */
-                } else {
-                    mma_m16n8k16<T>(acc[mt][2 * dp], pa[mt][kk], vf);
-                    mma_m16n8k16<T>(acc[mt][2 * dp + 1], pa[mt][kk], vf + 2);
-                    mutant_p_residual<T>(acc[mt][2 * dp], acc[mt][2 * dp + 1], s[mt][2 * kk],
-                                         s[mt][2 * kk + 1], vf);
-                }
-            }
-        }
-    }
-}
-
 /* At most 128 threads (4 warps), one block an SM at least: ptxas may use up to 255 registers a
  * thread, which still lets two blocks (8 warps) share an SM's 64K registers. */
 template <typename T, int D, int DV, int BK, int MT, bool X>
@@ -188,30 +111,12 @@ __global__ void __launch_bounds__(128, 1) attn_v3_kernel(attn_args a)
                               bq, a.lq - q0);
     cp_async_commit();
 
-    /* This lane's rows: r = 2 mt + i is row g + 8i of the warp's m16 tile mt (kernel 2's
-     * layout); rows past Lq take part in every collective but see no key and are never stored. */
+    /* This lane's rows (v2_rows_init, kernel 2's layout) */
     int32_t tq[NR], lo[NR], hi[NR];
     bool valid[NR];
-    float m[NR], l[NR];
+    float m[NR], l[NR], acc[MT][ND][4];
     const float sink = mutant_sink(attn_sink(a, h), a.scale); /* seam: sink scaled */
-    V2_UNROLL
-    for (int r = 0; r < NR; r++) {
-        tq[r] = q0 + warp * 16 * MT + 16 * (r >> 1) + g + 8 * (r & 1);
-        valid[r] = tq[r] < a.lq;
-        lo[r] = hi[r] = 0;
-        if (valid[r])
-            mask_token_range(mask, a.seq, tq[r], &lo[r], &hi[r]);
-        m[r] = sink;
-        l[r] = t == 0 && sink != -INFINITY ? 1.0f : 0.0f; /* the sink's e^0, one lane's share */
-    }
-    float acc[MT][ND][4];
-    V2_UNROLL
-    for (int mt = 0; mt < MT; mt++)
-        V2_UNROLL
-        for (int n = 0; n < ND; n++)
-            V2_UNROLL
-            for (int e = 0; e < 4; e++) /* seam: sink with a value */
-                acc[mt][n][e] = mutant_acc_start(sink != -INFINITY ? 1.0f : 0.0f);
+    v2_rows_init<MT, ND>(a, mask, q0, warp, g, t, sink, tq, lo, hi, valid, m, l, acc);
 
     /* Every (query, key) pair of a full tile is allowed where its rows and keys exist. */
     const bool rows_exist = q0 + bq <= a.lq;
@@ -248,38 +153,7 @@ __global__ void __launch_bounds__(128, 1) attn_v3_kernel(attn_args a)
 
         /* S = Q K^T, fp32; each K fragment serves the warp's MT m16 tiles. */
         float s[MT][NJ][4];
-        V2_UNROLL
-        for (int mt = 0; mt < MT; mt++)
-            V2_UNROLL
-            for (int j = 0; j < NJ; j++)
-                V2_UNROLL
-                for (int e = 0; e < 4; e++)
-                    s[mt][j][e] = 0.0f;
-        V2_UNROLL
-        for (int kc = 0; kc < D / 16; kc++) {
-            uint32_t qf[MT][4];
-            V2_UNROLL
-            for (int mt = 0; mt < MT; mt++) {
-                if constexpr (q_in_regs) {
-                    V2_UNROLL
-                    for (int c = 0; c < 4; c++)
-                        qf[mt][c] = qa[kc][mt][c];
-                } else {
-                    ldmatrix_x4(qf[mt], q_frag_row + mt * 16 * SROW + kc * 16);
-                }
-            }
-            V2_UNROLL
-            for (int jp = 0; jp < NJ / 2; jp++) {
-                uint32_t kf[4]; /* B fragments of key tiles 2jp (kf[0..1]) and 2jp + 1 */
-                ldmatrix_x4(kf, sk + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * SROW + kc * 16 +
-                                    ((lane >> 3) & 1) * 8);
-                V2_UNROLL
-                for (int mt = 0; mt < MT; mt++) {
-                    mma_m16n8k16<T>(s[mt][2 * jp], qf[mt], kf);
-                    mma_m16n8k16<T>(s[mt][2 * jp + 1], qf[mt], kf + 2);
-                }
-            }
-        }
+        v2_qk<T, D, BK, MT, q_in_regs>(s, qa, q_frag_row, sk, lane);
 
         /* The scores. An unmasked tile (see above) takes no compare; without a soft-cap its
          * maxima are the raw scores', scaled once, and the scale goes into the exponent's
@@ -390,33 +264,14 @@ __global__ void __launch_bounds__(128, 1) attn_v3_kernel(attn_args a)
 
         /* O += P V, P in the input type */
         if (unmasked)
-            v3_pv<T, DV, BK, MT, false>(acc, s, sv, lane);
+            v2_pv<T, DV, BK, MT, false>(acc, s, sv, lane);
         else
-            v3_pv<T, DV, BK, MT, true>(acc, s, sv, lane);
+            v2_pv<T, DV, BK, MT, true>(acc, s, sv, lane);
         cur = nxt;
         have = more;
     }
 
-    /* Epilogue: the row's l summed over its quad; empty rows (l == 0) write exactly 0 and LSE
-     * -inf, a NaN l stays NaN (tested for == 0, not > 0); rows past Lq are never stored. */
-    V2_UNROLL
-    for (int r = 0; r < NR; r++) {
-        const int mt = r >> 1, i = r & 1;
-        const float lsum = v2_quad_sum(l[r]);
-        if (!valid[r])
-            continue;
-        /* seam: empty row yields NaN */
-        const float inv = mutant_inv_l(lsum == 0.0f ? 0.0f : 1.0f / lsum, lsum);
-        T *o = (T *)a.o + (((int64_t)b * a.hq + h) * a.lq + tq[r]) * DV;
-        V2_UNROLL
-        for (int n = 0; n < ND; n++) /* two elements, 32 bits, a store: DV and 2t are even */
-            *(uint32_t *)(o + n * 8 + 2 * t) =
-                pack2_rn<T>(acc[mt][n][2 * i] * inv, acc[mt][n][2 * i + 1] * inv);
-        mutant_write_past_end(o, DV, a, b, h, tq[r], t == 0); /* seam: write past the end */
-        if (t == 0)
-            a.lse[((int64_t)b * a.hq + h) * a.lq + tq[r]] =
-                lsum == 0.0f ? -INFINITY : m[r] + logf(lsum);
-    }
+    v2_store_rows<T, DV, MT>(a, b, h, t, tq, valid, m, l, acc);
 }
 
 } /* namespace FC_GPU_NS */
