@@ -219,7 +219,7 @@ def main(argv=None):
             print(f"  {f}", file=sys.stderr)
         return 1
     print(f"\nkernel_sass: {len(rows)} instances ({', '.join(arches)}): no spills, no stack, no "
-          "local memory; HMMA, LDSM, LDSM.T and LDGSTS in each")
+          "local memory; HMMA, LDSM, LDSM.T, LDGSTS and two BAR.SYNC in each")
     return 0
 
 

@@ -165,22 +165,29 @@ static fc_status check_call(const gpu_call *c, fc_err *err)
     return check_page_table(c, err);
 }
 
-/* Version 2 with its tile shapes: BQ query rows per block, 16 MT a warp, BK keys per stage. */
-template <typename T, int D, int DV, int BK, int MT, bool X = false>
-static cudaError_t launch_v2_mt(const attn_args &a, int bq)
+/* A tiled kernel (versions 2 and 3) over query tiles of bq rows, 16 MT rows a warp, with smem
+ * bytes of dynamic shared memory (opted in above the default 48 KiB, as on the GPU). */
+static cudaError_t launch_tiles(void (*kernel)(attn_args), const attn_args &a, int bq, int mt,
+                                size_t smem)
 {
-    constexpr int ST = v2_stages<T, D, DV, BK>();
-    const size_t smem = v2_smem_bytes<T, D, DV, BK, ST>(bq);
     dim3 grid((unsigned)((a.lq + bq - 1) / bq), (unsigned)a.hq, (unsigned)a.batch);
-    dim3 block((unsigned)(bq / (16 * MT) * 32));
-    void (*kernel)(attn_args) = attn_v2_kernel<T, D, DV, BK, ST, MT, X>;
-    if (smem > 48 * 1024) { /* above the default limit, as on the GPU */
+    dim3 block((unsigned)(bq / (16 * mt) * 32));
+    if (smem > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);
         if (e != cudaSuccess)
             return e;
     }
     return GPU_LAUNCH(kernel, grid, block, smem, (cudaStream_t)0, a);
+}
+
+/* Version 2 with its tile shapes: BQ query rows per block, 16 MT a warp, BK keys per stage. */
+template <typename T, int D, int DV, int BK, int MT, bool X = false>
+static cudaError_t launch_v2_mt(const attn_args &a, int bq)
+{
+    constexpr int ST = v2_stages<T, D, DV, BK>();
+    return launch_tiles(attn_v2_kernel<T, D, DV, BK, ST, MT, X>, a, bq, MT,
+                        v2_smem_bytes<T, D, DV, BK, ST>(bq));
 }
 
 /* 32 rows a warp where the build asks for them, the block has a multiple of 32 rows and the
@@ -211,17 +218,8 @@ template <typename T, int D, int DV> static cudaError_t launch_v2_d(const attn_a
 template <typename T, int D, int DV, int BK, int MT, bool X = false>
 static cudaError_t launch_v3_mt(const attn_args &a, int bq)
 {
-    const size_t smem = v3_smem_bytes<T, D, DV, BK>(bq);
-    dim3 grid((unsigned)((a.lq + bq - 1) / bq), (unsigned)a.hq, (unsigned)a.batch);
-    dim3 block((unsigned)(bq / (16 * MT) * 32));
-    void (*kernel)(attn_args) = attn_v3_kernel<T, D, DV, BK, MT, X>;
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem);
-        if (e != cudaSuccess)
-            return e;
-    }
-    return GPU_LAUNCH(kernel, grid, block, smem, (cudaStream_t)0, a);
+    return launch_tiles(attn_v3_kernel<T, D, DV, BK, MT, X>, a, bq, MT,
+                        v3_smem_bytes<T, D, DV, BK>(bq));
 }
 
 /* Two m16 tiles a warp wherever the block has a multiple of 32 rows and the head dims are at

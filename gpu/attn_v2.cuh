@@ -395,12 +395,12 @@ __device__ __forceinline__ void v2_store_rows(const attn_args &a, int32_t b, int
 /* O += P V over one tile of BK keys on tensor cores (kernels 2 and 3), P in s (fp32, the S
  * accumulator layout: key 8j + 2t + (e & 1), row g + 8 (e >> 1) of m16 tile mt), rounded to T;
  * the S accumulators of n8 tiles 2kk and 2kk + 1 are the A fragment of key chunk kk, so P never
- * leaves registers. ZERO (kernel 2 always, kernel 3's masked loop): a key
- * whose P is 0 on all 16 rows of an m16 tile gets its V fragment zeroed for that tile's
- * product, because the tensor core would turn 0 * NaN (a masked, poisoned V) into NaN; live
- * bit 4kk + c stands for key 16kk + 2t + (c & 1) + 8 (c >> 1), exactly the keys of this lane's
- * V fragment; for finite V that changes nothing (0 * v adds +-0). Without ZERO every key of
- * the tile is allowed for every row. */
+ * leaves registers. ZERO (kernel 2 always, kernel 3's masked loop): a key whose P is 0 on all
+ * 16 rows of an m16 tile gets its V fragment zeroed for that tile's product, because the
+ * tensor core would turn 0 * NaN (a masked, poisoned V) into NaN; live bit 4kk + c stands for
+ * key 16kk + 2t + (c & 1) + 8 (c >> 1), exactly the keys of this lane's V fragment; for finite
+ * V that changes nothing (0 * v adds +-0). Without ZERO every key of the tile is allowed for
+ * every row. */
 template <typename T, int DV, int BK, int MT, bool ZERO>
 __device__ __forceinline__ void v2_pv(float (&acc)[MT][DV / 8][4], float (&s)[MT][BK / 8][4],
                                       const T *tvs, int lane)

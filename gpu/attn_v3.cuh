@@ -30,8 +30,7 @@
  *     rather than the accurate expf (several instructions more); under the emu glibc's
  *     exp2f, as expf is glibc's there: both within a few ulp of e^(x - m), not the same bits;
  *   - the query tiles are scheduled last first (blockIdx.x counts down), so under a causal
- *     mask the tiles with the most keys start first and the grid's tail is short;
- *   - the output stored two elements (32 bits) a store.
+ *     mask the tiles with the most keys start first and the grid's tail is short.
  * The arithmetic is otherwise version 2's: fp32 S and online softmax per row over the four
  * lanes of a quad, P rounded to the input type before P.V (the S accumulators of two n8 key
  * tiles are the A fragment of the P.V product), l summing the fp32 P, the sink as each row's
@@ -41,8 +40,9 @@
  * version 2's fp32 instances for kernel 3 (gpu/attn_launch.cu), which docs/status.md says.
  *
  * Template parameters: T (__half, __nv_bfloat16), D and DV (v2_head_dims_ok's pairs), BK (16,
- * or v3_bk's 32 or 64 keys a tile), MT (m16 tiles a warp: 2, or 1 for 16-row blocks and head dims above
- * 128) and X (explicit mask or bias, BK = 16; with a bias the masked loop on every tile).
+ * or v3_bk's 32 or 64 keys a tile), MT (m16 tiles a warp: 2, or 1 for 16-row blocks and head
+ * dims above 128) and X (explicit mask or bias, BK = 16; with a bias the masked loop on every
+ * tile).
  */
 #ifndef FLEXCHECK_ATTN_V3_CUH
 #define FLEXCHECK_ATTN_V3_CUH

@@ -198,7 +198,8 @@ endif
 # is the one committed under reports/. cuobjdump and nvdisasm: the toolkit's where it has them
 # (Debian's nvcc install here has neither), else PyPI's nvidia-cuda-cuobjdump and
 # nvidia-cuda-nvdisasm wheels, fetched once into $(BUILD)/cuda-tools; without either the step
-# says so and skips. The wheels' newest release reads the objects of older nvcc.
+# says so and skips. The wheels are the newest release (13.5 on 2026-12-07, which read this
+# machine's nvcc 13.0 objects).
 CUDA_TOOLS := $(BUILD)/cuda-tools
 .PHONY: kernel-sass
 TEST_STEPS += kernel-sass
